@@ -1,0 +1,257 @@
+//! The `EtcdCluster` v1alpha1 resource: the one schema both platforms read.
+//!
+//! On Kubernetes it is a custom resource (`etcd-operator crd` prints its
+//! definition); on the local platform the same YAML lives in a manifests
+//! folder. Every field's doc comment becomes its description in the schema.
+//! Checks that serde cannot express live in [`crate::validate`].
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// API group of the resource.
+pub const GROUP: &str = "etcdoperator.dev";
+/// API version of the resource.
+pub const VERSION: &str = "v1alpha1";
+/// `apiVersion` as written in manifests.
+pub const API_VERSION: &str = "etcdoperator.dev/v1alpha1";
+/// `kind` as written in manifests.
+pub const KIND: &str = "EtcdCluster";
+
+/// Desired state of an etcd cluster.
+#[derive(CustomResource, Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "etcdoperator.dev",
+    version = "v1alpha1",
+    kind = "EtcdCluster",
+    namespaced,
+    status = "EtcdClusterStatus",
+    shortname = "etcd",
+    doc = "An etcd cluster kept in the declared state by etcd-operator",
+    printcolumn(name = "Size", type_ = "integer", json_path = ".spec.size"),
+    printcolumn(name = "Version", type_ = "string", json_path = ".status.currentVersion"),
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(name = "Ready", type_ = "integer", json_path = ".status.readyMembers"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EtcdClusterSpec {
+    /// Number of voting members, 1 to 9. A cluster of size N keeps working
+    /// while (N-1)/2 members are down, so odd sizes (3, 5) are the useful ones.
+    #[schemars(range(min = 1, max = 9))]
+    pub size: i64,
+    /// etcd version to run, such as "3.4.23" or "3.5.1". Locally it picks the
+    /// etcd binary; on Kubernetes the image tag.
+    pub version: String,
+    /// When true the operator only observes and reports: it starts, stops,
+    /// adds and removes nothing until this is false again.
+    #[serde(default)]
+    pub paused: bool,
+    /// What happens to a member's data when its process or pod stops.
+    #[serde(default)]
+    pub storage: StorageSpec,
+    /// Scheduled backups: how often, how many to keep, and where they go.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup: Option<BackupSpec>,
+    /// Create this cluster from a backup instead of empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restore: Option<RestoreSpec>,
+    /// What to do when a majority of members is lost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery: Option<RecoverySpec>,
+}
+
+/// Storage policy of the members.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StorageSpec {
+    /// `Persistent` (default): a member's data is kept when it stops, and a
+    /// dead member is restarted in place with the same member id.
+    /// `Ephemeral`: a member's data goes with its process (like an emptyDir),
+    /// so a dead member is always replaced by a new one.
+    #[serde(default)]
+    pub policy: StoragePolicy,
+}
+
+/// Whether member data outlives the member's process.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum StoragePolicy {
+    /// Data is kept across restarts.
+    #[default]
+    Persistent,
+    /// Data is lost when the member stops.
+    Ephemeral,
+}
+
+/// Backup policy, e.g. "every 30 minutes, keep the last 3".
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BackupSpec {
+    /// Time between backups, as a Go duration such as "30m", "1h" or "10s"
+    /// (at least 1s).
+    pub interval: String,
+    /// How many verified backups to keep (at least 1). The newest are kept;
+    /// the last good backup is never deleted.
+    #[schemars(range(min = 1))]
+    pub max_backups: i64,
+    /// Where backups are written. Local platform: a folder, by default
+    /// `<state-dir>/backups/<cluster>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<BackupLocation>,
+}
+
+/// Where backups are stored.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BackupLocation {
+    /// A folder on the operator's machine (local platform).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// Name of a PersistentVolumeClaim in the cluster's namespace (Kubernetes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub persistent_volume_claim: Option<String>,
+}
+
+/// Source of the data of a new cluster.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RestoreSpec {
+    /// Name of a backup (as listed by `etcd-operator backups CLUSTER`) or
+    /// the path of a snapshot file.
+    pub backup: String,
+}
+
+/// Quorum-loss policy.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RecoverySpec {
+    /// When a majority of members is lost for good (their data is gone),
+    /// rebuild the cluster from the newest verified backup. Writes after that
+    /// backup are lost, and status says how many revisions. Off by default:
+    /// the cluster is reported Degraded and left alone.
+    #[serde(default)]
+    pub restore_from_backup: bool,
+}
+
+/// Observed state of an etcd cluster, written by the operator.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EtcdClusterStatus {
+    /// One word for where the cluster stands.
+    pub phase: Phase,
+    /// Available, Progressing and Degraded, each with a reason and a message.
+    #[serde(default)]
+    pub conditions: Vec<Condition>,
+    /// Every member the operator knows of, from the platform and from etcd.
+    #[serde(default)]
+    pub members: Vec<MemberStatus>,
+    /// Number of members that are ready (serving, with a leader).
+    #[serde(default)]
+    pub ready_members: i64,
+    /// The `metadata.generation` of the spec this status reflects.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// The etcd version all members run, once they agree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_version: Option<String>,
+    /// Name of the current leader.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leader: Option<String>,
+    /// The operator's last step or the reason it is waiting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_action: Option<String>,
+    /// When this status was observed (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_at: Option<String>,
+}
+
+/// Phase of a cluster.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum Phase {
+    /// Not created yet.
+    #[default]
+    Pending,
+    /// Members are being bootstrapped.
+    Creating,
+    /// All members ready and the spec is met.
+    Running,
+    /// Restarting or replacing failed members.
+    Recovering,
+    /// Adding or removing members to reach the spec's size.
+    Scaling,
+    /// Something is wrong that the operator cannot fix right now; see the
+    /// Degraded condition.
+    Degraded,
+    /// `spec.paused` is true.
+    Paused,
+    /// The spec is invalid; nothing is done until it is fixed.
+    Invalid,
+}
+
+impl Phase {
+    /// The phase as written in status.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Pending => "Pending",
+            Phase::Creating => "Creating",
+            Phase::Running => "Running",
+            Phase::Recovering => "Recovering",
+            Phase::Scaling => "Scaling",
+            Phase::Degraded => "Degraded",
+            Phase::Paused => "Paused",
+            Phase::Invalid => "Invalid",
+        }
+    }
+}
+
+/// A status condition in the Kubernetes style.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    /// `Available`, `Progressing` or `Degraded`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// A CamelCase word for why.
+    pub reason: String,
+    /// What happened, in words a person can act on.
+    pub message: String,
+    /// When the status last changed (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<String>,
+}
+
+/// One member as the operator sees it.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MemberStatus {
+    /// Member name (also the etcd `--name`).
+    pub name: String,
+    /// etcd member id in hex, as etcdctl prints it; absent until etcd knows it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// URL clients connect to.
+    #[serde(rename = "clientURL")]
+    pub client_url: String,
+    /// URL peers connect to.
+    #[serde(rename = "peerURL")]
+    pub peer_url: String,
+    /// Serving requests, with a leader, and in the member list.
+    pub ready: bool,
+    /// This member is the leader.
+    pub leader: bool,
+    /// A learner (non-voting) member.
+    #[serde(default)]
+    pub learner: bool,
+    /// etcd version the member runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+}
+
+impl EtcdClusterStatus {
+    /// The condition of the given type, if set.
+    pub fn condition(&self, type_: &str) -> Option<&Condition> {
+        self.conditions.iter().find(|c| c.type_ == type_)
+    }
+}

@@ -1,0 +1,327 @@
+//! Checks on an `EtcdCluster` that serde's types cannot express, turning the
+//! spec into a [`ValidSpec`] the rest of the operator can trust.
+//!
+//! Every problem names its field and says what is allowed; all problems of a
+//! spec are reported at once so a user fixes them in one edit.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::crd::{EtcdClusterSpec, StoragePolicy};
+use crate::version::Version;
+
+/// Largest cluster the operator manages.
+pub const MAX_SIZE: i64 = 9;
+/// Longest cluster name: member names add a suffix, and Kubernetes object
+/// names derived from it must stay within 63 characters.
+pub const MAX_NAME_LEN: usize = 40;
+/// Shortest backup interval.
+pub const MIN_BACKUP_INTERVAL: Duration = Duration::from_secs(1);
+
+/// A spec that passed every check.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ValidSpec {
+    /// Number of voting members.
+    pub size: usize,
+    /// etcd version to run.
+    pub version: Version,
+    /// Observe only.
+    pub paused: bool,
+    /// Whether member data survives a member's stop.
+    pub storage: StoragePolicy,
+    /// Backup policy, if any.
+    pub backup: Option<BackupPolicy>,
+    /// Backup name or snapshot path to create the cluster from.
+    pub restore: Option<String>,
+    /// Rebuild from the newest backup when a majority is lost for good.
+    pub restore_from_backup: bool,
+}
+
+/// A checked backup policy.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BackupPolicy {
+    /// Time between backups.
+    pub interval: Duration,
+    /// Number of verified backups kept.
+    pub max_backups: usize,
+    /// Folder for backups (local platform), when set in the spec.
+    pub path: Option<PathBuf>,
+    /// PersistentVolumeClaim for backups (Kubernetes), when set in the spec.
+    pub persistent_volume_claim: Option<String>,
+}
+
+/// One problem with one field.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FieldError {
+    /// Path of the field, such as `spec.size`.
+    pub field: String,
+    /// What is wrong and what is allowed.
+    pub message: String,
+}
+
+/// All problems found in a spec.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub struct Invalid(pub Vec<FieldError>);
+
+impl fmt::Display for Invalid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, e) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{}: {}", e.field, e.message)?;
+        }
+        Ok(())
+    }
+}
+
+/// What the platform can run, asked while validating `spec.version`.
+pub trait Versions {
+    /// `Ok` when members of this version can be run, else why not (for
+    /// example, which binary is missing and how to install it).
+    fn check(&self, version: Version) -> Result<(), String>;
+}
+
+/// Checks a cluster's name and spec.
+pub fn validate(
+    name: &str,
+    spec: &EtcdClusterSpec,
+    versions: &dyn Versions,
+) -> Result<ValidSpec, Invalid> {
+    let mut errors = Vec::new();
+    let mut err = |field: &str, message: String| {
+        errors.push(FieldError {
+            field: field.to_string(),
+            message,
+        })
+    };
+    if let Err(m) = check_name(name) {
+        err("metadata.name", m);
+    }
+    if !(1..=MAX_SIZE).contains(&spec.size) {
+        err(
+            "spec.size",
+            format!("must be between 1 and {MAX_SIZE}, got {}", spec.size),
+        );
+    }
+    let version = match spec.version.parse::<Version>() {
+        Ok(v) => {
+            if let Err(m) = versions.check(v) {
+                err("spec.version", m);
+            }
+            Some(v)
+        }
+        Err(e) => {
+            err("spec.version", e.to_string());
+            None
+        }
+    };
+    let backup = spec.backup.as_ref().and_then(|b| {
+        let interval = match parse_duration(&b.interval) {
+            Ok(d) if d >= MIN_BACKUP_INTERVAL => Some(d),
+            Ok(d) => {
+                err(
+                    "spec.backup.interval",
+                    format!("must be at least 1s, got {d:?}"),
+                );
+                None
+            }
+            Err(m) => {
+                err("spec.backup.interval", m);
+                None
+            }
+        };
+        if b.max_backups < 1 {
+            err(
+                "spec.backup.maxBackups",
+                format!("must be at least 1, got {}", b.max_backups),
+            );
+        }
+        let location = b.location.clone().unwrap_or_default();
+        if location.path.as_deref() == Some("") {
+            err(
+                "spec.backup.location.path",
+                "must not be empty; leave it out for the default folder".into(),
+            );
+        }
+        Some(BackupPolicy {
+            interval: interval?,
+            max_backups: usize::try_from(b.max_backups).ok().filter(|n| *n > 0)?,
+            path: location.path.map(PathBuf::from),
+            persistent_volume_claim: location.persistent_volume_claim,
+        })
+    });
+    if let Some(r) = &spec.restore
+        && r.backup.trim().is_empty()
+    {
+        err(
+            "spec.restore.backup",
+            "must name a backup or the path of a snapshot file".into(),
+        );
+    }
+    let restore_from_backup = spec.recovery.as_ref().is_some_and(|r| r.restore_from_backup);
+    if restore_from_backup && spec.backup.is_none() {
+        err(
+            "spec.recovery.restoreFromBackup",
+            "needs spec.backup: without backups there is nothing to restore from".into(),
+        );
+    }
+    match version {
+        Some(version) if errors.is_empty() => Ok(ValidSpec {
+            size: usize::try_from(spec.size).unwrap_or(1),
+            version,
+            paused: spec.paused,
+            storage: spec.storage.policy,
+            backup,
+            restore: spec.restore.as_ref().map(|r| r.backup.trim().to_string()),
+            restore_from_backup,
+        }),
+        _ => Err(Invalid(errors)),
+    }
+}
+
+/// A Go-style duration ("30m", "1h30m", "10s") as a std duration.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let d: kube::core::Duration = s.trim().parse().map_err(|e| {
+        format!("{s:?} is not a duration such as \"30m\", \"1h\" or \"10s\" ({e})")
+    })?;
+    if d.is_negative() {
+        return Err(format!("must not be negative, got {s:?}"));
+    }
+    Ok(d.into())
+}
+
+/// A cluster name: a DNS label (lowercase letters, digits and '-', starting
+/// with a letter, not ending with '-') of at most [`MAX_NAME_LEN`] characters.
+pub fn check_name(name: &str) -> Result<(), String> {
+    let ok_chars = name
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    let starts = name.bytes().next().is_some_and(|b| b.is_ascii_lowercase());
+    if name.is_empty() || name.len() > MAX_NAME_LEN || !ok_chars || !starts || name.ends_with('-')
+    {
+        return Err(format!(
+            "{name:?} is not a valid cluster name: use 1 to {MAX_NAME_LEN} lowercase letters, \
+             digits and '-', starting with a letter and not ending with '-'"
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crd::{BackupSpec, RecoverySpec, StorageSpec};
+
+    struct Only(Version);
+    impl Versions for Only {
+        fn check(&self, v: Version) -> Result<(), String> {
+            if v == self.0 {
+                Ok(())
+            } else {
+                Err(format!("no etcd binary for {v}"))
+            }
+        }
+    }
+    const V: Only = Only(Version::new(3, 4, 23));
+
+    fn spec(size: i64, version: &str) -> EtcdClusterSpec {
+        EtcdClusterSpec {
+            size,
+            version: version.into(),
+            paused: false,
+            storage: StorageSpec::default(),
+            backup: None,
+            restore: None,
+            recovery: None,
+        }
+    }
+
+    fn fields(r: Result<ValidSpec, Invalid>) -> Vec<String> {
+        r.expect_err("should be invalid")
+            .0
+            .into_iter()
+            .map(|e| e.field)
+            .collect()
+    }
+
+    #[test]
+    fn accepts_a_plain_spec() {
+        let v = validate("demo", &spec(3, "3.4.23"), &V).expect("valid");
+        assert_eq!(v.size, 3);
+        assert_eq!(v.version, Version::new(3, 4, 23));
+    }
+
+    #[test]
+    fn size_out_of_range_names_the_field() {
+        for size in [0, -1, 10] {
+            let e = validate("demo", &spec(size, "3.4.23"), &V).expect_err("invalid");
+            assert_eq!(e.0[0].field, "spec.size");
+            assert!(e.to_string().contains("between 1 and 9"), "{e}");
+        }
+    }
+
+    #[test]
+    fn version_malformed_or_missing_binary() {
+        assert_eq!(
+            fields(validate("demo", &spec(3, "latest"), &V)),
+            ["spec.version"]
+        );
+        let e = validate("demo", &spec(3, "3.9.9"), &V).expect_err("invalid");
+        assert!(e.to_string().contains("no etcd binary for 3.9.9"), "{e}");
+    }
+
+    #[test]
+    fn all_errors_reported_together() {
+        assert_eq!(
+            fields(validate("Demo_", &spec(0, "x"), &V)),
+            ["metadata.name", "spec.size", "spec.version"]
+        );
+    }
+
+    #[test]
+    fn backup_bounds() {
+        let mut s = spec(3, "3.4.23");
+        s.backup = Some(BackupSpec {
+            interval: "500ms".into(),
+            max_backups: 0,
+            location: None,
+        });
+        assert_eq!(
+            fields(validate("demo", &s, &V)),
+            ["spec.backup.interval", "spec.backup.maxBackups"]
+        );
+        s.backup = Some(BackupSpec {
+            interval: "30m".into(),
+            max_backups: 3,
+            location: None,
+        });
+        let v = validate("demo", &s, &V).expect("valid");
+        let b = v.backup.expect("backup policy");
+        assert_eq!(b.interval, Duration::from_secs(1800));
+        assert_eq!(b.max_backups, 3);
+    }
+
+    #[test]
+    fn restore_from_backup_needs_backups() {
+        let mut s = spec(3, "3.4.23");
+        s.recovery = Some(RecoverySpec {
+            restore_from_backup: true,
+        });
+        assert_eq!(
+            fields(validate("demo", &s, &V)),
+            ["spec.recovery.restoreFromBackup"]
+        );
+    }
+
+    #[test]
+    fn names() {
+        for good in ["demo", "a", "my-cluster-2"] {
+            assert!(check_name(good).is_ok(), "{good}");
+        }
+        for bad in ["", "Demo", "-a", "a-", "a_b", "1abc", &"a".repeat(41)] {
+            assert!(check_name(bad).is_err(), "{bad}");
+        }
+    }
+}
