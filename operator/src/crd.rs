@@ -19,6 +19,9 @@ pub const API_VERSION: &str = "etcdoperator.dev/v1alpha1";
 pub const KIND: &str = "EtcdCluster";
 
 /// Desired state of an etcd cluster.
+// clippy reads the repeated `type_ = ...` of the printcolumns as duplicated
+// attributes; they are arguments of separate columns.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
 #[kube(
     group = "etcdoperator.dev",
@@ -29,10 +32,18 @@ pub const KIND: &str = "EtcdCluster";
     shortname = "etcd",
     doc = "An etcd cluster kept in the declared state by etcd-operator",
     printcolumn(name = "Size", type_ = "integer", json_path = ".spec.size"),
-    printcolumn(name = "Version", type_ = "string", json_path = ".status.currentVersion"),
+    printcolumn(
+        name = "Version",
+        type_ = "string",
+        json_path = ".status.currentVersion"
+    ),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
     printcolumn(name = "Ready", type_ = "integer", json_path = ".status.readyMembers"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EtcdClusterSpec {

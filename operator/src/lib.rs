@@ -4,5 +4,6 @@
 
 pub mod crd;
 pub mod manifest;
+pub mod plan;
 pub mod validate;
 pub mod version;

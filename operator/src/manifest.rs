@@ -174,7 +174,10 @@ pub fn parse(text: &str) -> Result<Vec<EtcdCluster>, (Option<String>, String)> {
             if d.api_version != API_VERSION {
                 return Err((
                     name,
-                    format!("apiVersion: must be {API_VERSION:?}, got {:?}", d.api_version),
+                    format!(
+                        "apiVersion: must be {API_VERSION:?}, got {:?}",
+                        d.api_version
+                    ),
                 ));
             }
             if d.kind != KIND {

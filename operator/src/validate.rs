@@ -160,7 +160,10 @@ pub fn validate(
             "must name a backup or the path of a snapshot file".into(),
         );
     }
-    let restore_from_backup = spec.recovery.as_ref().is_some_and(|r| r.restore_from_backup);
+    let restore_from_backup = spec
+        .recovery
+        .as_ref()
+        .is_some_and(|r| r.restore_from_backup);
     if restore_from_backup && spec.backup.is_none() {
         err(
             "spec.recovery.restoreFromBackup",
@@ -183,9 +186,10 @@ pub fn validate(
 
 /// A Go-style duration ("30m", "1h30m", "10s") as a std duration.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let d: kube::core::Duration = s.trim().parse().map_err(|e| {
-        format!("{s:?} is not a duration such as \"30m\", \"1h\" or \"10s\" ({e})")
-    })?;
+    let d: kube::core::Duration = s
+        .trim()
+        .parse()
+        .map_err(|e| format!("{s:?} is not a duration such as \"30m\", \"1h\" or \"10s\" ({e})"))?;
     if d.is_negative() {
         return Err(format!("must not be negative, got {s:?}"));
     }
@@ -199,8 +203,7 @@ pub fn check_name(name: &str) -> Result<(), String> {
         .bytes()
         .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
     let starts = name.bytes().next().is_some_and(|b| b.is_ascii_lowercase());
-    if name.is_empty() || name.len() > MAX_NAME_LEN || !ok_chars || !starts || name.ends_with('-')
-    {
+    if name.is_empty() || name.len() > MAX_NAME_LEN || !ok_chars || !starts || name.ends_with('-') {
         return Err(format!(
             "{name:?} is not a valid cluster name: use 1 to {MAX_NAME_LEN} lowercase letters, \
              digits and '-', starting with a letter and not ending with '-'"

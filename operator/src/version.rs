@@ -80,7 +80,9 @@ mod tests {
 
     #[test]
     fn rejects_malformed() {
-        for s in ["", "3", "3.4", "3.4.x", "3.4.23.1", "latest", "3..1", "-3.4.1"] {
+        for s in [
+            "", "3", "3.4", "3.4.x", "3.4.23.1", "latest", "3..1", "-3.4.1",
+        ] {
             assert!(s.parse::<Version>().is_err(), "{s} should be refused");
         }
     }

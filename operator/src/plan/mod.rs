@@ -1,0 +1,538 @@
+//! The plan: a pure function from (desired spec, observed state) to the one
+//! next step. No I/O, no clock: everything it needs is in its arguments, so
+//! it is tested exhaustively (see `props.rs`).
+//!
+//! Rules it keeps whatever it observes:
+//! * it never takes a step that loses quorum by its own hand: a step that
+//!   makes a voting member unavailable is taken only when the healthy voters
+//!   left still form a quorum of the voters left;
+//! * one membership change per step, and a new change (add, promote, or
+//!   removing a healthy member) only once every member is healthy;
+//! * it never removes a healthy member while another member is unhealthy;
+//! * a member whose data survived is restarted in place; one whose data is
+//!   gone is replaced (removed, then a new one added as a learner, started,
+//!   and promoted once it has caught up);
+//! * when quorum is lost it only restarts members whose data survived.
+
+use std::fmt;
+
+use crate::crd::StoragePolicy;
+use crate::validate::ValidSpec;
+use crate::version::Version;
+
+#[cfg(test)]
+mod props;
+#[cfg(test)]
+mod tests;
+
+/// What the spec asks for, as far as the plan cares.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Desired {
+    /// Voting members wanted.
+    pub size: usize,
+    /// Version every member should run.
+    pub version: Version,
+    /// Whether a stopped member's data may be used again.
+    pub storage: StoragePolicy,
+    /// Observe only.
+    pub paused: bool,
+}
+
+impl From<&ValidSpec> for Desired {
+    fn from(s: &ValidSpec) -> Self {
+        Desired {
+            size: s.size,
+            version: s.version,
+            storage: s.storage,
+            paused: s.paused,
+        }
+    }
+}
+
+/// What the operator saw of a cluster.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Observed {
+    /// The cluster has formed before (its member list was read once).
+    pub bootstrapped: bool,
+    /// The member list was read from a member that has a leader. False when
+    /// no member answered: quorum is lost, or the cluster is still forming.
+    pub membership_known: bool,
+    /// Every member known to the platform or to etcd.
+    pub members: Vec<Member>,
+}
+
+/// One member, joined from the platform's record and etcd's member list.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Member {
+    /// Member name.
+    pub name: String,
+    /// What the platform runs for it, if anything.
+    pub platform: Option<Runtime>,
+    /// Its entry in etcd's member list, if any.
+    pub etcd: Option<EtcdMember>,
+    /// Answers with a leader (and is in the member list when that is known).
+    pub healthy: bool,
+}
+
+/// A member as the platform runs it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Runtime {
+    /// Its process (or pod) is running.
+    pub running: bool,
+    /// Its data directory (or volume) holds etcd data.
+    pub has_data: bool,
+    /// It keeps dying soon after being started: its data is not trusted.
+    pub crash_looping: bool,
+    /// The version it runs (or will run when started).
+    pub version: Version,
+    /// One of the members the cluster was bootstrapped with.
+    pub bootstrap: bool,
+}
+
+/// A member as etcd lists it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EtcdMember {
+    /// etcd member id.
+    pub id: u64,
+    /// Has run at least once (etcd lists unstarted members without a name).
+    pub started: bool,
+    /// Non-voting learner.
+    pub learner: bool,
+    /// The current leader.
+    pub leader: bool,
+}
+
+/// The next step.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Create the initial members (those missing) and start those not
+    /// running, all in one static bootstrap.
+    Bootstrap,
+    /// Start a stopped member: in place with its data, or for the first time.
+    Start {
+        /// Member to start.
+        member: String,
+    },
+    /// Add a new member to etcd as a learner, then start it.
+    AddLearner,
+    /// Promote a caught-up learner to a voting member.
+    Promote {
+        /// Learner to promote.
+        member: String,
+        /// Its etcd id.
+        id: u64,
+    },
+    /// Remove a member from etcd's member list, then delete it from the
+    /// platform (process or pod, and its data).
+    Remove {
+        /// Member to remove.
+        member: String,
+        /// Its etcd id.
+        id: u64,
+        /// Why it goes.
+        why: RemoveWhy,
+    },
+    /// Delete a member the platform runs but etcd does not list.
+    DeleteStray {
+        /// Member to delete.
+        member: String,
+    },
+    /// Restart a member on a new version, keeping its data.
+    Upgrade {
+        /// Member to upgrade.
+        member: String,
+        /// Version to run.
+        to: Version,
+    },
+    /// Nothing safe to do now; wait for a change.
+    Wait(Wait),
+    /// The cluster matches the spec.
+    Converged,
+}
+
+/// Why a member is removed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RemoveWhy {
+    /// Its data is gone (or never trusted again): it will be replaced.
+    DataLost,
+    /// etcd lists it but the platform has no such member: it will be replaced.
+    NotOnPlatform,
+    /// The spec asks for fewer members.
+    ScaleDown,
+}
+
+/// Why the plan waits.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Wait {
+    /// `spec.paused` is set.
+    Paused,
+    /// Initial members are running and electing a leader.
+    Forming,
+    /// A member runs but is not healthy yet (starting, catching up, or stuck).
+    MemberNotReady {
+        /// The member.
+        member: String,
+    },
+    /// No member answers with a leader and none can be restarted with its
+    /// data.
+    QuorumLost {
+        /// Members running now.
+        running: usize,
+        /// Members known.
+        known: usize,
+    },
+    /// A lost member cannot be removed without losing quorum.
+    RemoveWouldLoseQuorum {
+        /// The member.
+        member: String,
+    },
+    /// etcd lists a healthy member the platform does not run.
+    Unmanaged {
+        /// Its etcd id.
+        id: u64,
+    },
+    /// The spec's version cannot be reached from a member's version in one
+    /// rolling step.
+    UpgradePath {
+        /// Version a member runs.
+        from: Version,
+        /// Version the spec asks for.
+        to: Version,
+    },
+    /// Upgrading restarts a voter, and fewer than three voters cannot
+    /// spare one.
+    UpgradeNeedsThreeMembers,
+}
+
+/// Votes needed for quorum among `voters`.
+pub fn quorum(voters: usize) -> usize {
+    voters / 2 + 1
+}
+
+/// The next step towards `desired` from `observed`.
+pub fn plan(desired: &Desired, observed: &Observed) -> Step {
+    if desired.paused {
+        return Step::Wait(Wait::Paused);
+    }
+    if !observed.bootstrapped {
+        return plan_bootstrap(observed);
+    }
+    let view = View::new(desired, observed);
+    if !observed.membership_known {
+        return view.without_quorum();
+    }
+    view.with_quorum(desired)
+}
+
+/// Before the cluster first formed: (re)start the initial members.
+fn plan_bootstrap(o: &Observed) -> Step {
+    let initial: Vec<&Runtime> = o
+        .members
+        .iter()
+        .filter_map(|m| m.platform.as_ref().filter(|p| p.bootstrap))
+        .collect();
+    if initial.is_empty() || initial.iter().any(|p| !p.running) {
+        Step::Bootstrap
+    } else {
+        Step::Wait(Wait::Forming)
+    }
+}
+
+/// Derived facts about the observation.
+struct View<'a> {
+    members: &'a [Member],
+    persistent: bool,
+    voters: usize,
+    healthy_voters: usize,
+}
+
+impl<'a> View<'a> {
+    fn new(d: &Desired, o: &'a Observed) -> Self {
+        let voting = o
+            .members
+            .iter()
+            .filter(|m| m.etcd.is_some_and(|e| !e.learner));
+        View {
+            members: &o.members,
+            persistent: d.storage == StoragePolicy::Persistent,
+            voters: voting.clone().count(),
+            healthy_voters: voting.filter(|m| m.healthy).count(),
+        }
+    }
+
+    /// Stopped, with data that may be used to start it again in place.
+    fn restartable(&self, m: &Member) -> bool {
+        m.platform
+            .as_ref()
+            .is_some_and(|p| !p.running && p.has_data && self.persistent && !p.crash_looping)
+    }
+
+    fn stopped(m: &Member) -> bool {
+        m.platform.as_ref().is_some_and(|p| !p.running)
+    }
+
+    /// Removing `m` keeps a quorum of healthy voters among the voters left.
+    fn remove_is_safe(&self, m: &Member) -> bool {
+        match m.etcd {
+            None => false,
+            Some(e) if e.learner => true,
+            Some(_) => {
+                let left = self.voters - 1;
+                let healthy_left = self.healthy_voters - usize::from(m.healthy);
+                left >= 1 && healthy_left >= quorum(left)
+            }
+        }
+    }
+
+    fn remove(&self, m: &Member, why: RemoveWhy) -> Option<Step> {
+        let id = m.etcd?.id;
+        Some(Step::Remove {
+            member: m.name.clone(),
+            id,
+            why,
+        })
+    }
+
+    fn without_quorum(&self) -> Step {
+        if let Some(m) = self.members.iter().find(|m| self.restartable(m)) {
+            return Step::Start {
+                member: m.name.clone(),
+            };
+        }
+        let running = self
+            .members
+            .iter()
+            .filter(|m| m.platform.as_ref().is_some_and(|p| p.running))
+            .count();
+        Step::Wait(Wait::QuorumLost {
+            running,
+            known: self.members.len(),
+        })
+    }
+
+    fn with_quorum(&self, d: &Desired) -> Step {
+        let over_size = self.voters > d.size;
+        // Members the platform runs but etcd does not list: leftovers of a
+        // removal or of an add that did not happen.
+        if let Some(m) = self.members.iter().find(|m| m.etcd.is_none()) {
+            return Step::DeleteStray {
+                member: m.name.clone(),
+            };
+        }
+        // Stopped members that can start: in place, or for the first time.
+        for m in self.members.iter().filter(|m| Self::stopped(m)) {
+            let first_start = m.etcd.is_some_and(|e| !e.started);
+            if self.restartable(m) || first_start {
+                if over_size && self.remove_is_safe(m) {
+                    return self
+                        .remove(m, RemoveWhy::ScaleDown)
+                        .unwrap_or(Step::Converged);
+                }
+                return Step::Start {
+                    member: m.name.clone(),
+                };
+            }
+        }
+        // Members whose data is gone, or that the platform lost: replace.
+        for m in self.members.iter().filter(|m| !m.healthy) {
+            let why = match &m.platform {
+                None => RemoveWhy::NotOnPlatform,
+                Some(p) if !p.running => RemoveWhy::DataLost,
+                Some(_) => continue,
+            };
+            return if self.remove_is_safe(m) {
+                self.remove(m, why).unwrap_or(Step::Converged)
+            } else {
+                Step::Wait(Wait::RemoveWouldLoseQuorum {
+                    member: m.name.clone(),
+                })
+            };
+        }
+        if let Some(m) = self.members.iter().find(|m| !m.healthy) {
+            return Step::Wait(Wait::MemberNotReady {
+                member: m.name.clone(),
+            });
+        }
+        if let Some(e) = self
+            .members
+            .iter()
+            .find_map(|m| m.etcd.filter(|_| m.platform.is_none()))
+        {
+            return Step::Wait(Wait::Unmanaged { id: e.id });
+        }
+        // Every member is healthy from here on.
+        if let Some((m, e)) = self
+            .members
+            .iter()
+            .find_map(|m| m.etcd.filter(|e| e.learner).map(|e| (m, e)))
+        {
+            return if self.voters < d.size {
+                Step::Promote {
+                    member: m.name.clone(),
+                    id: e.id,
+                }
+            } else {
+                self.remove(m, RemoveWhy::ScaleDown)
+                    .unwrap_or(Step::Converged)
+            };
+        }
+        if self.voters < d.size {
+            return Step::AddLearner;
+        }
+        if over_size {
+            return self
+                .scale_down_victim()
+                .and_then(|m| self.remove(m, RemoveWhy::ScaleDown))
+                .unwrap_or(Step::Converged);
+        }
+        self.upgrade(d)
+    }
+
+    /// The member to remove when scaling down: not the leader, newest first.
+    fn scale_down_victim(&self) -> Option<&Member> {
+        self.members
+            .iter()
+            .filter(|m| m.etcd.is_some_and(|e| !e.leader))
+            .max_by(|a, b| member_order(&a.name, &b.name))
+    }
+
+    /// Next member to move to the spec's version: followers first, then the
+    /// leader, one at a time.
+    fn upgrade(&self, d: &Desired) -> Step {
+        let behind: Vec<(&Member, &Runtime)> = self
+            .members
+            .iter()
+            .filter_map(|m| m.platform.as_ref().map(|p| (m, p)))
+            .filter(|(_, p)| p.version != d.version)
+            .collect();
+        let Some(&(first, _)) = behind
+            .iter()
+            .find(|(m, _)| !m.etcd.is_some_and(|e| e.leader))
+            .or_else(|| behind.first())
+        else {
+            return Step::Converged;
+        };
+        if let Some((_, p)) = behind
+            .iter()
+            .find(|(_, p)| !p.version.can_upgrade_to(d.version))
+        {
+            return Step::Wait(Wait::UpgradePath {
+                from: p.version,
+                to: d.version,
+            });
+        }
+        if self.healthy_voters < 1 + quorum(self.voters) {
+            return Step::Wait(Wait::UpgradeNeedsThreeMembers);
+        }
+        Step::Upgrade {
+            member: first.name.clone(),
+            to: d.version,
+        }
+    }
+}
+
+/// Orders member names by their numeric suffix ("demo-10" after "demo-9").
+pub fn member_order(a: &str, b: &str) -> std::cmp::Ordering {
+    let key = |s: &str| {
+        let n = s
+            .rsplit_once('-')
+            .and_then(|(_, n)| n.parse::<u64>().ok())
+            .unwrap_or(0);
+        (n, s.to_string())
+    };
+    key(a).cmp(&key(b))
+}
+
+impl Step {
+    /// Whether the step changes etcd's member list.
+    pub fn is_membership_change(&self) -> bool {
+        matches!(
+            self,
+            Step::AddLearner | Step::Promote { .. } | Step::Remove { .. }
+        )
+    }
+}
+
+impl fmt::Display for Step {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Step::Bootstrap => write!(f, "bootstrap the initial members"),
+            Step::Start { member } => write!(f, "start member {member}"),
+            Step::AddLearner => write!(f, "add a new member as a learner"),
+            Step::Promote { member, .. } => write!(f, "promote learner {member} to voter"),
+            Step::Remove { member, id, why } => {
+                let why = match why {
+                    RemoveWhy::DataLost => "its data is gone; it will be replaced",
+                    RemoveWhy::NotOnPlatform => "the platform lost it; it will be replaced",
+                    RemoveWhy::ScaleDown => "the spec asks for fewer members",
+                };
+                write!(f, "remove member {member} ({id:x}): {why}")
+            }
+            Step::DeleteStray { member } => {
+                write!(f, "delete {member}: it is not in etcd's member list")
+            }
+            Step::Upgrade { member, to } => write!(f, "upgrade member {member} to {to}"),
+            Step::Wait(w) => write!(f, "wait: {w}"),
+            Step::Converged => write!(f, "nothing to do"),
+        }
+    }
+}
+
+impl Wait {
+    /// A CamelCase reason for status conditions.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Wait::Paused => "Paused",
+            Wait::Forming => "Forming",
+            Wait::MemberNotReady { .. } => "MemberNotReady",
+            Wait::QuorumLost { .. } => "QuorumLost",
+            Wait::RemoveWouldLoseQuorum { .. } => "RemoveWouldLoseQuorum",
+            Wait::Unmanaged { .. } => "UnmanagedMember",
+            Wait::UpgradePath { .. } => "UnsupportedUpgradePath",
+            Wait::UpgradeNeedsThreeMembers => "UpgradeNeedsThreeMembers",
+        }
+    }
+
+    /// Whether the wait means something is wrong (as opposed to a step in
+    /// progress).
+    pub fn is_problem(&self) -> bool {
+        !matches!(
+            self,
+            Wait::Paused | Wait::Forming | Wait::MemberNotReady { .. }
+        )
+    }
+}
+
+impl fmt::Display for Wait {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Wait::Paused => write!(f, "spec.paused is true; observing only"),
+            Wait::Forming => write!(f, "initial members are electing a leader"),
+            Wait::MemberNotReady { member } => write!(f, "member {member} is not ready yet"),
+            Wait::QuorumLost { running, known } => write!(
+                f,
+                "quorum lost: no member answers with a leader ({running} of {known} members \
+                 running) and no stopped member has data to restart with"
+            ),
+            Wait::RemoveWouldLoseQuorum { member } => write!(
+                f,
+                "member {member} is lost, but removing it now would lose quorum"
+            ),
+            Wait::Unmanaged { id } => write!(
+                f,
+                "etcd lists member {id:x}, which the operator does not run; \
+                 remove it with `etcdctl member remove {id:x}`"
+            ),
+            Wait::UpgradePath { from, to } => write!(
+                f,
+                "cannot go from {from} to {to}: upgrades move one minor version forward \
+                 at a time and never down"
+            ),
+            Wait::UpgradeNeedsThreeMembers => write!(
+                f,
+                "a rolling upgrade restarts one voter at a time and needs at least 3 healthy \
+                 members to keep quorum; scale up first"
+            ),
+        }
+    }
+}
