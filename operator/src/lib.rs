@@ -1,9 +1,17 @@
 //! etcd-operator: keeps etcd clusters in the state their `EtcdCluster` spec
 //! declares. The binaries `etcd-operator`, `chaos-monkey` and `soak` are thin
 //! shells around this library.
+//!
+//! The reconcile pipeline is `observe` -> `plan` (pure) -> `controller::act`
+//! -> `controller::status`; `platform` says where members run.
 
+pub mod cli;
+pub mod controller;
 pub mod crd;
+pub mod etcd;
 pub mod manifest;
+pub mod observe;
 pub mod plan;
+pub mod platform;
 pub mod validate;
 pub mod version;

@@ -1,1 +1,233 @@
-fn main() {}
+//! `etcd-operator`: the command line. Everything else is in the library.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand, ValueEnum};
+use etcd_operator::controller::local;
+use etcd_operator::platform::local::binaries::Binaries;
+use etcd_operator::{cli, crd};
+use kube::CustomResourceExt;
+
+/// Keeps etcd clusters in the state their EtcdCluster spec declares:
+/// creates them, replaces dead members, and removes them when their
+/// manifest goes.
+#[derive(Parser, Debug)]
+#[command(version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+    /// Log format.
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value = "text",
+        env = "ETCD_OPERATOR_LOG_FORMAT"
+    )]
+    log_format: LogFormat,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the operator until interrupted (Ctrl-C or SIGTERM). etcd members
+    /// keep running after it stops and are adopted again on the next start.
+    Run(RunArgs),
+    /// Show the clusters the operator manages, as published in the state
+    /// folder.
+    Status(StatusArgs),
+    /// Print the EtcdCluster CustomResourceDefinition (YAML).
+    Crd,
+}
+
+#[derive(clap::Args, Debug)]
+struct RunArgs {
+    /// Where members run. `local`: etcd processes on loopback addresses.
+    /// (`kube` is not available yet.)
+    #[arg(
+        long,
+        value_enum,
+        default_value = "local",
+        env = "ETCD_OPERATOR_PLATFORM"
+    )]
+    platform: PlatformKind,
+    /// Folder of EtcdCluster YAML files (local platform). Adding a file
+    /// creates a cluster, editing it changes the cluster, deleting it
+    /// deletes the cluster.
+    #[arg(long, env = "ETCD_OPERATOR_MANIFESTS")]
+    manifests: Option<PathBuf>,
+    /// Folder for members' data and logs, and the operator's records
+    /// (local platform).
+    #[arg(long, default_value = ".state", env = "ETCD_OPERATOR_STATE_DIR")]
+    state_dir: PathBuf,
+    /// Folders holding etcd binaries as VERSION/etcd (repeatable); `etcd`
+    /// on PATH is used too when its version matches.
+    #[arg(
+        long = "etcd-binaries",
+        env = "ETCD_OPERATOR_BINARIES",
+        value_delimiter = ':',
+        default_value = ".etcd"
+    )]
+    etcd_binaries: Vec<PathBuf>,
+}
+
+#[derive(clap::Args, Debug)]
+struct StatusArgs {
+    /// Show only this cluster, with its members.
+    cluster: Option<String>,
+    /// The operator's state folder.
+    #[arg(long, default_value = ".state", env = "ETCD_OPERATOR_STATE_DIR")]
+    state_dir: PathBuf,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value = "table")]
+    output: Output,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum PlatformKind {
+    Local,
+    Kube,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum Output {
+    Table,
+    Json,
+    Yaml,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing(cli.log_format);
+    let result = match cli.command {
+        Command::Run(args) => run(args),
+        Command::Status(args) => status(args),
+        Command::Crd => crd_yaml(),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn init_tracing(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    if args.platform == PlatformKind::Kube {
+        eprintln!(
+            "error: --platform kube is not available yet; use --platform local \
+             (see README: Platforms)"
+        );
+        return Ok(ExitCode::from(2));
+    }
+    let Some(manifests) = args.manifests else {
+        eprintln!(
+            "error: --manifests DIR is required with --platform local (a folder of EtcdCluster YAML files)"
+        );
+        return Ok(ExitCode::from(2));
+    };
+    let opts = local::Options {
+        manifests,
+        state_dir: args.state_dir,
+        binaries: Arc::new(Binaries::new(args.etcd_binaries)),
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    rt.block_on(async {
+        match local::run(opts, shutdown_signal()).await {
+            Ok(()) => Ok(ExitCode::SUCCESS),
+            Err(e @ local::Error::NoManifests(_)) => {
+                eprintln!("error: {e}");
+                Ok(ExitCode::from(2))
+            }
+            Err(e) => Err(anyhow::Error::new(e)),
+        }
+    })
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!("cannot listen for SIGTERM: {e}");
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
+
+fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
+    let clusters = match cli::load(&args.state_dir, args.cluster.as_deref()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let single = args.cluster.is_some();
+    match args.output {
+        Output::Table => {
+            print!("{}", cli::table(&clusters, single, SystemTime::now()));
+            for p in cli::file_problems(&args.state_dir) {
+                println!("\nmanifest problem: {}: {}", p.file.display(), p.message);
+            }
+        }
+        Output::Json => {
+            let text = if single {
+                serde_json::to_string_pretty(&clusters[0])?
+            } else {
+                serde_json::to_string_pretty(&list(&clusters))?
+            };
+            println!("{text}");
+        }
+        Output::Yaml => {
+            let text = if single {
+                serde_saphyr::to_string(&clusters[0])?
+            } else {
+                serde_saphyr::to_string(&list(&clusters))?
+            };
+            print!("{text}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A `kind: List` like kubectl prints.
+fn list(items: &[crd::EtcdCluster]) -> serde_json::Value {
+    serde_json::json!({ "apiVersion": "v1", "kind": "List", "items": items })
+}
+
+fn crd_yaml() -> anyhow::Result<ExitCode> {
+    print!("{}", serde_saphyr::to_string(&crd::EtcdCluster::crd())?);
+    Ok(ExitCode::SUCCESS)
+}

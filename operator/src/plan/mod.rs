@@ -340,13 +340,22 @@ impl<'a> View<'a> {
                 Some(p) if !p.running => RemoveWhy::DataLost,
                 Some(_) => continue,
             };
-            return if self.remove_is_safe(m) {
-                self.remove(m, why).unwrap_or(Step::Converged)
-            } else {
-                Step::Wait(Wait::RemoveWouldLoseQuorum {
+            if self.remove_is_safe(m) {
+                return self.remove(m, why).unwrap_or(Step::Converged);
+            }
+            // Not safe yet: a member still starting may make it safe soon.
+            let starting = self
+                .members
+                .iter()
+                .find(|s| !s.healthy && s.platform.as_ref().is_some_and(|p| p.running));
+            return Step::Wait(match starting {
+                Some(s) => Wait::MemberNotReady {
+                    member: s.name.clone(),
+                },
+                None => Wait::RemoveWouldLoseQuorum {
                     member: m.name.clone(),
-                })
-            };
+                },
+            });
         }
         if let Some(m) = self.members.iter().find(|m| !m.healthy) {
             return Step::Wait(Wait::MemberNotReady {

@@ -1,0 +1,229 @@
+//! Output of the `status` command: a table, JSON or YAML of the statuses the
+//! local controller publishes in its state folder.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use crate::controller::local::{FileProblem, problems_path};
+use crate::crd::EtcdCluster;
+use crate::platform::local::layout::{Layout, read_json};
+
+/// Why statuses could not be shown.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Nothing at the state folder.
+    #[error("{0} holds no etcd-operator state; pass the --state-dir the operator runs with")]
+    NoState(String),
+    /// No such cluster.
+    #[error("no cluster named {name:?} in {state} (clusters: {known})")]
+    NoCluster {
+        /// The name asked for.
+        name: String,
+        /// The state folder.
+        state: String,
+        /// The clusters there.
+        known: String,
+    },
+    /// A file could not be read.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Reads the published resources (all, or the one named).
+pub fn load(state_dir: &Path, name: Option<&str>) -> Result<Vec<EtcdCluster>, Error> {
+    let layout = Layout::new(state_dir);
+    if !layout.clusters_dir().is_dir() {
+        return Err(Error::NoState(state_dir.display().to_string()));
+    }
+    let names = layout.cluster_names()?;
+    let mut out = Vec::new();
+    for n in &names {
+        if name.is_some_and(|want| want != n) {
+            continue;
+        }
+        if let Some(c) = read_json::<EtcdCluster>(&layout.status_path(n))? {
+            out.push(c);
+        }
+    }
+    if let Some(want) = name
+        && out.is_empty()
+    {
+        return Err(Error::NoCluster {
+            name: want.into(),
+            state: state_dir.display().to_string(),
+            known: if names.is_empty() {
+                "none".into()
+            } else {
+                names.join(", ")
+            },
+        });
+    }
+    Ok(out)
+}
+
+/// Manifest problems not tied to a cluster.
+pub fn file_problems(state_dir: &Path) -> Vec<FileProblem> {
+    read_json(&problems_path(state_dir))
+        .ok()
+        .flatten()
+        .unwrap_or_default()
+}
+
+/// A table of clusters, then (for one cluster) its members.
+pub fn table(clusters: &[EtcdCluster], with_members: bool, now: SystemTime) -> String {
+    let mut rows = vec![vec![
+        "CLUSTER".to_string(),
+        "PHASE".into(),
+        "MEMBERS".into(),
+        "LEADER".into(),
+        "VERSION".into(),
+        "OBSERVED".into(),
+        "MESSAGE".into(),
+    ]];
+    for c in clusters {
+        let s = c.status.clone().unwrap_or_default();
+        let degraded = s
+            .condition("Degraded")
+            .filter(|d| d.status == "True")
+            .map(|d| d.message.clone())
+            .unwrap_or_default();
+        rows.push(vec![
+            c.metadata.name.clone().unwrap_or_default(),
+            s.phase.as_str().into(),
+            format!("{}/{}", s.ready_members, c.spec.size),
+            s.leader.clone().unwrap_or_else(|| "-".into()),
+            s.current_version
+                .clone()
+                .unwrap_or_else(|| c.spec.version.clone()),
+            s.observed_at
+                .as_deref()
+                .map(|t| age(t, now))
+                .unwrap_or_else(|| "-".into()),
+            degraded,
+        ]);
+    }
+    let mut out = render(&rows);
+    if with_members {
+        for c in clusters {
+            let s = c.status.clone().unwrap_or_default();
+            let mut rows = vec![vec![
+                "MEMBER".to_string(),
+                "ID".into(),
+                "CLIENT URL".into(),
+                "PEER URL".into(),
+                "READY".into(),
+                "LEADER".into(),
+                "VERSION".into(),
+            ]];
+            for m in &s.members {
+                rows.push(vec![
+                    m.name.clone(),
+                    m.id.clone().unwrap_or_else(|| "-".into()),
+                    m.client_url.clone(),
+                    m.peer_url.clone(),
+                    yes(m.ready).into(),
+                    if m.learner { "learner" } else { yes(m.leader) }.into(),
+                    m.version.clone().unwrap_or_default(),
+                ]);
+            }
+            out.push('\n');
+            out.push_str(&render(&rows));
+            if let Some(a) = &s.last_action {
+                let _ = writeln!(out, "\nlast action: {a}");
+            }
+        }
+    }
+    out
+}
+
+fn yes(b: bool) -> &'static str {
+    if b { "yes" } else { "no" }
+}
+
+fn age(rfc3339: &str, now: SystemTime) -> String {
+    match humantime::parse_rfc3339_weak(rfc3339) {
+        Ok(t) => {
+            let d = now.duration_since(t).unwrap_or_default();
+            let d = Duration::from_secs(d.as_secs());
+            if d > Duration::from_secs(30) {
+                format!(
+                    "{} ago (is the operator running?)",
+                    humantime::format_duration(d)
+                )
+            } else {
+                format!("{}s ago", d.as_secs())
+            }
+        }
+        Err(_) => rfc3339.into(),
+    }
+}
+
+fn render(rows: &[Vec<String>]) -> String {
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..cols)
+        .map(|i| {
+            rows.iter()
+                .map(|r| r.get(i).map_or(0, String::len))
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for r in rows {
+        let line: Vec<String> = r
+            .iter()
+            .enumerate()
+            .map(|(i, c)| format!("{c:<w$}", w = widths[i]))
+            .collect();
+        out.push_str(line.join("  ").trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crd::{EtcdClusterSpec, EtcdClusterStatus, MemberStatus, Phase};
+
+    #[test]
+    fn table_shows_cluster_and_members() {
+        let mut c = EtcdCluster::new(
+            "demo",
+            EtcdClusterSpec {
+                size: 3,
+                version: "3.4.23".into(),
+                paused: false,
+                storage: Default::default(),
+                backup: None,
+                restore: None,
+                recovery: None,
+            },
+        );
+        c.status = Some(EtcdClusterStatus {
+            phase: Phase::Running,
+            ready_members: 1,
+            leader: Some("demo-0".into()),
+            members: vec![MemberStatus {
+                name: "demo-0".into(),
+                id: Some("abc".into()),
+                client_url: "http://127.1.2.3:2379".into(),
+                peer_url: "http://127.1.2.3:2380".into(),
+                ready: true,
+                leader: true,
+                learner: false,
+                version: Some("3.4.23".into()),
+            }],
+            ..EtcdClusterStatus::default()
+        });
+        let t = table(&[c], true, SystemTime::now());
+        assert!(t.contains("demo   Running  1/3"), "{t}");
+        assert!(t.contains("http://127.1.2.3:2379"), "{t}");
+        assert!(
+            t.lines()
+                .any(|l| l.starts_with("demo-0") && l.contains("yes")),
+            "{t}"
+        );
+    }
+}

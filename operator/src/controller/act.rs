@@ -1,0 +1,177 @@
+//! Act: carry out one step of the plan through etcd and the platform.
+//!
+//! Nothing here assumes a step took effect: the controller observes again
+//! after every step, and a step that failed half-way is finished or undone
+//! by a later plan (see the plan's rules for strays and unstarted members).
+
+use rand::Rng;
+
+use super::Cluster;
+use crate::etcd;
+use crate::observe::Observation;
+use crate::plan::{RemoveWhy, Step};
+use crate::platform::{self, InitialState, MemberAddr, MemberConfig, Platform};
+use crate::validate::ValidSpec;
+
+/// Why a step failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The platform failed.
+    #[error(transparent)]
+    Platform(#[from] platform::Error),
+    /// etcd failed or refused.
+    #[error(transparent)]
+    Etcd(#[from] etcd::Error),
+    /// No member answered, so a membership change has nowhere to go.
+    #[error("no member answers with a leader")]
+    NoLeader,
+}
+
+impl Error {
+    /// A short label for metrics and logs.
+    pub fn category(&self) -> &'static str {
+        match self {
+            Error::Platform(e) => e.category(),
+            Error::Etcd(e) => e.category(),
+            Error::NoLeader => "no_leader",
+        }
+    }
+}
+
+/// Carries out `step`.
+pub(super) async fn run<P: Platform>(
+    c: &mut Cluster<P>,
+    step: &Step,
+    obs: &Observation,
+    spec: &ValidSpec,
+) -> Result<(), Error> {
+    let api = || obs.api_url.clone().ok_or(Error::NoLeader);
+    match step {
+        Step::Bootstrap => bootstrap(c, obs, spec).await,
+        Step::Start { member } => {
+            c.crashes.started(member);
+            Ok(c.platform.start(&c.name, member).await?)
+        }
+        Step::AddLearner => add_learner(c, obs, spec, &api()?).await,
+        Step::Promote { id, .. } => Ok(c.clients.promote(&api()?, *id).await?),
+        Step::Remove { member, id, why } => {
+            c.clients.remove(&api()?, *id).await?;
+            c.replacing |= *why != RemoveWhy::ScaleDown;
+            c.crashes.forget(member);
+            if obs.platform.iter().any(|p| &p.addr.name == member) {
+                c.platform.delete(&c.name, member).await?;
+            }
+            Ok(())
+        }
+        Step::DeleteStray { member } => {
+            c.crashes.forget(member);
+            Ok(c.platform.delete(&c.name, member).await?)
+        }
+        Step::Upgrade { member, to } => {
+            c.crashes.started(member);
+            Ok(c.platform.upgrade(&c.name, member, *to).await?)
+        }
+        Step::Wait(_) | Step::Converged => Ok(()),
+    }
+}
+
+/// Creates the initial members all at once (`--initial-cluster-state new`).
+/// The member names and URLs are saved in the cluster record before
+/// anything starts, so a bootstrap cut short is finished with the same ones.
+async fn bootstrap<P: Platform>(
+    c: &mut Cluster<P>,
+    obs: &Observation,
+    spec: &ValidSpec,
+) -> Result<(), Error> {
+    if c.record.initial.is_empty() {
+        let names: Vec<String> = (0..spec.size).map(|i| format!("{}-{i}", c.name)).collect();
+        let addrs = c.platform.allocate(&c.name, &names).await?;
+        c.record.token = format!("{}-{:016x}", c.name, rand::rng().random::<u64>());
+        c.record.next_index = u32::try_from(spec.size).unwrap_or(u32::MAX);
+        c.record.initial = addrs;
+        c.save_record().await;
+    }
+    let initial_cluster = initial_cluster(c.record.initial.iter());
+    for addr in c.record.initial.clone() {
+        match obs.platform.iter().find(|p| p.addr.name == addr.name) {
+            Some(p) if p.running => {}
+            Some(_) => {
+                c.crashes.started(&addr.name);
+                c.platform.start(&c.name, &addr.name).await?;
+            }
+            None => {
+                let config = MemberConfig {
+                    addr: addr.clone(),
+                    version: spec.version,
+                    initial_cluster: initial_cluster.clone(),
+                    initial_state: InitialState::New,
+                    token: c.record.token.clone(),
+                    bootstrap: true,
+                    restore_from: None,
+                };
+                c.crashes.started(&addr.name);
+                c.platform.create(&c.name, &config).await?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Adds a learner to etcd, then creates and starts it with
+/// `--initial-cluster-state existing`.
+async fn add_learner<P: Platform>(
+    c: &mut Cluster<P>,
+    obs: &Observation,
+    spec: &ValidSpec,
+    api: &str,
+) -> Result<(), Error> {
+    let name = format!("{}-{}", c.name, c.record.next_index);
+    c.record.next_index += 1;
+    c.save_record().await;
+    let addr = c
+        .platform
+        .allocate(&c.name, std::slice::from_ref(&name))
+        .await?
+        .pop()
+        .ok_or_else(|| platform::Error::NoMember {
+            cluster: c.name.clone(),
+            member: name.clone(),
+        })?;
+    let (_, members) = c.clients.add_learner(api, &addr.peer_url).await?;
+    // Unstarted members have no name in etcd's list: use the platform's.
+    let named = members.iter().filter_map(|m| {
+        let peer = m.peer_urls.first()?;
+        let name = if *peer == addr.peer_url {
+            addr.name.clone()
+        } else if !m.name.is_empty() {
+            m.name.clone()
+        } else {
+            obs.on_platform(peer)?.addr.name.clone()
+        };
+        Some(MemberAddr {
+            name,
+            peer_url: peer.clone(),
+            client_url: String::new(),
+        })
+    });
+    let initial_cluster = initial_cluster(named.collect::<Vec<_>>().iter());
+    let config = MemberConfig {
+        addr,
+        version: spec.version,
+        initial_cluster,
+        initial_state: InitialState::Existing,
+        token: c.record.token.clone(),
+        bootstrap: false,
+        restore_from: None,
+    };
+    c.crashes.started(&name);
+    Ok(c.platform.create(&c.name, &config).await?)
+}
+
+/// `name=peerURL,...` for `--initial-cluster`.
+fn initial_cluster<'a>(members: impl Iterator<Item = &'a MemberAddr>) -> String {
+    members
+        .map(|m| format!("{}={}", m.name, m.peer_url))
+        .collect::<Vec<_>>()
+        .join(",")
+}

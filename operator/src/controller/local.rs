@@ -1,0 +1,344 @@
+//! The local controller: a manifests folder in, one task per cluster out.
+//!
+//! The folder is watched (inotify) and also rescanned every few seconds as a
+//! backstop. A cluster is deleted only when no manifest mentions it for
+//! [`DELETE_GRACE`] (an editor that saves by delete-then-write must not
+//! delete a cluster), and never because the folder could not be read.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use notify::{RecursiveMode, Watcher};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use super::{Cluster, SpecState};
+use crate::etcd::Clients;
+use crate::manifest::{self, Loaded};
+use crate::platform::local::LocalPlatform;
+use crate::platform::local::binaries::Binaries;
+use crate::platform::local::layout::write_json;
+use crate::platform::{self, Event, Platform};
+use crate::validate::validate;
+
+/// How long a cluster's manifest must be gone before the cluster is deleted.
+pub const DELETE_GRACE: Duration = Duration::from_millis(500);
+/// Rescan interval when no file event comes.
+pub const RESCAN: Duration = Duration::from_secs(3);
+/// Timeout of a member's status call.
+pub const STATUS_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// Why the local controller could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The manifests folder does not exist.
+    #[error(
+        "the manifests folder {0} does not exist: create it (mkdir) and put EtcdCluster YAML files in it"
+    )]
+    NoManifests(PathBuf),
+    /// The folder cannot be watched.
+    #[error("cannot watch {path}: {source}")]
+    Watch {
+        /// The folder.
+        path: PathBuf,
+        /// The cause.
+        source: notify::Error,
+    },
+    /// The platform failed to open.
+    #[error(transparent)]
+    Platform(#[from] platform::Error),
+}
+
+/// Settings of the local controller.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Folder of `EtcdCluster` manifests.
+    pub manifests: PathBuf,
+    /// State folder (members' data and logs, records, status).
+    pub state_dir: PathBuf,
+    /// Where etcd binaries are found.
+    pub binaries: Arc<Binaries>,
+}
+
+enum Msg {
+    Spec(Box<SpecState>),
+    Exited(String),
+    Delete,
+}
+
+struct Worker {
+    tx: mpsc::UnboundedSender<Msg>,
+    task: JoinHandle<()>,
+}
+
+/// A manifest problem that could not be tied to a cluster, for `status`.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub struct FileProblem {
+    /// The file.
+    pub file: PathBuf,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// Where the local controller lists manifest problems for `status`.
+pub fn problems_path(state_dir: &Path) -> PathBuf {
+    state_dir.join("manifest-problems.json")
+}
+
+/// Runs until `shutdown` resolves. Members keep running after it returns.
+pub async fn run(
+    opts: Options,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<(), Error> {
+    if !opts.manifests.is_dir() {
+        return Err(Error::NoManifests(opts.manifests));
+    }
+    let (events_tx, mut events) = mpsc::unbounded_channel();
+    let platform = Arc::new(LocalPlatform::open(
+        &opts.state_dir,
+        opts.binaries.clone(),
+        events_tx,
+    )?);
+    let clients = Arc::new(Clients::new(STATUS_TIMEOUT));
+    let (fs_tx, mut fs_events) = mpsc::unbounded_channel();
+    let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+        // Reading the manifests ourselves raises access events: only
+        // changes count.
+        if res.is_ok_and(|e| !e.kind.is_access() && !e.kind.is_other()) {
+            let _ = fs_tx.send(());
+        }
+    })
+    .map_err(|source| Error::Watch {
+        path: opts.manifests.clone(),
+        source,
+    })?;
+    watcher
+        .watch(&opts.manifests, RecursiveMode::NonRecursive)
+        .map_err(|source| Error::Watch {
+            path: opts.manifests.clone(),
+            source,
+        })?;
+    tracing::info!(
+        manifests = %opts.manifests.display(),
+        state = %opts.state_dir.display(),
+        "etcd-operator running on the local platform"
+    );
+    let mut ctl = Local {
+        opts,
+        platform,
+        clients,
+        workers: HashMap::new(),
+        missing_since: HashMap::new(),
+    };
+    ctl.rescan().await;
+    tokio::pin!(shutdown);
+    let mut tick = tokio::time::interval(RESCAN);
+    loop {
+        tokio::select! {
+            () = &mut shutdown => break,
+            Some(()) = fs_events.recv() => {
+                // Let a burst of file events (an editor's save) settle.
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                while fs_events.try_recv().is_ok() {}
+                ctl.rescan().await;
+            }
+            Some(Event::Exited { cluster, member }) = events.recv() => {
+                if let Some(w) = ctl.workers.get(&cluster) {
+                    let _ = w.tx.send(Msg::Exited(member));
+                }
+            }
+            _ = tick.tick() => ctl.rescan().await,
+        }
+    }
+    tracing::info!("shutting down; etcd members keep running and are adopted on the next start");
+    let tasks: Vec<JoinHandle<()>> = ctl.workers.into_values().map(|w| w.task).collect();
+    for t in tasks {
+        t.abort();
+        let _ = t.await;
+    }
+    Ok(())
+}
+
+struct Local {
+    opts: Options,
+    platform: Arc<LocalPlatform>,
+    clients: Arc<Clients>,
+    workers: HashMap<String, Worker>,
+    missing_since: HashMap<String, Instant>,
+}
+
+impl Local {
+    async fn rescan(&mut self) {
+        let loaded = match manifest::load_dir(&self.opts.manifests) {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::error!(
+                    "cannot read {}: {e}; clusters are left as they are",
+                    self.opts.manifests.display()
+                );
+                return;
+            }
+        };
+        let (wanted, orphan_problems) = self.desired(loaded).await;
+        let on_disk: HashSet<String> = self
+            .platform
+            .layout()
+            .cluster_names()
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
+        let problems_file = problems_path(&self.opts.state_dir);
+        if let Err(e) = write_json(&problems_file, &orphan_problems) {
+            tracing::warn!("cannot write {}: {e}", problems_file.display());
+        }
+        let known: HashSet<String> = on_disk.iter().chain(self.workers.keys()).cloned().collect();
+        for (name, spec) in wanted.iter() {
+            self.missing_since.remove(name);
+            self.send(name, spec.clone()).await;
+        }
+        for name in known.into_iter().filter(|n| !wanted.contains_key(n)) {
+            let since = *self
+                .missing_since
+                .entry(name.clone())
+                .or_insert_with(Instant::now);
+            if since.elapsed() < DELETE_GRACE {
+                continue;
+            }
+            self.missing_since.remove(&name);
+            self.delete(&name).await;
+        }
+    }
+
+    /// What every manifest asks for, by cluster name, and the problems that
+    /// name no cluster.
+    async fn desired(&self, loaded: Loaded) -> (HashMap<String, SpecState>, Vec<FileProblem>) {
+        let mut wanted = HashMap::new();
+        for (name, m) in loaded.clusters {
+            let file = m.file.display().to_string();
+            let spec = match validate(&name, &m.cluster.spec, &*self.opts.binaries) {
+                Ok(spec) => SpecState::Valid {
+                    resource: Box::new(m.cluster),
+                    spec,
+                    source: Some(m.file),
+                },
+                Err(e) => SpecState::Invalid {
+                    resource: Some(Box::new(m.cluster)),
+                    message: format!("{file}: {e}"),
+                },
+            };
+            wanted.insert(name, spec);
+        }
+        let mut orphans = Vec::new();
+        for p in loaded.problems {
+            let message = format!("{}: {}", p.file.display(), p.message);
+            tracing::error!("{message}");
+            let names = match p.cluster {
+                Some(name) => vec![name],
+                None => self.clusters_from(&p.file).await,
+            };
+            if names.is_empty() {
+                orphans.push(FileProblem {
+                    file: p.file.clone(),
+                    message: p.message.clone(),
+                });
+            }
+            for name in names {
+                wanted.insert(
+                    name,
+                    SpecState::Invalid {
+                        resource: None,
+                        message: message.clone(),
+                    },
+                );
+            }
+        }
+        (wanted, orphans)
+    }
+
+    /// Clusters whose record says they came from `file`.
+    async fn clusters_from(&self, file: &Path) -> Vec<String> {
+        let mut out = Vec::new();
+        for name in self.platform.layout().cluster_names().unwrap_or_default() {
+            if let Ok(Some(r)) = self.platform.load_record(&name).await
+                && r.source.as_deref() == Some(file)
+            {
+                out.push(name);
+            }
+        }
+        out
+    }
+
+    async fn send(&mut self, name: &str, spec: SpecState) {
+        if let Some(w) = self.workers.get(name)
+            && !w.task.is_finished()
+        {
+            let _ = w.tx.send(Msg::Spec(Box::new(spec)));
+            return;
+        }
+        let cluster =
+            match Cluster::new(name, self.platform.clone(), self.clients.clone(), spec).await {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::error!(cluster = %name, "cannot take over the cluster: {e}");
+                    return;
+                }
+            };
+        let (tx, rx) = mpsc::unbounded_channel();
+        let task = tokio::spawn(work(cluster, rx));
+        self.workers.insert(name.to_string(), Worker { tx, task });
+    }
+
+    async fn delete(&mut self, name: &str) {
+        if let Some(w) = self.workers.remove(name) {
+            let _ = w.tx.send(Msg::Delete);
+            let _ = w.task.await;
+            return;
+        }
+        tracing::info!(cluster = %name, "no manifest names this cluster: deleting it");
+        if let Err(e) = self.platform.delete_cluster(name).await {
+            tracing::error!(cluster = %name, "cannot delete the cluster: {e}");
+        }
+    }
+}
+
+/// One cluster's task: reconcile at once on every message, else when the
+/// last pass asked to come back.
+async fn work(mut cluster: Cluster<LocalPlatform>, mut rx: mpsc::UnboundedReceiver<Msg>) {
+    let mut next = Duration::ZERO;
+    loop {
+        let msg = tokio::select! {
+            m = rx.recv() => Some(m),
+            () = tokio::time::sleep(next) => None,
+        };
+        let mut pending = Vec::new();
+        match msg {
+            Some(Some(m)) => pending.push(m),
+            Some(None) => return,
+            None => {}
+        }
+        while let Ok(m) = rx.try_recv() {
+            pending.push(m);
+        }
+        for m in pending {
+            match m {
+                Msg::Spec(s) => cluster.set_spec(*s).await,
+                Msg::Exited(member) => {
+                    tracing::info!(cluster = %cluster.name(), %member, "member process exited");
+                    cluster.member_exited(&member);
+                }
+                Msg::Delete => {
+                    let name = cluster.name().to_string();
+                    if let Err(e) = cluster.delete().await {
+                        tracing::error!(cluster = %name, "cannot delete the cluster: {e}");
+                    }
+                    return;
+                }
+            }
+        }
+        let out = cluster.reconcile().await;
+        tracing::debug!(cluster = %cluster.name(), next = ?out.next, step = ?out.step, "reconciled");
+        next = out.next;
+    }
+}

@@ -1,0 +1,330 @@
+//! The reconcile loop of one cluster: observe -> plan -> act -> status.
+//!
+//! [`Cluster::reconcile`] is one pass; it returns when to come back if
+//! nothing happens meanwhile. The local controller ([`local`]) runs one task
+//! per cluster that calls it again at once after every step and on every
+//! event (a member's exit, a spec change); the timer is only a backstop.
+
+pub mod act;
+pub mod local;
+pub mod status;
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::crd::{EtcdCluster, EtcdClusterStatus};
+use crate::etcd::Clients;
+use crate::observe::{Observation, observe};
+use crate::plan::{Desired, Step, Wait, plan};
+use crate::platform::{ClusterRecord, Platform};
+use crate::validate::ValidSpec;
+
+/// How often a converged cluster is looked at without any event.
+pub const IDLE_INTERVAL: Duration = Duration::from_secs(2);
+/// How often a member that is starting is polled.
+pub const STARTING_INTERVAL: Duration = Duration::from_millis(50);
+/// How often a cluster that waits on a problem is looked at.
+pub const PROBLEM_INTERVAL: Duration = Duration::from_secs(1);
+/// A member that exits this soon after start, three times running, is
+/// crash looping: its data is not trusted and it is replaced.
+pub const CRASH_WINDOW: Duration = Duration::from_secs(5);
+/// Fast exits in a row that make a crash loop.
+pub const CRASH_LOOP_EXITS: u32 = 3;
+/// Retry interval after etcd refused a membership change.
+pub const REFUSED_RETRY: Duration = Duration::from_millis(200);
+/// Published status is rewritten at least this often (for `observedAt`).
+const STATUS_REFRESH: Duration = Duration::from_secs(5);
+
+/// The spec of a cluster as the controller has it.
+#[derive(Clone, Debug)]
+pub enum SpecState {
+    /// A spec that passed validation.
+    Valid {
+        /// The resource as read.
+        resource: Box<EtcdCluster>,
+        /// Its checked spec.
+        spec: ValidSpec,
+        /// Where it came from (a manifest file locally).
+        source: Option<PathBuf>,
+    },
+    /// A spec that cannot be used; nothing is done to the cluster.
+    Invalid {
+        /// The resource as read, when it could be read.
+        resource: Option<Box<EtcdCluster>>,
+        /// Which file and field, and what is allowed.
+        message: String,
+    },
+}
+
+/// The result of one reconcile pass.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    /// The step the plan chose (`None` for an invalid spec).
+    pub step: Option<Step>,
+    /// Come back after this long, unless an event comes first.
+    pub next: Duration,
+}
+
+/// Starts and fast exits of members, for crash-loop detection and backoff.
+#[derive(Debug, Default)]
+struct Crashes {
+    members: HashMap<String, (Instant, u32)>,
+}
+
+impl Crashes {
+    fn started(&mut self, member: &str) {
+        let fast = self.members.get(member).map_or(0, |(_, n)| *n);
+        self.members
+            .insert(member.to_string(), (Instant::now(), fast));
+    }
+
+    fn exited(&mut self, member: &str) {
+        if let Some((at, n)) = self.members.get_mut(member) {
+            *n = if at.elapsed() < CRASH_WINDOW {
+                *n + 1
+            } else {
+                0
+            };
+        }
+    }
+
+    fn looping(&self) -> HashSet<String> {
+        let looping = self
+            .members
+            .iter()
+            .filter(|(_, (_, n))| *n >= CRASH_LOOP_EXITS);
+        looping.map(|(m, _)| m.clone()).collect()
+    }
+
+    /// How long to hold off restarting `member` (exponential in its fast
+    /// exits: 0, 200 ms, 400 ms, ... up to 5 s).
+    fn hold_off(&self, member: &str) -> Duration {
+        match self.members.get(member) {
+            Some((at, n)) if *n > 0 => {
+                let wait = Duration::from_millis(100 << (*n).min(6)).min(Duration::from_secs(5));
+                wait.saturating_sub(at.elapsed())
+            }
+            _ => Duration::ZERO,
+        }
+    }
+
+    fn forget(&mut self, member: &str) {
+        self.members.remove(member);
+    }
+}
+
+/// One cluster under management.
+#[derive(Debug)]
+pub struct Cluster<P> {
+    name: String,
+    platform: Arc<P>,
+    clients: Arc<Clients>,
+    spec: SpecState,
+    record: ClusterRecord,
+    crashes: Crashes,
+    last_error: Option<String>,
+    errors_in_row: u32,
+    /// A lost member was removed and its replacement is on its way.
+    replacing: bool,
+    published: Option<(EtcdClusterStatus, Instant)>,
+}
+
+impl<P: Platform> Cluster<P> {
+    /// Takes over cluster `name` (loading its record, if it has one).
+    pub async fn new(
+        name: &str,
+        platform: Arc<P>,
+        clients: Arc<Clients>,
+        spec: SpecState,
+    ) -> crate::platform::Result<Self> {
+        let record = platform.load_record(name).await?.unwrap_or_default();
+        let mut cluster = Cluster {
+            name: name.to_string(),
+            platform,
+            clients,
+            spec: SpecState::Invalid {
+                resource: None,
+                message: String::new(),
+            },
+            record,
+            crashes: Crashes::default(),
+            last_error: None,
+            errors_in_row: 0,
+            replacing: false,
+            published: None,
+        };
+        cluster.set_spec(spec).await;
+        Ok(cluster)
+    }
+
+    /// The cluster's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The cluster's record.
+    pub fn record(&self) -> &ClusterRecord {
+        &self.record
+    }
+
+    /// Takes a new spec; a changed valid spec bumps the generation.
+    pub async fn set_spec(&mut self, spec: SpecState) {
+        if let SpecState::Valid {
+            resource, source, ..
+        } = &spec
+        {
+            let json = serde_json::to_string(&resource.spec).unwrap_or_default();
+            if json != self.record.spec_json || *source != self.record.source {
+                if json != self.record.spec_json {
+                    self.record.generation += 1;
+                }
+                self.record.spec_json = json;
+                self.record.source.clone_from(source);
+                if let Err(e) = self.platform.save_record(&self.name, &self.record).await {
+                    tracing::warn!(cluster = %self.name, "cannot save the cluster record: {e}");
+                }
+            }
+        }
+        self.spec = spec;
+    }
+
+    /// Notes that a member's process exited.
+    pub fn member_exited(&mut self, member: &str) {
+        self.crashes.exited(member);
+    }
+
+    /// One pass of observe -> plan -> act -> status.
+    pub async fn reconcile(&mut self) -> Outcome {
+        let looping = self.crashes.looping();
+        let obs = match observe(
+            &*self.platform,
+            &self.clients,
+            &self.name,
+            &self.record,
+            &looping,
+        )
+        .await
+        {
+            Ok(o) => o,
+            Err(e) => {
+                self.failed(format!("cannot observe the cluster: {e}"));
+                self.publish(&Observation::default(), None).await;
+                return self.retry();
+            }
+        };
+        if obs.observed.membership_known && !self.record.bootstrapped {
+            self.record.bootstrapped = true;
+            self.save_record().await;
+        }
+        let step = match &self.spec {
+            SpecState::Valid { spec, .. } => Some(plan(&Desired::from(spec), &obs.observed)),
+            SpecState::Invalid { .. } => None,
+        };
+        self.publish(&obs, step.as_ref()).await;
+        let Some(step) = step else {
+            return Outcome {
+                step: None,
+                next: PROBLEM_INTERVAL,
+            };
+        };
+        let next = match &step {
+            Step::Converged => {
+                self.replacing = false;
+                IDLE_INTERVAL
+            }
+            Step::Wait(Wait::Forming | Wait::MemberNotReady { .. }) => STARTING_INTERVAL,
+            Step::Wait(_) => PROBLEM_INTERVAL,
+            Step::Start { member } if !self.crashes.hold_off(member).is_zero() => {
+                self.crashes.hold_off(member)
+            }
+            _ => return self.act(step, &obs).await,
+        };
+        Outcome {
+            step: Some(step),
+            next,
+        }
+    }
+
+    async fn act(&mut self, step: Step, obs: &Observation) -> Outcome {
+        let SpecState::Valid { spec, .. } = &self.spec else {
+            return self.retry();
+        };
+        let spec = spec.clone();
+        tracing::info!(cluster = %self.name, "{step}");
+        match act::run(self, &step, obs, &spec).await {
+            Ok(()) => {
+                self.last_error = None;
+                self.errors_in_row = 0;
+                Outcome {
+                    step: Some(step),
+                    next: Duration::ZERO,
+                }
+            }
+            Err(e) => {
+                let refused = e.category() == "refused";
+                self.failed(format!("{step} failed: {e}"));
+                // etcd refuses membership changes for a few seconds after a
+                // member reconnects; it will accept soon, so ask often.
+                let next = if refused {
+                    REFUSED_RETRY
+                } else {
+                    self.retry().next
+                };
+                Outcome {
+                    step: Some(step),
+                    next,
+                }
+            }
+        }
+    }
+
+    fn failed(&mut self, message: String) {
+        if self.last_error.as_deref() != Some(&message) {
+            tracing::warn!(cluster = %self.name, "{message}");
+        }
+        self.last_error = Some(message);
+        self.errors_in_row += 1;
+    }
+
+    /// Backoff after errors: 100 ms doubling to 2 s.
+    fn retry(&self) -> Outcome {
+        let n = self.errors_in_row.clamp(1, 6) - 1;
+        Outcome {
+            step: None,
+            next: Duration::from_millis(100 << n).min(Duration::from_secs(2)),
+        }
+    }
+
+    async fn save_record(&mut self) {
+        if let Err(e) = self.platform.save_record(&self.name, &self.record).await {
+            self.failed(format!("cannot save the cluster record: {e}"));
+        }
+    }
+
+    async fn publish(&mut self, obs: &Observation, step: Option<&Step>) {
+        let previous = self.published.as_ref().map(|(s, _)| s);
+        let resource = status::build(self, obs, step, previous);
+        let Some(status) = resource.status.clone() else {
+            return;
+        };
+        let fresh = self
+            .published
+            .as_ref()
+            .is_some_and(|(s, at)| at.elapsed() < STATUS_REFRESH && status::same(s, &status));
+        if fresh {
+            return;
+        }
+        match self.platform.save_status(&resource).await {
+            Ok(()) => self.published = Some((status, Instant::now())),
+            Err(e) => tracing::warn!(cluster = %self.name, "cannot publish status: {e}"),
+        }
+    }
+
+    /// Stops every member and deletes everything kept about the cluster.
+    pub async fn delete(self) -> crate::platform::Result<()> {
+        tracing::info!(cluster = %self.name, "manifest removed: deleting the cluster");
+        self.platform.delete_cluster(&self.name).await
+    }
+}

@@ -1,0 +1,190 @@
+//! Status: phase, conditions and members, from an observation and the step
+//! the plan chose.
+
+use std::time::SystemTime;
+
+use super::{Cluster, SpecState};
+use crate::crd::{Condition, EtcdCluster, EtcdClusterSpec, EtcdClusterStatus, Phase};
+use crate::observe::Observation;
+use crate::plan::{RemoveWhy, Step};
+
+/// Whether two statuses say the same, ignoring when they were observed.
+pub fn same(a: &EtcdClusterStatus, b: &EtcdClusterStatus) -> bool {
+    let strip = |s: &EtcdClusterStatus| EtcdClusterStatus {
+        observed_at: None,
+        ..s.clone()
+    };
+    strip(a) == strip(b)
+}
+
+/// The resource to publish: the spec as read, with a fresh status.
+pub(super) fn build<P>(
+    c: &Cluster<P>,
+    obs: &Observation,
+    step: Option<&Step>,
+    previous: Option<&EtcdClusterStatus>,
+) -> EtcdCluster {
+    let mut resource =
+        match &c.spec {
+            SpecState::Valid { resource, .. } => (**resource).clone(),
+            SpecState::Invalid {
+                resource: Some(r), ..
+            } => (**r).clone(),
+            SpecState::Invalid { resource: None, .. } => {
+                let spec = serde_json::from_str::<EtcdClusterSpec>(&c.record.spec_json)
+                    .unwrap_or_else(|_| EtcdClusterSpec {
+                        size: 0,
+                        version: String::new(),
+                        paused: false,
+                        storage: Default::default(),
+                        backup: None,
+                        restore: None,
+                        recovery: None,
+                    });
+                EtcdCluster::new(&c.name, spec)
+            }
+        };
+    let invalid = match &c.spec {
+        SpecState::Invalid { message, .. } => Some(message.as_str()),
+        SpecState::Valid { .. } => None,
+    };
+    let (phase, progressing, degraded) = judge(c, obs, step, invalid);
+    let now = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
+    let available = if obs.observed.membership_known {
+        cond(
+            "Available",
+            true,
+            "QuorumAvailable",
+            format!("{} of {} members ready", obs.ready(), obs.members.len()),
+        )
+    } else if !obs.observed.bootstrapped {
+        cond(
+            "Available",
+            false,
+            "NotCreated",
+            "the cluster has not formed yet".into(),
+        )
+    } else {
+        cond(
+            "Available",
+            false,
+            "QuorumLost",
+            "no member answers with a leader".into(),
+        )
+    };
+    let conditions = [available, progressing, degraded]
+        .into_iter()
+        .map(|mut new| {
+            let old = previous.and_then(|p| p.condition(&new.type_));
+            new.last_transition_time = match old {
+                Some(o) if o.status == new.status => o.last_transition_time.clone(),
+                _ => Some(now.clone()),
+            };
+            new
+        })
+        .collect();
+    resource.status = Some(EtcdClusterStatus {
+        phase,
+        conditions,
+        members: obs.members.clone(),
+        ready_members: i64::try_from(obs.ready()).unwrap_or(i64::MAX),
+        observed_generation: Some(c.record.generation),
+        current_version: obs.current_version.clone(),
+        leader: obs.leader.clone(),
+        last_action: step.map(|s| s.to_string()),
+        observed_at: Some(humantime::format_rfc3339_millis(SystemTime::now()).to_string()),
+    });
+    resource
+}
+
+fn cond(type_: &str, status: bool, reason: &str, message: String) -> Condition {
+    Condition {
+        type_: type_.into(),
+        status: if status { "True" } else { "False" }.into(),
+        reason: reason.into(),
+        message,
+        last_transition_time: None,
+    }
+}
+
+/// Phase, Progressing and Degraded.
+fn judge<P>(
+    c: &Cluster<P>,
+    obs: &Observation,
+    step: Option<&Step>,
+    invalid: Option<&str>,
+) -> (Phase, Condition, Condition) {
+    let not_ready: Vec<&str> = obs
+        .members
+        .iter()
+        .filter(|m| !m.ready)
+        .map(|m| m.name.as_str())
+        .collect();
+    let mut degraded = if let Some(message) = invalid {
+        cond(
+            "Degraded",
+            true,
+            "InvalidSpec",
+            format!("{message}; nothing is done until it is fixed"),
+        )
+    } else if let Some(e) = &c.last_error {
+        cond("Degraded", true, "ActionFailed", e.clone())
+    } else if !not_ready.is_empty() {
+        cond(
+            "Degraded",
+            true,
+            "MembersNotReady",
+            format!("not ready: {}", not_ready.join(", ")),
+        )
+    } else {
+        cond(
+            "Degraded",
+            false,
+            "AllMembersReady",
+            "every member is ready".into(),
+        )
+    };
+    let Some(step) = step else {
+        let p = cond(
+            "Progressing",
+            false,
+            "InvalidSpec",
+            "waiting for a valid spec".into(),
+        );
+        return (Phase::Invalid, p, degraded);
+    };
+    let all_ready = not_ready.is_empty();
+    let (phase, reason) = match step {
+        Step::Converged => (Phase::Running, "Converged"),
+        Step::Bootstrap => (Phase::Creating, "Bootstrapping"),
+        Step::Wait(w) if w.reason() == "Paused" => (Phase::Paused, "Paused"),
+        Step::Wait(w) if w.reason() == "Forming" => (Phase::Creating, "Forming"),
+        Step::Wait(w) if w.is_problem() => {
+            degraded = cond("Degraded", true, w.reason(), w.to_string());
+            (Phase::Degraded, w.reason())
+        }
+        Step::Wait(_) if !obs.observed.bootstrapped => (Phase::Creating, "Forming"),
+        Step::Upgrade { .. } => (Phase::Recovering, "Upgrading"),
+        Step::Remove {
+            why: RemoveWhy::ScaleDown,
+            ..
+        } if all_ready => (Phase::Scaling, "ScalingDown"),
+        Step::AddLearner | Step::Promote { .. } if all_ready && !c.replacing => {
+            (Phase::Scaling, "ScalingUp")
+        }
+        Step::Wait(_) => (Phase::Recovering, "WaitingForMember"),
+        Step::Start { .. } => (Phase::Recovering, "RestartingMember"),
+        _ => (Phase::Recovering, "ReplacingMember"),
+    };
+    let progressing = match phase {
+        Phase::Running => cond(
+            "Progressing",
+            false,
+            reason,
+            "the cluster matches the spec".into(),
+        ),
+        Phase::Paused | Phase::Degraded => cond("Progressing", false, reason, step.to_string()),
+        _ => cond("Progressing", true, reason, step.to_string()),
+    };
+    (phase, progressing, degraded)
+}

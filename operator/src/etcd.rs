@@ -1,0 +1,276 @@
+//! The etcd API the operator uses: per-member status, the member list and
+//! membership changes, through `etcd-client`.
+//!
+//! One client per member URL, kept between calls; every call is bounded by
+//! a timeout (a paused member accepts connections but never answers), and a
+//! client that failed is dropped so the next call reconnects afresh.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use etcd_client::{Client, ConnectOptions, MemberAddOptions};
+use tonic::Code;
+
+/// Result of etcd calls.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A failed etcd call.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{op} via {url}: {kind}")]
+pub struct Error {
+    /// What was asked.
+    pub op: &'static str,
+    /// Of which member.
+    pub url: String,
+    /// What happened.
+    pub kind: ErrorKind,
+}
+
+/// Kinds of etcd failures.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ErrorKind {
+    /// No answer in time.
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    /// The member cannot be reached.
+    #[error("unreachable: {0}")]
+    Unreachable(String),
+    /// etcd refused the request (for example "unhealthy cluster" in the 5 s
+    /// after a member reconnects, or a learner not yet in sync). Retried.
+    #[error("etcd refused: {0} (will retry)")]
+    Refused(String),
+    /// The member id is not in the member list.
+    #[error("member not found")]
+    NotFound,
+}
+
+impl Error {
+    /// A short label for metrics and logs.
+    pub fn category(&self) -> &'static str {
+        match self.kind {
+            ErrorKind::Timeout(_) => "timeout",
+            ErrorKind::Unreachable(_) => "unreachable",
+            ErrorKind::Refused(_) => "refused",
+            ErrorKind::NotFound => "not_found",
+        }
+    }
+}
+
+/// A member's own view, from the maintenance Status call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemberStatus {
+    /// Its member id.
+    pub id: u64,
+    /// The leader it follows (0 when it has none).
+    pub leader: u64,
+    /// Raft term.
+    pub raft_term: u64,
+    /// Raft index.
+    pub raft_index: u64,
+    /// Server version.
+    pub version: String,
+    /// A learner.
+    pub is_learner: bool,
+    /// Database size in bytes.
+    pub db_size: i64,
+    /// Alarms and errors it reports.
+    pub errors: Vec<String>,
+}
+
+/// A member in etcd's member list.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListedMember {
+    /// Member id.
+    pub id: u64,
+    /// Name; empty until the member has started once.
+    pub name: String,
+    /// Peer URLs.
+    pub peer_urls: Vec<String>,
+    /// Client URLs; empty until started.
+    pub client_urls: Vec<String>,
+    /// A learner.
+    pub is_learner: bool,
+}
+
+/// Cached clients, one per member URL.
+pub struct Clients {
+    pool: Mutex<HashMap<String, Client>>,
+    timeout: Duration,
+}
+
+/// Membership changes and the member list may wait for raft; they get this
+/// many times the status timeout.
+const SLOW_CALLS: u32 = 4;
+
+impl std::fmt::Debug for Clients {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let urls: Vec<String> = self.lock().keys().cloned().collect();
+        f.debug_struct("Clients")
+            .field("urls", &urls)
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+impl Clients {
+    /// Clients whose status calls give up after `timeout` (membership calls
+    /// after four times that).
+    pub fn new(timeout: Duration) -> Self {
+        Clients {
+            pool: Mutex::new(HashMap::new()),
+            timeout,
+        }
+    }
+
+    async fn client(&self, url: &str, op: &'static str, timeout: Duration) -> Result<Client> {
+        if let Some(c) = self.lock().get(url) {
+            return Ok(c.clone());
+        }
+        let opts = ConnectOptions::new()
+            .with_connect_timeout(timeout)
+            .with_timeout(timeout);
+        let connect = Client::connect([url], Some(opts));
+        let client = match tokio::time::timeout(timeout, connect).await {
+            Ok(Ok(c)) => c,
+            Ok(Err(e)) => return Err(self.error(op, url, e)),
+            Err(_) => return Err(self.timed_out(op, url, timeout)),
+        };
+        self.lock().insert(url.to_string(), client.clone());
+        Ok(client)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Client>> {
+        self.pool.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Drops the cached client of `url`.
+    pub fn forget(&self, url: &str) {
+        self.lock().remove(url);
+    }
+
+    fn timed_out(&self, op: &'static str, url: &str, timeout: Duration) -> Error {
+        self.forget(url);
+        Error {
+            op,
+            url: url.into(),
+            kind: ErrorKind::Timeout(timeout),
+        }
+    }
+
+    fn error(&self, op: &'static str, url: &str, e: etcd_client::Error) -> Error {
+        self.forget(url);
+        let kind = match e {
+            etcd_client::Error::GRpcStatus(s) => match s.code() {
+                Code::NotFound => ErrorKind::NotFound,
+                _ if s.message().contains("member not found") => ErrorKind::NotFound,
+                Code::Unavailable if !s.message().starts_with("etcdserver") => {
+                    ErrorKind::Unreachable(s.message().to_string())
+                }
+                _ => ErrorKind::Refused(s.message().to_string()),
+            },
+            other => ErrorKind::Unreachable(other.to_string()),
+        };
+        Error {
+            op,
+            url: url.into(),
+            kind,
+        }
+    }
+
+    /// Runs one call on the client of `url`, bounded by the timeout.
+    async fn call<T, F, Fut>(&self, op: &'static str, url: &str, f: F) -> Result<T>
+    where
+        F: FnOnce(Client) -> Fut,
+        Fut: std::future::Future<Output = std::result::Result<T, etcd_client::Error>>,
+    {
+        let timeout = if op == "status" {
+            self.timeout
+        } else {
+            self.timeout * SLOW_CALLS
+        };
+        let client = self.client(url, op, timeout).await?;
+        match tokio::time::timeout(timeout, f(client)).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(self.error(op, url, e)),
+            Err(_) => Err(self.timed_out(op, url, timeout)),
+        }
+    }
+
+    /// The member's status.
+    pub async fn status(&self, url: &str) -> Result<MemberStatus> {
+        let r = self
+            .call("status", url, |mut c| async move { c.status().await })
+            .await?;
+        Ok(MemberStatus {
+            id: r.header().map(|h| h.member_id()).unwrap_or_default(),
+            leader: r.leader(),
+            raft_term: r.raft_term(),
+            raft_index: r.raft_index(),
+            version: r.version().to_string(),
+            is_learner: r.is_learner(),
+            db_size: r.db_size(),
+            errors: r.errors().to_vec(),
+        })
+    }
+
+    /// The member list as `url` sees it.
+    pub async fn member_list(&self, url: &str) -> Result<Vec<ListedMember>> {
+        let r = self
+            .call(
+                "member list",
+                url,
+                |mut c| async move { c.member_list().await },
+            )
+            .await?;
+        Ok(r.members().iter().map(listed).collect())
+    }
+
+    /// Adds a learner with `peer_url`; returns its id and the new member list.
+    pub async fn add_learner(&self, url: &str, peer_url: &str) -> Result<(u64, Vec<ListedMember>)> {
+        let peer = peer_url.to_string();
+        let r = self
+            .call("member add", url, |mut c| async move {
+                c.member_add([peer], Some(MemberAddOptions::new().with_is_learner()))
+                    .await
+            })
+            .await?;
+        let id = r.member().map(|m| m.id()).unwrap_or_default();
+        Ok((id, r.member_list().iter().map(listed).collect()))
+    }
+
+    /// Removes member `id`. Succeeds if it is already gone.
+    pub async fn remove(&self, url: &str, id: u64) -> Result<()> {
+        match self
+            .call("member remove", url, |mut c| async move {
+                c.member_remove(id).await
+            })
+            .await
+        {
+            Err(Error {
+                kind: ErrorKind::NotFound,
+                ..
+            }) => Ok(()),
+            other => other.map(|_| ()),
+        }
+    }
+
+    /// Promotes learner `id` to a voting member.
+    pub async fn promote(&self, url: &str, id: u64) -> Result<()> {
+        self.call("member promote", url, |mut c| async move {
+            c.member_promote(id).await
+        })
+        .await
+        .map(|_| ())
+    }
+}
+
+fn listed(m: &etcd_client::Member) -> ListedMember {
+    ListedMember {
+        id: m.id(),
+        name: m.name().to_string(),
+        peer_urls: m.peer_urls().to_vec(),
+        client_urls: m.client_urls().to_vec(),
+        is_learner: m.is_learner(),
+    }
+}

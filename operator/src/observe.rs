@@ -1,0 +1,210 @@
+//! Observe: what the platform runs plus what etcd says, joined by peer URL
+//! into the plan's [`Observed`] and the members of the status.
+
+use std::collections::HashSet;
+
+use futures::future::join_all;
+
+use crate::crd::MemberStatus;
+use crate::etcd::{self, Clients, ListedMember};
+use crate::plan::{EtcdMember, Member, Observed, Runtime};
+use crate::platform::{self, ClusterRecord, Platform, PlatformMember};
+
+/// One observation of a cluster.
+#[derive(Clone, Debug, Default)]
+pub struct Observation {
+    /// The plan's input.
+    pub observed: Observed,
+    /// Members for the status, in name order.
+    pub members: Vec<MemberStatus>,
+    /// What the platform runs.
+    pub platform: Vec<PlatformMember>,
+    /// etcd's member list, when it was read.
+    pub listed: Option<Vec<ListedMember>>,
+    /// Client URL of a member that answered with a leader (the leader
+    /// itself when it answered); membership changes are sent there.
+    pub api_url: Option<String>,
+    /// Name of the leader.
+    pub leader: Option<String>,
+    /// The version every member reports, when they agree.
+    pub current_version: Option<String>,
+}
+
+impl Observation {
+    /// Number of ready members.
+    pub fn ready(&self) -> usize {
+        self.members.iter().filter(|m| m.ready).count()
+    }
+
+    /// The platform's member with this peer URL.
+    pub fn on_platform(&self, peer_url: &str) -> Option<&PlatformMember> {
+        self.platform.iter().find(|p| p.addr.peer_url == peer_url)
+    }
+}
+
+/// Observes `cluster`. `crash_looping` names members whose data is no
+/// longer trusted because they keep dying right after start.
+pub async fn observe<P: Platform>(
+    platform: &P,
+    clients: &Clients,
+    cluster: &str,
+    record: &ClusterRecord,
+    crash_looping: &HashSet<String>,
+) -> platform::Result<Observation> {
+    let pm = platform.members(cluster).await?;
+    let statuses: Vec<Option<etcd::MemberStatus>> = join_all(pm.iter().map(|m| async {
+        if m.running {
+            clients.status(&m.addr.client_url).await.ok()
+        } else {
+            None
+        }
+    }))
+    .await;
+
+    // The leader as the member with the newest term sees it.
+    let leader_id = statuses
+        .iter()
+        .flatten()
+        .filter(|s| s.leader != 0)
+        .max_by_key(|s| s.raft_term)
+        .map(|s| s.leader);
+    let answering = pm.iter().zip(&statuses).filter_map(|(m, s)| {
+        s.as_ref()
+            .filter(|s| s.leader != 0)
+            .map(|s| (m.addr.client_url.clone(), s.id))
+    });
+    let mut sources: Vec<(String, u64)> = answering.collect();
+    sources.sort_by_key(|(_, id)| Some(*id) != leader_id);
+    let mut listed = None;
+    let mut api_url = None;
+    for (url, _) in &sources {
+        if let Ok(list) = clients.member_list(url).await {
+            api_url = Some(url.clone());
+            listed = Some(list);
+            break;
+        }
+    }
+    let known = listed.is_some();
+
+    let mut observation = Observation {
+        api_url,
+        ..Observation::default()
+    };
+    let mut seen_peers = HashSet::new();
+    for (m, status) in pm.iter().zip(&statuses) {
+        seen_peers.insert(m.addr.peer_url.clone());
+        let entry = listed
+            .as_ref()
+            .and_then(|l| l.iter().find(|e| e.peer_urls.contains(&m.addr.peer_url)));
+        let healthy = status.as_ref().is_some_and(|s| s.leader != 0) && (!known || entry.is_some());
+        let runtime = Runtime {
+            running: m.running,
+            has_data: m.has_data,
+            crash_looping: crash_looping.contains(&m.addr.name),
+            version: m.version,
+            bootstrap: m.bootstrap,
+        };
+        let version = status
+            .as_ref()
+            .map(|s| s.version.clone())
+            .unwrap_or_else(|| m.version.to_string());
+        observation.push(
+            &m.addr.name,
+            Some(runtime),
+            entry,
+            leader_id,
+            healthy,
+            (&m.addr.client_url, &m.addr.peer_url),
+            Some(version),
+        );
+    }
+    // Members etcd lists that the platform does not have.
+    let orphans: Vec<&ListedMember> = listed
+        .iter()
+        .flatten()
+        .filter(|e| !e.peer_urls.iter().any(|p| seen_peers.contains(p)))
+        .collect();
+    let orphan_status = join_all(orphans.iter().map(|e| async {
+        match e.client_urls.first() {
+            Some(url) => clients.status(url).await.ok(),
+            None => None,
+        }
+    }))
+    .await;
+    for (e, status) in orphans.iter().zip(orphan_status) {
+        let name = if e.name.is_empty() {
+            format!("unknown-{:x}", e.id)
+        } else {
+            e.name.clone()
+        };
+        let healthy = status.as_ref().is_some_and(|s| s.leader != 0);
+        let client = e.client_urls.first().cloned().unwrap_or_default();
+        let peer = e.peer_urls.first().cloned().unwrap_or_default();
+        observation.push(
+            &name,
+            None,
+            Some(e),
+            leader_id,
+            healthy,
+            (&client, &peer),
+            status.map(|s| s.version),
+        );
+    }
+    observation
+        .members
+        .sort_by(|a, b| crate::plan::member_order(&a.name, &b.name));
+    let versions: HashSet<&str> = observation
+        .members
+        .iter()
+        .filter_map(|m| m.version.as_deref())
+        .collect();
+    if versions.len() == 1 {
+        observation.current_version = versions.into_iter().next().map(str::to_string);
+    }
+    observation.observed.bootstrapped = record.bootstrapped || known;
+    observation.observed.membership_known = known;
+    observation.platform = pm;
+    observation.listed = listed;
+    Ok(observation)
+}
+
+impl Observation {
+    #[allow(clippy::too_many_arguments)]
+    fn push(
+        &mut self,
+        name: &str,
+        platform: Option<Runtime>,
+        entry: Option<&ListedMember>,
+        leader_id: Option<u64>,
+        healthy: bool,
+        (client_url, peer_url): (&str, &str),
+        version: Option<String>,
+    ) {
+        let etcd = entry.map(|e| EtcdMember {
+            id: e.id,
+            started: !e.name.is_empty(),
+            learner: e.is_learner,
+            leader: Some(e.id) == leader_id,
+        });
+        let leader = etcd.is_some_and(|e| e.leader);
+        if leader {
+            self.leader = Some(name.to_string());
+        }
+        self.members.push(MemberStatus {
+            name: name.to_string(),
+            id: etcd.map(|e| format!("{:x}", e.id)),
+            client_url: client_url.to_string(),
+            peer_url: peer_url.to_string(),
+            ready: healthy,
+            leader,
+            learner: etcd.is_some_and(|e| e.learner),
+            version,
+        });
+        self.observed.members.push(Member {
+            name: name.to_string(),
+            platform,
+            etcd,
+            healthy,
+        });
+    }
+}

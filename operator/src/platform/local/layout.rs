@@ -1,0 +1,196 @@
+//! The state folder of the local platform, and the records in it.
+//!
+//! ```text
+//! STATE/operator.lock                       held by the running operator
+//! STATE/clusters/NAME/cluster.json          ClusterRecord
+//! STATE/clusters/NAME/status.json           the EtcdCluster with its status
+//! STATE/clusters/NAME/members/MEMBER/member.json   MemberRecord
+//! STATE/clusters/NAME/members/MEMBER/data/  etcd --data-dir
+//! STATE/clusters/NAME/members/MEMBER/etcd.log
+//! STATE/backups/NAME/                       backups (kept when a cluster is deleted)
+//! ```
+//!
+//! Records are JSON, written to a temporary file, fsynced and renamed, so a
+//! crash leaves the old record or the new one, never half of one.
+
+use std::io::{self, Write};
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use super::process::ProcessId;
+use crate::platform::{InitialState, MemberAddr};
+use crate::version::Version;
+
+/// Paths inside a state folder.
+#[derive(Clone, Debug)]
+pub struct Layout {
+    root: PathBuf,
+}
+
+/// What the local platform keeps about a member.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MemberRecord {
+    /// Name and URLs.
+    pub addr: MemberAddr,
+    /// Its loopback address.
+    pub ip: Ipv4Addr,
+    /// Version it runs.
+    pub version: Version,
+    /// One of the bootstrap members.
+    pub bootstrap: bool,
+    /// `--initial-cluster` it was created with.
+    pub initial_cluster: String,
+    /// `--initial-cluster-state` it was created with.
+    pub initial_state: InitialState,
+    /// `--initial-cluster-token`.
+    pub token: String,
+    /// Its process, when one was started.
+    #[serde(default)]
+    pub process: Option<ProcessId>,
+    /// When it was last started (RFC 3339).
+    #[serde(default)]
+    pub started_at: Option<String>,
+}
+
+impl Layout {
+    /// The layout of the state folder `root`.
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Layout { root: root.into() }
+    }
+
+    /// The state folder.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The lock file of the running operator.
+    pub fn lock_path(&self) -> PathBuf {
+        self.root.join("operator.lock")
+    }
+
+    /// The folder of all clusters.
+    pub fn clusters_dir(&self) -> PathBuf {
+        self.root.join("clusters")
+    }
+
+    /// A cluster's folder.
+    pub fn cluster_dir(&self, cluster: &str) -> PathBuf {
+        self.clusters_dir().join(cluster)
+    }
+
+    /// A cluster's record.
+    pub fn record_path(&self, cluster: &str) -> PathBuf {
+        self.cluster_dir(cluster).join("cluster.json")
+    }
+
+    /// A cluster's published status.
+    pub fn status_path(&self, cluster: &str) -> PathBuf {
+        self.cluster_dir(cluster).join("status.json")
+    }
+
+    /// A member's folder.
+    pub fn member_dir(&self, cluster: &str, member: &str) -> PathBuf {
+        self.cluster_dir(cluster).join("members").join(member)
+    }
+
+    /// A member's record.
+    pub fn member_record(&self, cluster: &str, member: &str) -> PathBuf {
+        self.member_dir(cluster, member).join("member.json")
+    }
+
+    /// A member's etcd data folder.
+    pub fn data_dir(&self, cluster: &str, member: &str) -> PathBuf {
+        self.member_dir(cluster, member).join("data")
+    }
+
+    /// A member's log.
+    pub fn log_path(&self, cluster: &str, member: &str) -> PathBuf {
+        self.member_dir(cluster, member).join("etcd.log")
+    }
+
+    /// A cluster's default backup folder.
+    pub fn backups_dir(&self, cluster: &str) -> PathBuf {
+        self.root.join("backups").join(cluster)
+    }
+
+    /// Names of the clusters that have a folder.
+    pub fn cluster_names(&self) -> io::Result<Vec<String>> {
+        dir_names(&self.clusters_dir())
+    }
+
+    /// Names of a cluster's members.
+    pub fn member_names(&self, cluster: &str) -> io::Result<Vec<String>> {
+        let mut names = dir_names(&self.cluster_dir(cluster).join("members"))?;
+        names.sort_by(|a, b| crate::plan::member_order(a, b));
+        Ok(names)
+    }
+
+    /// Reads a member's record.
+    pub fn read_member(&self, cluster: &str, member: &str) -> io::Result<Option<MemberRecord>> {
+        read_json(&self.member_record(cluster, member))
+    }
+
+    /// Whether a member's data folder holds etcd data (a write-ahead log).
+    pub fn has_data(&self, cluster: &str, member: &str) -> bool {
+        let wal = self.data_dir(cluster, member).join("member").join("wal");
+        std::fs::read_dir(wal).is_ok_and(|mut d| d.next().is_some())
+    }
+}
+
+fn dir_names(dir: &Path) -> io::Result<Vec<String>> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut names = Vec::new();
+    for entry in entries {
+        let entry = entry?;
+        if entry.file_type()?.is_dir()
+            && let Some(name) = entry.file_name().to_str()
+            && !name.starts_with('.')
+        {
+            names.push(name.to_string());
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
+/// Reads a JSON file; `None` when it does not exist.
+pub fn read_json<T: DeserializeOwned>(path: &Path) -> io::Result<Option<T>> {
+    let text = match std::fs::read(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    serde_json::from_slice(&text).map(Some).map_err(|e| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{}: {e}", path.display()),
+        )
+    })
+}
+
+/// Writes JSON atomically: temporary file, fsync, rename.
+pub fn write_json<T: Serialize>(path: &Path, value: &T) -> io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    serde_json::to_writer_pretty(&mut tmp, value)?;
+    tmp.write_all(b"\n")?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// The last `lines` lines of a text file (empty if it cannot be read).
+pub fn tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}

@@ -1,0 +1,385 @@
+//! The local platform: each member a real etcd process on its own loopback
+//! address, its data and log in the state folder.
+//!
+//! Members are detached: they outlive the operator, and a new operator
+//! adopts them (it finds them by pid and start time, and watches them
+//! through a pidfd) without restarting them.
+
+pub mod addr;
+pub mod binaries;
+pub mod layout;
+pub mod process;
+
+use std::collections::HashSet;
+use std::fs::File;
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use tokio::sync::mpsc;
+
+use self::binaries::Binaries;
+use self::layout::{Layout, MemberRecord, read_json, tail, write_json};
+use self::process::ProcessId;
+use super::{
+    ClusterRecord, Error, Event, InitialState, MemberAddr, MemberConfig, Platform, PlatformMember,
+    Result, io_err,
+};
+use crate::crd::EtcdCluster;
+use crate::version::Version;
+
+/// How long a member gets to stop on SIGTERM before SIGKILL.
+const STOP_GRACE: Duration = Duration::from_secs(10);
+
+/// Members as local processes.
+#[derive(Debug)]
+pub struct LocalPlatform {
+    layout: Layout,
+    binaries: Arc<Binaries>,
+    events: mpsc::UnboundedSender<Event>,
+    watched: Arc<Mutex<HashSet<ProcessId>>>,
+    _lock: File,
+}
+
+impl LocalPlatform {
+    /// Opens the state folder (creating it), taking its lock so that one
+    /// operator at a time manages it. Member exits are sent to `events`.
+    pub fn open(
+        state_dir: impl Into<PathBuf>,
+        binaries: Arc<Binaries>,
+        events: mpsc::UnboundedSender<Event>,
+    ) -> Result<Self> {
+        let layout = Layout::new(state_dir);
+        std::fs::create_dir_all(layout.clusters_dir()).map_err(io_err(format!(
+            "cannot create the state folder {}",
+            layout.root().display()
+        )))?;
+        let lock = lock(&layout)?;
+        Ok(LocalPlatform {
+            layout,
+            binaries,
+            events,
+            watched: Arc::default(),
+            _lock: lock,
+        })
+    }
+
+    /// The state folder's layout.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// The binaries in use.
+    pub fn binaries(&self) -> &Arc<Binaries> {
+        &self.binaries
+    }
+
+    fn record(&self, cluster: &str, member: &str) -> Result<MemberRecord> {
+        self.layout
+            .read_member(cluster, member)
+            .map_err(|e| Error::Record {
+                path: self.layout.member_record(cluster, member),
+                message: e.to_string(),
+            })?
+            .ok_or_else(|| Error::NoMember {
+                cluster: cluster.into(),
+                member: member.into(),
+            })
+    }
+
+    fn save_member(&self, cluster: &str, record: &MemberRecord) -> Result<()> {
+        let path = self.layout.member_record(cluster, &record.addr.name);
+        write_json(&path, record).map_err(io_err(format!("cannot write {}", path.display())))
+    }
+
+    /// Sends an event when the process exits (once per process).
+    fn watch(&self, cluster: &str, member: &str, id: ProcessId) {
+        let mut watched = self.watched.lock().unwrap_or_else(|e| e.into_inner());
+        if !watched.insert(id) {
+            return;
+        }
+        let (events, set) = (self.events.clone(), self.watched.clone());
+        let (cluster, member) = (cluster.to_string(), member.to_string());
+        tokio::spawn(async move {
+            if let Err(e) = process::wait_exit(id).await {
+                tracing::warn!(%cluster, %member, "cannot watch member process: {e}");
+            }
+            set.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+            let _ = events.send(Event::Exited { cluster, member });
+        });
+    }
+
+    fn spawn_member(&self, cluster: &str, record: &mut MemberRecord) -> Result<()> {
+        let name = record.addr.name.clone();
+        let tools = self.binaries.find(record.version).ok_or_else(|| {
+            Error::Version(format!(
+                "no etcd {} binary for member {name}; run ci/setup",
+                record.version
+            ))
+        })?;
+        let data = self.layout.data_dir(cluster, &name);
+        std::fs::create_dir_all(&data)
+            .map_err(io_err(format!("cannot create {}", data.display())))?;
+        let args = etcd_args(record, &data);
+        let log = self.layout.log_path(cluster, &name);
+        let id = process::spawn(&tools.etcd, &args, &log)
+            .map_err(io_err(format!("cannot start {}", tools.etcd.display())))?;
+        record.process = Some(id);
+        record.started_at = Some(humantime::format_rfc3339_millis(SystemTime::now()).to_string());
+        self.save_member(cluster, record)?;
+        self.watch(cluster, &name, id);
+        tracing::info!(%cluster, member = %name, pid = id.pid, version = %record.version, "started etcd");
+        Ok(())
+    }
+
+    fn running(record: &MemberRecord) -> Option<ProcessId> {
+        record.process.filter(process::alive)
+    }
+
+    /// The end of a member's log, for error messages.
+    pub fn log_tail(&self, cluster: &str, member: &str, lines: usize) -> String {
+        tail(&self.layout.log_path(cluster, member), lines)
+    }
+
+    fn taken_ips(&self) -> HashSet<Ipv4Addr> {
+        let mut taken = HashSet::new();
+        for cluster in self.layout.cluster_names().unwrap_or_default() {
+            for member in self.layout.member_names(&cluster).unwrap_or_default() {
+                if let Ok(Some(r)) = self.layout.read_member(&cluster, &member) {
+                    taken.insert(r.ip);
+                }
+            }
+        }
+        taken
+    }
+}
+
+fn lock(layout: &Layout) -> Result<File> {
+    use rustix::fs::{FlockOperation, flock};
+    let path = layout.lock_path();
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(&path)
+        .map_err(io_err(format!("cannot open {}", path.display())))?;
+    if flock(&file, FlockOperation::NonBlockingLockExclusive).is_err() {
+        let holder = std::fs::read_to_string(&path).unwrap_or_default();
+        return Err(Error::Io {
+            what: format!(
+                "another etcd-operator ({}) manages {}; stop it or use another --state-dir",
+                holder.trim(),
+                layout.root().display()
+            ),
+            source: std::io::Error::from(std::io::ErrorKind::WouldBlock),
+        });
+    }
+    let _ = file.set_len(0);
+    let _ = std::fs::write(&path, format!("pid {}\n", std::process::id()));
+    Ok(file)
+}
+
+/// The etcd command line of a member.
+pub fn etcd_args(r: &MemberRecord, data: &std::path::Path) -> Vec<String> {
+    let state = match r.initial_state {
+        InitialState::New => "new",
+        InitialState::Existing => "existing",
+    };
+    [
+        ("--name", r.addr.name.as_str()),
+        ("--data-dir", &data.to_string_lossy()),
+        ("--listen-peer-urls", &r.addr.peer_url),
+        ("--initial-advertise-peer-urls", &r.addr.peer_url),
+        ("--listen-client-urls", &r.addr.client_url),
+        ("--advertise-client-urls", &r.addr.client_url),
+        ("--initial-cluster", &r.initial_cluster),
+        ("--initial-cluster-state", state),
+        ("--initial-cluster-token", &r.token),
+        ("--logger", "zap"),
+        ("--log-outputs", "stderr"),
+    ]
+    .into_iter()
+    .flat_map(|(k, v)| [k.to_string(), v.to_string()])
+    .collect()
+}
+
+impl Platform for LocalPlatform {
+    async fn members(&self, cluster: &str) -> Result<Vec<PlatformMember>> {
+        let names = self
+            .layout
+            .member_names(cluster)
+            .map_err(io_err(format!("cannot list the members of {cluster}")))?;
+        let mut out = Vec::with_capacity(names.len());
+        for name in names {
+            let Ok(record) = self.record(cluster, &name) else {
+                continue; // a folder without a record is a member half-created
+            };
+            let running = Self::running(&record);
+            if let Some(id) = running {
+                self.watch(cluster, &name, id);
+            }
+            out.push(PlatformMember {
+                has_data: self.layout.has_data(cluster, &name),
+                running: running.is_some(),
+                version: record.version,
+                bootstrap: record.bootstrap,
+                started_at: record
+                    .started_at
+                    .as_deref()
+                    .and_then(|t| humantime::parse_rfc3339_weak(t).ok()),
+                addr: record.addr,
+            });
+        }
+        Ok(out)
+    }
+
+    async fn allocate(&self, cluster: &str, names: &[String]) -> Result<Vec<MemberAddr>> {
+        let mut taken = self.taken_ips();
+        let mut out = Vec::new();
+        for name in names {
+            let seed = format!("{}/{cluster}/{name}", self.layout.root().display());
+            let ip = addr::allocate(&seed, &taken)
+                .map_err(io_err(format!("cannot find an address for {name}")))?;
+            taken.insert(ip);
+            out.push(MemberAddr {
+                name: name.clone(),
+                peer_url: format!("http://{ip}:{}", addr::PEER_PORT),
+                client_url: format!("http://{ip}:{}", addr::CLIENT_PORT),
+            });
+        }
+        Ok(out)
+    }
+
+    async fn create(&self, cluster: &str, config: &MemberConfig) -> Result<()> {
+        let name = &config.addr.name;
+        if let Ok(existing) = self.record(cluster, name)
+            && Self::running(&existing).is_some()
+        {
+            return Ok(());
+        }
+        let ip = url_ip(&config.addr.peer_url).ok_or_else(|| {
+            Error::Version(format!(
+                "peer URL {} is not an IPv4 URL",
+                config.addr.peer_url
+            ))
+        })?;
+        let mut record = MemberRecord {
+            addr: config.addr.clone(),
+            ip,
+            version: config.version,
+            bootstrap: config.bootstrap,
+            initial_cluster: config.initial_cluster.clone(),
+            initial_state: config.initial_state,
+            token: config.token.clone(),
+            process: None,
+            started_at: None,
+        };
+        self.save_member(cluster, &record)?;
+        if let Some(snapshot) = &config.restore_from {
+            return Err(Error::Version(format!(
+                "restoring member {name} from {} is not supported yet",
+                snapshot.display()
+            )));
+        }
+        self.spawn_member(cluster, &mut record)
+    }
+
+    async fn start(&self, cluster: &str, member: &str) -> Result<()> {
+        let mut record = self.record(cluster, member)?;
+        if Self::running(&record).is_some() {
+            return Ok(());
+        }
+        self.spawn_member(cluster, &mut record)
+    }
+
+    async fn upgrade(&self, cluster: &str, member: &str, version: Version) -> Result<()> {
+        let mut record = self.record(cluster, member)?;
+        if let Some(id) = Self::running(&record) {
+            process::stop(id, STOP_GRACE)
+                .await
+                .map_err(io_err(format!("cannot stop {member}")))?;
+        }
+        record.version = version;
+        self.save_member(cluster, &record)?;
+        self.spawn_member(cluster, &mut record)
+    }
+
+    async fn delete(&self, cluster: &str, member: &str) -> Result<()> {
+        if let Ok(record) = self.record(cluster, member)
+            && let Some(id) = record.process
+        {
+            process::kill(id)
+                .await
+                .map_err(io_err(format!("cannot stop {member}")))?;
+        }
+        let dir = self.layout.member_dir(cluster, member);
+        match std::fs::remove_dir_all(&dir) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(io_err(format!("cannot delete {}", dir.display()))(e)),
+        }
+    }
+
+    async fn delete_cluster(&self, cluster: &str) -> Result<()> {
+        let names = self.layout.member_names(cluster).unwrap_or_default();
+        let deletes = names.iter().map(|m| self.delete(cluster, m));
+        for r in futures::future::join_all(deletes).await {
+            r?;
+        }
+        let dir = self.layout.cluster_dir(cluster);
+        match std::fs::remove_dir_all(&dir) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(io_err(format!("cannot delete {}", dir.display()))(e)),
+        }
+    }
+
+    async fn load_record(&self, cluster: &str) -> Result<Option<ClusterRecord>> {
+        let path = self.layout.record_path(cluster);
+        read_json(&path).map_err(|e| Error::Record {
+            path,
+            message: e.to_string(),
+        })
+    }
+
+    async fn save_record(&self, cluster: &str, record: &ClusterRecord) -> Result<()> {
+        let path = self.layout.record_path(cluster);
+        write_json(&path, record).map_err(io_err(format!("cannot write {}", path.display())))
+    }
+
+    async fn save_status(&self, cluster: &EtcdCluster) -> Result<()> {
+        let name = cluster.metadata.name.as_deref().unwrap_or_default();
+        let path = self.layout.status_path(name);
+        write_json(&path, cluster).map_err(io_err(format!("cannot write {}", path.display())))
+    }
+}
+
+/// The IPv4 address of an `http://IP:PORT` URL.
+fn url_ip(url: &str) -> Option<Ipv4Addr> {
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))?;
+    rest.split(':').next()?.parse().ok()
+}
+
+/// SIGKILLs every member process recorded under `state_dir` and waits for
+/// them to exit; for tests and tools that must leave nothing running.
+/// Returns how many processes were killed.
+pub async fn kill_all(state_dir: &std::path::Path) -> usize {
+    let layout = Layout::new(state_dir);
+    let mut ids = Vec::new();
+    for cluster in layout.cluster_names().unwrap_or_default() {
+        for member in layout.member_names(&cluster).unwrap_or_default() {
+            if let Ok(Some(r)) = layout.read_member(&cluster, &member)
+                && let Some(id) = r.process.filter(process::alive)
+            {
+                ids.push(id);
+            }
+        }
+    }
+    let n = ids.len();
+    futures::future::join_all(ids.into_iter().map(process::kill)).await;
+    n
+}

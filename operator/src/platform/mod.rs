@@ -1,0 +1,222 @@
+//! Where members run. The controller, the chaos monkey and the soak runner
+//! only talk to a [`Platform`]; `local` runs members as processes on
+//! loopback addresses, and a Kubernetes platform runs them as pods (a pod
+//! and its volume are one member, as a process and its data folder are here).
+//!
+//! A platform keeps, per member, the configuration it was created with
+//! (name, URLs, version, initial cluster), so a member can be started again
+//! in place at any time, and reports whether it runs and whether its data
+//! survived. It also stores the cluster's record and status (a folder
+//! locally, the resource's status on Kubernetes).
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::time::SystemTime;
+
+use serde::{Deserialize, Serialize};
+
+use crate::crd::EtcdCluster;
+use crate::version::Version;
+
+pub mod local;
+
+/// Result of platform calls.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What went wrong on the platform.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A file or process operation failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A record on disk could not be read.
+    #[error("{path}: unreadable record: {message}")]
+    Record {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        message: String,
+    },
+    /// No such member.
+    #[error("cluster {cluster} has no member {member}")]
+    NoMember {
+        /// Cluster name.
+        cluster: String,
+        /// Member name.
+        member: String,
+    },
+    /// The version cannot be run here.
+    #[error("{0}")]
+    Version(String),
+    /// The member exited right after it was started.
+    #[error("member {member} exited right after start; the end of its log:\n{log_tail}")]
+    StartFailed {
+        /// Member name.
+        member: String,
+        /// The last lines of its log.
+        log_tail: String,
+    },
+}
+
+impl Error {
+    /// A short label for metrics and logs.
+    pub fn category(&self) -> &'static str {
+        match self {
+            Error::Io { .. } => "io",
+            Error::Record { .. } => "record",
+            Error::NoMember { .. } => "no_member",
+            Error::Version(_) => "version",
+            Error::StartFailed { .. } => "start_failed",
+        }
+    }
+}
+
+/// Wraps an io error with what was being done.
+pub(crate) fn io_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
+    let what = what.into();
+    move |source| Error::Io { what, source }
+}
+
+/// A member's place in the network.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MemberAddr {
+    /// Member name (etcd `--name`).
+    pub name: String,
+    /// URL peers use.
+    pub peer_url: String,
+    /// URL clients use.
+    pub client_url: String,
+}
+
+/// How a member joins its cluster the first time it starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum InitialState {
+    /// Part of a static bootstrap.
+    New,
+    /// Added to a running cluster.
+    Existing,
+}
+
+/// Everything needed to create a member.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemberConfig {
+    /// Name and URLs (from [`Platform::allocate`]).
+    pub addr: MemberAddr,
+    /// Version to run.
+    pub version: Version,
+    /// `--initial-cluster`: `name=peerURL` for every member.
+    pub initial_cluster: String,
+    /// `--initial-cluster-state`.
+    pub initial_state: InitialState,
+    /// `--initial-cluster-token`.
+    pub token: String,
+    /// One of the bootstrap members.
+    pub bootstrap: bool,
+    /// A snapshot to restore the member's data from before its first start.
+    pub restore_from: Option<PathBuf>,
+}
+
+/// A member as the platform sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlatformMember {
+    /// Name and URLs.
+    pub addr: MemberAddr,
+    /// Its process (pod) runs.
+    pub running: bool,
+    /// Its data folder (volume) holds etcd data.
+    pub has_data: bool,
+    /// The version it runs or will run.
+    pub version: Version,
+    /// One of the bootstrap members.
+    pub bootstrap: bool,
+    /// When it was last started.
+    pub started_at: Option<SystemTime>,
+}
+
+/// What the operator keeps about a cluster between reconciles and restarts.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterRecord {
+    /// `--initial-cluster-token`, unique per cluster creation.
+    pub token: String,
+    /// The cluster formed once (its member list was read).
+    pub bootstrapped: bool,
+    /// Index for the next member name (`NAME-INDEX`); never reused.
+    pub next_index: u32,
+    /// The members the cluster was bootstrapped with.
+    #[serde(default)]
+    pub initial: Vec<MemberAddr>,
+    /// Generation of the spec, bumped on every change.
+    pub generation: i64,
+    /// The spec last seen, as JSON, to notice changes.
+    #[serde(default)]
+    pub spec_json: String,
+    /// Where the spec came from (a manifest file locally).
+    #[serde(default)]
+    pub source: Option<PathBuf>,
+}
+
+/// Something that happened to a member without the operator asking.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// A member's process exited.
+    Exited {
+        /// Cluster name.
+        cluster: String,
+        /// Member name.
+        member: String,
+    },
+}
+
+/// Where members run. Every call is idempotent: a call repeated after a
+/// crash, or for a member already in the asked-for state, does no harm.
+pub trait Platform: Send + Sync + 'static {
+    /// Every member of `cluster` the platform has.
+    fn members(&self, cluster: &str) -> impl Future<Output = Result<Vec<PlatformMember>>> + Send;
+    /// Picks URLs for new members with these names (nothing is created).
+    fn allocate(
+        &self,
+        cluster: &str,
+        names: &[String],
+    ) -> impl Future<Output = Result<Vec<MemberAddr>>> + Send;
+    /// Creates a member and starts it.
+    fn create(
+        &self,
+        cluster: &str,
+        config: &MemberConfig,
+    ) -> impl Future<Output = Result<()>> + Send;
+    /// Starts a stopped member in place (with its data, if any).
+    fn start(&self, cluster: &str, member: &str) -> impl Future<Output = Result<()>> + Send;
+    /// Stops a member gracefully, keeps its data, moves it to `version` and
+    /// starts it again.
+    fn upgrade(
+        &self,
+        cluster: &str,
+        member: &str,
+        version: Version,
+    ) -> impl Future<Output = Result<()>> + Send;
+    /// Stops a member (at once) and deletes it with its data.
+    fn delete(&self, cluster: &str, member: &str) -> impl Future<Output = Result<()>> + Send;
+    /// Deletes every member of a cluster and everything kept about it.
+    fn delete_cluster(&self, cluster: &str) -> impl Future<Output = Result<()>> + Send;
+    /// The cluster's record, if it exists.
+    fn load_record(
+        &self,
+        cluster: &str,
+    ) -> impl Future<Output = Result<Option<ClusterRecord>>> + Send;
+    /// Saves the cluster's record.
+    fn save_record(
+        &self,
+        cluster: &str,
+        record: &ClusterRecord,
+    ) -> impl Future<Output = Result<()>> + Send;
+    /// Publishes the cluster's status (the whole resource, status set).
+    fn save_status(&self, cluster: &EtcdCluster) -> impl Future<Output = Result<()>> + Send;
+}
