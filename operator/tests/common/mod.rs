@@ -1,0 +1,207 @@
+//! Helpers for tests that run the real `etcd-operator` binary against real
+//! etcd processes. An [`Env`] owns a temporary folder (manifests and state),
+//! the operator process, and every etcd member it started: dropping it (also
+//! when a test panics) stops them all.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use etcd_operator::crd::EtcdCluster;
+use etcd_operator::platform::local::layout::{Layout, MemberRecord, read_json};
+
+/// The longest any condition is waited for.
+pub const WAIT: Duration = Duration::from_secs(60);
+
+/// A test's operator, manifests and state.
+pub struct Env {
+    pub dir: tempfile::TempDir,
+    pub manifests: PathBuf,
+    pub state: PathBuf,
+    operator: Option<Child>,
+}
+
+/// The workspace's etcd binaries (installed by ci/setup).
+pub fn binaries() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../.etcd")
+}
+
+/// etcdctl of 3.4.23.
+pub fn etcdctl() -> PathBuf {
+    binaries().join("3.4.23/etcdctl")
+}
+
+/// A minimal manifest.
+pub fn manifest(name: &str, size: u32, version: &str) -> String {
+    format!(
+        "apiVersion: etcdoperator.dev/v1alpha1\nkind: EtcdCluster\nmetadata:\n  name: {name}\n\
+         spec:\n  size: {size}\n  version: \"{version}\"\n"
+    )
+}
+
+impl Env {
+    pub fn new() -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix("etcd-operator-test-")
+            .tempdir()
+            .expect("temp dir");
+        let manifests = dir.path().join("clusters");
+        std::fs::create_dir_all(&manifests).expect("manifests dir");
+        let state = dir.path().join("state");
+        Env {
+            dir,
+            manifests,
+            state,
+            operator: None,
+        }
+    }
+
+    pub fn layout(&self) -> Layout {
+        Layout::new(&self.state)
+    }
+
+    /// Starts the operator; its log goes to `operator.log` in the temp dir.
+    pub fn start_operator(&mut self) {
+        assert!(self.operator.is_none(), "operator already running");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join("operator.log"))
+            .expect("log");
+        let child = Command::new(env!("CARGO_BIN_EXE_etcd-operator"))
+            .args(["run", "--platform", "local", "--manifests"])
+            .arg(&self.manifests)
+            .arg("--state-dir")
+            .arg(&self.state)
+            .arg("--etcd-binaries")
+            .arg(binaries())
+            .env("RUST_LOG", "etcd_operator=debug")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn()
+            .expect("start etcd-operator");
+        self.operator = Some(child);
+    }
+
+    /// Stops the operator with SIGTERM and waits for it.
+    pub fn stop_operator(&mut self) {
+        if let Some(mut child) = self.operator.take() {
+            let pid = rustix::process::Pid::from_raw(child.id() as i32).expect("pid");
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Writes a manifest atomically (as `kubectl apply` would: all or nothing).
+    pub fn write_manifest(&self, file: &str, text: &str) {
+        let tmp = self.dir.path().join(format!(".{file}.tmp"));
+        std::fs::write(&tmp, text).expect("write manifest");
+        std::fs::rename(&tmp, self.manifests.join(file)).expect("rename manifest");
+    }
+
+    pub fn remove_manifest(&self, file: &str) {
+        std::fs::remove_file(self.manifests.join(file)).expect("remove manifest");
+    }
+
+    /// The published resource of a cluster.
+    pub fn status(&self, cluster: &str) -> Option<EtcdCluster> {
+        read_json(&self.layout().status_path(cluster))
+            .ok()
+            .flatten()
+    }
+
+    pub fn member(&self, cluster: &str, member: &str) -> Option<MemberRecord> {
+        self.layout().read_member(cluster, member).ok().flatten()
+    }
+
+    /// Waits (bounded) until `f` returns `Some`.
+    pub fn wait_for<T>(&self, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if let Some(v) = f() {
+                return v;
+            }
+            if Instant::now() > deadline {
+                let log = std::fs::read_to_string(self.dir.path().join("operator.log"))
+                    .unwrap_or_default();
+                let tail: Vec<&str> = log.lines().rev().take(40).collect();
+                panic!(
+                    "timed out after {WAIT:?} waiting for {what}\n--- operator log (last lines, newest first) ---\n{}",
+                    tail.join("\n")
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Waits until `cluster` is Running with `size` ready members; returns
+    /// its resource.
+    pub fn wait_running(&self, cluster: &str, size: usize) -> EtcdCluster {
+        self.wait_for(
+            &format!("{cluster} running with {size} ready members"),
+            || {
+                let c = self.status(cluster)?;
+                let s = c.status.as_ref()?;
+                let ready = s.members.iter().filter(|m| m.ready).count();
+                (s.phase.as_str() == "Running" && ready == size && s.members.len() == size)
+                    .then_some(c)
+            },
+        )
+    }
+
+    /// Runs etcdctl (API v3) against `endpoints`.
+    pub fn etcdctl(&self, endpoints: &[String], args: &[&str]) -> Output {
+        Command::new(etcdctl())
+            .env("ETCDCTL_API", "3")
+            .arg("--endpoints")
+            .arg(endpoints.join(","))
+            .arg("--command-timeout=5s")
+            .args(args)
+            .output()
+            .expect("run etcdctl")
+    }
+
+    /// pid of a member's process, if it runs.
+    pub fn pid(&self, cluster: &str, member: &str) -> Option<i32> {
+        let r = self.member(cluster, member)?;
+        r.process
+            .filter(etcd_operator::platform::local::process::alive)
+            .map(|p| p.pid)
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        self.stop_operator();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(etcd_operator::platform::local::kill_all(&self.state));
+    }
+}
+
+/// Client URLs of a cluster's members.
+pub fn client_urls(c: &EtcdCluster) -> Vec<String> {
+    c.status
+        .iter()
+        .flat_map(|s| s.members.iter().map(|m| m.client_url.clone()))
+        .collect()
+}
+
+/// SIGKILLs a process.
+pub fn kill9(pid: i32) {
+    let pid = rustix::process::Pid::from_raw(pid).expect("pid");
+    rustix::process::kill_process(pid, rustix::process::Signal::KILL).expect("kill -9");
+}

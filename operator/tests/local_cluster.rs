@@ -1,0 +1,136 @@
+//! The operator on the local platform, against real etcd processes.
+
+mod common;
+
+use common::{Env, client_urls, kill9, manifest};
+use etcd_operator::platform::local::process;
+
+fn member_ids(env: &Env, urls: &[String]) -> Vec<String> {
+    let out = env.etcdctl(urls, &["member", "list", "-w", "json"]);
+    assert!(out.status.success(), "member list: {out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("member list json");
+    v["members"]
+        .as_array()
+        .expect("members")
+        .iter()
+        .map(|m| format!("{:x}", m["ID"].as_u64().expect("id")))
+        .collect()
+}
+
+#[test]
+fn create_restart_replace_and_delete() {
+    let mut env = Env::new();
+    env.write_manifest("demo.yaml", &manifest("demo", 3, "3.4.23"));
+    env.start_operator();
+    let c = env.wait_running("demo", 3);
+    let urls = client_urls(&c);
+
+    // The official client works against it.
+    let put = env.etcdctl(&urls, &["put", "greeting", "hello"]);
+    assert!(put.status.success(), "etcdctl put: {put:?}");
+    let get = env.etcdctl(&urls, &["get", "greeting", "--print-value-only"]);
+    assert_eq!(String::from_utf8_lossy(&get.stdout), "hello\n");
+
+    // kill -9 a member: restarted in place, same member id.
+    let members = c.status.clone().expect("status").members;
+    let victim = members[1].clone();
+    let old_pid = env.pid("demo", &victim.name).expect("victim runs");
+    kill9(old_pid);
+    env.wait_for("the killed member back with the same id", || {
+        let c = env.wait_running("demo", 3);
+        let m = c
+            .status?
+            .members
+            .into_iter()
+            .find(|m| m.name == victim.name)?;
+        let pid = env.pid("demo", &victim.name)?;
+        (m.ready && m.id == victim.id && pid != old_pid).then_some(())
+    });
+
+    // Wipe a member's data and kill it: replaced by a new member.
+    let victim = members[2].clone();
+    let old_pid = env.pid("demo", &victim.name).expect("victim runs");
+    std::fs::remove_dir_all(env.layout().data_dir("demo", &victim.name)).expect("wipe data");
+    kill9(old_pid);
+    let c = env.wait_for("the wiped member replaced", || {
+        let c = env.wait_running("demo", 3);
+        let names: Vec<String> = c
+            .status
+            .as_ref()?
+            .members
+            .iter()
+            .map(|m| m.name.clone())
+            .collect();
+        (!names.contains(&victim.name)).then_some(c)
+    });
+    let urls = client_urls(&c);
+    let ids = member_ids(&env, &urls);
+    assert_eq!(ids.len(), 3, "{ids:?}");
+    assert!(
+        !ids.contains(victim.id.as_ref().expect("id")),
+        "the old member {victim:?} is gone from the member list {ids:?}"
+    );
+    let get = env.etcdctl(&urls, &["get", "greeting", "--print-value-only"]);
+    assert_eq!(String::from_utf8_lossy(&get.stdout), "hello\n", "data kept");
+
+    // Deleting the manifest stops the processes and removes the state.
+    let records: Vec<_> = env
+        .layout()
+        .member_names("demo")
+        .expect("members")
+        .iter()
+        .filter_map(|m| env.member("demo", m)?.process)
+        .collect();
+    assert_eq!(records.len(), 3);
+    env.remove_manifest("demo.yaml");
+    env.wait_for("processes gone and state removed", || {
+        let gone = records.iter().all(|p| !process::alive(p));
+        (gone && !env.layout().cluster_dir("demo").exists()).then_some(())
+    });
+}
+
+#[test]
+fn operator_restart_adopts_members_without_restarting_them() {
+    let mut env = Env::new();
+    env.write_manifest("adopt.yaml", &manifest("adopt", 3, "3.4.23"));
+    env.start_operator();
+    let c = env.wait_running("adopt", 3);
+    let names: Vec<String> = c
+        .status
+        .expect("status")
+        .members
+        .iter()
+        .map(|m| m.name.clone())
+        .collect();
+    let pids: Vec<i32> = names
+        .iter()
+        .map(|n| env.pid("adopt", n).expect("runs"))
+        .collect();
+
+    env.stop_operator();
+    for (n, p) in names.iter().zip(&pids) {
+        assert_eq!(env.pid("adopt", n), Some(*p), "{n} outlived the operator");
+    }
+    env.start_operator();
+    // A fresh status, published by the new operator.
+    let before = env.status("adopt").and_then(|c| c.status?.observed_at);
+    env.wait_for("a status from the new operator", || {
+        let now = env.status("adopt")?.status?.observed_at;
+        (now != before).then_some(())
+    });
+    env.wait_running("adopt", 3);
+    for (n, p) in names.iter().zip(&pids) {
+        assert_eq!(
+            env.pid("adopt", n),
+            Some(*p),
+            "{n} was adopted, not restarted"
+        );
+    }
+    // The adopted members are watched: a kill is still healed.
+    kill9(pids[0]);
+    env.wait_for("the adopted member restarted", || {
+        let pid = env.pid("adopt", &names[0])?;
+        (pid != pids[0]).then_some(())
+    });
+    env.wait_running("adopt", 3);
+}
