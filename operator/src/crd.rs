@@ -18,6 +18,19 @@ pub const API_VERSION: &str = "etcdoperator.dev/v1alpha1";
 /// `kind` as written in manifests.
 pub const KIND: &str = "EtcdCluster";
 
+/// Label on every object the operator owns: the cluster's name.
+pub const LABEL_CLUSTER: &str = "etcdoperator.dev/cluster";
+/// Label on a member's pod and volume: the member's name.
+pub const LABEL_MEMBER: &str = "etcdoperator.dev/member";
+/// Standard labels set alongside.
+pub const LABEL_NAME: &str = "app.kubernetes.io/name";
+/// Value of [`LABEL_NAME`].
+pub const LABEL_NAME_VALUE: &str = "etcd";
+/// Standard "managed by" label.
+pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+/// Value of [`LABEL_MANAGED_BY`].
+pub const MANAGED_BY: &str = "etcd-operator";
+
 /// Desired state of an etcd cluster.
 // clippy reads the repeated `type_ = ...` of the printcolumns as duplicated
 // attributes; they are arguments of separate columns.
@@ -174,6 +187,33 @@ pub struct EtcdClusterStatus {
     /// When this status was observed (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_at: Option<String>,
+    /// Backups, when `spec.backup` is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup: Option<BackupStatus>,
+}
+
+/// Where the backups of a cluster stand.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BackupStatus {
+    /// Name of the newest verified backup.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_backup: Option<String>,
+    /// When it was taken (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_backup_time: Option<String>,
+    /// etcd revision it holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_backup_revision: Option<i64>,
+    /// Number of verified backups kept.
+    #[serde(default)]
+    pub kept: i64,
+    /// The last failure, cleared by the next good backup.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    /// When the next backup is due (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_backup_time: Option<String>,
 }
 
 /// Phase of a cluster.

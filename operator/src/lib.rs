@@ -9,6 +9,7 @@ pub mod cli;
 pub mod controller;
 pub mod crd;
 pub mod etcd;
+pub mod faults;
 pub mod manifest;
 pub mod observe;
 pub mod plan;

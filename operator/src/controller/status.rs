@@ -93,6 +93,7 @@ pub(super) fn build<P>(
         leader: obs.leader.clone(),
         last_action: step.map(|s| s.to_string()),
         observed_at: Some(humantime::format_rfc3339_millis(SystemTime::now()).to_string()),
+        backup: None,
     });
     resource
 }

@@ -1,0 +1,45 @@
+//! The committed CRD in deploy/ matches the Rust types (run `make crds`).
+
+use etcd_operator::crd::EtcdCluster;
+use kube::CustomResourceExt;
+
+#[test]
+fn committed_crd_matches_the_types() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/crd.yaml");
+    let committed = std::fs::read_to_string(&path).expect("deploy/crd.yaml");
+    let generated = serde_saphyr::to_string(&EtcdCluster::crd()).expect("crd yaml");
+    assert!(
+        committed == generated,
+        "deploy/crd.yaml is out of date with operator/src/crd.rs: run `make crds` and commit it"
+    );
+}
+
+#[test]
+fn every_schema_field_has_a_description() {
+    let crd = serde_json::to_value(EtcdCluster::crd()).expect("crd json");
+    let schema = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
+    let mut missing = Vec::new();
+    walk(schema, "", &mut missing);
+    assert!(
+        missing.is_empty(),
+        "fields without a doc comment: {missing:?}"
+    );
+}
+
+fn walk(schema: &serde_json::Value, path: &str, missing: &mut Vec<String>) {
+    let Some(props) = schema.get("properties").and_then(|p| p.as_object()) else {
+        if let Some(items) = schema.get("items") {
+            walk(items, &format!("{path}[]"), missing);
+        }
+        return;
+    };
+    for (name, field) in props {
+        let here = format!("{path}.{name}");
+        let top_level =
+            path.is_empty() && ["apiVersion", "kind", "metadata"].contains(&name.as_str());
+        if !top_level && field.get("description").is_none() {
+            missing.push(here.clone());
+        }
+        walk(field, &here, missing);
+    }
+}
