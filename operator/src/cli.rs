@@ -218,7 +218,7 @@ mod tests {
             ..EtcdClusterStatus::default()
         });
         let t = table(&[c], true, SystemTime::now());
-        assert!(t.contains("demo   Running  1/3"), "{t}");
+        assert!(t.contains("demo     Running  1/3"), "{t}");
         assert!(t.contains("http://127.1.2.3:2379"), "{t}");
         assert!(
             t.lines()

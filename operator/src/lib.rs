@@ -14,5 +14,6 @@ pub mod manifest;
 pub mod observe;
 pub mod plan;
 pub mod platform;
+pub mod testing;
 pub mod validate;
 pub mod version;

@@ -2,12 +2,10 @@
 //! Degraded condition and no action, while other clusters keep being
 //! managed; a broken edit of a running cluster freezes it, never deletes it.
 
-mod common;
-
 use std::time::{Duration, SystemTime};
 
-use common::{Env, kill9, manifest};
 use etcd_operator::cli;
+use etcd_operator::testing::{Env, kill9, manifest};
 
 /// Waits until `cluster` is Invalid with a Degraded message containing
 /// every one of `needles`, and checks no member was created.

@@ -1,9 +1,7 @@
 //! The operator on the local platform, against real etcd processes.
 
-mod common;
-
-use common::{Env, client_urls, kill9, manifest};
 use etcd_operator::platform::local::process;
+use etcd_operator::testing::{Env, client_urls, kill9, manifest};
 
 fn member_ids(env: &Env, urls: &[String]) -> Vec<String> {
     let out = env.etcdctl(urls, &["member", "list", "-w", "json"]);

@@ -364,22 +364,36 @@ fn url_ip(url: &str) -> Option<Ipv4Addr> {
     rest.split(':').next()?.parse().ok()
 }
 
-/// SIGKILLs every member process recorded under `state_dir` and waits for
-/// them to exit; for tests and tools that must leave nothing running.
-/// Returns how many processes were killed.
-pub async fn kill_all(state_dir: &std::path::Path) -> usize {
+/// Every member process recorded under `state_dir` that still runs.
+pub fn running_members(state_dir: &std::path::Path) -> Vec<(String, String, ProcessId)> {
     let layout = Layout::new(state_dir);
-    let mut ids = Vec::new();
+    let mut out = Vec::new();
     for cluster in layout.cluster_names().unwrap_or_default() {
         for member in layout.member_names(&cluster).unwrap_or_default() {
             if let Ok(Some(r)) = layout.read_member(&cluster, &member)
                 && let Some(id) = r.process.filter(process::alive)
             {
-                ids.push(id);
+                out.push((cluster.clone(), member, id));
             }
         }
     }
-    let n = ids.len();
-    futures::future::join_all(ids.into_iter().map(process::kill)).await;
-    n
+    out
+}
+
+/// SIGKILLs every member process recorded under `state_dir` and waits (up
+/// to 30 s) until they are gone; for tests and tools that must leave nothing
+/// running. Blocking, so it also works in `Drop`. Returns how many it killed.
+pub fn kill_all(state_dir: &std::path::Path) -> usize {
+    let ids: Vec<ProcessId> = running_members(state_dir)
+        .into_iter()
+        .map(|(_, _, id)| id)
+        .collect();
+    for id in &ids {
+        let _ = process::signal(id, rustix::process::Signal::KILL);
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while ids.iter().any(process::alive) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    ids.len()
 }

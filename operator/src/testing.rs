@@ -1,24 +1,29 @@
-//! Helpers for tests that run the real `etcd-operator` binary against real
-//! etcd processes. An [`Env`] owns a temporary folder (manifests and state),
-//! the operator process, and every etcd member it started: dropping it (also
-//! when a test panics) stops them all.
-
-#![allow(dead_code)]
+//! Helpers for tests (of this crate, the chaos monkey and the soak runner)
+//! that run the real `etcd-operator` binary against real etcd processes.
+//!
+//! An [`Env`] owns a temporary folder (manifests and state), the operator
+//! process, and every etcd member it started: dropping it (also when a test
+//! panics) stops them all. Every wait is bounded ([`WAIT`]) and polls a
+//! condition.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use etcd_operator::crd::EtcdCluster;
-use etcd_operator::platform::local::layout::{Layout, MemberRecord, read_json};
+use crate::crd::EtcdCluster;
+use crate::platform::local::layout::{Layout, MemberRecord, read_json};
 
 /// The longest any condition is waited for.
 pub const WAIT: Duration = Duration::from_secs(60);
 
 /// A test's operator, manifests and state.
+#[derive(Debug)]
 pub struct Env {
+    /// The temporary folder holding everything.
     pub dir: tempfile::TempDir,
+    /// The manifests folder the operator watches.
     pub manifests: PathBuf,
+    /// The operator's state folder.
     pub state: PathBuf,
     operator: Option<Child>,
 }
@@ -26,6 +31,28 @@ pub struct Env {
 /// The workspace's etcd binaries (installed by ci/setup).
 pub fn binaries() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../.etcd")
+}
+
+/// A binary of this workspace built beside the running test (tests live in
+/// `target/<profile>/deps/`, binaries in `target/<profile>/`). `ETCD_OPERATOR_BIN`
+/// (and the like, upper-cased with `_BIN`) overrides it.
+pub fn workspace_binary(name: &str) -> PathBuf {
+    let var = format!("{}_BIN", name.to_uppercase().replace('-', "_"));
+    if let Some(p) = std::env::var_os(&var) {
+        return PathBuf::from(p);
+    }
+    let exe = std::env::current_exe().expect("the test's own path");
+    let mut dir = exe.parent().map(Path::to_path_buf).unwrap_or_default();
+    if dir.ends_with("deps") {
+        dir.pop();
+    }
+    let bin = dir.join(name);
+    assert!(
+        bin.is_file(),
+        "{} is not built: run `cargo build --workspace` (or `make test`), or set {var}",
+        bin.display()
+    );
+    bin
 }
 
 /// etcdctl of 3.4.23.
@@ -62,7 +89,12 @@ impl Env {
         Layout::new(&self.state)
     }
 
-    /// Starts the operator; its log goes to `operator.log` in the temp dir.
+    /// Path of the operator's log.
+    pub fn operator_log(&self) -> PathBuf {
+        self.dir.path().join("operator.log")
+    }
+
+    /// Starts the operator; its log goes to [`Env::operator_log`].
     pub fn start_operator(&mut self) {
         assert!(self.operator.is_none(), "operator already running");
         let log = std::fs::OpenOptions::new()
@@ -70,7 +102,7 @@ impl Env {
             .append(true)
             .open(self.dir.path().join("operator.log"))
             .expect("log");
-        let child = Command::new(env!("CARGO_BIN_EXE_etcd-operator"))
+        let child = Command::new(workspace_binary("etcd-operator"))
             .args(["run", "--platform", "local", "--manifests"])
             .arg(&self.manifests)
             .arg("--state-dir")
@@ -89,7 +121,10 @@ impl Env {
     /// Stops the operator with SIGTERM and waits for it.
     pub fn stop_operator(&mut self) {
         if let Some(mut child) = self.operator.take() {
-            let pid = rustix::process::Pid::from_raw(child.id() as i32).expect("pid");
+            let pid = i32::try_from(child.id())
+                .ok()
+                .and_then(rustix::process::Pid::from_raw)
+                .expect("pid");
             let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
             let deadline = Instant::now() + Duration::from_secs(20);
             while Instant::now() < deadline {
@@ -176,19 +211,21 @@ impl Env {
     pub fn pid(&self, cluster: &str, member: &str) -> Option<i32> {
         let r = self.member(cluster, member)?;
         r.process
-            .filter(etcd_operator::platform::local::process::alive)
+            .filter(crate::platform::local::process::alive)
             .map(|p| p.pid)
+    }
+}
+
+impl Default for Env {
+    fn default() -> Self {
+        Self::new()
     }
 }
 
 impl Drop for Env {
     fn drop(&mut self) {
         self.stop_operator();
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
-        rt.block_on(etcd_operator::platform::local::kill_all(&self.state));
+        crate::platform::local::kill_all(&self.state);
     }
 }
 
