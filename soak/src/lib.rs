@@ -1,0 +1,8 @@
+//! The soak runner: an etcd cluster under the operator, a chaos monkey and
+//! client load, checked continuously against invariants and, at the end,
+//! against the bounds of a scenario.
+//!
+//! `scenario` (parse and validate) -> `runner` (processes, load, probes)
+//! -> `invariants` (pure checkers over the recorded histories) -> `report`.
+
+pub mod scenario;

@@ -1,0 +1,429 @@
+//! Scenarios: what a soak run does and which bounds it must hold, as data.
+//!
+//! A scenario is a strict YAML file (unknown fields are errors, with line
+//! and column); [`load`] parses it and [`validate`] checks what serde cannot
+//! (impossible bounds, zero durations, a backup bound without backups),
+//! naming the file, the field and what is allowed.
+
+mod dur;
+mod validate;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use etcd_operator::crd::{
+    BackupSpec, EtcdCluster, EtcdClusterSpec, RecoverySpec, RestoreSpec, StorageSpec,
+};
+use serde::{Deserialize, Serialize};
+
+pub use dur::Dur;
+pub use validate::validate;
+
+/// Why a scenario cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The file cannot be read.
+    #[error("{file}: cannot read the scenario: {source}")]
+    Read {
+        /// The scenario file.
+        file: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// Not a scenario (syntax, unknown field, wrong type).
+    #[error("{file}: {message}")]
+    Parse {
+        /// The scenario file.
+        file: PathBuf,
+        /// Line, column and what is wrong.
+        message: String,
+    },
+    /// Fields with values that cannot work.
+    #[error("{file}: {}", .problems.join("; "))]
+    Invalid {
+        /// The scenario file.
+        file: PathBuf,
+        /// One entry per problem: `field: what is wrong (what is allowed)`.
+        problems: Vec<String>,
+    },
+}
+
+/// A soak scenario.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Scenario {
+    /// Short name, used in the report and the default output folder.
+    pub name: String,
+    /// What the scenario shows, for the report.
+    #[serde(default)]
+    pub description: String,
+    /// How long load and chaos run.
+    pub duration: Dur,
+    /// How long the cluster gets at the end (chaos stopped) to become
+    /// healthy before the final checks; default 60s.
+    #[serde(default = "default_settle")]
+    pub settle: Dur,
+    /// The cluster under test (the EtcdCluster spec, plus its name).
+    pub cluster: ClusterSpec,
+    /// Client load.
+    #[serde(default)]
+    pub load: Load,
+    /// Fault injection (chaos-monkey options); none when absent.
+    #[serde(default)]
+    pub chaos: Option<Chaos>,
+    /// Probing.
+    #[serde(default)]
+    pub probe: Probe,
+    /// What must hold for the run to pass.
+    pub bounds: Bounds,
+    /// When false, the runner pauses the cluster (spec.paused) once it is
+    /// Running, so the operator heals nothing: a deliberately broken setup
+    /// for testing the soak itself. Default true.
+    #[serde(default = "yes")]
+    pub operator_healing: bool,
+}
+
+fn default_settle() -> Dur {
+    Dur(Duration::from_secs(60))
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// The cluster: the fields of an EtcdCluster spec, and its name.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ClusterSpec {
+    /// metadata.name of the EtcdCluster.
+    pub name: String,
+    /// spec.size.
+    pub size: i64,
+    /// spec.version.
+    pub version: String,
+    /// spec.paused.
+    #[serde(default)]
+    pub paused: bool,
+    /// spec.storage.
+    #[serde(default)]
+    pub storage: StorageSpec,
+    /// spec.backup.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup: Option<BackupSpec>,
+    /// spec.restore.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restore: Option<RestoreSpec>,
+    /// spec.recovery.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery: Option<RecoverySpec>,
+}
+
+impl ClusterSpec {
+    /// The EtcdCluster spec.
+    pub fn spec(&self) -> EtcdClusterSpec {
+        EtcdClusterSpec {
+            size: self.size,
+            version: self.version.clone(),
+            paused: self.paused,
+            storage: self.storage.clone(),
+            backup: self.backup.clone(),
+            restore: self.restore.clone(),
+            recovery: self.recovery.clone(),
+        }
+    }
+
+    /// The resource.
+    pub fn resource(&self) -> EtcdCluster {
+        EtcdCluster::new(&self.name, self.spec())
+    }
+
+    /// The resource as a manifest (YAML).
+    pub fn manifest(&self, paused: bool) -> String {
+        let mut spec = self.spec();
+        spec.paused = spec.paused || paused;
+        let doc = serde_json::json!({
+            "apiVersion": etcd_operator::crd::API_VERSION,
+            "kind": etcd_operator::crd::KIND,
+            "metadata": {"name": self.name},
+            "spec": spec,
+        });
+        // JSON is YAML; the operator's parser reads it as such.
+        serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n"
+    }
+
+    /// Number of voting members.
+    pub fn members(&self) -> usize {
+        usize::try_from(self.size).unwrap_or(0)
+    }
+}
+
+/// Client load: writers and readers over a key space.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Load {
+    /// Writer tasks, each one client session putting random keys.
+    #[serde(default = "default_writers")]
+    pub writers: u32,
+    /// Reader tasks, each one client session doing linearizable gets.
+    #[serde(default = "default_readers")]
+    pub readers: u32,
+    /// Target operations per second of all writers and readers together,
+    /// spread evenly over them; 0 means as fast as they can.
+    #[serde(default = "default_rate")]
+    pub rate: u32,
+    /// Size of the key space.
+    #[serde(default = "default_keys")]
+    pub keys: u32,
+    /// Bytes per value (at least 16).
+    #[serde(default = "default_value_size")]
+    pub value_size: u32,
+    /// Timeout of one client operation.
+    #[serde(default = "default_op_timeout")]
+    pub timeout: Dur,
+}
+
+fn default_writers() -> u32 {
+    4
+}
+fn default_readers() -> u32 {
+    2
+}
+fn default_rate() -> u32 {
+    200
+}
+fn default_keys() -> u32 {
+    1000
+}
+fn default_value_size() -> u32 {
+    64
+}
+fn default_op_timeout() -> Dur {
+    Dur(Duration::from_secs(2))
+}
+
+impl Default for Load {
+    fn default() -> Self {
+        Load {
+            writers: default_writers(),
+            readers: default_readers(),
+            rate: default_rate(),
+            keys: default_keys(),
+            value_size: default_value_size(),
+            timeout: default_op_timeout(),
+        }
+    }
+}
+
+/// The chaos monkey's options (its flags, camelCase).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Chaos {
+    /// Time between faults (`--kill-interval`).
+    pub kill_interval: Dur,
+    /// Whom to hit (`--target`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<Target>,
+    /// What to do (`--fault`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fault: Option<FaultKind>,
+    /// How long a paused member stays paused (`--pause-for`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pause_for: Option<Dur>,
+    /// Members hit at once (`--max-kill`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_kill: Option<u32>,
+    /// Chance that a due fault is injected (`--probability`), 0 to 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probability: Option<f64>,
+    /// Members younger than this are spared (`--min-age`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_age: Option<Dur>,
+    /// Random extra delay per fault (`--jitter`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jitter: Option<Dur>,
+    /// Seed of the fault schedule (`--seed`); `soak run --seed` overrides it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// Log faults without injecting them (`--dry-run`).
+    #[serde(default)]
+    pub dry_run: bool,
+    /// Stop after this many faults (`--max-faults`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_faults: Option<u32>,
+    /// Allow faults that take a majority down (`--allow-quorum-loss`).
+    #[serde(default)]
+    pub allow_quorum_loss: bool,
+    /// Wait this long after the cluster is Running before the first fault
+    /// (the runner starts the monkey late); default 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_after: Option<Dur>,
+}
+
+/// `--target` of the chaos monkey.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Target {
+    /// Any member.
+    Random,
+    /// The raft leader.
+    Leader,
+    /// A follower.
+    Follower,
+    /// A minority of members.
+    Minority,
+    /// A majority of members (needs allowQuorumLoss).
+    Majority,
+    /// The operator process.
+    Operator,
+}
+
+impl Target {
+    /// The flag value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Target::Random => "random",
+            Target::Leader => "leader",
+            Target::Follower => "follower",
+            Target::Minority => "minority",
+            Target::Majority => "majority",
+            Target::Operator => "operator",
+        }
+    }
+}
+
+/// `--fault` of the chaos monkey.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FaultKind {
+    /// SIGKILL.
+    Kill,
+    /// SIGKILL and wipe the data.
+    Destroy,
+    /// SIGSTOP for pauseFor, then SIGCONT.
+    Pause,
+}
+
+impl FaultKind {
+    /// The flag value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FaultKind::Kill => "kill",
+            FaultKind::Destroy => "destroy",
+            FaultKind::Pause => "pause",
+        }
+    }
+}
+
+/// How the cluster is probed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Probe {
+    /// Time between probes (100ms to 1s); default 200ms.
+    #[serde(default = "default_probe_interval")]
+    pub interval: Dur,
+    /// Deadline of a probe's quorum write and read; default 1s.
+    #[serde(default = "default_probe_timeout")]
+    pub timeout: Dur,
+    /// Time between KV hash checkpoints; default 10s.
+    #[serde(default = "default_checkpoint")]
+    pub checkpoint_interval: Dur,
+}
+
+fn default_probe_interval() -> Dur {
+    Dur(Duration::from_millis(200))
+}
+fn default_probe_timeout() -> Dur {
+    Dur(Duration::from_secs(1))
+}
+fn default_checkpoint() -> Dur {
+    Dur(Duration::from_secs(10))
+}
+
+impl Default for Probe {
+    fn default() -> Self {
+        Probe {
+            interval: default_probe_interval(),
+            timeout: default_probe_timeout(),
+            checkpoint_interval: default_checkpoint(),
+        }
+    }
+}
+
+/// What must hold. Safety invariants (one leader per term, revisions never
+/// going back, equal KV hashes, membership back within `recoveryMax`) always
+/// apply; these are the measured bounds.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Bounds {
+    /// 99th percentile of the recovery time of faults.
+    pub recovery_p99: Dur,
+    /// Longest recovery of any fault, and the longest time membership may
+    /// differ from the spec.
+    pub recovery_max: Dur,
+    /// Least fraction of the run in which a quorum write succeeds (0 to 1].
+    pub availability: f64,
+    /// Oldest the newest backup may get (needs cluster.backup).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_backup_age: Option<Dur>,
+    /// Most acknowledged writes that may be missing at the end; default 0.
+    #[serde(default)]
+    pub lost_writes: u64,
+    /// Least number of faults that must have been injected (so a monkey that
+    /// did nothing cannot pass); default 0.
+    #[serde(default)]
+    pub min_faults: u64,
+    /// `none` (default): no acknowledged write may be lost and revisions never
+    /// go back. `sinceBackup`: a restore from backup may roll back writes
+    /// acknowledged after the backup was taken (they are reported, not
+    /// counted), and revisions may go back once per restore.
+    #[serde(default)]
+    pub data_loss: DataLoss,
+}
+
+/// What data loss a scenario accepts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum DataLoss {
+    /// None at all.
+    #[default]
+    None,
+    /// Writes after the newest backup, when the cluster is restored from it.
+    SinceBackup,
+}
+
+/// Reads and validates a scenario file.
+pub fn load(file: &Path) -> Result<Scenario, Error> {
+    let text = std::fs::read_to_string(file).map_err(|source| Error::Read {
+        file: file.into(),
+        source,
+    })?;
+    let scenario = parse(file, &text)?;
+    validate(&scenario).map_err(|problems| Error::Invalid {
+        file: file.into(),
+        problems,
+    })?;
+    Ok(scenario)
+}
+
+/// Parses a scenario (without the checks of [`validate`]).
+pub fn parse(file: &Path, text: &str) -> Result<Scenario, Error> {
+    serde_saphyr::from_str::<Scenario>(text).map_err(|e| Error::Parse {
+        file: file.into(),
+        message: describe(&e),
+    })
+}
+
+/// The first line of a parse error, without the source snippet.
+fn describe(e: &serde_saphyr::Error) -> String {
+    let text = e.to_string();
+    let line = text.lines().next().unwrap_or_default().trim();
+    let line = line.strip_prefix("error: ").unwrap_or(line);
+    if line.is_empty() {
+        "not a valid scenario".into()
+    } else {
+        line.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests;

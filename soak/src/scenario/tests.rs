@@ -1,0 +1,141 @@
+use std::path::Path;
+
+use super::*;
+
+const SMOKE: &str = r#"
+name: smoke
+duration: 90s
+cluster: {name: smoke, size: 3, version: "3.4.23", backup: {interval: 10s, maxBackups: 3}}
+load: {writers: 4, readers: 2, rate: 200, keys: 1000, valueSize: 64}
+chaos: {killInterval: 10s, target: random, fault: kill, seed: 1}
+bounds: {recoveryP99: 5s, recoveryMax: 15s, availability: 0.95, maxBackupAge: 25s, lostWrites: 0}
+"#;
+
+fn problems(text: &str) -> Vec<String> {
+    let s = parse(Path::new("t.yaml"), text).expect("parses");
+    validate(&s).expect_err("should be rejected")
+}
+
+fn parse_error(text: &str) -> String {
+    parse(Path::new("t.yaml"), text)
+        .expect_err("should not parse")
+        .to_string()
+}
+
+#[test]
+fn the_design_example_parses_and_validates() {
+    let s = parse(Path::new("t.yaml"), SMOKE).expect("parses");
+    validate(&s).expect("valid");
+    assert_eq!(s.duration.get(), Duration::from_secs(90));
+    assert_eq!(s.cluster.members(), 3);
+    assert_eq!(s.load.writers, 4);
+    let c = s.chaos.as_ref().expect("chaos");
+    assert_eq!(c.target, Some(Target::Random));
+    assert_eq!(c.kill_interval.flag(), "10000ms");
+    assert_eq!(s.bounds.max_backup_age, Some(Dur(Duration::from_secs(25))));
+    assert_eq!(s.probe, Probe::default());
+    assert!(s.operator_healing);
+}
+
+#[test]
+fn unknown_fields_are_named_with_their_line() {
+    let e = parse_error(&SMOKE.replace("valueSize: 64", "valueSize: 64, burst: 3"));
+    assert!(e.starts_with("t.yaml: "), "{e}");
+    assert!(e.contains("burst"), "{e}");
+    assert!(e.contains("line 5"), "{e}");
+    let e = parse_error(&format!("{SMOKE}extra: 1\n"));
+    assert!(e.contains("extra"), "{e}");
+}
+
+#[test]
+fn bad_values_name_the_field_and_what_is_allowed() {
+    let e = parse_error(&SMOKE.replace("target: random", "target: everyone"));
+    assert!(e.contains("everyone") && e.contains("leader"), "{e}");
+    let e = parse_error(&SMOKE.replace("duration: 90s", "duration: 90"));
+    assert!(e.contains("has no unit"), "{e}");
+    let e = parse_error(&SMOKE.replace("duration: 90s", "duration: -5s"));
+    assert!(e.contains("negative"), "{e}");
+    let e = parse_error(&SMOKE.replace("duration: 90s", "duration: soon"));
+    assert!(e.contains("not a duration"), "{e}");
+}
+
+#[test]
+fn impossible_bounds_are_rejected() {
+    let p = problems(&SMOKE.replace("availability: 0.95", "availability: 1.5"));
+    assert!(p.iter().any(|m| m.starts_with("bounds.availability:")), "{p:?}");
+    let p = problems(&SMOKE.replace("recoveryP99: 5s", "recoveryP99: 20s"));
+    assert!(p.iter().any(|m| m.starts_with("bounds.recoveryP99: must not exceed")), "{p:?}");
+    let p = problems(&SMOKE.replace("duration: 90s", "duration: 0s"));
+    assert!(p.iter().any(|m| m.starts_with("duration:")), "{p:?}");
+    let p = problems(&SMOKE.replace("maxBackupAge: 25s", "maxBackupAge: 5s"));
+    assert!(p.iter().any(|m| m.starts_with("bounds.maxBackupAge: must be more than")), "{p:?}");
+}
+
+#[test]
+fn a_backup_bound_needs_backups() {
+    let text = SMOKE.replace(", backup: {interval: 10s, maxBackups: 3}", "");
+    let p = problems(&text);
+    assert!(p.iter().any(|m| m.starts_with("bounds.maxBackupAge: needs cluster.backup")), "{p:?}");
+}
+
+#[test]
+fn cluster_fields_use_the_operators_checks() {
+    let p = problems(&SMOKE.replace("size: 3", "size: 12"));
+    assert!(p.iter().any(|m| m.starts_with("cluster.size: must be between 1 and 9")), "{p:?}");
+    let p = problems(&SMOKE.replace("name: smoke, size", "name: Smoke_1, size"));
+    assert!(p.iter().any(|m| m.starts_with("cluster.name:")), "{p:?}");
+    let p = problems(&SMOKE.replace("version: \"3.4.23\"", "version: \"three\""));
+    assert!(p.iter().any(|m| m.starts_with("cluster.version:")), "{p:?}");
+    let p = problems(&SMOKE.replace("size: 3,", "size: 3, paused: true,"));
+    assert!(p.iter().any(|m| m.contains("operatorHealing: false")), "{p:?}");
+}
+
+#[test]
+fn chaos_options_are_checked() {
+    let p = problems(&SMOKE.replace("target: random", "target: majority"));
+    assert!(p.iter().any(|m| m.contains("allowQuorumLoss")), "{p:?}");
+    let p = problems(&SMOKE.replace("seed: 1", "seed: 1, probability: 2"));
+    assert!(p.iter().any(|m| m.starts_with("chaos.probability:")), "{p:?}");
+    let p = problems(&SMOKE.replace("seed: 1", "seed: 1, maxKill: 4"));
+    assert!(p.iter().any(|m| m.starts_with("chaos.maxKill:")), "{p:?}");
+    let p = problems(&SMOKE.replace("seed: 1", "seed: 1, pauseFor: 5s"));
+    assert!(p.iter().any(|m| m.starts_with("chaos.pauseFor:")), "{p:?}");
+}
+
+#[test]
+fn every_problem_is_reported_at_once() {
+    let text = SMOKE
+        .replace("availability: 0.95", "availability: 0")
+        .replace("recoveryMax: 15s", "recoveryMax: 0s");
+    let p = problems(&text);
+    assert!(p.len() >= 3, "{p:?}");
+}
+
+#[test]
+fn the_manifest_round_trips_through_the_operators_parser() {
+    let s = parse(Path::new("t.yaml"), SMOKE).expect("parses");
+    let m = s.cluster.manifest(false);
+    let back = etcd_operator::manifest::parse(&m).expect("operator reads it");
+    assert_eq!(back[0].spec, s.cluster.spec());
+    let paused = etcd_operator::manifest::parse(&s.cluster.manifest(true)).expect("reads");
+    assert!(paused[0].spec.paused);
+}
+
+#[test]
+fn the_shipped_scenarios_are_valid() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).expect("scenarios folder") {
+        let path = entry.expect("entry").path();
+        if path.extension().is_some_and(|e| e == "yaml") {
+            let s = load(&path).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(
+                path.file_stem().and_then(|f| f.to_str()),
+                Some(s.name.as_str()),
+                "a scenario's file is named after it"
+            );
+            n += 1;
+        }
+    }
+    assert!(n >= 6, "found {n} scenarios in {}", dir.display());
+}

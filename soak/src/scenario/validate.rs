@@ -1,0 +1,212 @@
+//! Checks serde cannot express. Every problem names its field and says what
+//! is allowed; all problems are reported at once.
+
+use std::time::Duration;
+
+use etcd_operator::validate::{self as spec_check, Versions};
+use etcd_operator::version::Version;
+
+use super::{DataLoss, FaultKind, Scenario, Target};
+
+/// Accepts every version that parses; whether a binary exists is the
+/// runner's check (it knows the platform).
+struct AnyVersion;
+
+impl Versions for AnyVersion {
+    fn check(&self, _: Version) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// Shortest and longest probe interval.
+const PROBE_MIN: Duration = Duration::from_millis(100);
+const PROBE_MAX: Duration = Duration::from_secs(1);
+
+/// All problems of a scenario, each as `field: message`.
+pub fn validate(s: &Scenario) -> Result<(), Vec<String>> {
+    let mut p = Vec::new();
+    let mut err = |field: &str, msg: String| p.push(format!("{field}: {msg}"));
+    let zero = Duration::ZERO;
+
+    if s.name.is_empty()
+        || !s
+            .name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    {
+        err(
+            "name",
+            format!(
+                "{:?} is not a valid name: use lowercase letters, digits and '-'",
+                s.name
+            ),
+        );
+    }
+    if s.duration.get() == zero {
+        err("duration", "must be more than 0s".into());
+    }
+    if s.settle.get() == zero {
+        err("settle", "must be more than 0s".into());
+    }
+
+    // The cluster: the operator's own checks, with the scenario's field names.
+    if let Err(invalid) = spec_check::validate(&s.cluster.name, &s.cluster.spec(), &AnyVersion) {
+        for e in invalid.0 {
+            let field = e
+                .field
+                .replacen("metadata.name", "cluster.name", 1)
+                .replacen("spec.", "cluster.", 1);
+            err(&field, e.message);
+        }
+    }
+    if s.cluster.paused {
+        err(
+            "cluster.paused",
+            "must be false: a paused cluster is never created; for a cluster the \
+             operator does not heal use operatorHealing: false"
+                .into(),
+        );
+    }
+    let size = s.cluster.members();
+
+    let l = &s.load;
+    if l.writers + l.readers > 0 && l.keys == 0 {
+        err("load.keys", "must be at least 1".into());
+    }
+    if !(16..=1 << 20).contains(&l.value_size) {
+        err(
+            "load.valueSize",
+            format!("must be between 16 and 1048576 bytes, got {}", l.value_size),
+        );
+    }
+    if l.timeout.get() == zero {
+        err("load.timeout", "must be more than 0s".into());
+    }
+
+    if let Some(c) = &s.chaos {
+        if c.kill_interval.get() == zero {
+            err("chaos.killInterval", "must be more than 0s".into());
+        }
+        if let Some(pr) = c.probability
+            && !(0.0..=1.0).contains(&pr)
+        {
+            err(
+                "chaos.probability",
+                format!("must be between 0 and 1, got {pr}"),
+            );
+        }
+        if let Some(n) = c.max_kill
+            && (n == 0 || usize::try_from(n).unwrap_or(usize::MAX) > size.max(1))
+        {
+            err(
+                "chaos.maxKill",
+                format!("must be between 1 and cluster.size ({size}), got {n}"),
+            );
+        }
+        if c.target == Some(Target::Majority) && !c.allow_quorum_loss {
+            err(
+                "chaos.target",
+                "majority takes quorum down: set chaos.allowQuorumLoss: true".into(),
+            );
+        }
+        if c.target == Some(Target::Operator) && c.fault.is_some_and(|f| f != FaultKind::Kill) {
+            err(
+                "chaos.fault",
+                "only kill applies to target operator".into(),
+            );
+        }
+        if c.pause_for.is_some_and(|d| d.get() == zero) {
+            err("chaos.pauseFor", "must be more than 0s".into());
+        }
+        if c.pause_for.is_some() && c.fault != Some(FaultKind::Pause) {
+            err("chaos.pauseFor", "applies only with fault: pause".into());
+        }
+        if c.dry_run && s.bounds.min_faults > 0 {
+            err(
+                "bounds.minFaults",
+                "must be 0 with chaos.dryRun: a dry run injects nothing".into(),
+            );
+        }
+    } else if s.bounds.min_faults > 0 {
+        err(
+            "bounds.minFaults",
+            "must be 0 without a chaos section: nothing injects faults".into(),
+        );
+    }
+
+    let pr = &s.probe;
+    if !(PROBE_MIN..=PROBE_MAX).contains(&pr.interval.get()) {
+        err(
+            "probe.interval",
+            format!("must be between 100ms and 1s, got {}", pr.interval),
+        );
+    }
+    if pr.timeout.get() == zero || pr.timeout.get() > Duration::from_secs(10) {
+        err(
+            "probe.timeout",
+            format!("must be more than 0s and at most 10s, got {}", pr.timeout),
+        );
+    }
+    if pr.checkpoint_interval.get() < Duration::from_secs(1) {
+        err(
+            "probe.checkpointInterval",
+            format!("must be at least 1s, got {}", pr.checkpoint_interval),
+        );
+    }
+
+    let b = &s.bounds;
+    if b.recovery_p99.get() == zero {
+        err("bounds.recoveryP99", "must be more than 0s".into());
+    }
+    if b.recovery_max.get() == zero {
+        err("bounds.recoveryMax", "must be more than 0s".into());
+    }
+    if b.recovery_p99 > b.recovery_max {
+        err(
+            "bounds.recoveryP99",
+            format!(
+                "must not exceed bounds.recoveryMax ({}), got {}",
+                b.recovery_max, b.recovery_p99
+            ),
+        );
+    }
+    if !(b.availability > 0.0 && b.availability <= 1.0) {
+        err(
+            "bounds.availability",
+            format!(
+                "must be a fraction above 0 and at most 1 (0.99 = 99%), got {}",
+                b.availability
+            ),
+        );
+    }
+    let interval = s
+        .cluster
+        .backup
+        .as_ref()
+        .and_then(|bk| spec_check::parse_duration(&bk.interval).ok());
+    if let Some(age) = b.max_backup_age {
+        match interval {
+            None if s.cluster.backup.is_none() => err(
+                "bounds.maxBackupAge",
+                "needs cluster.backup: without backups there is no backup age".into(),
+            ),
+            Some(i) if age.get() <= i => err(
+                "bounds.maxBackupAge",
+                format!(
+                    "must be more than cluster.backup.interval ({}): the newest backup \
+                     is up to one interval old before the next is taken, got {age}",
+                    humantime::format_duration(i)
+                ),
+            ),
+            _ => {}
+        }
+    }
+    if b.data_loss == DataLoss::SinceBackup && s.cluster.backup.is_none() {
+        err(
+            "bounds.dataLoss",
+            "sinceBackup needs cluster.backup: without backups there is nothing to restore"
+                .into(),
+        );
+    }
+    if p.is_empty() { Ok(()) } else { Err(p) }
+}
