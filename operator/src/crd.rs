@@ -190,6 +190,32 @@ pub struct EtcdClusterStatus {
     /// Backups, when `spec.backup` is set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backup: Option<BackupStatus>,
+    /// The highest etcd revision seen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<i64>,
+    /// The last rebuild from a backup after a quorum loss, and what it lost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_recovery: Option<RecoveryStatus>,
+}
+
+/// A rebuild of the cluster from a backup after its quorum was lost for good.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RecoveryStatus {
+    /// The backup the cluster was rebuilt from.
+    pub backup: String,
+    /// When that backup was taken (RFC 3339).
+    pub backup_time: String,
+    /// The revision the backup holds.
+    pub backup_revision: i64,
+    /// The last revision seen before the loss (0 if never seen).
+    pub last_seen_revision: i64,
+    /// Revisions written after the backup and lost with the old members.
+    pub lost_revisions: i64,
+    /// When the rebuild started (RFC 3339).
+    pub recovered_at: String,
+    /// Where the old members' data was moved (kept for forensics).
+    pub old_data: String,
 }
 
 /// Where the backups of a cluster stand.

@@ -76,6 +76,8 @@ pub struct MemberStatus {
     pub db_size: i64,
     /// Alarms and errors it reports.
     pub errors: Vec<String>,
+    /// The store's revision when it answered.
+    pub revision: i64,
 }
 
 /// A member in etcd's member list.
@@ -211,6 +213,7 @@ impl Clients {
             is_learner: r.is_learner(),
             db_size: r.db_size(),
             errors: r.errors().to_vec(),
+            revision: r.header().map(|h| h.revision()).unwrap_or_default(),
         })
     }
 

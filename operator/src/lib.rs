@@ -5,6 +5,7 @@
 //! The reconcile pipeline is `observe` -> `plan` (pure) -> `controller::act`
 //! -> `controller::status`; `platform` says where members run.
 
+pub mod backup;
 pub mod cli;
 pub mod controller;
 pub mod crd;

@@ -39,8 +39,31 @@ enum Command {
     /// Show the clusters the operator manages, as published in the state
     /// folder.
     Status(StatusArgs),
+    /// List a cluster's backups (newest first), checking each file again.
+    Backups(BackupArgs),
+    /// Take a verified backup of a cluster now (from a ready follower),
+    /// into its backup folder, applying its retention.
+    Backup(BackupArgs),
     /// Print the EtcdCluster CustomResourceDefinition (YAML).
     Crd,
+}
+
+#[derive(clap::Args, Debug)]
+struct BackupArgs {
+    /// The cluster.
+    cluster: String,
+    /// The operator's state folder.
+    #[arg(long, default_value = ".state", env = "ETCD_OPERATOR_STATE_DIR")]
+    state_dir: PathBuf,
+    /// Folders holding etcd binaries as VERSION/etcd (used to check
+    /// snapshots with etcdutl / etcdctl).
+    #[arg(
+        long = "etcd-binaries",
+        env = "ETCD_OPERATOR_BINARIES",
+        value_delimiter = ':',
+        default_value = ".etcd"
+    )]
+    etcd_binaries: Vec<PathBuf>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -111,6 +134,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => run(args),
         Command::Status(args) => status(args),
+        Command::Backups(args) => backups(args),
+        Command::Backup(args) => backup_now(args),
         Command::Crd => crd_yaml(),
     };
     match result {
@@ -186,8 +211,54 @@ async fn shutdown_signal() {
     }
 }
 
+fn backups(args: BackupArgs) -> anyhow::Result<ExitCode> {
+    match cli::backup::list(&args.state_dir, &args.cluster) {
+        Ok((dir, list)) => {
+            if list.is_empty() {
+                println!("no backups of {} in {}", args.cluster, dir.display());
+            } else {
+                print!("{}", cli::backup::table(&list));
+                println!("\nfolder: {}", dir.display());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            Ok(ExitCode::from(2))
+        }
+    }
+}
+
+fn backup_now(args: BackupArgs) -> anyhow::Result<ExitCode> {
+    let binaries = Binaries::new(args.etcd_binaries);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    match rt.block_on(cli::backup::take_now(
+        &args.state_dir,
+        &args.cluster,
+        &binaries,
+    )) {
+        Ok(meta) => {
+            println!(
+                "backup {} of {}: revision {}, {} keys, {} bytes, from {}; verified by:",
+                meta.name, meta.cluster, meta.revision, meta.total_keys, meta.size, meta.member
+            );
+            for v in &meta.verified_by {
+                println!("  {v}");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            eprintln!("error: backup of {} failed: {e}", args.cluster);
+            Ok(ExitCode::from(1))
+        }
+    }
+}
+
 fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
-    let clusters = match cli::load(&args.state_dir, args.cluster.as_deref()) {
+    let clusters = match cli::status::load(&args.state_dir, args.cluster.as_deref()) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("error: {e}");
@@ -197,8 +268,11 @@ fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
     let single = args.cluster.is_some();
     match args.output {
         Output::Table => {
-            print!("{}", cli::table(&clusters, single, SystemTime::now()));
-            for p in cli::file_problems(&args.state_dir) {
+            print!(
+                "{}",
+                cli::status::table(&clusters, single, SystemTime::now())
+            );
+            for p in cli::status::file_problems(&args.state_dir) {
                 println!("\nmanifest problem: {}: {}", p.file.display(), p.message);
             }
         }

@@ -28,6 +28,8 @@ pub struct Observation {
     pub leader: Option<String>,
     /// The version every member reports, when they agree.
     pub current_version: Option<String>,
+    /// The highest store revision a member reported.
+    pub revision: Option<i64>,
 }
 
 impl Observation {
@@ -88,6 +90,7 @@ pub async fn observe<P: Platform>(
 
     let mut observation = Observation {
         api_url,
+        revision: statuses.iter().flatten().map(|s| s.revision).max(),
         ..Observation::default()
     };
     let mut seen_peers = HashSet::new();
@@ -163,6 +166,16 @@ pub async fn observe<P: Platform>(
     }
     observation.observed.bootstrapped = record.bootstrapped || known;
     observation.observed.membership_known = known;
+    observation.observed.voters_hint = if known {
+        observation
+            .observed
+            .members
+            .iter()
+            .filter(|m| m.etcd.is_some_and(|e| !e.learner))
+            .count()
+    } else {
+        record.last_voters
+    };
     observation.platform = pm;
     observation.listed = listed;
     Ok(observation)

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use etcd_operator::cli;
+use etcd_operator::cli::status as cli;
 use etcd_operator::testing::{Env, kill9, manifest};
 
 /// Waits until `cluster` is Invalid with a Degraded message containing

@@ -25,6 +25,12 @@ pub enum Error {
     /// No member answered, so a membership change has nowhere to go.
     #[error("no member answers with a leader")]
     NoLeader,
+    /// A backup could not be found or used.
+    #[error(transparent)]
+    Backup(#[from] crate::backup::Error),
+    /// No verified backup to rebuild from.
+    #[error("no verified backup to rebuild the cluster from")]
+    NoBackup,
 }
 
 impl Error {
@@ -34,6 +40,8 @@ impl Error {
             Error::Platform(e) => e.category(),
             Error::Etcd(e) => e.category(),
             Error::NoLeader => "no_leader",
+            Error::Backup(e) => e.category(),
+            Error::NoBackup => "no_backup",
         }
     }
 }
@@ -71,6 +79,7 @@ pub(super) async fn run<P: Platform>(
             c.crashes.started(member);
             Ok(c.platform.upgrade(&c.name, member, *to).await?)
         }
+        Step::RestoreFromBackup => c.rebuild_from_backup(spec).await,
         Step::Wait(_) | Step::Converged => Ok(()),
     }
 }
@@ -83,11 +92,15 @@ async fn bootstrap<P: Platform>(
     obs: &Observation,
     spec: &ValidSpec,
 ) -> Result<(), Error> {
+    let restore_from = c.restore_source(spec)?;
     if c.record.initial.is_empty() {
-        let names: Vec<String> = (0..spec.size).map(|i| format!("{}-{i}", c.name)).collect();
+        let first = c.record.next_index;
+        let names: Vec<String> = (first..first + u32::try_from(spec.size).unwrap_or(1))
+            .map(|i| format!("{}-{i}", c.name))
+            .collect();
         let addrs = c.platform.allocate(&c.name, &names).await?;
         c.record.token = format!("{}-{:016x}", c.name, rand::rng().random::<u64>());
-        c.record.next_index = u32::try_from(spec.size).unwrap_or(u32::MAX);
+        c.record.next_index = first + u32::try_from(spec.size).unwrap_or(1);
         c.record.initial = addrs;
         c.save_record().await;
     }
@@ -107,7 +120,7 @@ async fn bootstrap<P: Platform>(
                     initial_state: InitialState::New,
                     token: c.record.token.clone(),
                     bootstrap: true,
-                    restore_from: None,
+                    restore_from: restore_from.clone(),
                 };
                 c.crashes.started(&addr.name);
                 c.platform.create(&c.name, &config).await?;

@@ -14,14 +14,15 @@ use notify::{RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::{Cluster, SpecState};
+use super::{BackupEnv, Cluster, SpecState};
+use crate::backup;
 use crate::etcd::Clients;
 use crate::manifest::{self, Loaded};
 use crate::platform::local::LocalPlatform;
 use crate::platform::local::binaries::Binaries;
 use crate::platform::local::layout::write_json;
 use crate::platform::{self, Event, Platform};
-use crate::validate::validate;
+use crate::validate::{ValidSpec, validate};
 
 /// How long a cluster's manifest must be gone before the cluster is deleted.
 pub const DELETE_GRACE: Duration = Duration::from_millis(500);
@@ -125,10 +126,15 @@ pub async fn run(
         state = %opts.state_dir.display(),
         "etcd-operator running on the local platform"
     );
+    let backups = Arc::new(BackupEnv {
+        state_dir: opts.state_dir.clone(),
+        binaries: opts.binaries.clone(),
+    });
     let mut ctl = Local {
         opts,
         platform,
         clients,
+        backups,
         workers: HashMap::new(),
         missing_since: HashMap::new(),
     };
@@ -165,6 +171,7 @@ struct Local {
     opts: Options,
     platform: Arc<LocalPlatform>,
     clients: Arc<Clients>,
+    backups: Arc<BackupEnv>,
     workers: HashMap<String, Worker>,
     missing_since: HashMap<String, Instant>,
 }
@@ -217,7 +224,11 @@ impl Local {
         let mut wanted = HashMap::new();
         for (name, m) in loaded.clusters {
             let file = m.file.display().to_string();
-            let spec = match validate(&name, &m.cluster.spec, &*self.opts.binaries) {
+            let checked = match validate(&name, &m.cluster.spec, &*self.opts.binaries) {
+                Ok(spec) => self.local_checks(&name, &spec).await.map(|()| spec),
+                Err(e) => Err(e.to_string()),
+            };
+            let spec = match checked {
                 Ok(spec) => SpecState::Valid {
                     resource: Box::new(m.cluster),
                     spec,
@@ -257,6 +268,42 @@ impl Local {
         (wanted, orphans)
     }
 
+    /// What only the local platform can check: backup folders, and that a
+    /// restore source exists and is a snapshot (only when creating).
+    async fn local_checks(&self, name: &str, spec: &ValidSpec) -> Result<(), String> {
+        if spec
+            .backup
+            .as_ref()
+            .is_some_and(|b| b.persistent_volume_claim.is_some())
+        {
+            return Err(
+                "spec.backup.location.persistentVolumeClaim: PVCs exist on Kubernetes \
+                        only; on the local platform use spec.backup.location.path (a folder)"
+                    .into(),
+            );
+        }
+        let record = self.platform.load_record(name).await.ok().flatten();
+        let created = record
+            .as_ref()
+            .is_some_and(|r| r.bootstrapped || !r.initial.is_empty());
+        match (&spec.restore, &record) {
+            (Some(source), _) if !created => {
+                backup::resolve(source, &self.backups.lookup_dirs(name, spec))
+                    .map(|_| ())
+                    .map_err(|e| format!("spec.restore.backup: {e}; nothing was created"))
+            }
+            (restore, Some(r)) if created && *restore != r.created_from => Err(format!(
+                "spec.restore.backup: a cluster is restored only when it is created, and {name} \
+                 was created {}; put it back, or create a new cluster to restore into",
+                match &r.created_from {
+                    Some(b) => format!("from {b:?}"),
+                    None => "empty".into(),
+                }
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// Clusters whose record says they came from `file`.
     async fn clusters_from(&self, file: &Path) -> Vec<String> {
         let mut out = Vec::new();
@@ -277,14 +324,20 @@ impl Local {
             let _ = w.tx.send(Msg::Spec(Box::new(spec)));
             return;
         }
-        let cluster =
-            match Cluster::new(name, self.platform.clone(), self.clients.clone(), spec).await {
-                Ok(c) => c,
-                Err(e) => {
-                    tracing::error!(cluster = %name, "cannot take over the cluster: {e}");
-                    return;
-                }
-            };
+        let cluster = Cluster::new(
+            name,
+            self.platform.clone(),
+            self.clients.clone(),
+            Some(self.backups.clone()),
+            spec,
+        );
+        let cluster = match cluster.await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!(cluster = %name, "cannot take over the cluster: {e}");
+                return;
+            }
+        };
         let (tx, rx) = mpsc::unbounded_channel();
         let task = tokio::spawn(work(cluster, rx));
         self.workers.insert(name.to_string(), Worker { tx, task });

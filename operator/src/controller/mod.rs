@@ -6,6 +6,7 @@
 //! event (a member's exit, a spec change); the timer is only a backstop.
 
 pub mod act;
+pub mod backups;
 pub mod local;
 pub mod status;
 
@@ -14,6 +15,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+pub use self::backups::BackupEnv;
+use crate::backup::schedule::Schedule;
 use crate::crd::{EtcdCluster, EtcdClusterStatus};
 use crate::etcd::Clients;
 use crate::observe::{Observation, observe};
@@ -129,14 +132,19 @@ pub struct Cluster<P> {
     /// A lost member was removed and its replacement is on its way.
     replacing: bool,
     published: Option<(EtcdClusterStatus, Instant)>,
+    backup_env: Option<Arc<BackupEnv>>,
+    schedule: Option<Schedule>,
+    revision_saved: Option<Instant>,
 }
 
 impl<P: Platform> Cluster<P> {
     /// Takes over cluster `name` (loading its record, if it has one).
+    /// `backup_env` is where backups go (none: backups are not supported).
     pub async fn new(
         name: &str,
         platform: Arc<P>,
         clients: Arc<Clients>,
+        backup_env: Option<Arc<BackupEnv>>,
         spec: SpecState,
     ) -> crate::platform::Result<Self> {
         let record = platform.load_record(name).await?.unwrap_or_default();
@@ -154,6 +162,9 @@ impl<P: Platform> Cluster<P> {
             errors_in_row: 0,
             replacing: false,
             published: None,
+            backup_env,
+            schedule: None,
+            revision_saved: None,
         };
         cluster.set_spec(spec).await;
         Ok(cluster)
@@ -188,6 +199,7 @@ impl<P: Platform> Cluster<P> {
             }
         }
         self.spec = spec;
+        self.sync_schedule();
     }
 
     /// Notes that a member's process exited.
@@ -214,10 +226,12 @@ impl<P: Platform> Cluster<P> {
                 return self.retry();
             }
         };
-        if obs.observed.membership_known && !self.record.bootstrapped {
-            self.record.bootstrapped = true;
-            self.save_record().await;
+        let mut obs = obs;
+        self.remember(&obs).await;
+        if obs.observed.bootstrapped && !obs.observed.membership_known {
+            obs.observed.backup_available = self.backup_available();
         }
+        self.offer_backup_sources(&obs);
         let step = match &self.spec {
             SpecState::Valid { spec, .. } => Some(plan(&Desired::from(spec), &obs.observed)),
             SpecState::Invalid { .. } => None,
@@ -294,6 +308,34 @@ impl<P: Platform> Cluster<P> {
         Outcome {
             step: None,
             next: Duration::from_millis(100 << n).min(Duration::from_secs(2)),
+        }
+    }
+
+    /// Keeps what a later quorum loss must know: that the cluster formed,
+    /// its number of voters, and the highest revision seen.
+    async fn remember(&mut self, obs: &Observation) {
+        let mut dirty = false;
+        if obs.observed.membership_known && !self.record.bootstrapped {
+            self.record.bootstrapped = true;
+            self.restore_done().await;
+            dirty = true;
+        }
+        if obs.observed.membership_known && obs.observed.voters_hint != self.record.last_voters {
+            self.record.last_voters = obs.observed.voters_hint;
+            dirty = true;
+        }
+        if let Some(rev) = obs.revision
+            && rev > self.record.last_revision
+        {
+            self.record.last_revision = rev;
+            let stale = self
+                .revision_saved
+                .is_none_or(|t| t.elapsed() >= STATUS_REFRESH);
+            dirty |= stale;
+        }
+        if dirty {
+            self.revision_saved = Some(Instant::now());
+            self.save_record().await;
         }
     }
 

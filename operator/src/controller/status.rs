@@ -93,7 +93,9 @@ pub(super) fn build<P>(
         leader: obs.leader.clone(),
         last_action: step.map(|s| s.to_string()),
         observed_at: Some(humantime::format_rfc3339_millis(SystemTime::now()).to_string()),
-        backup: None,
+        backup: c.schedule.as_ref().map(|s| s.status()),
+        revision: (c.record.last_revision > 0).then_some(c.record.last_revision),
+        last_recovery: c.record.last_recovery.clone(),
     });
     resource
 }
@@ -166,6 +168,7 @@ fn judge<P>(
         }
         Step::Wait(_) if !obs.observed.bootstrapped => (Phase::Creating, "Forming"),
         Step::Upgrade { .. } => (Phase::Recovering, "Upgrading"),
+        Step::RestoreFromBackup => (Phase::Recovering, "RestoringFromBackup"),
         Step::Remove {
             why: RemoveWhy::ScaleDown,
             ..

@@ -36,6 +36,8 @@ pub struct Desired {
     pub storage: StoragePolicy,
     /// Observe only.
     pub paused: bool,
+    /// Rebuild from the newest backup when quorum cannot come back.
+    pub restore_from_backup: bool,
 }
 
 impl From<&ValidSpec> for Desired {
@@ -45,6 +47,7 @@ impl From<&ValidSpec> for Desired {
             version: s.version,
             storage: s.storage,
             paused: s.paused,
+            restore_from_backup: s.restore_from_backup,
         }
     }
 }
@@ -59,6 +62,10 @@ pub struct Observed {
     pub membership_known: bool,
     /// Every member known to the platform or to etcd.
     pub members: Vec<Member>,
+    /// Voting members at the last member list read (0 if never read).
+    pub voters_hint: usize,
+    /// A verified backup exists to rebuild from.
+    pub backup_available: bool,
 }
 
 /// One member, joined from the platform's record and etcd's member list.
@@ -137,6 +144,9 @@ pub enum Step {
         /// Member to delete.
         member: String,
     },
+    /// Quorum is lost for good: move the old members' data aside and
+    /// bootstrap a new cluster from the newest verified backup.
+    RestoreFromBackup,
     /// Restart a member on a new version, keeping its data.
     Upgrade {
         /// Member to upgrade.
@@ -173,13 +183,22 @@ pub enum Wait {
         /// The member.
         member: String,
     },
-    /// No member answers with a leader and none can be restarted with its
-    /// data.
+    /// No member answers with a leader, but enough members run (or can) to
+    /// form a quorum: they are electing.
+    Electing {
+        /// Members running.
+        alive: usize,
+        /// Votes needed.
+        needed: usize,
+    },
+    /// Quorum cannot come back: too few members kept their data.
     QuorumLost {
-        /// Members running now.
-        running: usize,
-        /// Members known.
-        known: usize,
+        /// Members running.
+        alive: usize,
+        /// Votes needed.
+        needed: usize,
+        /// Why the cluster is not rebuilt from a backup.
+        no_restore: NoRestore,
     },
     /// A lost member cannot be removed without losing quorum.
     RemoveWouldLoseQuorum {
@@ -204,6 +223,15 @@ pub enum Wait {
     UpgradeNeedsThreeMembers,
 }
 
+/// Why a cluster that lost quorum is not rebuilt from a backup.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoRestore {
+    /// `spec.recovery.restoreFromBackup` is off.
+    FlagOff,
+    /// No verified backup exists.
+    NoBackup,
+}
+
 /// Votes needed for quorum among `voters`.
 pub fn quorum(voters: usize) -> usize {
     voters / 2 + 1
@@ -219,7 +247,7 @@ pub fn plan(desired: &Desired, observed: &Observed) -> Step {
     }
     let view = View::new(desired, observed);
     if !observed.membership_known {
-        return view.without_quorum();
+        return view.without_quorum(desired, observed);
     }
     view.with_quorum(desired)
 }
@@ -293,21 +321,40 @@ impl<'a> View<'a> {
         })
     }
 
-    fn without_quorum(&self) -> Step {
+    fn without_quorum(&self, d: &Desired, o: &Observed) -> Step {
         if let Some(m) = self.members.iter().find(|m| self.restartable(m)) {
             return Step::Start {
                 member: m.name.clone(),
             };
         }
-        let running = self
+        // Nothing left to restart: those running are all that can vote.
+        let alive = self
             .members
             .iter()
             .filter(|m| m.platform.as_ref().is_some_and(|p| p.running))
             .count();
-        Step::Wait(Wait::QuorumLost {
-            running,
-            known: self.members.len(),
-        })
+        let voters = if o.voters_hint > 0 {
+            o.voters_hint
+        } else {
+            self.members.len()
+        };
+        let needed = quorum(voters);
+        if alive >= needed {
+            return Step::Wait(Wait::Electing { alive, needed });
+        }
+        match (d.restore_from_backup, o.backup_available) {
+            (true, true) => Step::RestoreFromBackup,
+            (false, _) => Step::Wait(Wait::QuorumLost {
+                alive,
+                needed,
+                no_restore: NoRestore::FlagOff,
+            }),
+            (true, false) => Step::Wait(Wait::QuorumLost {
+                alive,
+                needed,
+                no_restore: NoRestore::NoBackup,
+            }),
+        }
     }
 
     fn with_quorum(&self, d: &Desired) -> Step {
@@ -480,6 +527,10 @@ impl fmt::Display for Step {
             Step::DeleteStray { member } => {
                 write!(f, "delete {member}: it is not in etcd's member list")
             }
+            Step::RestoreFromBackup => write!(
+                f,
+                "rebuild the cluster from the newest verified backup (quorum is lost for good)"
+            ),
             Step::Upgrade { member, to } => write!(f, "upgrade member {member} to {to}"),
             Step::Wait(w) => write!(f, "wait: {w}"),
             Step::Converged => write!(f, "nothing to do"),
@@ -494,6 +545,7 @@ impl Wait {
             Wait::Paused => "Paused",
             Wait::Forming => "Forming",
             Wait::MemberNotReady { .. } => "MemberNotReady",
+            Wait::Electing { .. } => "Electing",
             Wait::QuorumLost { .. } => "QuorumLost",
             Wait::RemoveWouldLoseQuorum { .. } => "RemoveWouldLoseQuorum",
             Wait::Unmanaged { .. } => "UnmanagedMember",
@@ -507,7 +559,7 @@ impl Wait {
     pub fn is_problem(&self) -> bool {
         !matches!(
             self,
-            Wait::Paused | Wait::Forming | Wait::MemberNotReady { .. }
+            Wait::Paused | Wait::Forming | Wait::MemberNotReady { .. } | Wait::Electing { .. }
         )
     }
 }
@@ -518,11 +570,32 @@ impl fmt::Display for Wait {
             Wait::Paused => write!(f, "spec.paused is true; observing only"),
             Wait::Forming => write!(f, "initial members are electing a leader"),
             Wait::MemberNotReady { member } => write!(f, "member {member} is not ready yet"),
-            Wait::QuorumLost { running, known } => write!(
+            Wait::Electing { alive, needed } => write!(
                 f,
-                "quorum lost: no member answers with a leader ({running} of {known} members \
-                 running) and no stopped member has data to restart with"
+                "no leader yet: {alive} members run ({needed} needed for quorum), electing"
             ),
+            Wait::QuorumLost {
+                alive,
+                needed,
+                no_restore,
+            } => {
+                write!(
+                    f,
+                    "quorum lost: {alive} members run and no other member has data to restart \
+                     with, {needed} are needed; "
+                )?;
+                match no_restore {
+                    NoRestore::FlagOff => write!(
+                        f,
+                        "waiting: set spec.recovery.restoreFromBackup to rebuild from the newest \
+                         backup (writes after it are lost), or bring members back by hand"
+                    ),
+                    NoRestore::NoBackup => write!(
+                        f,
+                        "spec.recovery.restoreFromBackup is set but there is no verified backup"
+                    ),
+                }
+            }
             Wait::RemoveWouldLoseQuorum { member } => write!(
                 f,
                 "member {member} is lost, but removing it now would lose quorum"

@@ -35,6 +35,10 @@ struct Model {
     bootstrapped: bool,
     next: u64,
     storage: StoragePolicy,
+    /// A verified backup exists.
+    backup: bool,
+    /// Rebuilt from a backup (data written after it was lost).
+    restored: bool,
 }
 
 impl Model {
@@ -44,6 +48,8 @@ impl Model {
             bootstrapped: false,
             next: 1,
             storage,
+            backup: true,
+            restored: false,
         }
     }
 
@@ -96,6 +102,8 @@ impl Model {
         Observed {
             bootstrapped: self.bootstrapped,
             membership_known: quorum,
+            voters_hint: self.voters().count(),
+            backup_available: self.backup,
             members: self
                 .members
                 .iter()
@@ -180,6 +188,11 @@ impl Model {
                 self.members.retain(|m| m.in_etcd || m.on_platform);
             }
             Step::Upgrade { member, to } => self.find(member).version = *to,
+            Step::RestoreFromBackup => {
+                self.members.clear();
+                self.bootstrapped = false;
+                self.restored = true;
+            }
             Step::Wait(_) | Step::Converged => {}
         }
         if self.storage == StoragePolicy::Ephemeral {
@@ -292,12 +305,19 @@ fn check_step(model: &Model, obs: &Observed, d: &Desired, step: &Step) -> Result
         return Err("bootstrapped over a cluster that exists".into());
     }
     if model.bootstrapped && !obs.membership_known {
-        let ok = matches!(step, Step::Start { .. } | Step::Wait(_));
-        if !ok {
+        let restore = *step == Step::RestoreFromBackup
+            && d.restore_from_backup
+            && model.backup
+            && !model.recoverable();
+        if !(restore || matches!(step, Step::Start { .. } | Step::Wait(_))) {
             return Err(format!(
-                "without quorum it may only restart members: {step}"
+                "without quorum it may only restart members (or, with the flag on and quorum \
+                 gone for good, restore): {step}"
             ));
         }
+    }
+    if *step == Step::RestoreFromBackup && (model.recoverable() || !d.restore_from_backup) {
+        return Err("restored from a backup although quorum could come back".into());
     }
     let all_healthy = obs.members.iter().all(|m| m.healthy);
     let target_healthy = |name: &str| obs.members.iter().any(|m| m.name == name && m.healthy);
@@ -337,6 +357,7 @@ fn desired(size: usize, version: Version, storage: StoragePolicy) -> Desired {
         version,
         storage,
         paused: false,
+        restore_from_backup: false,
     }
 }
 
@@ -428,12 +449,20 @@ proptest! {
                 m.running = false;
             }
         }
+        let mut flagged = model.clone();
         let last = converge(&mut model, &d).map_err(TestCaseError::fail)?;
         prop_assert!(
             matches!(last, Step::Wait(Wait::QuorumLost { .. })),
             "expected to wait on quorum loss, got {}", last
         );
         prop_assert_eq!(model.voters().count(), size);
+        // With restoreFromBackup on, the same state is rebuilt from the
+        // backup and converges.
+        let d = Desired { restore_from_backup: true, ..d };
+        let last = converge(&mut flagged, &d).map_err(TestCaseError::fail)?;
+        prop_assert_eq!(last, Step::Converged);
+        prop_assert!(flagged.restored);
+        prop_assert_eq!(flagged.voters().count(), size);
     }
 
     /// Paused means no action at all, whatever the state.

@@ -11,6 +11,7 @@ fn desired(size: usize) -> Desired {
         version: V34,
         storage: StoragePolicy::Persistent,
         paused: false,
+        restore_from_backup: false,
     }
 }
 
@@ -61,7 +62,9 @@ fn cluster(members: Vec<Member>) -> Observed {
     Observed {
         bootstrapped: true,
         membership_known: members.iter().any(|m| m.healthy),
+        voters_hint: members.len(),
         members,
+        backup_available: false,
     }
 }
 
@@ -78,11 +81,11 @@ fn new_cluster_bootstraps() {
 fn forming_cluster_waits_then_restarts_a_dead_initial_member() {
     let mut o = Observed {
         bootstrapped: false,
-        membership_known: false,
         members: three()
             .into_iter()
             .map(|m| with(m, |m| m.healthy = false))
             .collect(),
+        ..Observed::default()
     };
     assert_eq!(plan(&desired(3), &o), Step::Wait(Wait::Forming));
     o.members[1] = killed(o.members[1].clone());
@@ -192,6 +195,8 @@ fn quorum_loss_restarts_members_with_data_only() {
         bootstrapped: true,
         membership_known: false,
         members: m.clone(),
+        voters_hint: 3,
+        backup_available: true,
     };
     assert_eq!(
         plan(&desired(3), &o),
@@ -199,13 +204,47 @@ fn quorum_loss_restarts_members_with_data_only() {
             member: "demo-1".into()
         }
     );
-    m[1] = destroyed(m[1].clone());
-    let o = Observed { members: m, ..o };
+    // Restarted: two of three run, they elect; no restore.
+    m[1] = with(m[1].clone(), |m| {
+        if let Some(p) = &mut m.platform {
+            p.running = true;
+        }
+    });
+    let o2 = Observed {
+        members: m.clone(),
+        ..o.clone()
+    };
+    let mut d = desired(3);
+    d.restore_from_backup = true;
     assert_eq!(
-        plan(&desired(3), &o),
+        plan(&d, &o2),
+        Step::Wait(Wait::Electing {
+            alive: 2,
+            needed: 2
+        })
+    );
+    // Its data gone too: quorum cannot come back.
+    m[1] = destroyed(m[1].clone());
+    let o3 = Observed { members: m, ..o };
+    assert_eq!(
+        plan(&desired(3), &o3),
         Step::Wait(Wait::QuorumLost {
-            running: 1,
-            known: 3
+            alive: 1,
+            needed: 2,
+            no_restore: NoRestore::FlagOff
+        })
+    );
+    assert_eq!(plan(&d, &o3), Step::RestoreFromBackup);
+    let none = Observed {
+        backup_available: false,
+        ..o3
+    };
+    assert_eq!(
+        plan(&d, &none),
+        Step::Wait(Wait::QuorumLost {
+            alive: 1,
+            needed: 2,
+            no_restore: NoRestore::NoBackup
         })
     );
 }

@@ -53,14 +53,9 @@ pub enum Error {
     /// The version cannot be run here.
     #[error("{0}")]
     Version(String),
-    /// The member exited right after it was started.
-    #[error("member {member} exited right after start; the end of its log:\n{log_tail}")]
-    StartFailed {
-        /// Member name.
-        member: String,
-        /// The last lines of its log.
-        log_tail: String,
-    },
+    /// A member's data could not be restored from a snapshot.
+    #[error("{0}")]
+    Restore(String),
 }
 
 impl Error {
@@ -71,7 +66,7 @@ impl Error {
             Error::Record { .. } => "record",
             Error::NoMember { .. } => "no_member",
             Error::Version(_) => "version",
-            Error::StartFailed { .. } => "start_failed",
+            Error::Restore(_) => "restore",
         }
     }
 }
@@ -161,6 +156,21 @@ pub struct ClusterRecord {
     /// Where the spec came from (a manifest file locally).
     #[serde(default)]
     pub source: Option<PathBuf>,
+    /// Voting members at the last member list read (to judge a quorum loss).
+    #[serde(default)]
+    pub last_voters: usize,
+    /// The highest etcd revision seen.
+    #[serde(default)]
+    pub last_revision: i64,
+    /// The snapshot the (next) bootstrap restores every member from.
+    #[serde(default)]
+    pub restore_from: Option<PathBuf>,
+    /// The `spec.restore.backup` the cluster was created from.
+    #[serde(default)]
+    pub created_from: Option<String>,
+    /// The last rebuild after a quorum loss.
+    #[serde(default)]
+    pub last_recovery: Option<crate::crd::RecoveryStatus>,
 }
 
 /// Something that happened to a member without the operator asking.
@@ -204,6 +214,14 @@ pub trait Platform: Send + Sync + 'static {
     ) -> impl Future<Output = Result<()>> + Send;
     /// Stops a member (at once) and deletes it with its data.
     fn delete(&self, cluster: &str, member: &str) -> impl Future<Output = Result<()>> + Send;
+    /// Stops every member of a cluster (at once) and moves their data aside
+    /// (never deleted: it may hold writes a restore loses). Returns where it
+    /// went.
+    fn retire_members(
+        &self,
+        cluster: &str,
+        tag: &str,
+    ) -> impl Future<Output = Result<String>> + Send;
     /// Deletes every member of a cluster and everything kept about it.
     fn delete_cluster(&self, cluster: &str) -> impl Future<Output = Result<()>> + Send;
     /// The cluster's record, if it exists.

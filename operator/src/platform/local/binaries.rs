@@ -53,6 +53,22 @@ impl Binaries {
         tools
     }
 
+    /// Every version this machine has, newest first.
+    pub fn versions(&self) -> Vec<Version> {
+        let mut out: Vec<Version> = self
+            .dirs
+            .iter()
+            .filter_map(|d| std::fs::read_dir(d).ok())
+            .flat_map(|entries| entries.flatten())
+            .filter_map(|e| e.file_name().to_str()?.parse().ok())
+            .filter(|v: &Version| self.find(*v).is_some())
+            .collect();
+        out.extend(self.path_etcd().map(|(v, _)| v));
+        out.sort_unstable_by(|a, b| b.cmp(a));
+        out.dedup();
+        out
+    }
+
     fn search(&self, version: Version) -> Option<Tools> {
         for dir in &self.dirs {
             let etcd = dir.join(version.to_string()).join("etcd");

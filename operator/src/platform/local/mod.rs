@@ -133,6 +133,30 @@ impl LocalPlatform {
         Ok(())
     }
 
+    /// Fills a new member's data folder from a snapshot.
+    async fn restore_data(
+        &self,
+        cluster: &str,
+        record: &MemberRecord,
+        snapshot: &std::path::Path,
+    ) -> Result<()> {
+        let data = self.layout.data_dir(cluster, &record.addr.name);
+        if data.exists() {
+            std::fs::remove_dir_all(&data)
+                .map_err(io_err(format!("cannot clear {}", data.display())))?;
+        }
+        let target = crate::backup::tools::RestoreTarget {
+            name: &record.addr.name,
+            initial_cluster: &record.initial_cluster,
+            token: &record.token,
+            peer_url: &record.addr.peer_url,
+            data_dir: &data,
+        };
+        crate::backup::tools::restore(&self.binaries, record.version, snapshot, &target)
+            .await
+            .map_err(|e| Error::Restore(e.to_string()))
+    }
+
     fn running(record: &MemberRecord) -> Option<ProcessId> {
         record.process.filter(process::alive)
     }
@@ -278,10 +302,7 @@ impl Platform for LocalPlatform {
         };
         self.save_member(cluster, &record)?;
         if let Some(snapshot) = &config.restore_from {
-            return Err(Error::Version(format!(
-                "restoring member {name} from {} is not supported yet",
-                snapshot.display()
-            )));
+            self.restore_data(cluster, &record, snapshot).await?;
         }
         self.spawn_member(cluster, &mut record)
     }
@@ -320,6 +341,28 @@ impl Platform for LocalPlatform {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(io_err(format!("cannot delete {}", dir.display()))(e)),
         }
+    }
+
+    async fn retire_members(&self, cluster: &str, tag: &str) -> Result<String> {
+        let lost = self.layout.cluster_dir(cluster).join(format!("lost-{tag}"));
+        std::fs::create_dir_all(&lost)
+            .map_err(io_err(format!("cannot create {}", lost.display())))?;
+        for member in self.layout.member_names(cluster).unwrap_or_default() {
+            if let Ok(record) = self.record(cluster, &member)
+                && let Some(id) = record.process
+            {
+                process::kill(id)
+                    .await
+                    .map_err(io_err(format!("cannot stop {member}")))?;
+            }
+            let data = self.layout.data_dir(cluster, &member);
+            if data.exists() {
+                std::fs::rename(&data, lost.join(&member))
+                    .map_err(io_err(format!("cannot move {} aside", data.display())))?;
+            }
+            self.delete(cluster, &member).await?;
+        }
+        Ok(lost.display().to_string())
     }
 
     async fn delete_cluster(&self, cluster: &str) -> Result<()> {

@@ -1,10 +1,11 @@
-//! Output of the `status` command: a table, JSON or YAML of the statuses the
-//! local controller publishes in its state folder.
+//! The `status` command: a table, JSON or YAML of the statuses the local
+//! controller publishes in its state folder.
 
 use std::fmt::Write as _;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
+use super::table::render;
 use crate::controller::local::{FileProblem, problems_path};
 use crate::crd::EtcdCluster;
 use crate::platform::local::layout::{Layout, read_json};
@@ -157,29 +158,6 @@ fn age(rfc3339: &str, now: SystemTime) -> String {
         }
         Err(_) => rfc3339.into(),
     }
-}
-
-fn render(rows: &[Vec<String>]) -> String {
-    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let widths: Vec<usize> = (0..cols)
-        .map(|i| {
-            rows.iter()
-                .map(|r| r.get(i).map_or(0, String::len))
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let mut out = String::new();
-    for r in rows {
-        let line: Vec<String> = r
-            .iter()
-            .enumerate()
-            .map(|(i, c)| format!("{c:<w$}", w = widths[i]))
-            .collect();
-        out.push_str(line.join("  ").trim_end());
-        out.push('\n');
-    }
-    out
 }
 
 #[cfg(test)]

@@ -1,0 +1,387 @@
+//! Backups: etcd snapshots taken through the maintenance API, verified,
+//! kept on a policy ("every 30 minutes, keep the last 3"), and restored into
+//! new clusters or after a quorum loss.
+//!
+//! A backup is two files in the backup folder: `NAME.db`, the snapshot as
+//! etcd streams it (the database followed by the SHA-256 of the database),
+//! and `NAME.json`, its [`BackupMeta`]. A snapshot is streamed to a hidden
+//! temporary file, fsynced and renamed into place; only then is the meta
+//! written, so a `NAME.db` without a `NAME.json` is never trusted.
+
+pub mod schedule;
+pub mod snapshot;
+pub mod tools;
+
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::platform::local::layout::{read_json, write_json};
+
+/// Result of backup operations.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What went wrong with a backup.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A file operation failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The cause.
+        source: io::Error,
+    },
+    /// etcd failed to send the snapshot.
+    #[error("snapshot from {member} ({url}) failed: {message}")]
+    Snapshot {
+        /// Member asked.
+        member: String,
+        /// Its client URL.
+        url: String,
+        /// The cause.
+        message: String,
+    },
+    /// The written file is not a good snapshot.
+    #[error("{path}: {message}")]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// An etcd tool (etcdutl / etcdctl) failed or is missing.
+    #[error("{0}")]
+    Tool(String),
+    /// No backup by that name.
+    #[error("no backup {name:?} in {dir} (backups there: {known})")]
+    NotFound {
+        /// The name asked for.
+        name: String,
+        /// Where it was looked for.
+        dir: String,
+        /// What exists.
+        known: String,
+    },
+    /// No member to take a backup from.
+    #[error("no ready member to take a backup from")]
+    NoMember,
+}
+
+impl Error {
+    /// A short label for metrics and logs.
+    pub fn category(&self) -> &'static str {
+        match self {
+            Error::Io { .. } => "io",
+            Error::Snapshot { .. } => "snapshot",
+            Error::Corrupt { .. } => "corrupt",
+            Error::Tool(_) => "tool",
+            Error::NotFound { .. } => "not_found",
+            Error::NoMember => "no_member",
+        }
+    }
+}
+
+pub(crate) fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> Error {
+    let what = what.into();
+    move |source| Error::Io { what, source }
+}
+
+/// What is known about one backup.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BackupMeta {
+    /// Backup name (the file is `NAME.db`).
+    pub name: String,
+    /// Cluster it was taken from.
+    pub cluster: String,
+    /// When it was taken (RFC 3339, UTC).
+    pub time: String,
+    /// The same instant in milliseconds since the Unix epoch.
+    pub unix_ms: u64,
+    /// etcd revision the snapshot holds.
+    pub revision: i64,
+    /// Keys in the snapshot (as `snapshot status` counts them).
+    pub total_keys: i64,
+    /// Size of `NAME.db` in bytes.
+    pub size: u64,
+    /// SHA-256 of `NAME.db`, hex.
+    pub sha256: String,
+    /// etcd version of the member it came from.
+    pub etcd_version: String,
+    /// Member it came from.
+    pub member: String,
+    /// What verified it: the integrity check and each tool's agreement.
+    pub verified_by: Vec<String>,
+}
+
+impl BackupMeta {
+    /// The snapshot file in `dir`.
+    pub fn path(&self, dir: &Path) -> PathBuf {
+        dir.join(format!("{}.db", self.name))
+    }
+}
+
+/// The backup folder of a cluster: the spec's `location.path` (relative
+/// paths are taken from the state folder), else `STATE/backups/CLUSTER`.
+pub fn backup_dir(state_dir: &Path, cluster: &str, path: Option<&Path>) -> PathBuf {
+    match path {
+        Some(p) if p.is_absolute() => p.to_path_buf(),
+        Some(p) => state_dir.join(p),
+        None => state_dir.join("backups").join(cluster),
+    }
+}
+
+/// Every backup in `dir` that has its meta, newest first.
+pub fn list(dir: &Path) -> Result<Vec<BackupMeta>> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io_err(format!("cannot list {}", dir.display()))(e)),
+    };
+    let mut out = Vec::new();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.extension().and_then(|e| e.to_str()) != Some("json") {
+            continue;
+        }
+        if let Ok(Some(meta)) = read_json::<BackupMeta>(&path)
+            && meta.path(dir).is_file()
+        {
+            out.push(meta);
+        }
+    }
+    out.sort_by(|a, b| b.unix_ms.cmp(&a.unix_ms).then(b.name.cmp(&a.name)));
+    Ok(out)
+}
+
+/// Checks a snapshot file: its trailing SHA-256 matches its database, and,
+/// when `expected` is given, the whole file's SHA-256 matches it. Returns
+/// the whole file's SHA-256 (hex).
+pub fn check_file(path: &Path, expected: Option<&str>) -> Result<String> {
+    let corrupt = |message: String| Error::Corrupt {
+        path: path.to_path_buf(),
+        message,
+    };
+    let mut file =
+        std::fs::File::open(path).map_err(io_err(format!("cannot open {}", path.display())))?;
+    let len = file
+        .metadata()
+        .map_err(io_err(format!("cannot stat {}", path.display())))?
+        .len();
+    if len <= 32 {
+        return Err(corrupt(format!(
+            "{len} bytes is too short for an etcd snapshot"
+        )));
+    }
+    let body_len = len - 32;
+    let (mut whole, mut body) = (Sha256::new(), Sha256::new());
+    let mut trailer = Vec::with_capacity(32);
+    let mut seen: u64 = 0;
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = file
+            .read(&mut buf)
+            .map_err(io_err(format!("cannot read {}", path.display())))?;
+        if n == 0 {
+            break;
+        }
+        let chunk = &buf[..n];
+        whole.update(chunk);
+        let in_body = usize::try_from(body_len.saturating_sub(seen))
+            .unwrap_or(usize::MAX)
+            .min(n);
+        body.update(&chunk[..in_body]);
+        trailer.extend_from_slice(&chunk[in_body..]);
+        seen += n as u64;
+    }
+    if seen != len {
+        return Err(corrupt(format!(
+            "size changed while reading ({len} -> {seen} bytes)"
+        )));
+    }
+    if body.finalize().as_slice() != trailer.as_slice() {
+        return Err(corrupt(
+            "its SHA-256 trailer does not match its content: the file is damaged or not an etcd snapshot".into(),
+        ));
+    }
+    let hex = to_hex(&whole.finalize());
+    if let Some(want) = expected
+        && want != hex
+    {
+        return Err(corrupt(format!(
+            "SHA-256 {hex} differs from the recorded {want}"
+        )));
+    }
+    Ok(hex)
+}
+
+/// The newest backup in `dir` that still checks out; damaged ones are
+/// skipped (and named in the returned list of problems).
+pub fn newest_good(dir: &Path) -> Result<(Option<BackupMeta>, Vec<String>)> {
+    let mut problems = Vec::new();
+    for meta in list(dir)? {
+        match check_file(&meta.path(dir), Some(&meta.sha256)) {
+            Ok(_) => return Ok((Some(meta), problems)),
+            Err(e) => problems.push(e.to_string()),
+        }
+    }
+    Ok((None, problems))
+}
+
+/// Finds a backup by name in any of `dirs`, or takes `name` as a path.
+/// Either way the file must check out as a snapshot.
+pub fn resolve(name: &str, dirs: &[PathBuf]) -> Result<PathBuf> {
+    let as_path = Path::new(name);
+    let looks_like_path = name.contains('/') || name.ends_with(".db");
+    if looks_like_path {
+        if !as_path.is_file() {
+            return Err(Error::NotFound {
+                name: name.into(),
+                dir: "the file system".into(),
+                known: "no file at that path".into(),
+            });
+        }
+        check_file(as_path, None)?;
+        return Ok(as_path.to_path_buf());
+    }
+    let mut known = Vec::new();
+    for dir in dirs {
+        for meta in list(dir)? {
+            if meta.name == name {
+                let path = meta.path(dir);
+                check_file(&path, Some(&meta.sha256))?;
+                return Ok(path);
+            }
+            known.push(meta.name);
+        }
+    }
+    Err(Error::NotFound {
+        name: name.into(),
+        dir: dirs
+            .iter()
+            .map(|d| d.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        known: if known.is_empty() {
+            "none".into()
+        } else {
+            known.join(", ")
+        },
+    })
+}
+
+/// Keeps the newest `keep` backups of `dir` (at least one) and deletes the
+/// rest, plus leftovers of interrupted backups. Returns the names deleted.
+pub fn retain(dir: &Path, keep: usize) -> Result<Vec<String>> {
+    let keep = keep.max(1);
+    let mut deleted = Vec::new();
+    for meta in list(dir)?.into_iter().skip(keep) {
+        for path in [meta.path(dir), dir.join(format!("{}.json", meta.name))] {
+            match std::fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io_err(format!("cannot delete {}", path.display()))(e)),
+            }
+        }
+        deleted.push(meta.name);
+    }
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_name().to_string_lossy().starts_with(".tmp-") {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+    Ok(deleted)
+}
+
+/// Writes a backup's meta beside its snapshot.
+pub fn write_meta(dir: &Path, meta: &BackupMeta) -> Result<()> {
+    let path = dir.join(format!("{}.json", meta.name));
+    write_json(&path, meta).map_err(io_err(format!("cannot write {}", path.display())))
+}
+
+fn to_hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fake snapshot: content plus its SHA-256, as etcd sends it.
+    fn fake_snapshot(path: &Path, content: &[u8]) {
+        let mut data = content.to_vec();
+        data.extend_from_slice(&Sha256::digest(content));
+        std::fs::write(path, data).expect("write");
+    }
+
+    fn meta(name: &str, unix_ms: u64, sha256: String) -> BackupMeta {
+        BackupMeta {
+            name: name.into(),
+            cluster: "demo".into(),
+            time: String::new(),
+            unix_ms,
+            revision: 1,
+            total_keys: 1,
+            size: 0,
+            sha256,
+            etcd_version: "3.4.23".into(),
+            member: "demo-0".into(),
+            verified_by: vec![],
+        }
+    }
+
+    #[test]
+    fn integrity_check_catches_damage() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("a.db");
+        fake_snapshot(&p, &vec![7u8; 3 << 20]);
+        let sha = check_file(&p, None).expect("good");
+        check_file(&p, Some(&sha)).expect("matches");
+        let mut bytes = std::fs::read(&p).expect("read");
+        bytes[1000] ^= 1;
+        std::fs::write(&p, &bytes).expect("write");
+        let e = check_file(&p, None).expect_err("damaged");
+        assert!(e.to_string().contains("trailer"), "{e}");
+        std::fs::write(&p, b"not a snapshot at all, just some text here").expect("write");
+        assert!(check_file(&p, None).is_err());
+    }
+
+    #[test]
+    fn retention_keeps_newest_and_skips_damaged_for_restore() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for (i, name) in ["b1", "b2", "b3", "b4"].iter().enumerate() {
+            let p = dir.path().join(format!("{name}.db"));
+            fake_snapshot(&p, name.as_bytes());
+            let sha = check_file(&p, None).expect("good");
+            write_meta(dir.path(), &meta(name, i as u64, sha)).expect("meta");
+        }
+        std::fs::write(dir.path().join(".tmp-x"), b"partial").expect("tmp");
+        let deleted = retain(dir.path(), 2).expect("retain");
+        assert_eq!(deleted, ["b2", "b1"]);
+        let names: Vec<String> = list(dir.path())
+            .expect("list")
+            .into_iter()
+            .map(|m| m.name)
+            .collect();
+        assert_eq!(names, ["b4", "b3"]);
+        assert!(!dir.path().join(".tmp-x").exists());
+        // Damage the newest: restore falls back to the older good one.
+        std::fs::write(
+            dir.path().join("b4.db"),
+            b"garbage garbage garbage garbage garbage",
+        )
+        .expect("write");
+        let (good, problems) = newest_good(dir.path()).expect("newest");
+        assert_eq!(good.map(|m| m.name).as_deref(), Some("b3"));
+        assert_eq!(problems.len(), 1);
+        assert!(resolve("b4", &[dir.path().to_path_buf()]).is_err());
+        assert!(resolve("b3", &[dir.path().to_path_buf()]).is_ok());
+        let e = resolve("nope", &[dir.path().to_path_buf()]).expect_err("missing");
+        assert!(e.to_string().contains("b3"), "{e}");
+    }
+}

@@ -1,0 +1,181 @@
+//! The backup schedule of one cluster: a task of its own, so a long
+//! snapshot never delays healing. The cluster's reconcile loop offers it
+//! the members that are ready; the task takes a backup when one is due
+//! (the newest good backup's time plus the interval, so the schedule
+//! survives an operator restart), retries failures with backoff, applies
+//! retention, and keeps a [`BackupStatus`] for the cluster's status.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use super::snapshot::{Source, take};
+use super::{list, retain};
+use crate::crd::BackupStatus;
+use crate::platform::local::binaries::Binaries;
+use crate::validate::BackupPolicy;
+
+/// A member backups may be taken from: (name, client URL).
+pub type Candidate = (String, String);
+
+/// A running schedule. Dropping it stops the task.
+#[derive(Debug)]
+pub struct Schedule {
+    policy: BackupPolicy,
+    dir: PathBuf,
+    candidates: watch::Sender<Vec<Candidate>>,
+    status: Arc<Mutex<BackupStatus>>,
+    task: JoinHandle<()>,
+}
+
+impl Schedule {
+    /// Starts backing `cluster` up into `dir` on `policy`.
+    pub fn start(
+        cluster: &str,
+        policy: BackupPolicy,
+        dir: PathBuf,
+        binaries: Arc<Binaries>,
+    ) -> Self {
+        let (candidates, rx) = watch::channel(Vec::new());
+        let status = Arc::new(Mutex::new(BackupStatus::default()));
+        let task = tokio::spawn(run(
+            cluster.to_string(),
+            policy.clone(),
+            dir.clone(),
+            binaries,
+            rx,
+            status.clone(),
+        ));
+        Schedule {
+            policy,
+            dir,
+            candidates,
+            status,
+            task,
+        }
+    }
+
+    /// Whether this schedule runs `policy` into `dir`.
+    pub fn runs(&self, policy: &BackupPolicy, dir: &std::path::Path) -> bool {
+        self.policy == *policy && self.dir == dir
+    }
+
+    /// The members backups may come from now, preferred first (empty when
+    /// the cluster has no quorum).
+    pub fn offer(&self, candidates: Vec<Candidate>) {
+        self.candidates.send_if_modified(|c| {
+            let changed = *c != candidates;
+            *c = candidates;
+            changed
+        });
+    }
+
+    /// Where backups stand.
+    pub fn status(&self) -> BackupStatus {
+        self.status
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The backup folder.
+    pub fn dir(&self) -> &std::path::Path {
+        &self.dir
+    }
+}
+
+impl Drop for Schedule {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn now_ms() -> u64 {
+    u64::try_from(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_millis(),
+    )
+    .unwrap_or(u64::MAX)
+}
+
+fn rfc3339(ms: u64) -> String {
+    humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
+}
+
+async fn run(
+    cluster: String,
+    policy: BackupPolicy,
+    dir: PathBuf,
+    binaries: Arc<Binaries>,
+    mut candidates: watch::Receiver<Vec<Candidate>>,
+    status: Arc<Mutex<BackupStatus>>,
+) {
+    let set =
+        |f: &dyn Fn(&mut BackupStatus)| f(&mut status.lock().unwrap_or_else(|e| e.into_inner()));
+    let interval_ms = u64::try_from(policy.interval.as_millis()).unwrap_or(u64::MAX);
+    let _ = retain(&dir, policy.max_backups);
+    let mut failures: u32 = 0;
+    let mut source_index = 0usize;
+    loop {
+        let kept = list(&dir).unwrap_or_default();
+        let due = kept
+            .first()
+            .map_or(0, |m| m.unix_ms.saturating_add(interval_ms));
+        set(&|s| {
+            s.kept = i64::try_from(kept.len()).unwrap_or(i64::MAX);
+            if let Some(m) = kept.first() {
+                s.last_backup = Some(m.name.clone());
+                s.last_backup_time = Some(m.time.clone());
+                s.last_backup_revision = Some(m.revision);
+            }
+            s.next_backup_time = Some(rfc3339(due.max(now_ms())));
+        });
+        let wait = due.saturating_sub(now_ms());
+        if wait > 0 {
+            tokio::time::sleep(Duration::from_millis(wait)).await;
+            continue; // re-read the folder: a manual backup may have come in
+        }
+        let offered = candidates.borrow_and_update().clone();
+        if offered.is_empty() {
+            set(&|s| {
+                s.last_error = Some("waiting for a ready member to take the backup from".into())
+            });
+            let _ = tokio::time::timeout(Duration::from_secs(1), candidates.changed()).await;
+            continue;
+        }
+        let (member, url) = &offered[source_index % offered.len()];
+        let source = Source { member, url };
+        match take(&cluster, source, &dir, &binaries).await {
+            Ok(meta) => {
+                failures = 0;
+                tracing::info!(
+                    %cluster, backup = %meta.name, revision = meta.revision, bytes = meta.size,
+                    from = %meta.member, "backup taken and verified"
+                );
+                match retain(&dir, policy.max_backups) {
+                    Ok(deleted) if !deleted.is_empty() => {
+                        tracing::info!(%cluster, "retention deleted {}", deleted.join(", "));
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(%cluster, "retention failed: {e}"),
+                }
+                set(&|s| s.last_error = None);
+            }
+            Err(e) => {
+                failures += 1;
+                source_index += 1; // try another member next time
+                tracing::warn!(%cluster, "backup failed (attempt {failures}): {e}");
+                let message = format!("backup failed (attempt {failures}, will retry): {e}");
+                set(&|s| s.last_error = Some(message.clone()));
+                let backoff = Duration::from_secs(1 << failures.min(6))
+                    .min(policy.interval.max(Duration::from_secs(1)));
+                tokio::time::sleep(backoff).await;
+            }
+        }
+    }
+}

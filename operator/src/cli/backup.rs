@@ -1,0 +1,116 @@
+//! The `backups CLUSTER` and `backup CLUSTER` commands. They work from the
+//! state folder (the cluster's published spec and member URLs), so they need
+//! no running operator.
+
+use std::path::{Path, PathBuf};
+
+use super::status;
+use super::table::render;
+use crate::backup::{self, BackupMeta, snapshot};
+use crate::crd::EtcdCluster;
+use crate::platform::local::binaries::Binaries;
+
+/// Why a backup command failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The cluster's status could not be read.
+    #[error(transparent)]
+    Status(#[from] status::Error),
+    /// The backup failed.
+    #[error(transparent)]
+    Backup(#[from] backup::Error),
+}
+
+/// The backup folder and retention of a published cluster.
+fn folder(state_dir: &Path, cluster: &EtcdCluster) -> (PathBuf, Option<usize>) {
+    let name = cluster.metadata.name.as_deref().unwrap_or_default();
+    let b = cluster.spec.backup.as_ref();
+    let path = b
+        .and_then(|b| b.location.as_ref()?.path.as_ref())
+        .map(PathBuf::from);
+    let keep = b.and_then(|b| usize::try_from(b.max_backups).ok());
+    (backup::backup_dir(state_dir, name, path.as_deref()), keep)
+}
+
+/// A backup and the result of checking its file again now.
+pub type Checked = (BackupMeta, Result<(), String>);
+
+/// The backup folder of `cluster` and each backup in it, newest first.
+pub fn list(state_dir: &Path, cluster: &str) -> Result<(PathBuf, Vec<Checked>), Error> {
+    let resource = status::load(state_dir, Some(cluster))?.remove(0);
+    let (dir, _) = folder(state_dir, &resource);
+    let out = backup::list(&dir)?
+        .into_iter()
+        .map(|m| {
+            let check = backup::check_file(&m.path(&dir), Some(&m.sha256))
+                .map(|_| ())
+                .map_err(|e| e.to_string());
+            (m, check)
+        })
+        .collect();
+    Ok((dir, out))
+}
+
+/// A table of backups.
+pub fn table(backups: &[Checked]) -> String {
+    let mut rows = vec![vec![
+        "NAME".to_string(),
+        "TIME".into(),
+        "REVISION".into(),
+        "KEYS".into(),
+        "SIZE".into(),
+        "FROM".into(),
+        "CHECK".into(),
+    ]];
+    for (m, check) in backups {
+        rows.push(vec![
+            m.name.clone(),
+            m.time.clone(),
+            m.revision.to_string(),
+            m.total_keys.to_string(),
+            format!("{:.1} MiB", m.size as f64 / (1 << 20) as f64),
+            format!("{} ({})", m.member, m.etcd_version),
+            match check {
+                Ok(()) => "ok".into(),
+                Err(e) => format!("DAMAGED: {e}"),
+            },
+        ]);
+    }
+    render(&rows)
+}
+
+/// Takes a backup of `cluster` now, from a ready member (a follower when
+/// there is one), and applies the cluster's retention.
+pub async fn take_now(
+    state_dir: &Path,
+    cluster: &str,
+    binaries: &Binaries,
+) -> Result<BackupMeta, Error> {
+    let resource = status::load(state_dir, Some(cluster))?.remove(0);
+    let (dir, keep) = folder(state_dir, &resource);
+    let mut members: Vec<_> = resource
+        .status
+        .iter()
+        .flat_map(|s| s.members.iter())
+        .filter(|m| m.ready && !m.learner)
+        .cloned()
+        .collect();
+    members.sort_by_key(|m| m.leader);
+    let mut last = backup::Error::NoMember;
+    for m in &members {
+        let source = snapshot::Source {
+            member: &m.name,
+            url: &m.client_url,
+        };
+        match snapshot::take(cluster, source, &dir, binaries).await {
+            Ok(meta) => {
+                if let Some(keep) = keep {
+                    backup::retain(&dir, keep)?;
+                }
+                return Ok(meta);
+            }
+            Err(e) => last = e,
+        }
+    }
+    Err(last.into())
+}

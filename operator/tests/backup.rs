@@ -1,0 +1,308 @@
+//! Backups on a policy, restore into a new cluster, and recovery from
+//! quorum loss, against real etcd.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use etcd_operator::backup::{self, BackupMeta};
+use etcd_operator::testing::{Env, binaries, client_urls, kill9, manifest};
+
+fn with_backup(name: &str, interval: &str, keep: u32, restore_flag: bool) -> String {
+    let mut m = manifest(name, 3, "3.4.23");
+    m.push_str(&format!(
+        "  backup:\n    interval: {interval}\n    maxBackups: {keep}\n"
+    ));
+    if restore_flag {
+        m.push_str("  recovery:\n    restoreFromBackup: true\n");
+    }
+    m
+}
+
+fn put_keys(env: &Env, urls: &[String], prefix: &str, n: usize) {
+    for i in 0..n {
+        let out = env.etcdctl(
+            urls,
+            &["put", &format!("{prefix}{i:03}"), &format!("value-{i}")],
+        );
+        assert!(out.status.success(), "put: {out:?}");
+    }
+}
+
+/// `key=value` lines of every key (at `rev` when given).
+fn dump(env: &Env, urls: &[String], rev: Option<i64>) -> Vec<String> {
+    let mut args = vec!["get", "", "--prefix"];
+    let rev_arg = rev.map(|r| format!("--rev={r}"));
+    if let Some(r) = &rev_arg {
+        args.push(r);
+    }
+    let out = env.etcdctl(urls, &args);
+    assert!(out.status.success(), "get: {out:?}");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let lines: Vec<&str> = text.lines().collect();
+    lines.chunks(2).map(|kv| kv.join("=")).collect()
+}
+
+fn backups(env: &Env, cluster: &str) -> (PathBuf, Vec<BackupMeta>) {
+    let dir = env.state.join("backups").join(cluster);
+    let list = backup::list(&dir).expect("list backups");
+    (dir, list)
+}
+
+/// Both official tools open the snapshot and agree with its meta.
+fn check_with_tools(path: &Path, meta: &BackupMeta) {
+    let tools = [
+        (binaries().join("3.5.1/etcdutl"), "etcdutl"),
+        (binaries().join("3.4.23/etcdctl"), "etcdctl"),
+    ];
+    for (tool, label) in tools {
+        let out = Command::new(&tool)
+            .env("ETCDCTL_API", "3")
+            .args(["snapshot", "status", "-w", "json"])
+            .arg(path)
+            .output()
+            .expect("run tool");
+        assert!(out.status.success(), "{label} snapshot status: {out:?}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let json = text
+            .lines()
+            .find(|l| l.starts_with('{'))
+            .expect("json line");
+        let v: serde_json::Value = serde_json::from_str(json).expect("json");
+        assert_eq!(
+            v["revision"].as_i64(),
+            Some(meta.revision),
+            "{label}: {text}"
+        );
+        assert_eq!(
+            v["totalKey"].as_i64(),
+            Some(meta.total_keys),
+            "{label}: {text}"
+        );
+    }
+}
+
+fn now_ms() -> u64 {
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock");
+    u64::try_from(d.as_millis()).expect("ms")
+}
+
+fn operator(env: &Env, args: &[&str]) -> std::process::Output {
+    Command::new(etcd_operator::testing::workspace_binary("etcd-operator"))
+        .args(args)
+        .arg("--state-dir")
+        .arg(&env.state)
+        .arg("--etcd-binaries")
+        .arg(binaries())
+        .output()
+        .expect("run etcd-operator")
+}
+
+#[test]
+fn scheduled_backups_retention_and_restore_into_a_new_cluster() {
+    let mut env = Env::new();
+    env.write_manifest("src.yaml", &with_backup("src", "1s", 2, false));
+    env.start_operator();
+    let c = env.wait_running("src", 3);
+    let urls = client_urls(&c);
+    put_keys(&env, &urls, "k", 30);
+
+    // Backups appear on schedule; retention keeps two.
+    let mut seen = std::collections::BTreeSet::new();
+    let (dir, kept) = env.wait_for("four backups taken, two kept", || {
+        let (dir, list) = backups(&env, "src");
+        seen.extend(list.iter().map(|m| m.name.clone()));
+        (seen.len() >= 4 && list.len() == 2).then_some((dir, list))
+    });
+    for m in &kept {
+        check_with_tools(&m.path(&dir), m);
+    }
+    let status = env.wait_for("backup status", || {
+        let b = env.status("src")?.status?.backup?;
+        (b.kept == 2 && b.last_backup.is_some()).then_some(b)
+    });
+    assert!(status.last_error.is_none(), "{status:?}");
+
+    // `backup` takes one now; `backups` lists it as good.
+    let out = operator(&env, &["backup", "src"]);
+    assert!(out.status.success(), "backup: {out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("verified by"));
+    let out = operator(&env, &["backups", "src"]);
+    assert!(out.status.success(), "backups: {out:?}");
+    let listing = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        listing.contains("ok") && !listing.contains("DAMAGED"),
+        "{listing}"
+    );
+
+    // More writes after the backup we restore from: they must not appear.
+    let (_, list) = backups(&env, "src");
+    let chosen = list[0].clone();
+    put_keys(&env, &urls, "late", 5);
+    env.write_manifest(
+        "copy.yaml",
+        &format!(
+            "{}  restore:\n    backup: {}\n",
+            manifest("copy", 3, "3.4.23"),
+            chosen.name
+        ),
+    );
+    let copy = env.wait_running("copy", 3);
+    let restored = dump(&env, &client_urls(&copy), None);
+    let original = dump(&env, &urls, Some(chosen.revision));
+    assert_eq!(
+        restored, original,
+        "the restored keys are those at the backup's revision"
+    );
+    assert!(restored.iter().any(|kv| kv.starts_with("k029=")));
+    assert!(!restored.iter().any(|kv| kv.starts_with("late")));
+}
+
+#[test]
+fn bad_backup_settings_and_restore_sources_are_rejected() {
+    let mut env = Env::new();
+    env.write_manifest("fast.yaml", &with_backup("fast", "500ms", 3, false));
+    env.write_manifest("none.yaml", &with_backup("none", "10s", 0, false));
+    let junk = env.dir.path().join("junk.db");
+    std::fs::write(&junk, b"this is not an etcd snapshot, not even close").expect("junk");
+    let restore = |name: &str, source: &str| {
+        format!(
+            "{}  restore:\n    backup: {source}\n",
+            manifest(name, 3, "3.4.23")
+        )
+    };
+    env.write_manifest("missing.yaml", &restore("missing", "no-such-backup"));
+    env.write_manifest(
+        "junk.yaml",
+        &restore("junkrestore", &junk.display().to_string()),
+    );
+    env.start_operator();
+    for (cluster, needles) in [
+        ("fast", vec!["spec.backup.interval", "at least 1s"]),
+        ("none", vec!["spec.backup.maxBackups", "at least 1"]),
+        (
+            "missing",
+            vec!["spec.restore.backup", "no backup \"no-such-backup\""],
+        ),
+        (
+            "junkrestore",
+            vec!["spec.restore.backup", "not an etcd snapshot"],
+        ),
+    ] {
+        let message = env.wait_for(&format!("{cluster} rejected"), || {
+            let s = env.status(cluster)?.status?;
+            (s.phase.as_str() == "Invalid")
+                .then(|| s.condition("Degraded").map(|d| d.message.clone()))?
+        });
+        for n in needles {
+            assert!(message.contains(n), "{cluster}: {message}");
+        }
+        assert!(
+            env.layout()
+                .member_names(cluster)
+                .expect("members")
+                .is_empty()
+        );
+    }
+}
+
+#[test]
+fn quorum_loss_with_data_intact_comes_back_without_restore() {
+    let mut env = Env::new();
+    env.write_manifest("q.yaml", &with_backup("q", "1s", 2, true));
+    env.start_operator();
+    let c = env.wait_running("q", 3);
+    let urls = client_urls(&c);
+    put_keys(&env, &urls, "k", 10);
+    env.wait_for("a backup", || {
+        (!backups(&env, "q").1.is_empty()).then_some(())
+    });
+    let members = c.status.expect("status").members;
+    for m in &members[..2] {
+        kill9(env.pid("q", &m.name).expect("runs"));
+    }
+    let c = env.wait_for("back with the same members", || {
+        let c = env.wait_running("q", 3);
+        let ids: Vec<_> = c
+            .status
+            .as_ref()?
+            .members
+            .iter()
+            .map(|m| m.id.clone())
+            .collect();
+        let before: Vec<_> = members.iter().map(|m| m.id.clone()).collect();
+        (ids == before).then_some(c)
+    });
+    assert!(
+        c.status.expect("status").last_recovery.is_none(),
+        "no restore happened"
+    );
+    assert_eq!(dump(&env, &urls, None).len(), 10, "nothing lost");
+}
+
+#[test]
+fn destroyed_majority_is_rebuilt_from_backup_or_waits_when_the_flag_is_off() {
+    let mut env = Env::new();
+    env.write_manifest("on.yaml", &with_backup("on", "1s", 3, true));
+    env.write_manifest("off.yaml", &with_backup("off", "1s", 3, false));
+    env.start_operator();
+    let on = env.wait_running("on", 3);
+    let off = env.wait_running("off", 3);
+    put_keys(&env, &client_urls(&on), "k", 10);
+    let written = now_ms();
+    env.wait_for("two backups of `on` after the writes, one of `off`", || {
+        let after = backups(&env, "on")
+            .1
+            .iter()
+            .filter(|m| m.unix_ms > written)
+            .count();
+        (after >= 2 && !backups(&env, "off").1.is_empty()).then_some(())
+    });
+    // Damage the newest backup of `on`: it must be detected and not used.
+    let (dir, list) = backups(&env, "on");
+    let damaged = list[0].clone();
+    let mut bytes = std::fs::read(damaged.path(&dir)).expect("read");
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0xff;
+    std::fs::write(damaged.path(&dir), bytes).expect("damage");
+    // Stop the schedule's newer backups from hiding the damaged one: pause.
+    env.write_manifest("on.yaml", &with_backup("on", "1h", 3, true));
+
+    for (cluster, c) in [("on", &on), ("off", &off)] {
+        for m in &c.status.as_ref().expect("status").members[..2] {
+            let pid = env.pid(cluster, &m.name).expect("runs");
+            std::fs::remove_dir_all(env.layout().data_dir(cluster, &m.name)).expect("wipe");
+            kill9(pid);
+        }
+    }
+    // Flag on: rebuilt from the newest *good* backup, and the loss reported.
+    let rebuilt = env.wait_for("on rebuilt from a backup", || {
+        let c = env.wait_running("on", 3);
+        c.status.as_ref()?.last_recovery.clone().map(|r| (c, r))
+    });
+    let (c, recovery) = rebuilt;
+    assert_ne!(
+        recovery.backup, damaged.name,
+        "the damaged backup was skipped"
+    );
+    assert!(
+        recovery.lost_revisions >= 0 && recovery.last_seen_revision >= recovery.backup_revision
+    );
+    assert!(
+        Path::new(&recovery.old_data).is_dir(),
+        "old data kept: {recovery:?}"
+    );
+    let keys = dump(&env, &client_urls(&c), None);
+    assert_eq!(keys.len(), 10, "the backup holds every key: {keys:?}");
+
+    // Flag off: Degraded with the reason, and it waits.
+    let message = env.wait_for("off degraded", || {
+        let s = env.status("off")?.status?;
+        let d = s.condition("Degraded")?;
+        (s.phase.as_str() == "Degraded" && d.reason == "QuorumLost").then(|| d.message.clone())
+    });
+    assert!(message.contains("restoreFromBackup"), "{message}");
+    let status = env.status("off").and_then(|c| c.status).expect("status");
+    assert!(status.last_recovery.is_none());
+}
