@@ -6,3 +6,6 @@
 //! -> `invariants` (pure checkers over the recorded histories) -> `report`.
 
 pub mod scenario;
+pub mod history;
+pub mod invariants;
+pub mod load;

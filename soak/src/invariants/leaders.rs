@@ -1,0 +1,95 @@
+//! At most one leader per raft term, from every member's status across all
+//! probes: raft's election safety. A member that reports leader L in term T
+//! and another that reports leader M != L in the same term is a split brain.
+
+use std::collections::BTreeMap;
+
+use super::{Check, Violation};
+use crate::history::{Ms, Sample};
+
+/// Leaders seen per term, fed sample by sample.
+#[derive(Debug, Default)]
+pub struct LeaderTerms {
+    /// term -> (leader, reporter URL, when first seen)
+    terms: BTreeMap<u64, (u64, String, Ms)>,
+    /// Terms already reported, so a split brain is reported once.
+    reported: BTreeMap<u64, ()>,
+}
+
+impl LeaderTerms {
+    /// Checks one sample's answers.
+    pub fn observe(&mut self, s: &Sample) -> Vec<Violation> {
+        let mut out = Vec::new();
+        for v in s.views.iter().filter(|v| v.leader != 0) {
+            match self.terms.get(&v.term) {
+                None => {
+                    self.terms.insert(v.term, (v.leader, v.url.clone(), s.at));
+                }
+                Some((l, by, at)) if *l != v.leader && !self.reported.contains_key(&v.term) => {
+                    self.reported.insert(v.term, ());
+                    out.push(Violation::new(
+                        s.at,
+                        Check::LeaderPerTerm,
+                        format!(
+                            "two leaders in term {}: {l:x} (reported by {by} at {}) and {:x} \
+                             (reported by {})",
+                            v.term,
+                            crate::history::rfc3339(*at),
+                            v.leader,
+                            v.url
+                        ),
+                    ));
+                }
+                Some(_) => {}
+            }
+        }
+        out
+    }
+
+    /// Number of distinct terms seen (elections observed, roughly).
+    pub fn terms(&self) -> usize {
+        self.terms.len()
+    }
+}
+
+/// Checks a whole history.
+pub fn check(samples: &[Sample]) -> Vec<Violation> {
+    let mut t = LeaderTerms::default();
+    samples.iter().flat_map(|s| t.observe(s)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::invariants::health::tests::healthy;
+
+    #[test]
+    fn new_terms_with_new_leaders_are_fine() {
+        let a = healthy(0, 3, 2);
+        let mut b = healthy(100, 3, 3);
+        for v in &mut b.views {
+            v.leader = 2;
+        }
+        assert!(check(&[a.clone(), b, a]).is_empty());
+    }
+
+    #[test]
+    fn two_leaders_in_one_term_are_caught_once() {
+        let a = healthy(0, 3, 2);
+        let mut b = healthy(100, 3, 2);
+        b.views[2].leader = 3;
+        let v = check(&[a, b.clone(), b]);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert_eq!(v[0].check, Check::LeaderPerTerm);
+        assert_eq!(v[0].at, 100);
+        assert!(v[0].message.contains("two leaders in term 2: 1"), "{}", v[0].message);
+    }
+
+    #[test]
+    fn no_leader_is_not_a_leader() {
+        let a = healthy(0, 3, 2);
+        let mut b = healthy(100, 3, 2);
+        b.views[0].leader = 0;
+        assert!(check(&[a, b]).is_empty());
+    }
+}

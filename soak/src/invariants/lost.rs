@@ -1,0 +1,182 @@
+//! No acknowledged write is lost: after the run every key's value must be
+//! its newest acknowledged write, or a write whose outcome was unknown
+//! (it may have been applied after its client gave up). Anything else, or
+//! the key missing, is a lost write.
+//!
+//! When the scenario accepts data loss since the last backup, a write
+//! acknowledged before a restore rolled the cluster back, with a revision
+//! above the one the cluster was restored to, is rolled back rather than
+//! lost: reported, not counted.
+
+use super::{Check, Violation};
+use crate::history::Ms;
+use crate::load::ledger::{Acked, KeyState, Ledger, WriteId, key_name};
+
+/// What became of one key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Its newest acknowledged write (or an uncertain one) is there.
+    Present,
+    /// The newest acknowledged write is missing.
+    Lost {
+        /// The write that should be there.
+        expected: Acked,
+        /// What was found instead.
+        found: String,
+    },
+    /// Rolled back by a restore (accepted by the scenario).
+    RolledBack {
+        /// The write that was rolled back.
+        expected: Acked,
+    },
+}
+
+/// Judges one key against its value at the end: `found` is the value and
+/// its mod revision, or `None` when the key is absent.
+pub fn judge(
+    state: &KeyState,
+    found: Option<(&[u8], i64)>,
+    ledger: &Ledger,
+    allow_rollback: bool,
+) -> Verdict {
+    let Some(expected) = state.newest else {
+        return Verdict::Present; // nothing was acknowledged
+    };
+    let found_id = found.and_then(|(v, _)| WriteId::parse(v));
+    if found_id == Some(expected.id) || found_id.is_some_and(|f| state.uncertain.contains(&f)) {
+        return Verdict::Present;
+    }
+    if allow_rollback
+        && expected.epoch < ledger.epoch()
+        && expected.revision > ledger.floor(expected.epoch + 1)
+    {
+        return Verdict::RolledBack { expected };
+    }
+    let found = match (found, found_id) {
+        (None, _) => "the key is absent".to_string(),
+        (Some((_, rev)), Some(id)) => format!("{id} (revision {rev})"),
+        (Some((v, rev)), None) => format!(
+            "a value the load never wrote ({:?}, revision {rev})",
+            String::from_utf8_lossy(&v[..v.len().min(32)])
+        ),
+    };
+    Verdict::Lost { expected, found }
+}
+
+/// The outcome of the final read-back.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Outcome {
+    /// Keys read back.
+    pub keys: usize,
+    /// Keys whose newest acknowledged write is missing.
+    pub lost: usize,
+    /// Keys rolled back by a restore (accepted).
+    pub rolled_back: usize,
+    /// One violation per lost key.
+    pub violations: Vec<Violation>,
+}
+
+/// Judges every key of the ledger; `read(key)` gives its final value.
+pub fn check<'a>(
+    ledger: &Ledger,
+    mut read: impl FnMut(u32) -> Option<(&'a [u8], i64)>,
+    allow_rollback: bool,
+    at: Ms,
+) -> Outcome {
+    let mut out = Outcome::default();
+    for (key, state) in ledger.keys() {
+        out.keys += 1;
+        match judge(state, read(key), ledger, allow_rollback) {
+            Verdict::Present => {}
+            Verdict::RolledBack { .. } => out.rolled_back += 1,
+            Verdict::Lost { expected, found } => {
+                out.lost += 1;
+                out.violations.push(Violation::new(
+                    at,
+                    Check::LostWrites,
+                    format!(
+                        "{}: acknowledged write {} (revision {}, acknowledged at {}) is lost; found {found}",
+                        key_name(key),
+                        expected.id,
+                        expected.revision,
+                        crate::history::rfc3339(expected.at)
+                    ),
+                ));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn id(writer: u32, seq: u64) -> WriteId {
+        WriteId { writer, seq }
+    }
+
+    fn run(ledger: &Ledger, finals: &HashMap<u32, (Vec<u8>, i64)>, rollback: bool) -> Outcome {
+        check(
+            ledger,
+            |k| finals.get(&k).map(|(v, r)| (v.as_slice(), *r)),
+            rollback,
+            99,
+        )
+    }
+
+    #[test]
+    fn the_newest_acknowledged_write_must_be_there() {
+        let mut l = Ledger::new();
+        l.ack(1, id(0, 1), 10, 1);
+        l.ack(1, id(0, 2), 12, 2);
+        l.ack(2, id(1, 1), 11, 1);
+        let mut finals = HashMap::new();
+        finals.insert(1, (id(0, 2).value(32).into_bytes(), 12));
+        finals.insert(2, (id(1, 1).value(32).into_bytes(), 11));
+        assert_eq!(run(&l, &finals, false).lost, 0);
+
+        // Key 1 went back to its older write: a lost write.
+        finals.insert(1, (id(0, 1).value(32).into_bytes(), 10));
+        let o = run(&l, &finals, false);
+        assert_eq!(o.lost, 1);
+        assert_eq!(o.violations[0].check, Check::LostWrites);
+        assert!(o.violations[0].message.contains("w0#2"), "{}", o.violations[0].message);
+
+        // Key 2 vanished.
+        finals.remove(&2);
+        let o = run(&l, &finals, false);
+        assert_eq!(o.lost, 2);
+        assert!(o.violations.iter().any(|v| v.message.contains("absent")));
+    }
+
+    #[test]
+    fn an_uncertain_later_write_may_win() {
+        let mut l = Ledger::new();
+        l.ack(1, id(0, 1), 10, 1);
+        l.uncertain(1, id(0, 2));
+        let mut finals = HashMap::new();
+        finals.insert(1, (id(0, 2).value(32).into_bytes(), 13));
+        assert_eq!(run(&l, &finals, false).lost, 0);
+        finals.insert(1, (b"garbage".to_vec(), 13));
+        let o = run(&l, &finals, false);
+        assert!(o.violations[0].message.contains("never wrote"));
+    }
+
+    #[test]
+    fn a_restore_rolls_back_only_what_came_after_the_backup() {
+        let mut l = Ledger::new();
+        l.ack(1, id(0, 1), 10, 1); // in the backup (restored to revision 15)
+        l.ack(2, id(0, 2), 20, 2); // after the backup
+        l.rollback(15);
+        let finals = HashMap::new(); // both missing
+        let strict = run(&l, &finals, false);
+        assert_eq!(strict.lost, 2);
+        let o = run(&l, &finals, true);
+        assert_eq!(o.rolled_back, 1, "the write after the backup is excused");
+        assert_eq!(o.lost, 1, "the write before the backup must survive");
+        assert!(o.violations[0].message.contains("soak/k000001"));
+    }
+}

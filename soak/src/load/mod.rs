@@ -1,0 +1,3 @@
+//! Client load.
+
+pub mod ledger;
