@@ -1,1 +1,83 @@
-fn main() {}
+//! `chaos-monkey`: the command line. Everything else is in the library.
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use chaos_monkey::cli::{Args, LogFormat};
+use chaos_monkey::monkey::Error;
+use chaos_monkey::{Config, FaultLog, app};
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    init_tracing(args.log_format);
+    let cfg = match Config::from_args(args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match run(&cfg) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run(cfg: &Config) -> anyhow::Result<ExitCode> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    rt.block_on(async {
+        // Listen before anything is touched, so a signal always gets the
+        // paused members resumed.
+        let shutdown = shutdown_signal().context("cannot listen for SIGINT/SIGTERM")?;
+        let mut log = FaultLog::open(cfg.fault_log.as_deref())?;
+        eprintln!("chaos-monkey: {}", cfg.describe());
+        match app::execute(cfg, &mut log, shutdown).await {
+            Ok(summary) => {
+                eprintln!("{}", summary.line(&log));
+                Ok(if summary.left_paused.is_empty() {
+                    ExitCode::SUCCESS
+                } else {
+                    ExitCode::from(1)
+                })
+            }
+            Err(Error::BadInput(message)) => {
+                eprintln!("error: {message}");
+                Ok(ExitCode::from(2))
+            }
+            Err(e) => Err(e.into()),
+        }
+    })
+}
+
+/// Completes on SIGINT or SIGTERM; the handlers are installed at once.
+fn shutdown_signal() -> std::io::Result<impl Future<Output = ()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut term = signal(SignalKind::terminate())?;
+    Ok(async move {
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
+    })
+}
+
+fn init_tracing(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("chaos_monkey=info,warn"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}

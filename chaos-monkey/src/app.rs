@@ -1,0 +1,56 @@
+//! From a [`Config`] to a run on the platform it names.
+
+use std::future::Future;
+use std::path::Path;
+
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+use crate::config::{Config, PlatformConfig};
+use crate::faultlog::FaultLog;
+use crate::monkey::{self, Error, Summary};
+use crate::target::kube::Kube;
+use crate::target::local::Local;
+
+/// Runs the monkey on the configured platform until `shutdown`, the
+/// duration or the fault budget ends it.
+pub async fn execute(
+    cfg: &Config,
+    log: &mut FaultLog,
+    shutdown: impl Future<Output = ()>,
+) -> Result<Summary, Error> {
+    match &cfg.platform {
+        PlatformConfig::Local { state_dir } => {
+            monkey::run(&Local::new(state_dir), cfg, log, shutdown).await
+        }
+        PlatformConfig::Kube {
+            kubeconfig,
+            namespace,
+            selector,
+        } => {
+            let client = kube_client(kubeconfig.as_deref()).await?;
+            let kube = Kube::new(client, namespace.clone(), selector.clone());
+            monkey::run(&kube, cfg, log, shutdown).await
+        }
+    }
+}
+
+/// A client from `path`, or from the usual places (`$KUBECONFIG`,
+/// `~/.kube/config`, the in-cluster service account).
+pub async fn kube_client(path: Option<&Path>) -> Result<kube::Client, Error> {
+    let config = match path {
+        Some(p) => {
+            let kc = Kubeconfig::read_from(p)
+                .map_err(|e| Error::Connect(format!("--kubeconfig {}: {e}", p.display())))?;
+            kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+                .await
+                .map_err(|e| Error::Connect(format!("--kubeconfig {}: {e}", p.display())))?
+        }
+        None => kube::Config::infer().await.map_err(|e| {
+            Error::Connect(format!(
+                "no Kubernetes configuration found (pass --kubeconfig): {e}"
+            ))
+        })?,
+    };
+    kube::Client::try_from(config)
+        .map_err(|e| Error::Connect(format!("cannot build a Kubernetes client: {e}")))
+}

@@ -1,0 +1,278 @@
+//! The command line: every flag, its help text and its `CHAOS_MONKEY_*`
+//! environment fallback. Values are checked one by one here (clap reports a
+//! bad one naming the flag, with exit code 2); checks that involve several
+//! flags are in [`crate::config`].
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+
+use crate::select::Target;
+
+/// Kills, wipes or pauses random etcd members of the clusters that
+/// etcd-operator manages, one tick per --kill-interval, reproducibly
+/// (--seed), and writes one JSON line per fault to --fault-log.
+///
+/// It stops on SIGINT/SIGTERM, after --duration or after --max-faults,
+/// resuming any member it paused first. Exit codes: 0 clean stop, 1 runtime
+/// failure, 2 bad input.
+#[derive(Parser, Debug, Clone)]
+#[command(name = "chaos-monkey", version, about, long_about)]
+pub struct Args {
+    /// Where the members run: `local` (etcd processes under --state-dir) or
+    /// `kube` (pods; uses --kubeconfig, --namespace, --selector).
+    #[arg(
+        long,
+        value_enum,
+        default_value = "local",
+        env = "CHAOS_MONKEY_PLATFORM"
+    )]
+    pub platform: Platform,
+
+    /// The operator's state folder (local platform), as passed to
+    /// `etcd-operator run --state-dir`.
+    #[arg(long, default_value = ".state", env = "CHAOS_MONKEY_STATE_DIR")]
+    pub state_dir: PathBuf,
+
+    /// Kubeconfig file (kube platform). Default: $KUBECONFIG, then
+    /// ~/.kube/config, then the in-cluster service account.
+    #[arg(long, env = "CHAOS_MONKEY_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Namespace of the member pods (kube platform). Default: the
+    /// kubeconfig context's namespace.
+    #[arg(long, env = "CHAOS_MONKEY_NAMESPACE")]
+    pub namespace: Option<String>,
+
+    /// Extra label selector the member pods must match too, such as
+    /// `tier=test` (kube platform).
+    #[arg(long, env = "CHAOS_MONKEY_SELECTOR")]
+    pub selector: Option<String>,
+
+    /// A cluster to hit (repeatable, or comma-separated in the variable).
+    /// Default: every cluster the operator manages.
+    #[arg(
+        long = "cluster",
+        value_name = "NAME",
+        env = "CHAOS_MONKEY_CLUSTER",
+        value_delimiter = ','
+    )]
+    pub clusters: Vec<String>,
+
+    /// Which members a tick hits: `random` (one member), `leader`,
+    /// `follower`, `minority` ((N-1)/2 members of one cluster: the most it
+    /// can lose and keep quorum), `majority` (more than half: needs
+    /// --allow-quorum-loss) or `operator` (the operator itself).
+    #[arg(
+        long,
+        value_enum,
+        default_value = "random",
+        env = "CHAOS_MONKEY_TARGET"
+    )]
+    pub target: Target,
+
+    /// Allow --target majority, which makes clusters lose quorum.
+    #[arg(long, env = "CHAOS_MONKEY_ALLOW_QUORUM_LOSS")]
+    pub allow_quorum_loss: bool,
+
+    /// What is done to a victim: `kill` (SIGKILL; the pod deleted with
+    /// grace period 0), `destroy` (killed and its data wiped, as a lost node
+    /// or emptyDir) or `pause` (SIGSTOP for --pause-for, then SIGCONT; local
+    /// platform only).
+    #[arg(long, value_enum, default_value = "kill", env = "CHAOS_MONKEY_FAULT")]
+    pub fault: FaultKind,
+
+    /// Time between ticks, such as 30s, 500ms or 1m.
+    #[arg(long, value_name = "DURATION", default_value = "30s", env = "CHAOS_MONKEY_KILL_INTERVAL",
+          value_parser = positive_duration, allow_hyphen_values = true)]
+    pub kill_interval: Duration,
+
+    /// How long a paused member stays stopped (--fault pause).
+    #[arg(long, value_name = "DURATION", default_value = "10s", env = "CHAOS_MONKEY_PAUSE_FOR",
+          value_parser = positive_duration, allow_hyphen_values = true)]
+    pub pause_for: Duration,
+
+    /// The most members one tick hits (caps minority and majority).
+    #[arg(long, value_name = "N", env = "CHAOS_MONKEY_MAX_KILL", value_parser = at_least_one,
+          allow_hyphen_values = true)]
+    pub max_kill: Option<usize>,
+
+    /// Chance that a tick fires, from 0 to 1 (drawn from --seed).
+    #[arg(long, value_name = "P", default_value = "1", env = "CHAOS_MONKEY_PROBABILITY",
+          value_parser = probability, allow_hyphen_values = true)]
+    pub probability: f64,
+
+    /// Spare members started less than this long ago, such as 1m.
+    #[arg(long, value_name = "DURATION", default_value = "0s", env = "CHAOS_MONKEY_MIN_AGE",
+          value_parser = duration, allow_hyphen_values = true)]
+    pub min_age: Duration,
+
+    /// Random extra delay before each tick, in [0, DURATION) (drawn from --seed).
+    #[arg(long, value_name = "DURATION", default_value = "0s", env = "CHAOS_MONKEY_JITTER",
+          value_parser = duration, allow_hyphen_values = true)]
+    pub jitter: Duration,
+
+    /// Seed of every random choice: the same seed and clusters give the same
+    /// victims. Default: a random seed, printed at start.
+    #[arg(long, value_name = "N", env = "CHAOS_MONKEY_SEED")]
+    pub seed: Option<u64>,
+
+    /// Log what would be done, touching nothing (not even the operator).
+    #[arg(long, env = "CHAOS_MONKEY_DRY_RUN")]
+    pub dry_run: bool,
+
+    /// Stop after this long, such as 10m. Default: run until stopped.
+    #[arg(long, value_name = "DURATION", env = "CHAOS_MONKEY_DURATION",
+          value_parser = positive_duration, allow_hyphen_values = true)]
+    pub duration: Option<Duration>,
+
+    /// Stop after this many faults (resumes not counted; a paused member is
+    /// resumed after --pause-for first).
+    #[arg(long, value_name = "N", env = "CHAOS_MONKEY_MAX_FAULTS", value_parser = at_least_one,
+          allow_hyphen_values = true)]
+    pub max_faults: Option<usize>,
+
+    /// Append one JSON line per fault to FILE (`-` for standard output).
+    #[arg(long, value_name = "FILE", env = "CHAOS_MONKEY_FAULT_LOG")]
+    pub fault_log: Option<PathBuf>,
+
+    /// Format of diagnostic logs on standard error (RUST_LOG filters them).
+    #[arg(
+        long,
+        value_enum,
+        default_value = "text",
+        env = "CHAOS_MONKEY_LOG_FORMAT"
+    )]
+    pub log_format: LogFormat,
+}
+
+/// Where the members run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Platform {
+    /// etcd processes of the local platform.
+    Local,
+    /// Pods on Kubernetes.
+    Kube,
+}
+
+/// What is done to a victim.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum FaultKind {
+    /// SIGKILL / pod deleted with grace period 0.
+    Kill,
+    /// Killed and its data wiped.
+    Destroy,
+    /// SIGSTOP, then SIGCONT after --pause-for.
+    Pause,
+}
+
+/// Diagnostic log format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+const DURATION_HELP: &str = "a duration such as 30s, 500ms or 1m";
+
+/// A duration, zero allowed.
+pub fn duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s.trim()).map_err(|e| format!("expected {DURATION_HELP} ({e})"))
+}
+
+/// A duration greater than zero.
+pub fn positive_duration(s: &str) -> Result<Duration, String> {
+    if s.trim_start().starts_with('-') {
+        return Err(format!("must be positive: expected {DURATION_HELP}"));
+    }
+    match duration(s)? {
+        d if d.is_zero() => Err(format!(
+            "must be greater than zero: expected {DURATION_HELP}"
+        )),
+        d => Ok(d),
+    }
+}
+
+/// A number from 0 to 1.
+pub fn probability(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(p) if (0.0..=1.0).contains(&p) => Ok(p),
+        _ => Err("expected a probability from 0 to 1, such as 0.5".into()),
+    }
+}
+
+/// A count of at least one.
+pub fn at_least_one(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err("expected a whole number of at least 1".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_is_well_formed() {
+        Args::command().debug_assert();
+    }
+
+    #[test]
+    fn every_flag_has_help_and_an_env_fallback() {
+        let cmd = Args::command();
+        for arg in cmd.get_arguments() {
+            let id = arg.get_id().as_str();
+            if id == "help" || id == "version" {
+                continue;
+            }
+            assert!(arg.get_help().is_some(), "--{id} has no help");
+            let env = arg.get_env().map(|e| e.to_string_lossy().into_owned());
+            assert!(
+                env.as_deref()
+                    .is_some_and(|e| e.starts_with("CHAOS_MONKEY_")),
+                "--{id} has no CHAOS_MONKEY_* fallback: {env:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(positive_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(positive_duration("1m"), Ok(Duration::from_secs(60)));
+        assert!(positive_duration("0s").is_err());
+        assert!(positive_duration("-5s").is_err());
+        assert!(positive_duration("soon").is_err());
+        assert_eq!(duration("0s"), Ok(Duration::ZERO));
+    }
+
+    #[test]
+    fn probabilities_and_counts() {
+        assert_eq!(probability("0"), Ok(0.0));
+        assert_eq!(probability("1"), Ok(1.0));
+        assert!(probability("1.5").is_err());
+        assert!(probability("-0.1").is_err());
+        assert!(probability("NaN").is_err());
+        assert_eq!(at_least_one("3"), Ok(3));
+        assert!(at_least_one("0").is_err());
+        assert!(at_least_one("-1").is_err());
+    }
+
+    #[test]
+    fn defaults_and_repeats() {
+        let a = Args::try_parse_from(["chaos-monkey", "--cluster", "a", "--cluster", "b"])
+            .expect("parses");
+        assert_eq!(a.clusters, ["a", "b"]);
+        assert_eq!(a.kill_interval, Duration::from_secs(30));
+        assert_eq!(a.target, Target::Random);
+        assert_eq!(a.fault, FaultKind::Kill);
+        assert!(!a.dry_run);
+        let e = Args::try_parse_from(["chaos-monkey", "--kill-interval", "-5s"])
+            .expect_err("negative interval");
+        assert!(e.to_string().contains("--kill-interval"), "{e}");
+    }
+}

@@ -1,0 +1,407 @@
+//! The run: checks the selection, then one tick per interval until a signal,
+//! `--duration` or `--max-faults`; resumes every member it paused before it
+//! returns, whatever ends the run.
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::time::SystemTime;
+
+use etcd_operator::faults::{Fault, FaultRecord, Role};
+use tokio::time::Instant;
+
+use crate::cli::FaultKind;
+use crate::config::Config;
+use crate::faultlog::{self, FaultLog};
+use crate::rng::{Rng, Stream};
+use crate::select::{self, Target};
+use crate::target::{self, MemberKey, Platform};
+
+/// Why a run could not go on.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The selection does not fit what is there (exit code 2).
+    #[error("{0}")]
+    BadInput(String),
+    /// The platform could not be read at start.
+    #[error(transparent)]
+    Platform(#[from] target::Error),
+    /// A fault could not be logged: the run stops rather than leave faults
+    /// unrecorded.
+    #[error(transparent)]
+    FaultLog(#[from] faultlog::Error),
+    /// No connection to the platform (a kubeconfig problem).
+    #[error("{0}")]
+    Connect(String),
+}
+
+/// What ended a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// SIGINT or SIGTERM (the shutdown future).
+    Signal,
+    /// `--duration` is over.
+    Duration,
+    /// `--max-faults` were injected.
+    MaxFaults,
+}
+
+/// How a run went.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Summary {
+    /// Ticks that came (fired or not).
+    pub ticks: u64,
+    /// What ended it.
+    pub stop: Stop,
+    /// Members that could not be resumed at the end (left stopped).
+    pub left_paused: Vec<String>,
+}
+
+impl Summary {
+    /// One line for standard error.
+    pub fn line(&self, log: &FaultLog) -> String {
+        let records = log.records();
+        let faults = log.faults();
+        let count = |outcome: &str| {
+            records
+                .iter()
+                .filter(|r| r.fault != Fault::Resume && r.outcome.starts_with(outcome))
+                .count()
+        };
+        let resumes = records.iter().filter(|r| r.fault == Fault::Resume).count();
+        let stop = match self.stop {
+            Stop::Signal => "stopped by signal",
+            Stop::Duration => "--duration reached",
+            Stop::MaxFaults => "--max-faults reached",
+        };
+        let mut line = format!(
+            "chaos-monkey: {stop} after {} ticks: {faults} faults ({} injected, {} dry-run, {} failed), {resumes} resumed",
+            self.ticks,
+            count("injected"),
+            count("dry-run"),
+            count("failed"),
+        );
+        if !self.left_paused.is_empty() {
+            line.push_str(&format!("; LEFT PAUSED: {}", self.left_paused.join(", ")));
+        }
+        line
+    }
+}
+
+struct Paused<H> {
+    key: MemberKey,
+    role: Role,
+    handle: H,
+    until: Instant,
+}
+
+struct Run<'a, P: Platform> {
+    platform: &'a P,
+    cfg: &'a Config,
+    log: &'a mut FaultLog,
+    paused: Vec<Paused<P::Handle>>,
+}
+
+/// Runs the monkey against `platform` until `shutdown` completes, the
+/// duration is over or the fault budget is spent.
+pub async fn run<P: Platform>(
+    platform: &P,
+    cfg: &Config,
+    log: &mut FaultLog,
+    shutdown: impl Future<Output = ()>,
+) -> Result<Summary, Error> {
+    check_selection(platform, cfg).await?;
+    let mut run = Run {
+        platform,
+        cfg,
+        log,
+        paused: Vec::new(),
+    };
+    let result = run.ticks(shutdown).await;
+    let left_paused = run.resume_all().await;
+    let (ticks, stop) = result?;
+    Ok(Summary {
+        ticks,
+        stop,
+        left_paused,
+    })
+}
+
+/// Unknown clusters and an empty selection are bad input.
+async fn check_selection<P: Platform>(platform: &P, cfg: &Config) -> Result<(), Error> {
+    let present = platform.clusters().await?;
+    let unknown: Vec<&str> = cfg
+        .clusters
+        .iter()
+        .filter(|c| !present.contains(c))
+        .map(String::as_str)
+        .collect();
+    if !unknown.is_empty() {
+        let there = if present.is_empty() {
+            "there are none".to_string()
+        } else {
+            format!("there are: {}", present.join(", "))
+        };
+        return Err(Error::BadInput(format!(
+            "--cluster: no such cluster {} ({there})",
+            unknown.join(", ")
+        )));
+    }
+    if cfg.target == Target::Operator {
+        return Ok(());
+    }
+    let selected = if cfg.clusters.is_empty() {
+        &present
+    } else {
+        &cfg.clusters
+    };
+    let observed = platform
+        .observe(selected, &HashSet::new(), cfg.min_age, SystemTime::now())
+        .await?;
+    if observed.iter().all(|c| c.members.is_empty()) {
+        return Err(Error::BadInput(
+            "empty selection: no etcd members to hit (check --cluster, and --state-dir or \
+             --namespace/--selector)"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+fn fault_of(kind: FaultKind) -> Fault {
+    match kind {
+        FaultKind::Kill => Fault::Kill,
+        FaultKind::Destroy => Fault::Destroy,
+        FaultKind::Pause => Fault::Pause,
+    }
+}
+
+fn outcome(r: &Result<(), target::Error>) -> String {
+    match r {
+        Ok(()) => "injected".into(),
+        Err(e) => format!("failed: {e}"),
+    }
+}
+
+impl<P: Platform> Run<'_, P> {
+    fn budget_spent(&self) -> bool {
+        self.cfg.max_faults.is_some_and(|m| self.log.faults() >= m)
+    }
+
+    /// Ticks until something ends the run; returns the tick count.
+    async fn ticks(&mut self, shutdown: impl Future<Output = ()>) -> Result<(u64, Stop), Error> {
+        tokio::pin!(shutdown);
+        let start = Instant::now();
+        let end = self.cfg.duration.map(|d| start + d);
+        let mut tick = 0u64;
+        let mut base = start + self.cfg.interval;
+        let mut next = base + self.jitter(tick);
+        loop {
+            let spent = self.budget_spent();
+            if spent && self.paused.is_empty() {
+                return Ok((tick, Stop::MaxFaults));
+            }
+            let mut wake = if spent { None } else { Some(next) };
+            for p in &self.paused {
+                wake = Some(wake.map_or(p.until, |w| w.min(p.until)));
+            }
+            if let Some(e) = end {
+                wake = Some(wake.map_or(e, |w| w.min(e)));
+            }
+            let wake = wake.unwrap_or(next);
+            tokio::select! {
+                biased;
+                () = &mut shutdown => return Ok((tick, Stop::Signal)),
+                () = tokio::time::sleep_until(wake) => {}
+            }
+            let now = Instant::now();
+            if end.is_some_and(|e| now >= e) {
+                return Ok((tick, Stop::Duration));
+            }
+            self.resume_due(now).await?;
+            if !spent && now >= next {
+                self.tick(tick).await?;
+                tick += 1;
+                base += self.cfg.interval;
+                next = base + self.jitter(tick);
+            }
+        }
+    }
+
+    fn jitter(&self, tick: u64) -> std::time::Duration {
+        if self.cfg.jitter.is_zero() {
+            return std::time::Duration::ZERO;
+        }
+        let u = Rng::for_tick(self.cfg.seed, tick, Stream::Jitter).unit();
+        self.cfg.jitter.mul_f64(u)
+    }
+
+    async fn tick(&mut self, tick: u64) -> Result<(), Error> {
+        let cfg = self.cfg;
+        if Rng::for_tick(cfg.seed, tick, Stream::Fire).unit() >= cfg.probability {
+            tracing::info!(tick, "tick skipped (--probability {})", cfg.probability);
+            return Ok(());
+        }
+        if cfg.target == Target::Operator {
+            return self.hit_operator(tick).await;
+        }
+        let budget = match cfg.max_faults {
+            Some(m) => m.saturating_sub(self.log.faults()),
+            None => usize::MAX,
+        }
+        .min(cfg.max_kill);
+        let names = if cfg.clusters.is_empty() {
+            match self.platform.clusters().await {
+                Ok(n) => n,
+                Err(e) => {
+                    tracing::warn!(tick, "tick skipped: {e}");
+                    return Ok(());
+                }
+            }
+        } else {
+            cfg.clusters.clone()
+        };
+        let paused: HashSet<MemberKey> = self.paused.iter().map(|p| p.key.clone()).collect();
+        let observed = match self
+            .platform
+            .observe(&names, &paused, cfg.min_age, SystemTime::now())
+            .await
+        {
+            Ok(o) => o,
+            Err(e) => {
+                tracing::warn!(tick, "tick skipped: {e}");
+                return Ok(());
+            }
+        };
+        let views: Vec<_> = observed.iter().map(|c| c.view()).collect();
+        let picks = select::choose(cfg.seed, tick, &views, cfg.target, budget);
+        if picks.is_empty() {
+            tracing::info!(
+                tick,
+                "nothing to hit: no running member fits --target {}",
+                cfg.target.as_str()
+            );
+            return Ok(());
+        }
+        let fault = fault_of(cfg.fault);
+        let mut hits = Vec::new();
+        for p in picks {
+            let c = &observed[p.cluster];
+            let m = &c.members[p.member];
+            if let Some(h) = &m.handle {
+                hits.push((
+                    (c.name.clone(), m.view.name.clone()),
+                    m.view.role,
+                    h.clone(),
+                ));
+            }
+        }
+        let mut records: Vec<FaultRecord> = hits
+            .iter()
+            .map(|((c, m), role, _)| FaultRecord::now(fault, c, m, *role, "dry-run"))
+            .collect();
+        if !cfg.dry_run {
+            let results = futures::future::join_all(
+                hits.iter().map(|(_, _, h)| self.platform.inject(fault, h)),
+            )
+            .await;
+            for (record, r) in records.iter_mut().zip(&results) {
+                record.outcome = outcome(r);
+            }
+            let until = Instant::now() + cfg.pause_for;
+            for ((key, role, handle), r) in hits.into_iter().zip(results) {
+                if fault == Fault::Pause && r.is_ok() {
+                    self.paused.push(Paused {
+                        key,
+                        role,
+                        handle,
+                        until,
+                    });
+                }
+            }
+        }
+        for r in records {
+            self.log.write(r)?;
+        }
+        Ok(())
+    }
+
+    async fn hit_operator(&mut self, tick: u64) -> Result<(), Error> {
+        let op = match self.platform.operator().await {
+            Ok(Some(op)) => op,
+            Ok(None) => {
+                tracing::info!(tick, "nothing to hit: no operator is running");
+                return Ok(());
+            }
+            Err(e) => {
+                tracing::warn!(tick, "tick skipped: {e}");
+                return Ok(());
+            }
+        };
+        let fault = fault_of(self.cfg.fault);
+        let mut record = FaultRecord::now(fault, "", &op.name, Role::Unknown, "dry-run");
+        if !self.cfg.dry_run {
+            let r = self.platform.inject(fault, &op.handle).await;
+            record.outcome = outcome(&r);
+            if fault == Fault::Pause && r.is_ok() {
+                self.paused.push(Paused {
+                    key: (String::new(), op.name),
+                    role: Role::Unknown,
+                    handle: op.handle,
+                    until: Instant::now() + self.cfg.pause_for,
+                });
+            }
+        }
+        self.log.write(record)?;
+        Ok(())
+    }
+
+    /// Resumes the members whose pause is over (all of them, then logs).
+    async fn resume_due(&mut self, now: Instant) -> Result<(), Error> {
+        let (due, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.paused)
+            .into_iter()
+            .partition(|p| p.until <= now);
+        self.paused = keep;
+        let mut records = Vec::new();
+        for p in due {
+            let r = self.platform.resume(&p.handle).await;
+            records.push(FaultRecord::now(
+                Fault::Resume,
+                &p.key.0,
+                &p.key.1,
+                p.role,
+                &outcome(&r),
+            ));
+        }
+        for r in records {
+            self.log.write(r)?;
+        }
+        Ok(())
+    }
+
+    /// Resumes every paused member; returns those that could not be (other
+    /// than ones that are gone, which are not stopped any more).
+    async fn resume_all(&mut self) -> Vec<String> {
+        let mut left = Vec::new();
+        for p in std::mem::take(&mut self.paused) {
+            let r = self.platform.resume(&p.handle).await;
+            let name = if p.key.0.is_empty() {
+                p.key.1.clone()
+            } else {
+                format!("{}/{}", p.key.0, p.key.1)
+            };
+            if let Err(e) = &r
+                && !matches!(e, target::Error::Gone(_))
+            {
+                left.push(name);
+            }
+            let record = FaultRecord::now(Fault::Resume, &p.key.0, &p.key.1, p.role, &outcome(&r));
+            if let Err(e) = self.log.write(record) {
+                tracing::error!("{e}");
+            }
+        }
+        left
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,384 @@
+//! The run loop against an in-memory platform, on tokio's paused clock.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+
+use etcd_operator::faults::{Fault, Role};
+
+use super::*;
+use crate::config::PlatformConfig;
+use crate::select::MemberView;
+use crate::target::{Observed, ObservedCluster, Operator};
+
+/// Clusters of members that are either running or stopped (paused).
+#[derive(Default)]
+struct Fake {
+    clusters: BTreeMap<String, Vec<(String, Role)>>,
+    stopped: Mutex<HashSet<MemberKey>>,
+    calls: Mutex<Vec<String>>,
+    fail: bool,
+}
+
+impl Fake {
+    fn new(clusters: &[(&str, usize)]) -> Self {
+        let mut f = Fake::default();
+        for (name, size) in clusters {
+            let members = (0..*size)
+                .map(|i| {
+                    let role = if i == 1 { Role::Leader } else { Role::Follower };
+                    (format!("{name}-{i}"), role)
+                })
+                .collect();
+            f.clusters.insert(name.to_string(), members);
+        }
+        f
+    }
+    fn calls(&self) -> Vec<String> {
+        self.calls.lock().expect("lock").clone()
+    }
+}
+
+impl Platform for Fake {
+    type Handle = MemberKey;
+
+    async fn clusters(&self) -> Result<Vec<String>, target::Error> {
+        Ok(self.clusters.keys().cloned().collect())
+    }
+
+    async fn observe(
+        &self,
+        clusters: &[String],
+        paused: &HashSet<MemberKey>,
+        _min_age: Duration,
+        _now: SystemTime,
+    ) -> Result<Vec<ObservedCluster<MemberKey>>, target::Error> {
+        let stopped = self.stopped.lock().expect("lock");
+        Ok(clusters
+            .iter()
+            .filter_map(|c| {
+                let members = self.clusters.get(c)?;
+                Some(ObservedCluster {
+                    name: c.clone(),
+                    members: members
+                        .iter()
+                        .map(|(m, role)| {
+                            let key = (c.clone(), m.clone());
+                            let running = !stopped.contains(&key) && !paused.contains(&key);
+                            Observed {
+                                view: MemberView {
+                                    name: m.clone(),
+                                    role: *role,
+                                    running,
+                                    eligible: running,
+                                },
+                                handle: Some(key),
+                            }
+                        })
+                        .collect(),
+                })
+            })
+            .collect())
+    }
+
+    async fn inject(&self, fault: Fault, h: &MemberKey) -> Result<(), target::Error> {
+        self.calls
+            .lock()
+            .expect("lock")
+            .push(format!("{fault:?} {}/{}", h.0, h.1));
+        if self.fail {
+            return Err(target::Error::Unsupported("no".into()));
+        }
+        if fault == Fault::Pause {
+            self.stopped.lock().expect("lock").insert(h.clone());
+        }
+        Ok(())
+    }
+
+    async fn resume(&self, h: &MemberKey) -> Result<(), target::Error> {
+        self.calls
+            .lock()
+            .expect("lock")
+            .push(format!("Resume {}/{}", h.0, h.1));
+        self.stopped.lock().expect("lock").remove(h);
+        Ok(())
+    }
+
+    async fn operator(&self) -> Result<Option<Operator<MemberKey>>, target::Error> {
+        Ok(Some(Operator {
+            name: "etcd-operator".into(),
+            handle: (String::new(), "etcd-operator".into()),
+        }))
+    }
+}
+
+fn config() -> Config {
+    Config {
+        platform: PlatformConfig::Local {
+            state_dir: "unused".into(),
+        },
+        clusters: Vec::new(),
+        target: Target::Random,
+        fault: FaultKind::Kill,
+        interval: Duration::from_secs(30),
+        pause_for: Duration::from_secs(10),
+        max_kill: usize::MAX,
+        probability: 1.0,
+        min_age: Duration::ZERO,
+        jitter: Duration::ZERO,
+        seed: 1,
+        dry_run: false,
+        duration: None,
+        max_faults: Some(5),
+        fault_log: None,
+    }
+}
+
+fn never() -> impl Future<Output = ()> {
+    std::future::pending()
+}
+
+async fn go(fake: &Fake, cfg: &Config) -> (Result<Summary, Error>, FaultLog) {
+    let mut log = FaultLog::in_memory();
+    let r = run(fake, cfg, &mut log, never()).await;
+    (r, log)
+}
+
+fn victims(log: &FaultLog) -> Vec<String> {
+    log.records()
+        .iter()
+        .map(|r| format!("{:?} {}/{} {}", r.fault, r.cluster, r.member, r.outcome))
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn max_faults_bounds_the_run() {
+    let fake = Fake::new(&[("a", 3), ("b", 3)]);
+    let (r, log) = go(&fake, &config()).await;
+    let s = r.expect("run");
+    assert_eq!((s.stop, s.ticks, log.faults()), (Stop::MaxFaults, 5, 5));
+    assert_eq!(fake.calls().len(), 5);
+    assert!(log.records().iter().all(|r| r.injected()));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_same_seed_gives_the_same_victims() {
+    let fake = Fake::new(&[("a", 3), ("b", 5)]);
+    let cfg = Config {
+        max_faults: Some(20),
+        ..config()
+    };
+    let (_, first) = go(&fake, &cfg).await;
+    let (_, second) = go(&fake, &cfg).await;
+    assert_eq!(victims(&first), victims(&second));
+    let (_, other) = go(&fake, &Config { seed: 2, ..cfg }).await;
+    assert_ne!(victims(&first), victims(&other));
+}
+
+#[tokio::test(start_paused = true)]
+async fn only_the_selected_clusters_are_hit() {
+    let fake = Fake::new(&[("a", 3), ("b", 3), ("c", 3)]);
+    let cfg = Config {
+        clusters: vec!["b".into()],
+        max_faults: Some(30),
+        ..config()
+    };
+    let (r, log) = go(&fake, &cfg).await;
+    r.expect("run");
+    assert!(
+        log.records().iter().all(|r| r.cluster == "b"),
+        "{:?}",
+        victims(&log)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn duration_bounds_the_run() {
+    let fake = Fake::new(&[("a", 3)]);
+    let cfg = Config {
+        duration: Some(Duration::from_secs(95)),
+        max_faults: None,
+        ..config()
+    };
+    let (r, log) = go(&fake, &cfg).await;
+    let s = r.expect("run");
+    assert_eq!((s.stop, log.faults()), (Stop::Duration, 3));
+}
+
+#[tokio::test(start_paused = true)]
+async fn probability_zero_never_fires_and_dry_run_touches_nothing() {
+    let fake = Fake::new(&[("a", 3)]);
+    let cfg = Config {
+        duration: Some(Duration::from_secs(301)),
+        max_faults: None,
+        probability: 0.0,
+        ..config()
+    };
+    let (r, log) = go(&fake, &cfg).await;
+    assert_eq!(r.expect("run").ticks, 10);
+    assert_eq!(log.faults(), 0);
+
+    let dry = Config {
+        dry_run: true,
+        fault: FaultKind::Pause,
+        ..config()
+    };
+    let (r, log) = go(&fake, &dry).await;
+    assert_eq!(r.expect("run").stop, Stop::MaxFaults);
+    assert!(fake.calls().is_empty(), "{:?}", fake.calls());
+    assert!(
+        log.records()
+            .iter()
+            .all(|r| r.outcome == "dry-run" && r.fault == Fault::Pause)
+    );
+    let op = Config {
+        target: Target::Operator,
+        ..dry
+    };
+    let (r, log) = go(&fake, &op).await;
+    r.expect("run");
+    assert!(fake.calls().is_empty());
+    assert_eq!(log.records()[0].member, "etcd-operator");
+}
+
+#[tokio::test(start_paused = true)]
+async fn probability_thins_ticks_reproducibly() {
+    let fake = Fake::new(&[("a", 3)]);
+    let cfg = Config {
+        duration: Some(Duration::from_secs(30 * 200 + 1)),
+        max_faults: None,
+        probability: 0.5,
+        ..config()
+    };
+    let (_, log) = go(&fake, &cfg).await;
+    let n = log.faults();
+    assert!((60..=140).contains(&n), "{n} of 200 ticks fired");
+    let (_, again) = go(&fake, &cfg).await;
+    assert_eq!(victims(&log), victims(&again));
+}
+
+#[tokio::test(start_paused = true)]
+async fn pauses_are_resumed_after_pause_for_and_at_the_end() {
+    let fake = Fake::new(&[("a", 3)]);
+    let cfg = Config {
+        fault: FaultKind::Pause,
+        max_faults: Some(2),
+        ..config()
+    };
+    let start = Instant::now();
+    let (r, log) = go(&fake, &cfg).await;
+    assert_eq!(r.expect("run").stop, Stop::MaxFaults);
+    let kinds: Vec<Fault> = log.records().iter().map(|r| r.fault).collect();
+    assert_eq!(
+        kinds,
+        [Fault::Pause, Fault::Resume, Fault::Pause, Fault::Resume]
+    );
+    // The last pause lasted its --pause-for before the run ended.
+    assert!(
+        start.elapsed() >= Duration::from_secs(70),
+        "{:?}",
+        start.elapsed()
+    );
+    assert!(fake.stopped.lock().expect("lock").is_empty());
+    assert_eq!(log.records()[0].member, log.records()[1].member);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_signal_resumes_paused_members_at_once() {
+    let fake = Fake::new(&[("a", 5)]);
+    let cfg = Config {
+        fault: FaultKind::Pause,
+        target: Target::Minority,
+        pause_for: Duration::from_secs(3600),
+        max_faults: None,
+        ..config()
+    };
+    let mut log = FaultLog::in_memory();
+    let stop = tokio::time::sleep(Duration::from_secs(45));
+    let s = run(&fake, &cfg, &mut log, stop).await.expect("run");
+    assert_eq!(s.stop, Stop::Signal);
+    assert!(s.left_paused.is_empty());
+    let kinds: Vec<Fault> = log.records().iter().map(|r| r.fault).collect();
+    assert_eq!(
+        kinds,
+        [Fault::Pause, Fault::Pause, Fault::Resume, Fault::Resume]
+    );
+    assert!(fake.stopped.lock().expect("lock").is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn paused_members_count_as_down_for_minority() {
+    let fake = Fake::new(&[("a", 3)]);
+    let cfg = Config {
+        fault: FaultKind::Pause,
+        target: Target::Minority,
+        pause_for: Duration::from_secs(3600),
+        max_faults: None,
+        duration: Some(Duration::from_secs(200)),
+        ..config()
+    };
+    let (_, log) = go(&fake, &cfg).await;
+    // One member paused for the whole run: the next ticks find no minority
+    // to hit without losing quorum.
+    let kinds: Vec<Fault> = log.records().iter().map(|r| r.fault).collect();
+    assert_eq!(kinds, [Fault::Pause, Fault::Resume]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn failures_are_logged_and_the_run_goes_on() {
+    let fake = Fake {
+        fail: true,
+        ..Fake::new(&[("a", 3)])
+    };
+    let (r, log) = go(
+        &fake,
+        &Config {
+            max_faults: Some(2),
+            ..config()
+        },
+    )
+    .await;
+    assert_eq!(r.expect("run").stop, Stop::MaxFaults);
+    assert!(
+        log.records().iter().all(|r| r.outcome == "failed: no"),
+        "{:?}",
+        victims(&log)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn unknown_clusters_and_empty_selections_are_bad_input() {
+    let fake = Fake::new(&[("a", 3)]);
+    let cfg = Config {
+        clusters: vec!["nope".into()],
+        ..config()
+    };
+    let (r, _) = go(&fake, &cfg).await;
+    let e = r.expect_err("unknown cluster");
+    assert!(
+        matches!(&e, Error::BadInput(m) if m.contains("nope") && m.contains("there are: a")),
+        "{e}"
+    );
+    let (r, _) = go(&Fake::new(&[]), &config()).await;
+    assert!(matches!(r, Err(Error::BadInput(m)) if m.contains("empty selection")));
+    let (r, _) = go(&Fake::new(&[("a", 0)]), &config()).await;
+    assert!(matches!(r, Err(Error::BadInput(_))));
+}
+
+#[tokio::test(start_paused = true)]
+async fn jitter_delays_ticks_within_bounds() {
+    let fake = Fake::new(&[("a", 3)]);
+    let cfg = Config {
+        jitter: Duration::from_secs(10),
+        max_faults: Some(10),
+        ..config()
+    };
+    let start = Instant::now();
+    let mut log = FaultLog::in_memory();
+    run(&fake, &cfg, &mut log, never()).await.expect("run");
+    let took = start.elapsed();
+    assert!(
+        took >= Duration::from_secs(300) && took < Duration::from_secs(310),
+        "{took:?}"
+    );
+}

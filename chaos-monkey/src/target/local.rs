@@ -1,0 +1,304 @@
+//! The local platform: members are etcd processes recorded under the
+//! operator's state folder (`STATE/clusters/NAME/members/MEMBER/member.json`),
+//! the operator is the process named in `STATE/operator.lock`.
+//!
+//! Every signal goes through the operator library's `process::signal`,
+//! which opens a pidfd and then checks the pid's start time, so a process
+//! that exited and whose pid was reused is never hit.
+
+use std::collections::HashSet;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use etcd_operator::etcd::Clients;
+use etcd_operator::faults::Fault;
+use etcd_operator::platform::local::layout::Layout;
+use etcd_operator::platform::local::process::{self, ProcessId};
+use rustix::process::Signal;
+
+use super::{Error, MemberKey, Observed, ObservedCluster, Operator, Platform, old_enough};
+use crate::roles::{self, Ask};
+use crate::select::MemberView;
+
+/// SIGKILL cannot be caught; this only bounds a process stuck in the kernel.
+const EXIT_WAIT: Duration = Duration::from_secs(30);
+
+/// The process name of the operator (`/proc/PID/comm`).
+const OPERATOR_COMM: &str = "etcd-operator";
+
+/// The members under one state folder.
+#[derive(Debug)]
+pub struct Local {
+    layout: Layout,
+    clients: Clients,
+}
+
+/// A process as observed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Handle {
+    /// The process (pid and start time).
+    pub process: ProcessId,
+    /// The member's etcd data folder (`None` for the operator).
+    pub data_dir: Option<PathBuf>,
+}
+
+impl Local {
+    /// The members under `state_dir`.
+    pub fn new(state_dir: impl Into<PathBuf>) -> Self {
+        Local {
+            layout: Layout::new(state_dir),
+            clients: Clients::new(roles::STATUS_TIMEOUT),
+        }
+    }
+
+    /// The state folder.
+    pub fn state_dir(&self) -> &Path {
+        self.layout.root()
+    }
+
+    async fn observe_cluster(
+        &self,
+        cluster: &str,
+        paused: &HashSet<MemberKey>,
+        min_age: Duration,
+        now: SystemTime,
+    ) -> Result<ObservedCluster<Handle>, Error> {
+        let names = self
+            .layout
+            .member_names(cluster)
+            .map_err(io_err(format!("cannot list the members of {cluster}")))?;
+        let mut members = Vec::new();
+        let mut asks = Vec::new();
+        for name in names {
+            let record = self
+                .layout
+                .read_member(cluster, &name)
+                .map_err(io_err(format!("cannot read member {cluster}/{name}")))?;
+            // A member folder without a record is still being created.
+            let Some(record) = record else { continue };
+            let process = record.process.filter(process::alive);
+            let is_paused = paused.contains(&(cluster.to_string(), name.clone()));
+            let running = process.is_some() && !is_paused;
+            let started = record
+                .started_at
+                .as_deref()
+                .and_then(|t| humantime::parse_rfc3339_weak(t).ok());
+            asks.push(Ask {
+                name: name.clone(),
+                url: running.then(|| record.addr.client_url.clone()),
+            });
+            members.push(Observed {
+                view: MemberView {
+                    eligible: running && old_enough(started, min_age, now),
+                    name: name.clone(),
+                    role: etcd_operator::faults::Role::Unknown,
+                    running,
+                },
+                handle: process.map(|p| Handle {
+                    process: p,
+                    data_dir: Some(self.layout.data_dir(cluster, &name)),
+                }),
+            });
+        }
+        let roles = roles::lookup(&self.clients, &asks).await;
+        for (m, role) in members.iter_mut().zip(roles) {
+            m.view.role = role;
+        }
+        Ok(ObservedCluster {
+            name: cluster.to_string(),
+            members,
+        })
+    }
+}
+
+fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> Error {
+    let what = what.into();
+    move |source| Error::Io { what, source }
+}
+
+fn gone(h: &Handle) -> Error {
+    Error::Gone(format!("process {}", h.process.pid))
+}
+
+/// Sends `sig`; `Gone` if the process is no longer the observed one.
+fn send(h: &Handle, sig: Signal) -> Result<(), Error> {
+    match process::signal(&h.process, sig) {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(gone(h)),
+        Err(e) => Err(Error::Io {
+            what: format!("cannot signal process {}", h.process.pid),
+            source: e,
+        }),
+    }
+}
+
+async fn wait_gone(h: &Handle) -> Result<(), Error> {
+    match tokio::time::timeout(EXIT_WAIT, process::wait_exit(h.process)).await {
+        Ok(r) => r.map_err(io_err(format!("cannot wait for process {}", h.process.pid))),
+        Err(_) => Err(Error::Io {
+            what: format!("process {} did not exit", h.process.pid),
+            source: io::Error::from(io::ErrorKind::TimedOut),
+        }),
+    }
+}
+
+/// Kills the process and wipes its data folder. The process is stopped
+/// first and its data moved aside while it is frozen, so the operator can
+/// never restart it in place with its old data in between; the moved copy
+/// is deleted once the process is gone.
+async fn destroy(h: &Handle) -> Result<(), Error> {
+    let Some(data) = &h.data_dir else {
+        return Err(Error::Unsupported(
+            "the operator has no data to destroy".into(),
+        ));
+    };
+    send(h, Signal::STOP)?;
+    let aside = data.with_file_name(format!(".data-destroyed-{}", h.process.pid));
+    match std::fs::rename(data, &aside) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => {
+            let _ = process::signal(&h.process, Signal::CONT);
+            return Err(Error::Io {
+                what: format!("cannot move {} aside", data.display()),
+                source: e,
+            });
+        }
+    }
+    send(h, Signal::KILL)?;
+    wait_gone(h).await?;
+    match std::fs::remove_dir_all(&aside) {
+        Ok(()) => Ok(()),
+        // The operator may have deleted the whole member folder meanwhile.
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => {
+            tracing::warn!(
+                "the data is gone from {}, but {} is left: {e}",
+                data.display(),
+                aside.display()
+            );
+            Ok(())
+        }
+    }
+}
+
+impl Platform for Local {
+    type Handle = Handle;
+
+    async fn clusters(&self) -> Result<Vec<String>, Error> {
+        self.layout.cluster_names().map_err(io_err(format!(
+            "cannot list the clusters under {}",
+            self.layout.clusters_dir().display()
+        )))
+    }
+
+    async fn observe(
+        &self,
+        clusters: &[String],
+        paused: &HashSet<MemberKey>,
+        min_age: Duration,
+        now: SystemTime,
+    ) -> Result<Vec<ObservedCluster<Handle>>, Error> {
+        let mut out = Vec::new();
+        for cluster in clusters {
+            let c = self.observe_cluster(cluster, paused, min_age, now).await?;
+            if !c.members.is_empty() {
+                out.push(c);
+            }
+        }
+        Ok(out)
+    }
+
+    async fn inject(&self, fault: Fault, h: &Handle) -> Result<(), Error> {
+        match fault {
+            Fault::Kill => {
+                send(h, Signal::KILL)?;
+                wait_gone(h).await
+            }
+            Fault::Destroy => destroy(h).await,
+            Fault::Pause => send(h, Signal::STOP),
+            Fault::Resume => send(h, Signal::CONT),
+        }
+    }
+
+    async fn resume(&self, h: &Handle) -> Result<(), Error> {
+        send(h, Signal::CONT)
+    }
+
+    async fn operator(&self) -> Result<Option<Operator<Handle>>, Error> {
+        let path = self.layout.lock_path();
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io_err(format!("cannot read {}", path.display()))(e)),
+        };
+        let Some(pid) = parse_lock(&text) else {
+            tracing::debug!("{}: no pid in {text:?}", path.display());
+            return Ok(None);
+        };
+        Ok(operator_process(pid).map(|process| Operator {
+            name: OPERATOR_COMM.to_string(),
+            handle: Handle {
+                process,
+                data_dir: None,
+            },
+        }))
+    }
+}
+
+/// The pid in the lock file (`pid N`).
+fn parse_lock(text: &str) -> Option<i32> {
+    text.trim().strip_prefix("pid ")?.trim().parse().ok()
+}
+
+/// `pid` as a [`ProcessId`] if it is a live etcd-operator process (a stale
+/// lock file may name a pid that now belongs to something else).
+fn operator_process(pid: i32) -> Option<ProcessId> {
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+    if comm.trim_end() != OPERATOR_COMM {
+        tracing::debug!(
+            "pid {pid} in the lock file is {:?}, not {OPERATOR_COMM}",
+            comm.trim_end()
+        );
+        return None;
+    }
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let start_time = parse_stat(&stat)?;
+    let id = ProcessId { pid, start_time };
+    process::alive(&id).then_some(id)
+}
+
+/// The start time in `/proc/PID/stat` (field 22) of a live process.
+fn parse_stat(stat: &str) -> Option<u64> {
+    // The command name is in parentheses and may hold spaces.
+    let (_, rest) = stat.rsplit_once(')')?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    if matches!(fields.first(), Some(&"Z") | Some(&"X")) {
+        return None;
+    }
+    fields.get(19)?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lock_and_stat() {
+        assert_eq!(parse_lock("pid 1234\n"), Some(1234));
+        assert_eq!(parse_lock("1234"), None);
+        let stat = "42 (etcd operator) S 1 42 42 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 987654 0 0";
+        assert_eq!(parse_stat(stat), Some(987_654));
+        assert_eq!(
+            parse_stat("42 (x) Z 1 42 42 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5 0"),
+            None
+        );
+    }
+
+    #[test]
+    fn this_process_is_not_an_operator() {
+        let me = i32::try_from(std::process::id()).expect("pid");
+        assert_eq!(operator_process(me), None);
+    }
+}

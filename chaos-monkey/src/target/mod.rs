@@ -1,0 +1,148 @@
+//! Where the faults land: the members of a platform, and the operator.
+//!
+//! A [`Platform`] lists clusters, observes the selected ones (members, whether
+//! they run, how old they are, their roles), and injects a fault into the
+//! one process or pod it observed, identified so that a member restarted
+//! in between is never hit by mistake (a pidfd after checking the pid's
+//! start time locally; a delete precondition on the pod's uid on
+//! Kubernetes).
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::time::{Duration, SystemTime};
+
+use etcd_operator::faults::Fault;
+
+use crate::select::{ClusterView, MemberView};
+
+pub mod kube;
+pub mod local;
+
+/// What went wrong on the platform.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A file or process operation failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A Kubernetes API call failed.
+    #[error("{what}: {source}")]
+    Kube {
+        /// What was being done.
+        what: String,
+        /// The cause.
+        source: ::kube::Error,
+    },
+    /// The process or pod is gone (or was replaced) since it was observed.
+    #[error("{0} is gone")]
+    Gone(String),
+    /// The fault cannot be injected here.
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+/// A (cluster, member) pair.
+pub type MemberKey = (String, String);
+
+/// A member as observed, with what it takes to hit it.
+#[derive(Clone, Debug)]
+pub struct Observed<H> {
+    /// What victim choice sees.
+    pub view: MemberView,
+    /// Its process or pod, when it runs.
+    pub handle: Option<H>,
+}
+
+/// A cluster as observed; members in the operator's order.
+#[derive(Clone, Debug)]
+pub struct ObservedCluster<H> {
+    /// Cluster name.
+    pub name: String,
+    /// Its members.
+    pub members: Vec<Observed<H>>,
+}
+
+impl<H> ObservedCluster<H> {
+    /// The view victim choice takes.
+    pub fn view(&self) -> ClusterView {
+        ClusterView {
+            name: self.name.clone(),
+            members: self.members.iter().map(|m| m.view.clone()).collect(),
+        }
+    }
+}
+
+/// The operator as found.
+#[derive(Clone, Debug)]
+pub struct Operator<H> {
+    /// What the fault log calls it: a process name or pod name.
+    pub name: String,
+    /// Its process or pod.
+    pub handle: H,
+}
+
+/// A place members run. Every method touches only what it is given.
+pub trait Platform: Send + Sync {
+    /// A process or pod, as observed.
+    type Handle: Clone + std::fmt::Debug + Send + Sync + 'static;
+
+    /// Names of every cluster with members, sorted.
+    fn clusters(&self) -> impl Future<Output = Result<Vec<String>, Error>> + Send;
+
+    /// The members of these clusters. Members in `paused` count as not
+    /// running (they are not asked for their role); members started less
+    /// than `min_age` before `now` are not eligible. A cluster that has no
+    /// members (any more) is left out.
+    fn observe(
+        &self,
+        clusters: &[String],
+        paused: &HashSet<MemberKey>,
+        min_age: Duration,
+        now: SystemTime,
+    ) -> impl Future<Output = Result<Vec<ObservedCluster<Self::Handle>>, Error>> + Send;
+
+    /// Injects `fault` (kill, destroy or pause) into the process or pod.
+    fn inject(
+        &self,
+        fault: Fault,
+        handle: &Self::Handle,
+    ) -> impl Future<Output = Result<(), Error>> + Send;
+
+    /// Resumes a paused process.
+    fn resume(&self, handle: &Self::Handle) -> impl Future<Output = Result<(), Error>> + Send;
+
+    /// The running operator, if one is found.
+    fn operator(
+        &self,
+    ) -> impl Future<Output = Result<Option<Operator<Self::Handle>>, Error>> + Send;
+}
+
+/// Whether a member that started at `started` is old enough to be hit.
+/// An unknown start time counts as old (nothing says it is young).
+pub fn old_enough(started: Option<SystemTime>, min_age: Duration, now: SystemTime) -> bool {
+    match started {
+        _ if min_age.is_zero() => true,
+        None => true,
+        Some(t) => now.duration_since(t).is_ok_and(|age| age >= min_age),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ages() {
+        let now = SystemTime::now();
+        let min = Duration::from_secs(60);
+        assert!(old_enough(Some(now - Duration::from_secs(61)), min, now));
+        assert!(!old_enough(Some(now - Duration::from_secs(59)), min, now));
+        assert!(!old_enough(Some(now + Duration::from_secs(5)), min, now));
+        assert!(old_enough(None, min, now));
+        assert!(old_enough(Some(now), Duration::ZERO, now));
+    }
+}
