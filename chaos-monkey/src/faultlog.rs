@@ -85,6 +85,13 @@ impl FaultLog {
         Ok(())
     }
 
+    /// Prints a human line on standard error (unless kept in memory only).
+    pub fn announce(&self, line: &str) {
+        if self.human {
+            eprintln!("chaos-monkey: {line}");
+        }
+    }
+
     /// Every record written so far.
     pub fn records(&self) -> &[FaultRecord] {
         &self.records

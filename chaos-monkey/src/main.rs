@@ -38,7 +38,6 @@ fn run(cfg: &Config) -> anyhow::Result<ExitCode> {
         // paused members resumed.
         let shutdown = shutdown_signal().context("cannot listen for SIGINT/SIGTERM")?;
         let mut log = FaultLog::open(cfg.fault_log.as_deref())?;
-        eprintln!("chaos-monkey: {}", cfg.describe());
         match app::execute(cfg, &mut log, shutdown).await {
             Ok(summary) => {
                 eprintln!("{}", summary.line(&log));

@@ -110,6 +110,7 @@ pub async fn run<P: Platform>(
     shutdown: impl Future<Output = ()>,
 ) -> Result<Summary, Error> {
     check_selection(platform, cfg).await?;
+    log.announce(&cfg.describe());
     let mut run = Run {
         platform,
         cfg,
@@ -159,8 +160,8 @@ async fn check_selection<P: Platform>(platform: &P, cfg: &Config) -> Result<(), 
         .await?;
     if observed.iter().all(|c| c.members.is_empty()) {
         return Err(Error::BadInput(
-            "empty selection: no etcd members to hit (check --cluster, and --state-dir or \
-             --namespace/--selector)"
+            "empty selection: the selected clusters have no etcd members (check --cluster, and \
+             --state-dir on the local platform or --namespace and --selector on kube)"
                 .into(),
         ));
     }

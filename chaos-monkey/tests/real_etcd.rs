@@ -1,0 +1,371 @@
+//! chaos-monkey against real etcd clusters run by the real operator (local
+//! platform): seeded replays, role targets, pauses resumed on exit, dry
+//! runs, and the operator healing every fault the monkey injects.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{Monkey, proc_state, records, run, victims, wait_for};
+use etcd_operator::faults::{Fault, Role};
+use etcd_operator::platform::local::process;
+use etcd_operator::testing::{Env, client_urls, manifest};
+use rustix::process::Signal;
+
+/// A running operator with one 3-member cluster `demo`.
+fn cluster() -> Env {
+    let mut env = Env::new();
+    env.write_manifest("demo.yaml", &manifest("demo", 3, "3.4.23"));
+    env.start_operator();
+    env.wait_running("demo", 3);
+    env
+}
+
+fn state(env: &Env) -> &str {
+    env.state.to_str().expect("utf-8 path")
+}
+
+fn log(env: &Env, name: &str) -> PathBuf {
+    env.dir.path().join(name)
+}
+
+/// (member name, member id) of every member, as published.
+fn members(env: &Env) -> Vec<(String, Option<String>)> {
+    let c = env.wait_running("demo", 3);
+    c.status
+        .expect("status")
+        .members
+        .into_iter()
+        .map(|m| (m.name, m.id))
+        .collect()
+}
+
+fn leader(env: &Env) -> String {
+    env.wait_for("a leader", || {
+        let c = env.status("demo")?;
+        let s = c.status?;
+        (s.members.iter().filter(|m| m.ready).count() == 3)
+            .then(|| s.members.into_iter().find(|m| m.leader))?
+            .map(|m| m.name)
+    })
+}
+
+#[test]
+fn leader_target_kills_the_leader_and_the_operator_restarts_it() {
+    let env = cluster();
+    let leader = leader(&env);
+    let before = env
+        .member("demo", &leader)
+        .and_then(|r| r.process)
+        .expect("leader runs");
+    let log = log(&env, "faults.jsonl");
+    let done = run(&[
+        "--state-dir",
+        state(&env),
+        "--target",
+        "leader",
+        "--kill-interval",
+        "100ms",
+        "--max-faults",
+        "1",
+        "--fault-log",
+        log.to_str().expect("path"),
+    ]);
+    assert_eq!(done.code(), Some(0), "{}", done.stderr);
+    let recs = records(&log);
+    assert_eq!(recs.len(), 1, "{recs:?}");
+    let r = &recs[0];
+    assert_eq!(
+        (r.fault, r.role, r.member.as_str()),
+        (Fault::Kill, Role::Leader, leader.as_str())
+    );
+    assert!(r.injected(), "{r:?}");
+    assert!(!process::alive(&before), "the leader's process was killed");
+    let ids = members(&env);
+    env.wait_for("the leader restarted in place", || {
+        let now = env
+            .member("demo", &leader)?
+            .process
+            .filter(process::alive)?;
+        (now != before).then_some(())
+    });
+    assert_eq!(members(&env), ids, "same members, same ids");
+}
+
+#[test]
+fn kill_and_destroy_are_healed_and_bounded_runs_stop() {
+    let env = cluster();
+    let urls = client_urls(&env.wait_running("demo", 3));
+    let put = env.etcdctl(&urls, &["put", "greeting", "hello"]);
+    assert!(put.status.success(), "{put:?}");
+    let before = members(&env);
+
+    // Kills: restarted in place with the same member ids.
+    let kills = log(&env, "kills.jsonl");
+    let done = run(&[
+        "--state-dir",
+        state(&env),
+        "--fault",
+        "kill",
+        "--kill-interval",
+        "1s",
+        "--max-faults",
+        "2",
+        "--fault-log",
+        kills.to_str().expect("path"),
+    ]);
+    assert_eq!(done.code(), Some(0), "{}", done.stderr);
+    assert!(
+        done.stderr.contains("--max-faults reached"),
+        "{}",
+        done.stderr
+    );
+    let recs = records(&kills);
+    assert_eq!(recs.len(), 2);
+    assert!(
+        recs.iter().all(|r| r.injected() && r.role != Role::Unknown),
+        "{recs:?}"
+    );
+    assert_eq!(
+        env.wait_for("the killed members back", || {
+            let m = members(&env);
+            (m == before).then_some(m)
+        }),
+        before
+    );
+
+    // A bounded run with --duration stops by itself.
+    let done = run(&[
+        "--state-dir",
+        state(&env),
+        "--target",
+        "follower",
+        "--kill-interval",
+        "400ms",
+        "--duration",
+        "1s",
+        "--dry-run",
+    ]);
+    assert_eq!(done.code(), Some(0), "{}", done.stderr);
+    assert!(
+        done.stderr.contains("--duration reached"),
+        "{}",
+        done.stderr
+    );
+
+    // Destroys (a minority at a time, so quorum holds): each destroyed
+    // member is replaced by a new one, and the data survives.
+    let destroys = log(&env, "destroys.jsonl");
+    let done = run(&[
+        "--state-dir",
+        state(&env),
+        "--fault",
+        "destroy",
+        "--target",
+        "minority",
+        "--kill-interval",
+        "1s",
+        "--max-faults",
+        "2",
+        "--duration",
+        "5m",
+        "--fault-log",
+        destroys.to_str().expect("path"),
+    ]);
+    assert_eq!(done.code(), Some(0), "{}", done.stderr);
+    let recs = records(&destroys);
+    assert_eq!(recs.len(), 2, "{}", done.stderr);
+    assert!(
+        recs.iter()
+            .all(|r| r.injected() && r.fault == Fault::Destroy),
+        "{recs:?}"
+    );
+    let destroyed: Vec<&str> = recs.iter().map(|r| r.member.as_str()).collect();
+    let c = env.wait_for("the destroyed members replaced", || {
+        let c = env.wait_running("demo", 3);
+        let names: Vec<String> = c
+            .status
+            .as_ref()?
+            .members
+            .iter()
+            .map(|m| m.name.clone())
+            .collect();
+        destroyed
+            .iter()
+            .all(|d| !names.iter().any(|n| n == d))
+            .then_some(c)
+    });
+    let get = env.etcdctl(&client_urls(&c), &["get", "greeting", "--print-value-only"]);
+    assert_eq!(String::from_utf8_lossy(&get.stdout), "hello\n", "data kept");
+}
+
+#[test]
+fn pause_is_resumed_when_the_monkey_is_stopped() {
+    let env = cluster();
+    let log = log(&env, "faults.jsonl");
+    let m = Monkey::start(&[
+        "--state-dir",
+        state(&env),
+        "--fault",
+        "pause",
+        "--pause-for",
+        "1h",
+        "--target",
+        "follower",
+        "--kill-interval",
+        "200ms",
+        "--fault-log",
+        log.to_str().expect("path"),
+    ]);
+    let (member, pid) = wait_for("a member paused", || {
+        let r = records(&log)
+            .into_iter()
+            .find(|r| r.fault == Fault::Pause)?;
+        assert!(r.injected(), "{r:?}");
+        let pid = env.pid("demo", &r.member)?;
+        (proc_state(pid) == Some('T')).then_some((r.member, pid))
+    });
+    m.signal(Signal::TERM);
+    let done = m.wait();
+    assert_eq!(done.code(), Some(0), "{}", done.stderr);
+    assert_ne!(proc_state(pid), Some('T'), "{member} left stopped");
+    assert_eq!(
+        env.pid("demo", &member),
+        Some(pid),
+        "a paused member is resumed, not restarted"
+    );
+    let recs = records(&log);
+    let resumed: Vec<_> = recs.iter().filter(|r| r.fault == Fault::Resume).collect();
+    assert_eq!(resumed.len(), recs.len() / 2, "{recs:?}");
+    assert!(resumed.iter().all(|r| r.injected()), "{recs:?}");
+    env.wait_running("demo", 3);
+}
+
+#[test]
+fn a_seed_replays_the_same_victims_on_a_live_cluster() {
+    let env = cluster();
+    // Short pauses, resumed before the next tick: every tick sees the same
+    // three running members, so the victims depend on the seed alone.
+    let go = |name: &str, seed: &str, dry: bool| {
+        let log = log(&env, name);
+        let mut args = vec![
+            "--state-dir",
+            state(&env),
+            "--fault",
+            "pause",
+            "--pause-for",
+            "50ms",
+            "--kill-interval",
+            "300ms",
+            "--max-faults",
+            "4",
+            "--seed",
+            seed,
+            "--fault-log",
+            log.to_str().expect("path"),
+        ];
+        if dry {
+            args.push("--dry-run");
+        }
+        let done = run(&args);
+        assert_eq!(done.code(), Some(0), "{}", done.stderr);
+        let recs = records(&log);
+        let paused: Vec<_> = recs
+            .into_iter()
+            .filter(|r| r.fault == Fault::Pause)
+            .collect();
+        victims(&paused)
+    };
+    let first = go("a.jsonl", "11", false);
+    assert_eq!(first.len(), 4);
+    assert_eq!(go("b.jsonl", "11", false), first);
+    assert_eq!(
+        go("c.jsonl", "11", true),
+        first,
+        "a dry run shows what a real run does"
+    );
+    env.wait_running("demo", 3);
+}
+
+#[test]
+fn dry_run_changes_nothing() {
+    let env = cluster();
+    let before = members(&env);
+    let pids: Vec<_> = before.iter().map(|(m, _)| env.pid("demo", m)).collect();
+    let operator = std::fs::read_to_string(env.layout().lock_path()).expect("lock");
+    for args in [
+        ["--fault", "destroy", "--target", "random"],
+        ["--fault", "kill", "--target", "operator"],
+        ["--fault", "pause", "--target", "minority"],
+    ] {
+        let mut all = vec![
+            "--state-dir",
+            state(&env),
+            "--dry-run",
+            "--kill-interval",
+            "50ms",
+            "--max-faults",
+            "3",
+        ];
+        all.extend_from_slice(&args);
+        let done = run(&all);
+        assert_eq!(done.code(), Some(0), "{args:?}: {}", done.stderr);
+        assert!(done.stderr.contains("3 dry-run"), "{}", done.stderr);
+    }
+    assert_eq!(members(&env), before);
+    let after: Vec<_> = before.iter().map(|(m, _)| env.pid("demo", m)).collect();
+    assert_eq!(after, pids, "no process was touched");
+    for (m, _) in &before {
+        assert!(env.layout().has_data("demo", m));
+        assert_ne!(env.pid("demo", m).and_then(proc_state), Some('T'));
+    }
+    let pid: i32 = operator
+        .trim()
+        .trim_start_matches("pid ")
+        .parse()
+        .expect("operator pid");
+    assert!(
+        proc_state(pid).is_some_and(|s| s != 'Z'),
+        "the operator still runs"
+    );
+}
+
+#[test]
+fn operator_target_kills_the_operator_and_leaves_members_running() {
+    let env = cluster();
+    let before = members(&env);
+    let pids: Vec<_> = before.iter().map(|(m, _)| env.pid("demo", m)).collect();
+    let text = std::fs::read_to_string(env.layout().lock_path()).expect("lock");
+    let pid: i32 = text
+        .trim()
+        .trim_start_matches("pid ")
+        .parse()
+        .expect("operator pid");
+    let log = log(&env, "faults.jsonl");
+    let done = run(&[
+        "--state-dir",
+        state(&env),
+        "--target",
+        "operator",
+        "--kill-interval",
+        "100ms",
+        "--max-faults",
+        "1",
+        "--fault-log",
+        log.to_str().expect("path"),
+    ]);
+    assert_eq!(done.code(), Some(0), "{}", done.stderr);
+    let r = &records(&log)[0];
+    assert_eq!(
+        (r.cluster.as_str(), r.member.as_str(), r.injected()),
+        ("", "etcd-operator", true)
+    );
+    // The operator is our test's child: once killed it is a zombie until
+    // the harness reaps it.
+    wait_for("the operator gone", || {
+        proc_state(pid).is_none_or(|s| s == 'Z').then_some(())
+    });
+    let after: Vec<_> = before.iter().map(|(m, _)| env.pid("demo", m)).collect();
+    assert_eq!(after, pids, "members outlive the operator");
+    assert!(Path::new(&env.state).exists());
+}
