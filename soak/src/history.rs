@@ -127,6 +127,9 @@ impl Sample {
     }
 }
 
+/// One member's KV hash: (hash, compact revision), or why it failed.
+pub type MemberHash = Result<(u32, i64), String>;
+
 /// The KV hash of each member at one revision.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Checkpoint {
@@ -135,7 +138,7 @@ pub struct Checkpoint {
     /// The revision hashed.
     pub revision: i64,
     /// Per member URL: (hash, compact revision), or why it failed.
-    pub hashes: Vec<(String, Result<(u32, i64), String>)>,
+    pub hashes: Vec<(String, MemberHash)>,
     /// Taken at the end of the run.
     pub final_check: bool,
 }

@@ -2,10 +2,16 @@
 //! client load, checked continuously against invariants and, at the end,
 //! against the bounds of a scenario.
 //!
-//! `scenario` (parse and validate) -> `runner` (processes, load, probes)
+//! `scenario` (parse and validate) -> `runner` (processes, `load`, `probe`)
 //! -> `invariants` (pure checkers over the recorded histories) -> `report`.
 
-pub mod scenario;
+pub mod bench;
+pub mod client;
 pub mod history;
 pub mod invariants;
 pub mod load;
+pub mod probe;
+pub mod progress;
+pub mod report;
+pub mod runner;
+pub mod scenario;

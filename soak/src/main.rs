@@ -1,1 +1,251 @@
-fn main() {}
+//! `soak`: the command line. Everything else is in the library.
+//!
+//! Exit codes: 0 every bound held; 1 a bound or invariant was violated (the
+//! report lists each violation with its time); 2 bad input (scenario, flags,
+//! a missing binary), before anything started; 3 the run could not be done
+//! (the cluster never came up); 130 interrupted (the report is still
+//! written, marked interrupted).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use soak::runner::{self, Options, PlatformKind};
+use soak::scenario::{self, Dur};
+
+/// Soak tests for etcd-operator: a cluster under the operator, a chaos
+/// monkey and client load, checked continuously against invariants and at
+/// the end against the scenario's bounds.
+#[derive(Parser, Debug)]
+#[command(version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run a scenario and write its report. Exit 0 only when every bound held.
+    Run(Box<RunArgs>),
+    /// Check scenario files without running them.
+    Check(CheckArgs),
+    /// Measure the load generator's write throughput and latency on a fresh
+    /// 3-member cluster beside `etcdctl check perf` on the same cluster.
+    /// Prints numbers and the ratio, never pass/fail.
+    Bench(soak::bench::Args),
+}
+
+#[derive(clap::Args, Debug)]
+struct RunArgs {
+    /// The scenario file (YAML), such as scenarios/smoke.yaml.
+    #[arg(env = "SOAK_SCENARIO")]
+    scenario: PathBuf,
+    /// Where the cluster runs. `local`: the runner starts the operator,
+    /// etcd processes on loopback addresses and the chaos monkey itself.
+    /// `kube`: the operator is deployed already; the kubeconfig is used.
+    #[arg(long, value_enum, default_value = "local", env = "SOAK_PLATFORM")]
+    platform: PlatformKind,
+    /// Run this long instead of the scenario's duration, such as 5m.
+    #[arg(long, env = "SOAK_DURATION")]
+    duration: Option<Dur>,
+    /// Output folder for the report. Default: soak-out/SCENARIO-NAME.
+    #[arg(long, env = "SOAK_OUT")]
+    out: Option<PathBuf>,
+    /// Seed for the chaos monkey and the load (overrides the scenario's).
+    #[arg(long, env = "SOAK_SEED")]
+    seed: Option<u64>,
+    /// The etcd-operator binary. Default: beside this program.
+    #[arg(long, env = "SOAK_OPERATOR_BIN")]
+    operator_bin: Option<PathBuf>,
+    /// The chaos-monkey binary. Default: beside this program.
+    #[arg(long, env = "SOAK_CHAOS_BIN")]
+    chaos_bin: Option<PathBuf>,
+    /// Folder of etcd binaries as VERSION/etcd (local platform). Default:
+    /// ./.etcd, else the workspace's .etcd (filled by `bash ci/setup`).
+    #[arg(long, env = "SOAK_ETCD_BINARIES")]
+    etcd_binaries: Option<PathBuf>,
+    /// Work folder for manifests and the operator's state (local platform).
+    /// Default: a temporary folder, removed at the end.
+    #[arg(long, env = "SOAK_WORK_DIR")]
+    work_dir: Option<PathBuf>,
+    /// Kubeconfig file (kube platform). Default: $KUBECONFIG or ~/.kube/config.
+    #[arg(long, env = "SOAK_KUBECONFIG")]
+    kubeconfig: Option<PathBuf>,
+    /// Namespace of the EtcdCluster (kube platform).
+    #[arg(long, default_value = "default", env = "SOAK_NAMESPACE")]
+    namespace: String,
+    /// Plain log lines even on a terminal (no live status line).
+    #[arg(long, env = "SOAK_NO_PROGRESS")]
+    no_progress: bool,
+}
+
+#[derive(clap::Args, Debug)]
+struct CheckArgs {
+    /// Scenario files.
+    #[arg(required = true)]
+    scenarios: Vec<PathBuf>,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("soak=info,warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+    let result = match cli.command {
+        Command::Run(args) => run(*args),
+        Command::Check(args) => Ok(check(&args)),
+        Command::Bench(args) => soak::bench::main(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(3)
+        }
+    }
+}
+
+fn check(args: &CheckArgs) -> ExitCode {
+    let mut ok = true;
+    for f in &args.scenarios {
+        match scenario::load(f) {
+            Ok(s) => println!("{}: ok ({})", f.display(), s.name),
+            Err(e) => {
+                ok = false;
+                eprintln!("error: {e}");
+            }
+        }
+    }
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(2)
+    }
+}
+
+/// A binary of the workspace beside this program.
+fn beside(name: &str) -> PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(|d| d.join(name)))
+        .unwrap_or_else(|| PathBuf::from(name))
+}
+
+fn etcd_binaries() -> PathBuf {
+    let cwd = Path::new(".etcd");
+    if cwd.is_dir() {
+        return cwd.into();
+    }
+    let from_exe = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent()?.parent()?.parent().map(|d| d.join(".etcd")));
+    match from_exe {
+        Some(d) if d.is_dir() => d,
+        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join("../.etcd"),
+    }
+}
+
+fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
+    let mut scenario = match scenario::load(&a.scenario) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    if let Some(d) = a.duration {
+        if d.get() == Duration::ZERO {
+            eprintln!("error: --duration must be more than 0s");
+            return Ok(ExitCode::from(2));
+        }
+        scenario.duration = d;
+    }
+    let out = a
+        .out
+        .unwrap_or_else(|| Path::new("soak-out").join(&scenario.name));
+    let opts = Options {
+        scenario,
+        scenario_file: a.scenario,
+        platform: a.platform,
+        out: out.clone(),
+        seed: a.seed,
+        operator_bin: a.operator_bin.unwrap_or_else(|| beside("etcd-operator")),
+        chaos_bin: a.chaos_bin.unwrap_or_else(|| beside("chaos-monkey")),
+        etcd_binaries: a.etcd_binaries.unwrap_or_else(etcd_binaries),
+        work_dir: a.work_dir,
+        kubeconfig: a.kubeconfig,
+        namespace: a.namespace,
+        tty: !a.no_progress,
+    };
+    if let Err(e) = runner::check_binaries(&opts) {
+        eprintln!("error: {e}");
+        return Ok(ExitCode::from(2));
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let data = rt.block_on(async {
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            for n in 0.. {
+                shutdown_signal().await;
+                if n == 0 {
+                    eprintln!(
+                        "\nsoak: stopping (tearing everything down; the report is still written)"
+                    );
+                } else {
+                    eprintln!("\nsoak: already stopping");
+                }
+                let _ = tx.send(true);
+            }
+        });
+        runner::run(&opts, rx).await
+    });
+    let data = match data {
+        Ok(d) => d,
+        Err(e @ runner::Error::Setup(_)) => {
+            eprintln!("error: {e}");
+            return Ok(ExitCode::from(2));
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(ExitCode::from(3));
+        }
+    };
+    let summary = soak::report::write(&out, &data).context("cannot write the report")?;
+    let report = out.join("report.md");
+    let text = std::fs::read_to_string(&report).unwrap_or_default();
+    if let Some(table) = soak::report::summary_table(&text) {
+        println!("{table}");
+    }
+    println!("report: {}", report.display());
+    Ok(if data.interrupted {
+        ExitCode::from(130)
+    } else if summary.pass {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}

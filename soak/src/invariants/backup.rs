@@ -100,6 +100,10 @@ mod tests {
         let samples: Vec<Sample> = (0..40).map(|i| sample(i * 1000, None)).collect();
         let o = check(&samples, 0, Duration::from_secs(25));
         assert_eq!(o.violations.len(), 1);
-        assert!(o.violations[0].message.contains("no backup"), "{}", o.violations[0].message);
+        assert!(
+            o.violations[0].message.contains("no backup"),
+            "{}",
+            o.violations[0].message
+        );
     }
 }

@@ -124,7 +124,8 @@ pub(crate) mod tests {
 
         let mut s = healthy(0, 3, 2);
         s.views.remove(1);
-        s.failures.push(("http://127.0.0.2:2379".into(), "refused".into()));
+        s.failures
+            .push(("http://127.0.0.2:2379".into(), "refused".into()));
         assert_eq!(
             assess(&s),
             Health::Unhealthy("member m2 does not answer: refused".into())

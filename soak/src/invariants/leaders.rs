@@ -82,7 +82,11 @@ mod tests {
         assert_eq!(v.len(), 1, "{v:?}");
         assert_eq!(v[0].check, Check::LeaderPerTerm);
         assert_eq!(v[0].at, 100);
-        assert!(v[0].message.contains("two leaders in term 2: 1"), "{}", v[0].message);
+        assert!(
+            v[0].message.contains("two leaders in term 2: 1"),
+            "{}",
+            v[0].message
+        );
     }
 
     #[test]

@@ -143,7 +143,11 @@ mod tests {
         let o = run(&l, &finals, false);
         assert_eq!(o.lost, 1);
         assert_eq!(o.violations[0].check, Check::LostWrites);
-        assert!(o.violations[0].message.contains("w0#2"), "{}", o.violations[0].message);
+        assert!(
+            o.violations[0].message.contains("w0#2"),
+            "{}",
+            o.violations[0].message
+        );
 
         // Key 2 vanished.
         finals.remove(&2);

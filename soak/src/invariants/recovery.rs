@@ -272,7 +272,11 @@ pub fn check(
                 format!(
                     "the cluster was not healthy for {}{} from {} (more than recoveryMax {}): {}",
                     fmt_ms(len),
-                    if s.to.is_none() { " (until the end)" } else { "" },
+                    if s.to.is_none() {
+                        " (until the end)"
+                    } else {
+                        ""
+                    },
                     rfc3339(s.from),
                     fmt_ms(max_b),
                     s.reason
@@ -332,7 +336,13 @@ mod tests {
         let spans = unhealthy_spans(&samples);
         assert_eq!(spans.len(), 1);
         assert_eq!((spans[0].from, spans[0].to), (2_000, Some(2_700)));
-        let (stats, v) = check(&r, &spans, Duration::from_secs(1), Duration::from_secs(2), 10_000);
+        let (stats, v) = check(
+            &r,
+            &spans,
+            Duration::from_secs(1),
+            Duration::from_secs(2),
+            10_000,
+        );
         assert!(v.is_empty(), "{v:?}");
         assert_eq!(stats.p99_ms, Some(710));
     }
@@ -344,7 +354,13 @@ mod tests {
         let r = recoveries(&events, &samples);
         assert_eq!(r[0].recovered_at, None);
         let spans = unhealthy_spans(&samples);
-        let (_, v) = check(&r, &spans, Duration::from_secs(5), Duration::from_secs(15), 30_000);
+        let (_, v) = check(
+            &r,
+            &spans,
+            Duration::from_secs(5),
+            Duration::from_secs(15),
+            30_000,
+        );
         let checks: Vec<Check> = v.iter().map(|v| v.check).collect();
         assert!(checks.contains(&Check::Recovery), "{v:?}");
         assert!(checks.contains(&Check::RecoveryP99), "{v:?}");

@@ -12,7 +12,7 @@ use crate::history::Ms;
 /// The last revision each session saw.
 #[derive(Debug, Default)]
 pub struct Sessions {
-    last: HashMap<String, (i64, Ms, &'static str)>,
+    last: HashMap<String, (i64, Ms, &'static str, u32)>,
 }
 
 /// A revision that went back.
@@ -24,6 +24,9 @@ pub struct Regression {
     pub before: (i64, Ms),
     /// What it sees now, and when.
     pub now: (i64, Ms),
+    /// The session's previous response was from an older restore epoch: the
+    /// rollback is already known.
+    pub known_epoch: bool,
 }
 
 impl Regression {
@@ -46,17 +49,31 @@ impl Regression {
 
 impl Sessions {
     /// Records that `session` got a response with header revision `rev` at
-    /// `at` for operation `op`.
-    pub fn observe(&mut self, session: &str, at: Ms, rev: i64, op: &'static str) -> Option<Regression> {
-        let prev = self.last.insert(session.to_string(), (rev, at, op));
+    /// `at` for operation `op`, in restore epoch `epoch` (0 unless a restore
+    /// rolled the cluster back).
+    pub fn observe(
+        &mut self,
+        session: &str,
+        at: Ms,
+        rev: i64,
+        op: &'static str,
+        epoch: u32,
+    ) -> Option<Regression> {
+        let prev = self.last.insert(session.to_string(), (rev, at, op, epoch));
         match prev {
-            Some((p, pat, _)) if rev < p => Some(Regression {
+            Some((p, pat, _, e)) if rev < p => Some(Regression {
                 session: session.to_string(),
                 before: (p, pat),
                 now: (rev, at),
+                known_epoch: e < epoch,
             }),
             _ => None,
         }
+    }
+
+    /// Sets a session's last response (after an accepted rollback).
+    pub fn reset(&mut self, session: &str, at: Ms, rev: i64, op: &'static str, epoch: u32) {
+        self.last.insert(session.to_string(), (rev, at, op, epoch));
     }
 }
 
@@ -85,15 +102,39 @@ mod tests {
     #[test]
     fn a_revision_going_back_is_caught_per_session() {
         let mut s = Sessions::default();
-        assert!(s.observe("w0", 1, 10, "put").is_none());
-        assert!(s.observe("w1", 2, 5, "get").is_none(), "other sessions are separate");
-        assert!(s.observe("w0", 3, 10, "get").is_none(), "equal is fine");
-        let r = s.observe("w0", 4, 9, "put").expect("went back");
+        assert!(s.observe("w0", 1, 10, "put", 0).is_none());
+        assert!(
+            s.observe("w1", 2, 5, "get", 0).is_none(),
+            "other sessions are separate"
+        );
+        assert!(s.observe("w0", 3, 10, "get", 0).is_none(), "equal is fine");
+        let r = s.observe("w0", 4, 9, "put", 0).expect("went back");
+        assert!(!r.known_epoch);
         assert_eq!(r.before, (10, 3));
         assert_eq!(r.now, (9, 4));
         let v = r.violation();
         assert_eq!(v.check, Check::Revision);
-        assert!(v.message.contains("session w0 saw revision 9"), "{}", v.message);
+        assert!(
+            v.message.contains("session w0 saw revision 9"),
+            "{}",
+            v.message
+        );
+        assert!(s.observe("w0", 5, 9, "put", 0).is_none(), "reported once");
+    }
+
+    #[test]
+    fn a_rollback_seen_again_in_a_later_epoch_is_known() {
+        let mut s = Sessions::default();
+        s.observe("w0", 1, 100, "put", 0);
+        s.observe("w1", 1, 101, "put", 0);
+        let first = s.observe("w0", 2, 40, "put", 0).expect("rolled back");
+        assert!(!first.known_epoch);
+        s.reset("w0", 2, 40, "put", 1);
+        let second = s.observe("w1", 3, 41, "get", 1).expect("also went back");
+        assert!(
+            second.known_epoch,
+            "the same restore, seen by another session"
+        );
     }
 
     #[test]

@@ -101,8 +101,7 @@ impl Ledger {
             at,
         };
         let k = self.keys.entry(key).or_default();
-        if k
-            .newest
+        if k.newest
             .is_none_or(|n| (n.epoch, n.revision) < (a.epoch, a.revision))
         {
             k.newest = Some(a);
@@ -184,7 +183,11 @@ mod tests {
         let v = id.value(64);
         assert_eq!(v.len(), 64);
         assert_eq!(WriteId::parse(v.as_bytes()), Some(id));
-        assert_eq!(WriteId::parse(id.value(8).as_bytes()), Some(id), "never cut short");
+        assert_eq!(
+            WriteId::parse(id.value(8).as_bytes()),
+            Some(id),
+            "never cut short"
+        );
         assert_eq!(WriteId::parse(b"hello"), None);
     }
 
@@ -199,7 +202,11 @@ mod tests {
         assert_eq!(l.acked(), 2);
         l.rollback(3);
         l.ack(7, a, 4, 9);
-        assert_eq!(l.newest(7).map(|n| (n.id, n.epoch)), Some((a, 1)), "a newer epoch wins");
+        assert_eq!(
+            l.newest(7).map(|n| (n.id, n.epoch)),
+            Some((a, 1)),
+            "a newer epoch wins"
+        );
         assert_eq!(l.floor(1), 3);
         assert_eq!(l.floor(0), 10);
     }

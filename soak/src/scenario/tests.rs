@@ -62,32 +62,54 @@ fn bad_values_name_the_field_and_what_is_allowed() {
 #[test]
 fn impossible_bounds_are_rejected() {
     let p = problems(&SMOKE.replace("availability: 0.95", "availability: 1.5"));
-    assert!(p.iter().any(|m| m.starts_with("bounds.availability:")), "{p:?}");
+    assert!(
+        p.iter().any(|m| m.starts_with("bounds.availability:")),
+        "{p:?}"
+    );
     let p = problems(&SMOKE.replace("recoveryP99: 5s", "recoveryP99: 20s"));
-    assert!(p.iter().any(|m| m.starts_with("bounds.recoveryP99: must not exceed")), "{p:?}");
+    assert!(
+        p.iter()
+            .any(|m| m.starts_with("bounds.recoveryP99: must not exceed")),
+        "{p:?}"
+    );
     let p = problems(&SMOKE.replace("duration: 90s", "duration: 0s"));
     assert!(p.iter().any(|m| m.starts_with("duration:")), "{p:?}");
     let p = problems(&SMOKE.replace("maxBackupAge: 25s", "maxBackupAge: 5s"));
-    assert!(p.iter().any(|m| m.starts_with("bounds.maxBackupAge: must be more than")), "{p:?}");
+    assert!(
+        p.iter()
+            .any(|m| m.starts_with("bounds.maxBackupAge: must be more than")),
+        "{p:?}"
+    );
 }
 
 #[test]
 fn a_backup_bound_needs_backups() {
     let text = SMOKE.replace(", backup: {interval: 10s, maxBackups: 3}", "");
     let p = problems(&text);
-    assert!(p.iter().any(|m| m.starts_with("bounds.maxBackupAge: needs cluster.backup")), "{p:?}");
+    assert!(
+        p.iter()
+            .any(|m| m.starts_with("bounds.maxBackupAge: needs cluster.backup")),
+        "{p:?}"
+    );
 }
 
 #[test]
 fn cluster_fields_use_the_operators_checks() {
     let p = problems(&SMOKE.replace("size: 3", "size: 12"));
-    assert!(p.iter().any(|m| m.starts_with("cluster.size: must be between 1 and 9")), "{p:?}");
+    assert!(
+        p.iter()
+            .any(|m| m.starts_with("cluster.size: must be between 1 and 9")),
+        "{p:?}"
+    );
     let p = problems(&SMOKE.replace("name: smoke, size", "name: Smoke_1, size"));
     assert!(p.iter().any(|m| m.starts_with("cluster.name:")), "{p:?}");
     let p = problems(&SMOKE.replace("version: \"3.4.23\"", "version: \"three\""));
     assert!(p.iter().any(|m| m.starts_with("cluster.version:")), "{p:?}");
     let p = problems(&SMOKE.replace("size: 3,", "size: 3, paused: true,"));
-    assert!(p.iter().any(|m| m.contains("operatorHealing: false")), "{p:?}");
+    assert!(
+        p.iter().any(|m| m.contains("operatorHealing: false")),
+        "{p:?}"
+    );
 }
 
 #[test]
@@ -95,7 +117,10 @@ fn chaos_options_are_checked() {
     let p = problems(&SMOKE.replace("target: random", "target: majority"));
     assert!(p.iter().any(|m| m.contains("allowQuorumLoss")), "{p:?}");
     let p = problems(&SMOKE.replace("seed: 1", "seed: 1, probability: 2"));
-    assert!(p.iter().any(|m| m.starts_with("chaos.probability:")), "{p:?}");
+    assert!(
+        p.iter().any(|m| m.starts_with("chaos.probability:")),
+        "{p:?}"
+    );
     let p = problems(&SMOKE.replace("seed: 1", "seed: 1, maxKill: 4"));
     assert!(p.iter().any(|m| m.starts_with("chaos.maxKill:")), "{p:?}");
     let p = problems(&SMOKE.replace("seed: 1", "seed: 1, pauseFor: 5s"));

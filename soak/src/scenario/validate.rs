@@ -110,10 +110,7 @@ pub fn validate(s: &Scenario) -> Result<(), Vec<String>> {
             );
         }
         if c.target == Some(Target::Operator) && c.fault.is_some_and(|f| f != FaultKind::Kill) {
-            err(
-                "chaos.fault",
-                "only kill applies to target operator".into(),
-            );
+            err("chaos.fault", "only kill applies to target operator".into());
         }
         if c.pause_for.is_some_and(|d| d.get() == zero) {
             err("chaos.pauseFor", "must be more than 0s".into());
@@ -204,8 +201,7 @@ pub fn validate(s: &Scenario) -> Result<(), Vec<String>> {
     if b.data_loss == DataLoss::SinceBackup && s.cluster.backup.is_none() {
         err(
             "bounds.dataLoss",
-            "sinceBackup needs cluster.backup: without backups there is nothing to restore"
-                .into(),
+            "sinceBackup needs cluster.backup: without backups there is nothing to restore".into(),
         );
     }
     if p.is_empty() { Ok(()) } else { Err(p) }

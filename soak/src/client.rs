@@ -1,0 +1,116 @@
+//! etcd clients, one per member URL, shared by the load and the probes.
+//! Every call is bounded by a timeout (a paused member accepts connections
+//! but never answers); a client whose call failed is dropped so the next
+//! call reconnects.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use etcd_client::{Client, ConnectOptions};
+
+/// Why a call failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// No answer in time.
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    /// etcd or the connection failed.
+    #[error("{0}")]
+    Etcd(String),
+}
+
+impl Error {
+    /// A short category for counting.
+    pub fn category(&self) -> String {
+        match self {
+            Error::Timeout(_) => "timeout".into(),
+            Error::Etcd(m) => {
+                let m = m.to_lowercase();
+                for (needle, cat) in [
+                    ("connect", "unreachable"),
+                    ("transport", "unreachable"),
+                    ("broken pipe", "unreachable"),
+                    ("leader changed", "leader changed"),
+                    ("no leader", "no leader"),
+                    ("timed out", "etcd timeout"),
+                    ("unhealthy", "unhealthy cluster"),
+                    ("stopped", "server stopped"),
+                    ("unavailable", "unavailable"),
+                ] {
+                    if m.contains(needle) {
+                        return cat.into();
+                    }
+                }
+                "other".into()
+            }
+        }
+    }
+}
+
+/// Cached clients by URL.
+#[derive(Default)]
+pub struct Pool {
+    clients: Mutex<HashMap<String, Client>>,
+}
+
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool").finish_non_exhaustive()
+    }
+}
+
+impl Pool {
+    /// An empty pool.
+    pub fn new() -> Self {
+        Pool::default()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Client>> {
+        self.clients.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The client of `url`, connecting within `timeout` if needed.
+    pub async fn get(&self, url: &str, timeout: Duration) -> Result<Client, Error> {
+        if let Some(c) = self.lock().get(url) {
+            return Ok(c.clone());
+        }
+        let opts = ConnectOptions::new()
+            .with_connect_timeout(timeout)
+            .with_timeout(timeout)
+            .with_keep_alive(Duration::from_secs(2), timeout);
+        let client = match tokio::time::timeout(timeout, Client::connect([url], Some(opts))).await {
+            Ok(Ok(c)) => c,
+            Ok(Err(e)) => return Err(Error::Etcd(e.to_string())),
+            Err(_) => return Err(Error::Timeout(timeout)),
+        };
+        self.lock().insert(url.to_string(), client.clone());
+        Ok(client)
+    }
+
+    /// Drops the client of `url`.
+    pub fn forget(&self, url: &str) {
+        self.lock().remove(url);
+    }
+
+    /// Runs `f` on the client of `url`, the whole call (connect included)
+    /// bounded by `timeout`; forgets the client on failure.
+    pub async fn call<T, F, Fut>(&self, url: &str, timeout: Duration, f: F) -> Result<T, Error>
+    where
+        F: FnOnce(Client) -> Fut,
+        Fut: std::future::Future<Output = Result<T, etcd_client::Error>>,
+    {
+        let run = async {
+            let client = self.get(url, timeout).await?;
+            f(client).await.map_err(|e| Error::Etcd(e.to_string()))
+        };
+        let r = match tokio::time::timeout(timeout, run).await {
+            Ok(r) => r,
+            Err(_) => Err(Error::Timeout(timeout)),
+        };
+        if r.is_err() {
+            self.forget(url);
+        }
+        r
+    }
+}

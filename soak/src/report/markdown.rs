@@ -1,0 +1,184 @@
+//! report.md: verdict, the summary table (between markers, so `make
+//! soak-smoke` can print it), definitions, the top of each histogram, the
+//! faults and every violation with its time.
+
+use std::fmt::Write as _;
+
+use hdrhistogram::Histogram;
+
+use super::{Derived, RunData, Summary, hist};
+use crate::history::rfc3339;
+use crate::invariants::recovery::fmt_ms;
+
+/// Violations listed in full; the rest are counted.
+const LIST: usize = 200;
+
+/// Marks the start of the summary table.
+pub const BEGIN: &str = "<!-- summary -->";
+/// Marks its end.
+pub const END: &str = "<!-- /summary -->";
+
+fn top_row(o: &mut String, name: &str, h: &Histogram<u64>, scale: f64) {
+    match hist::top(h, scale) {
+        Some(t) => {
+            let cells: Vec<String> = t.iter().map(|(_, v)| format!("{v:.1}")).collect();
+            let _ = writeln!(o, "| {name} | {} | {} |", h.len(), cells.join(" | "));
+        }
+        None => {
+            let _ = writeln!(o, "| {name} | 0 | - | - | - | - | - |");
+        }
+    }
+}
+
+/// The whole report.
+pub fn render(d: &RunData, s: &Summary, derived: &Derived, recovery: &Histogram<u64>) -> String {
+    let sc = &d.scenario;
+    let mut o = String::new();
+    let verdict = if s.pass { "PASS" } else { "FAIL" };
+    let _ = writeln!(o, "# Soak report: {} — {verdict}\n", sc.name);
+    if !sc.description.is_empty() {
+        let _ = writeln!(o, "{}\n", sc.description);
+    }
+    let chaos = sc
+        .chaos
+        .as_ref()
+        .map(|c| {
+            format!(
+                "{} of {} every {}",
+                c.fault.map(|f| f.as_str()).unwrap_or("kill"),
+                c.target.map(|t| t.as_str()).unwrap_or("random"),
+                c.kill_interval
+            )
+        })
+        .unwrap_or_else(|| "none".into());
+    let _ = writeln!(
+        o,
+        "Platform {}, started {}, {:.0}s of load; cluster {} ({} members, etcd {}); \
+         load {} writers + {} readers at {} ops/s over {} keys; chaos: {chaos}.\n",
+        s.platform,
+        s.started,
+        s.run_seconds,
+        sc.cluster.name,
+        sc.cluster.size,
+        sc.cluster.version,
+        sc.load.writers,
+        sc.load.readers,
+        sc.load.rate,
+        sc.load.keys
+    );
+    let _ = writeln!(o, "## Summary\n\n{BEGIN}");
+    let _ = writeln!(
+        o,
+        "| check | bound | measured | result |\n|---|---|---|---|"
+    );
+    for r in &s.bounds {
+        let _ = writeln!(
+            o,
+            "| {} | {} | {} | {} |",
+            r.check,
+            r.bound,
+            r.measured,
+            if r.pass { "pass" } else { "**FAIL**" }
+        );
+    }
+    let _ = writeln!(
+        o,
+        "\n**{verdict}**: {} violations.\n{END}\n",
+        s.violations.len()
+    );
+
+    let _ = writeln!(
+        o,
+        "Definitions: *recovery time* runs from a fault's time in the fault log to the first \
+         probe that finds every member of the spec in the member list, voting, answering with \
+         the same leader, and a quorum write acknowledged (resolution: one probe interval, {}); \
+         a pause counts from its resume. *Availability* is the fraction of the run covered by \
+         probe ticks whose quorum write was acknowledged within {} (each tick covers the time \
+         to the next). Lost writes: at the end every key must hold its newest acknowledged \
+         write or one whose outcome was unknown.\n",
+        sc.probe.interval, sc.probe.timeout
+    );
+
+    let _ = writeln!(o, "## Latency (ms)\n");
+    let _ = writeln!(
+        o,
+        "| histogram | count | p50 | p90 | p99 | p99.9 | max |\n|---|---|---|---|---|---|---|"
+    );
+    top_row(&mut o, "recovery", recovery, 1.0);
+    top_row(&mut o, "client write", &d.load.write_us, 1000.0);
+    top_row(&mut o, "client read", &d.load.read_us, 1000.0);
+    let _ = writeln!(
+        o,
+        "\nClient operations: {} writes acknowledged, {} failed; {} reads answered, {} failed.",
+        s.writes_ok, s.writes_failed, s.reads_ok, s.reads_failed
+    );
+    if !s.errors_by_category.is_empty() {
+        let parts: Vec<String> = s
+            .errors_by_category
+            .iter()
+            .map(|(k, v)| format!("{k}: {v}"))
+            .collect();
+        let _ = writeln!(o, "Failures by kind: {}.", parts.join(", "));
+    }
+
+    let _ = writeln!(o, "\n## Faults\n");
+    if derived.recoveries.is_empty() {
+        let _ = writeln!(o, "No measured faults.");
+    } else {
+        let _ = writeln!(o, "| time | fault | recovery |\n|---|---|---|");
+        for r in &derived.recoveries {
+            let t = r
+                .millis()
+                .map(fmt_ms)
+                .unwrap_or_else(|| "**not recovered**".into());
+            let _ = writeln!(
+                o,
+                "| {} | {} | {t} |",
+                rfc3339(r.event.at),
+                r.event.describe()
+            );
+        }
+    }
+    let other: Vec<_> = derived.events.iter().filter(|e| !e.measured()).collect();
+    if !other.is_empty() {
+        let _ = writeln!(
+            o,
+            "\nNot measured: {} records (pauses, dry runs, failed injections).",
+            other.len()
+        );
+    }
+
+    let _ = writeln!(o, "\n## Violations\n");
+    if s.violations.is_empty() {
+        let _ = writeln!(o, "None.");
+    }
+    for v in s.violations.iter().take(LIST) {
+        let _ = writeln!(
+            o,
+            "- {} **{}**: {}",
+            rfc3339(v.at),
+            v.check.as_str(),
+            v.message
+        );
+    }
+    if s.violations.len() > LIST {
+        let _ = writeln!(
+            o,
+            "- ... and {} more (all in summary.json)",
+            s.violations.len() - LIST
+        );
+    }
+    if !s.notes.is_empty() {
+        let _ = writeln!(o, "\n## Runner notes\n");
+        for n in &s.notes {
+            let _ = writeln!(o, "- {n}");
+        }
+    }
+    let _ = writeln!(
+        o,
+        "\n## Files\n\n`summary.json`, `events.csv`, `probes.csv`, `checkpoints.csv`, \
+         `recovery-latency.hgrm`, `write-latency.hgrm`, `read-latency.hgrm`, `recovery.svg`, \
+         `faults.jsonl`, `logs/`.\n\n![recovery latency](recovery.svg)"
+    );
+    o
+}

@@ -1,0 +1,135 @@
+//! The chaos monkey's command line, from a scenario's chaos section.
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::scenario::{Chaos, Dur};
+
+/// Where the monkey finds the members.
+#[derive(Clone, Debug)]
+pub enum Where<'a> {
+    /// The operator's state folder.
+    Local(&'a Path),
+    /// Kubernetes: kubeconfig (default when `None`) and namespace.
+    Kube(Option<&'a Path>, &'a str),
+}
+
+/// The arguments of `chaos-monkey` for `cluster`, running for `duration`.
+pub fn args(
+    c: &Chaos,
+    at: Where<'_>,
+    cluster: &str,
+    fault_log: &Path,
+    seed: Option<u64>,
+    duration: Duration,
+) -> Vec<String> {
+    let mut a: Vec<String> = Vec::new();
+    let mut flag = |k: &str, v: String| {
+        a.push(format!("--{k}"));
+        a.push(v);
+    };
+    match at {
+        Where::Local(state) => {
+            flag("platform", "local".into());
+            flag("state-dir", state.display().to_string());
+        }
+        Where::Kube(kubeconfig, ns) => {
+            flag("platform", "kube".into());
+            if let Some(k) = kubeconfig {
+                flag("kubeconfig", k.display().to_string());
+            }
+            flag("namespace", ns.into());
+        }
+    }
+    flag("cluster", cluster.into());
+    flag("kill-interval", c.kill_interval.flag());
+    if let Some(t) = c.target {
+        flag("target", t.as_str().into());
+    }
+    if let Some(f) = c.fault {
+        flag("fault", f.as_str().into());
+    }
+    if let Some(d) = c.pause_for {
+        flag("pause-for", d.flag());
+    }
+    if let Some(n) = c.max_kill {
+        flag("max-kill", n.to_string());
+    }
+    if let Some(p) = c.probability {
+        flag("probability", p.to_string());
+    }
+    if let Some(d) = c.min_age {
+        flag("min-age", d.flag());
+    }
+    if let Some(d) = c.jitter {
+        flag("jitter", d.flag());
+    }
+    if let Some(s) = seed.or(c.seed) {
+        flag("seed", s.to_string());
+    }
+    if let Some(n) = c.max_faults {
+        flag("max-faults", n.to_string());
+    }
+    flag(
+        "duration",
+        Dur(duration.max(Duration::from_millis(1))).flag(),
+    );
+    flag("fault-log", fault_log.display().to_string());
+    if c.dry_run {
+        a.push("--dry-run".into());
+    }
+    if c.allow_quorum_loss {
+        a.push("--allow-quorum-loss".into());
+    }
+    a
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::{FaultKind, Target};
+
+    #[test]
+    fn every_option_becomes_its_flag() {
+        let c = Chaos {
+            kill_interval: Dur(Duration::from_secs(10)),
+            target: Some(Target::Majority),
+            fault: Some(FaultKind::Pause),
+            pause_for: Some(Dur(Duration::from_millis(1500))),
+            max_kill: Some(2),
+            probability: Some(0.5),
+            seed: Some(4),
+            dry_run: true,
+            allow_quorum_loss: true,
+            ..Chaos::default()
+        };
+        let a = args(
+            &c,
+            Where::Local(Path::new("/s")),
+            "demo",
+            Path::new("/o/f.jsonl"),
+            Some(9),
+            Duration::from_secs(60),
+        );
+        let line = a.join(" ");
+        assert_eq!(
+            line,
+            "--platform local --state-dir /s --cluster demo --kill-interval 10000ms \
+             --target majority --fault pause --pause-for 1500ms --max-kill 2 --probability 0.5 \
+             --seed 9 --duration 60000ms --fault-log /o/f.jsonl --dry-run --allow-quorum-loss"
+        );
+        let a = args(
+            &c,
+            Where::Kube(None, "soak"),
+            "demo",
+            Path::new("f"),
+            None,
+            Duration::from_secs(1),
+        );
+        assert!(
+            a.join(" ")
+                .starts_with("--platform kube --namespace soak --cluster demo")
+        );
+        assert!(a.join(" ").contains("--seed 4"));
+    }
+}

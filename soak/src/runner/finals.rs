@@ -1,0 +1,131 @@
+//! The end of a run: settling, the final KV hash and reading back every
+//! key the load wrote.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use etcd_client::GetOptions;
+
+use crate::client::Pool;
+use crate::history::Checkpoint;
+use crate::probe::{self, Prober, SharedRecorder};
+
+/// Every key of the load: number -> (value, mod revision).
+pub type Finals = HashMap<u32, (Vec<u8>, i64)>;
+
+/// Keys per page of the read-back, for values of `value_size` bytes (pages
+/// stay well under gRPC's 4 MiB message limit).
+fn page(value_size: usize) -> i64 {
+    i64::try_from((2 << 20) / value_size.max(1))
+        .unwrap_or(1000)
+        .clamp(1, 5000)
+}
+
+/// Reads every `soak/k*` key, trying each endpoint in turn, within `within`.
+pub async fn read_back(
+    pool: &Pool,
+    endpoints: &[String],
+    value_size: usize,
+    within: Duration,
+) -> Result<Finals, String> {
+    let deadline = Instant::now() + within;
+    let mut last_error = "no endpoints".to_string();
+    for round in 0.. {
+        for url in endpoints {
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "could not read the keys back within {within:?}: {last_error}"
+                ));
+            }
+            match scan(pool, url, value_size).await {
+                Ok(f) => return Ok(f),
+                Err(e) => last_error = format!("{url}: {e}"),
+            }
+        }
+        if endpoints.is_empty() || round > 1000 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Err(last_error)
+}
+
+async fn scan(pool: &Pool, url: &str, value_size: usize) -> Result<Finals, String> {
+    let end = "soak/l".to_string(); // the prefix end of "soak/k"
+    let mut from = "soak/k".to_string();
+    let mut out = Finals::new();
+    let mut revision = 0;
+    loop {
+        let (start, end, rev) = (from.clone(), end.clone(), revision);
+        let r = pool
+            .call(url, Duration::from_secs(10), |mut c| async move {
+                let mut opts = GetOptions::new()
+                    .with_range(end)
+                    .with_limit(page(value_size));
+                if rev > 0 {
+                    opts = opts.with_revision(rev);
+                }
+                c.get(start, Some(opts)).await
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+        if revision == 0 {
+            revision = r.header().map(|h| h.revision()).unwrap_or_default();
+        }
+        let mut last = None;
+        for kv in r.kvs() {
+            let key = kv.key_str().unwrap_or_default();
+            if let Some(n) = key
+                .strip_prefix("soak/k")
+                .and_then(|n| n.parse::<u32>().ok())
+            {
+                out.insert(n, (kv.value().to_vec(), kv.mod_revision()));
+            }
+            last = Some(key.to_string());
+        }
+        match (r.more(), last) {
+            (true, Some(k)) => from = format!("{k}\0"),
+            _ => return Ok(out),
+        }
+    }
+}
+
+/// The final KV hash checkpoint: retried until every member answers, or
+/// `within` has passed (then the last attempt counts).
+pub async fn final_hash(
+    prober: &Prober,
+    rec: &SharedRecorder,
+    within: Duration,
+) -> Option<Checkpoint> {
+    let deadline = Instant::now() + within;
+    let mut last = None;
+    while Instant::now() < deadline {
+        let latest = {
+            let r = probe::lock(rec);
+            r.healthy_now().then(|| r.samples.last().cloned()).flatten()
+        };
+        if let Some(latest) = latest
+            && let Some(cp) = prober.checkpoint(&latest, true).await
+        {
+            let complete = cp.hashes.iter().all(|(_, h)| h.is_ok());
+            last = Some(cp);
+            if complete {
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    last
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pages_fit_in_a_grpc_message() {
+        assert_eq!(page(64), 5000);
+        assert_eq!(page(1 << 20), 2);
+        assert_eq!(page(0), 5000);
+    }
+}

@@ -1,0 +1,229 @@
+//! The Kubernetes platform (untested here: this machine has no cluster).
+//! The operator is already deployed; the runner applies the EtcdCluster
+//! resource, reads its status from the API, reaches each member through a
+//! `kubectl port-forward` to its pod (label `etcdoperator.dev/member`), runs
+//! the chaos monkey with `--platform kube`, and deletes the resource at the
+//! end.
+
+use std::collections::HashMap;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use etcd_operator::crd::{EtcdCluster, LABEL_MEMBER};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+
+use super::Error;
+use super::procs::Proc;
+use crate::probe::{StatusSource, UrlMap};
+use crate::scenario::ClusterSpec;
+
+type Forwards = Arc<Mutex<HashMap<String, (String, u16, Proc)>>>;
+
+/// The Kubernetes platform.
+pub struct Kube {
+    api: Api<EtcdCluster>,
+    pods: Api<Pod>,
+    namespace: String,
+    kubeconfig: Option<PathBuf>,
+    cluster: ClusterSpec,
+    cache: Arc<Mutex<Option<EtcdCluster>>>,
+    forwards: Forwards,
+    logs: PathBuf,
+}
+
+impl std::fmt::Debug for Kube {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Kube")
+            .field("namespace", &self.namespace)
+            .finish_non_exhaustive()
+    }
+}
+
+fn kerr(what: &str) -> impl FnOnce(kube::Error) -> Error + '_ {
+    move |e| Error::Setup(format!("{what}: {e}"))
+}
+
+impl Kube {
+    /// Connects with `kubeconfig` (or the default) to `namespace`.
+    pub async fn prepare(
+        cluster: &ClusterSpec,
+        kubeconfig: Option<&Path>,
+        namespace: &str,
+        logs: &Path,
+    ) -> Result<Kube, Error> {
+        let config = match kubeconfig {
+            Some(path) => {
+                let kc = kube::config::Kubeconfig::read_from(path)
+                    .map_err(|e| Error::Setup(format!("cannot read {}: {e}", path.display())))?;
+                kube::Config::from_custom_kubeconfig(
+                    kc,
+                    &kube::config::KubeConfigOptions::default(),
+                )
+                .await
+                .map_err(|e| Error::Setup(format!("kubeconfig {}: {e}", path.display())))?
+            }
+            None => kube::Config::infer().await.map_err(|e| {
+                Error::Setup(format!("no kubeconfig found ({e}); pass --kubeconfig"))
+            })?,
+        };
+        let client =
+            kube::Client::try_from(config).map_err(kerr("cannot create a Kubernetes client"))?;
+        std::fs::create_dir_all(logs).map_err(|e| Error::io("cannot create the logs folder", e))?;
+        let api: Api<EtcdCluster> = Api::namespaced(client.clone(), namespace);
+        api.list(&ListParams::default().limit(1))
+            .await
+            .map_err(kerr(
+                "cannot list EtcdClusters (is the CRD applied? `kubectl apply -f deploy/`)",
+            ))?;
+        Ok(Kube {
+            api,
+            pods: Api::namespaced(client, namespace),
+            namespace: namespace.into(),
+            kubeconfig: kubeconfig.map(Path::to_path_buf),
+            cluster: cluster.clone(),
+            cache: Arc::default(),
+            forwards: Arc::default(),
+            logs: logs.into(),
+        })
+    }
+
+    /// The namespace.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// The kubeconfig given, if any.
+    pub fn kubeconfig(&self) -> Option<&Path> {
+        self.kubeconfig.as_deref()
+    }
+
+    /// Applies the resource (server-side apply), paused or not.
+    pub async fn apply(&self, paused: bool) -> Result<(), Error> {
+        let mut spec = self.cluster.spec();
+        spec.paused = paused;
+        let doc = serde_json::json!({
+            "apiVersion": etcd_operator::crd::API_VERSION,
+            "kind": etcd_operator::crd::KIND,
+            "metadata": {"name": self.cluster.name},
+            "spec": spec,
+        });
+        self.api
+            .patch(
+                &self.cluster.name,
+                &PatchParams::apply("soak").force(),
+                &Patch::Apply(doc),
+            )
+            .await
+            .map_err(kerr("cannot apply the EtcdCluster"))?;
+        Ok(())
+    }
+
+    /// Reads the resource into the cache and keeps a port-forward to every
+    /// member's pod; call about once a second.
+    pub async fn refresh(&self) {
+        let Ok(c) = self.api.get(&self.cluster.name).await else {
+            return;
+        };
+        let members: Vec<(String, String)> = c
+            .status
+            .iter()
+            .flat_map(|s| {
+                s.members
+                    .iter()
+                    .map(|m| (m.name.clone(), m.client_url.clone()))
+            })
+            .collect();
+        *self.cache.lock().unwrap_or_else(|e| e.into_inner()) = Some(c);
+        for (name, url) in members {
+            let alive = {
+                let mut f = self.forwards.lock().unwrap_or_else(|e| e.into_inner());
+                let running = f.get_mut(&name).map(|(_, _, p)| p.exited().is_none());
+                if running == Some(false) {
+                    f.remove(&name);
+                }
+                running == Some(true)
+            };
+            if !alive && let Err(e) = self.forward(&name, &url).await {
+                tracing::debug!("port-forward to {name}: {e}");
+            }
+        }
+    }
+
+    async fn forward(&self, member: &str, url: &str) -> Result<(), Error> {
+        let pods = self
+            .pods
+            .list(&ListParams::default().labels(&format!("{LABEL_MEMBER}={member}")))
+            .await
+            .map_err(kerr("cannot list pods"))?;
+        let Some(pod) = pods.items.first().and_then(|p| p.metadata.name.clone()) else {
+            return Ok(());
+        };
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map_err(|e| Error::io("cannot find a free port", e))?
+            .port();
+        let mut cmd = Command::new("kubectl");
+        if let Some(k) = &self.kubeconfig {
+            cmd.arg("--kubeconfig").arg(k);
+        }
+        cmd.args([
+            "port-forward",
+            "--address",
+            "127.0.0.1",
+            "-n",
+            &self.namespace,
+        ])
+        .arg(format!("pod/{pod}"))
+        .arg(format!("{port}:2379"));
+        let p = Proc::spawn(
+            "kubectl port-forward",
+            cmd,
+            &self.logs.join(format!("port-forward-{member}.log")),
+        )?;
+        self.forwards
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(member.into(), (url.into(), port, p));
+        Ok(())
+    }
+
+    /// Where the published status is read (the cache).
+    pub fn status_source(&self) -> StatusSource {
+        let cache = self.cache.clone();
+        Arc::new(move || cache.lock().unwrap_or_else(|e| e.into_inner()).clone())
+    }
+
+    /// Member client URL -> its port-forward.
+    pub fn url_map(&self) -> UrlMap {
+        let f = self.forwards.clone();
+        Arc::new(move |url: &str| {
+            let f = f.lock().unwrap_or_else(|e| e.into_inner());
+            f.values()
+                .find(|(u, _, _)| u == url)
+                .map(|(_, port, _)| format!("http://127.0.0.1:{port}"))
+                .unwrap_or_else(|| url.to_string())
+        })
+    }
+
+    /// Deletes the resource and stops the port-forwards.
+    pub async fn teardown(&self) {
+        if let Err(e) = self
+            .api
+            .delete(&self.cluster.name, &DeleteParams::default())
+            .await
+        {
+            tracing::warn!("cannot delete the EtcdCluster {}: {e}", self.cluster.name);
+        }
+        self.forwards
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+    }
+
+    /// How often [`Kube::refresh`] should run.
+    pub const REFRESH: Duration = Duration::from_secs(1);
+}

@@ -1,0 +1,191 @@
+//! The local platform: the runner owns everything. It writes the cluster's
+//! manifest, runs `etcd-operator run --platform local` (restarting it if it
+//! dies, as a Deployment would), and at the end stops the operator and
+//! SIGKILLs every member recorded in the state folder.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use etcd_operator::crd::EtcdCluster;
+use etcd_operator::platform::local::binaries::Binaries;
+use etcd_operator::platform::local::layout::{Layout, read_json};
+
+use super::Error;
+use super::procs::Proc;
+use crate::probe::StatusSource;
+use crate::scenario::ClusterSpec;
+
+/// Grace of the operator on SIGTERM.
+const OPERATOR_GRACE: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// The local platform.
+#[derive(Debug)]
+pub struct Local {
+    _temp: Option<tempfile::TempDir>,
+    manifests: PathBuf,
+    state: PathBuf,
+    operator_bin: PathBuf,
+    etcd_binaries: PathBuf,
+    logs: PathBuf,
+    operator: Option<Proc>,
+    cluster: ClusterSpec,
+    /// Times the operator was restarted after dying.
+    pub restarts: u32,
+}
+
+impl Local {
+    /// Checks the etcd binary and lays out the work folder (`work`, or a
+    /// temporary one): `manifests/` and `state/`. Logs go to `logs`.
+    pub fn prepare(
+        cluster: &ClusterSpec,
+        operator_bin: &Path,
+        etcd_binaries: &Path,
+        work: Option<&Path>,
+        logs: &Path,
+    ) -> Result<Local, Error> {
+        let version = cluster
+            .version
+            .parse()
+            .map_err(|e| Error::Setup(format!("cluster.version: {e}")))?;
+        if Binaries::new(vec![etcd_binaries.into()])
+            .find(version)
+            .is_none()
+        {
+            return Err(Error::Setup(format!(
+                "no etcd {} binary in {} (as VERSION/etcd) or on PATH: run `bash ci/setup`, or pass --etcd-binaries",
+                cluster.version,
+                etcd_binaries.display()
+            )));
+        }
+        let (temp, root) = match work {
+            Some(w) => (None, w.to_path_buf()),
+            None => {
+                let t = tempfile::Builder::new()
+                    .prefix("soak-")
+                    .tempdir()
+                    .map_err(|e| Error::io("cannot create a temporary folder", e))?;
+                let p = t.path().to_path_buf();
+                (Some(t), p)
+            }
+        };
+        let manifests = root.join("manifests");
+        let state = root.join("state");
+        for d in [&manifests, &state, &logs.to_path_buf()] {
+            std::fs::create_dir_all(d)
+                .map_err(|e| Error::io(format!("cannot create {}", d.display()), e))?;
+        }
+        if !etcd_operator::platform::local::running_members(&state).is_empty() {
+            return Err(Error::Setup(format!(
+                "etcd members recorded in {} still run: stop them or use another work folder",
+                state.display()
+            )));
+        }
+        Ok(Local {
+            _temp: temp,
+            manifests,
+            state,
+            operator_bin: operator_bin.into(),
+            etcd_binaries: std::path::absolute(etcd_binaries)
+                .unwrap_or_else(|_| etcd_binaries.into()),
+            logs: logs.into(),
+            operator: None,
+            cluster: cluster.clone(),
+            restarts: 0,
+        })
+    }
+
+    /// The operator's state folder.
+    pub fn state(&self) -> &Path {
+        &self.state
+    }
+
+    /// Writes the cluster's manifest (atomically), paused or not.
+    pub fn write_manifest(&self, paused: bool) -> Result<(), Error> {
+        let file = self.manifests.join(format!("{}.yaml", self.cluster.name));
+        let tmp = self
+            .manifests
+            .join(format!(".{}.yaml.tmp", self.cluster.name));
+        std::fs::write(&tmp, self.cluster.manifest(paused))
+            .and_then(|()| std::fs::rename(&tmp, &file))
+            .map_err(|e| Error::io(format!("cannot write {}", file.display()), e))
+    }
+
+    /// Starts the operator.
+    pub fn start_operator(&mut self) -> Result<(), Error> {
+        let mut cmd = Command::new(&self.operator_bin);
+        cmd.args(["run", "--platform", "local", "--manifests"])
+            .arg(&self.manifests)
+            .arg("--state-dir")
+            .arg(&self.state)
+            .arg("--etcd-binaries")
+            .arg(&self.etcd_binaries);
+        for (k, _) in std::env::vars_os() {
+            if k.to_string_lossy().starts_with("ETCD_OPERATOR_") {
+                cmd.env_remove(k);
+            }
+        }
+        if std::env::var_os("RUST_LOG").is_none() {
+            cmd.env("RUST_LOG", "info");
+        }
+        let p = Proc::spawn("etcd-operator", cmd, &self.logs.join("operator.log"))?;
+        self.operator = Some(p);
+        Ok(())
+    }
+
+    /// Where the published status is read.
+    pub fn status_source(&self) -> StatusSource {
+        let path = Layout::new(&self.state).status_path(&self.cluster.name);
+        Arc::new(move || read_json::<EtcdCluster>(&path).ok().flatten())
+    }
+
+    /// Restarts the operator if it died; says what happened.
+    pub fn supervise(&mut self) -> Option<String> {
+        let status = self.operator.as_mut()?.exited()?;
+        let tail = self
+            .operator
+            .as_ref()
+            .map(|p| p.log_tail(5))
+            .unwrap_or_default();
+        self.restarts += 1;
+        let note = match self.start_operator() {
+            Ok(()) => format!("etcd-operator exited ({status}); restarted it"),
+            Err(e) => format!("etcd-operator exited ({status}) and could not be restarted: {e}"),
+        };
+        tracing::warn!("{note}; its last lines:\n{tail}");
+        Some(note)
+    }
+
+    /// The end of the operator's log.
+    pub fn operator_log_tail(&self, lines: usize) -> String {
+        super::procs::tail(&self.logs.join("operator.log"), lines)
+    }
+
+    /// Stops the operator and kills every member; copies member logs into
+    /// the logs folder. Idempotent.
+    pub fn teardown(&mut self) {
+        if let Some(mut op) = self.operator.take() {
+            op.stop(OPERATOR_GRACE);
+        }
+        let killed = etcd_operator::platform::local::kill_all(&self.state);
+        if killed > 0 {
+            tracing::info!("stopped {killed} etcd members");
+        }
+        let layout = Layout::new(&self.state);
+        let dest = self.logs.join("members");
+        for cluster in layout.cluster_names().unwrap_or_default() {
+            for member in layout.member_names(&cluster).unwrap_or_default() {
+                let from = layout.log_path(&cluster, &member);
+                if from.is_file() && std::fs::create_dir_all(&dest).is_ok() {
+                    let _ = std::fs::copy(&from, dest.join(format!("{member}.log")));
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Local {
+    fn drop(&mut self) {
+        self.teardown();
+    }
+}

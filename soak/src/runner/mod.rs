@@ -1,0 +1,624 @@
+//! The runner: sets up the cluster, runs load, probes and the chaos monkey
+//! for the scenario's duration, settles, runs the final checks and tears
+//! everything down, also on failure and Ctrl-C.
+
+pub mod chaos;
+mod finals;
+pub mod kube;
+pub mod local;
+pub mod procs;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use etcd_operator::crd::EtcdCluster;
+use tokio::sync::watch;
+
+use self::kube::Kube;
+use self::local::Local;
+use self::procs::Proc;
+use crate::client::Pool;
+use crate::history::{Ms, Phase, now_ms};
+use crate::invariants::recovery::group;
+use crate::load;
+use crate::probe::{self, Prober, Recorder, UrlMap};
+use crate::progress::{Progress, Tally};
+use crate::report::RunData;
+use crate::scenario::Scenario;
+
+/// Longest wait for the cluster to be Running at the start.
+const START_TIMEOUT: Duration = Duration::from_secs(120);
+/// Grace of the chaos monkey on SIGTERM (it resumes paused members).
+const CHAOS_GRACE: Duration = Duration::from_secs(30);
+
+/// Why a run could not be done.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Bad input, found before anything started.
+    #[error("{0}")]
+    Setup(String),
+    /// The cluster could not be brought up.
+    #[error("{0}")]
+    Start(String),
+    /// A file or folder.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A process could not be started.
+    #[error(transparent)]
+    Proc(#[from] procs::Error),
+}
+
+impl Error {
+    /// An I/O error.
+    pub fn io(what: impl Into<String>, source: std::io::Error) -> Self {
+        Error::Io {
+            what: what.into(),
+            source,
+        }
+    }
+}
+
+/// Where the cluster runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum PlatformKind {
+    /// etcd processes on loopback addresses, run by the runner's own operator.
+    Local,
+    /// Kubernetes, with the operator already deployed.
+    Kube,
+}
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The scenario (validated), its duration already overridden.
+    pub scenario: Scenario,
+    /// Its file.
+    pub scenario_file: PathBuf,
+    /// Platform.
+    pub platform: PlatformKind,
+    /// Output folder.
+    pub out: PathBuf,
+    /// Seed override for chaos and load.
+    pub seed: Option<u64>,
+    /// The etcd-operator binary (local).
+    pub operator_bin: PathBuf,
+    /// The chaos-monkey binary.
+    pub chaos_bin: PathBuf,
+    /// Folder of etcd binaries as VERSION/etcd (local).
+    pub etcd_binaries: PathBuf,
+    /// Work folder (local); a temporary one when `None`.
+    pub work_dir: Option<PathBuf>,
+    /// Kubeconfig (kube).
+    pub kubeconfig: Option<PathBuf>,
+    /// Namespace (kube).
+    pub namespace: String,
+    /// Live display on a terminal.
+    pub tty: bool,
+}
+
+/// Checks that the programs the run needs exist, before anything starts.
+pub fn check_binaries(o: &Options) -> Result<(), Error> {
+    let missing = |what: &str, p: &Path, flag: &str, env: &str| {
+        Error::Setup(format!(
+            "the {what} binary is not at {}: run `cargo build --workspace` (or `make build`), \
+             or pass {flag} / set {env}",
+            p.display()
+        ))
+    };
+    if o.platform == PlatformKind::Local && !o.operator_bin.is_file() {
+        return Err(missing(
+            "etcd-operator",
+            &o.operator_bin,
+            "--operator-bin",
+            "SOAK_OPERATOR_BIN",
+        ));
+    }
+    if o.scenario.chaos.is_some() && !o.chaos_bin.is_file() {
+        return Err(missing(
+            "chaos-monkey",
+            &o.chaos_bin,
+            "--chaos-bin",
+            "SOAK_CHAOS_BIN",
+        ));
+    }
+    Ok(())
+}
+
+enum Platform {
+    Local(Box<Local>),
+    Kube(Box<Kube>),
+}
+
+impl Platform {
+    async fn create(&self, paused: bool) -> Result<(), Error> {
+        match self {
+            Platform::Local(l) => l.write_manifest(paused),
+            Platform::Kube(k) => k.apply(paused).await,
+        }
+    }
+
+    fn status(&self) -> probe::StatusSource {
+        match self {
+            Platform::Local(l) => l.status_source(),
+            Platform::Kube(k) => k.status_source(),
+        }
+    }
+
+    fn url_map(&self) -> UrlMap {
+        match self {
+            Platform::Local(_) => Arc::new(|u: &str| u.to_string()),
+            Platform::Kube(k) => k.url_map(),
+        }
+    }
+
+    async fn tend(&mut self) -> Option<String> {
+        match self {
+            Platform::Local(l) => l.supervise(),
+            Platform::Kube(k) => {
+                k.refresh().await;
+                None
+            }
+        }
+    }
+
+    fn log_tail(&self) -> String {
+        match self {
+            Platform::Local(l) => format!(
+                "\n--- operator log (last lines) ---\n{}",
+                l.operator_log_tail(30)
+            ),
+            Platform::Kube(_) => String::new(),
+        }
+    }
+
+    async fn teardown(&mut self) {
+        match self {
+            Platform::Local(l) => tokio::task::block_in_place(|| l.teardown()),
+            Platform::Kube(k) => k.teardown().await,
+        }
+    }
+}
+
+/// Runs a scenario. `interrupted` turns true on Ctrl-C or SIGTERM: the run
+/// stops early, tears down and still reports.
+pub async fn run(o: &Options, interrupted: watch::Receiver<bool>) -> Result<RunData, Error> {
+    check_binaries(o)?;
+    std::fs::create_dir_all(&o.out)
+        .map_err(|e| Error::io(format!("cannot create {}", o.out.display()), e))?;
+    let logs = o.out.join("logs");
+    let _ = std::fs::remove_dir_all(&logs);
+    let _ = std::fs::remove_file(o.out.join("faults.jsonl"));
+    let s = &o.scenario;
+    let mut platform = match o.platform {
+        PlatformKind::Local => Platform::Local(Box::new(Local::prepare(
+            &s.cluster,
+            &o.operator_bin,
+            &o.etcd_binaries,
+            o.work_dir.as_deref(),
+            &logs,
+        )?)),
+        PlatformKind::Kube => Platform::Kube(Box::new(
+            Kube::prepare(&s.cluster, o.kubeconfig.as_deref(), &o.namespace, &logs).await?,
+        )),
+    };
+    let mut data = RunData::new(s.clone(), o.platform, o.seed);
+    let result = drive(o, &mut platform, &mut data, interrupted).await;
+    platform.teardown().await;
+    data.ended = now_ms();
+    result.map(|()| data)
+}
+
+async fn drive(
+    o: &Options,
+    platform: &mut Platform,
+    data: &mut RunData,
+    mut interrupted: watch::Receiver<bool>,
+) -> Result<(), Error> {
+    let s = &o.scenario;
+    let size = s.cluster.members();
+    let mut progress = Progress::new(o.tty);
+    progress.say(&format!(
+        "soak {}: creating cluster {} ({} members, etcd {})",
+        s.name, s.cluster.name, size, s.cluster.version
+    ));
+    platform.create(false).await?;
+    if let Platform::Local(l) = platform {
+        l.start_operator()?;
+    }
+    let status = platform.status();
+    let running = |c: &EtcdCluster, phase: &str| {
+        c.status.as_ref().is_some_and(|st| {
+            st.phase.as_str() == phase
+                && (phase != "Running"
+                    || (st.members.iter().filter(|m| m.ready).count() == size
+                        && st.members.len() == size))
+        })
+    };
+    if !wait(platform, &mut interrupted, START_TIMEOUT, || {
+        status().is_some_and(|c| running(&c, "Running"))
+    })
+    .await?
+    {
+        return Err(Error::Start(format!(
+            "cluster {} was not Running with {size} ready members within {START_TIMEOUT:?}{}",
+            s.cluster.name,
+            platform.log_tail()
+        )));
+    }
+    if *interrupted.borrow() {
+        data.interrupted = true;
+        return Ok(());
+    }
+    if !s.operator_healing {
+        progress.say("operatorHealing is false: pausing the cluster (spec.paused) so the operator heals nothing");
+        platform.create(true).await?;
+        if !wait(platform, &mut interrupted, Duration::from_secs(30), || {
+            status().is_some_and(|c| running(&c, "Paused"))
+        })
+        .await?
+        {
+            return Err(Error::Start(
+                "the operator did not report the cluster Paused within 30s".into(),
+            ));
+        }
+    }
+
+    // Probes first; load and chaos once the probes see a healthy cluster.
+    let pool = Arc::new(Pool::new());
+    let prober = Arc::new(Prober::new(
+        pool.clone(),
+        s.probe.timeout.get(),
+        status.clone(),
+        platform.url_map(),
+        size,
+    ));
+    let rec = Arc::new(std::sync::Mutex::new(Recorder::default()));
+    let initial: Vec<String> = status()
+        .and_then(|c| c.status)
+        .map(|st| {
+            st.members
+                .iter()
+                .map(|m| (platform.url_map())(&m.client_url))
+                .collect()
+        })
+        .unwrap_or_default();
+    let (eps_tx, eps_rx) = watch::channel(initial);
+    let (stop_probes, stop_probes_rx) = watch::channel(false);
+    let probes = tokio::spawn(probe::run(
+        prober.clone(),
+        rec.clone(),
+        s.probe.interval.get(),
+        eps_tx,
+        stop_probes_rx.clone(),
+    ));
+    let checkpoints = tokio::spawn(probe::checkpoints(
+        prober.clone(),
+        rec.clone(),
+        s.probe.checkpoint_interval.get(),
+        stop_probes_rx,
+    ));
+    if !wait(platform, &mut interrupted, Duration::from_secs(30), || {
+        probe::lock(&rec).healthy_now()
+    })
+    .await?
+    {
+        data.notes.push((
+            now_ms(),
+            "the probes did not find the cluster healthy within 30s of Running; starting anyway"
+                .into(),
+        ));
+    }
+
+    let load_state = load::shared();
+    let (stop_load, stop_load_rx) = watch::channel(false);
+    let cfg = load::Config {
+        writers: s.load.writers,
+        readers: s.load.readers,
+        rate: s.load.rate,
+        keys: s.load.keys,
+        value_size: usize::try_from(s.load.value_size).unwrap_or(64),
+        timeout: s.load.timeout.get(),
+        seed: o
+            .seed
+            .or(s.chaos.as_ref().and_then(|c| c.seed))
+            .unwrap_or(1),
+        allow_rollback: s.bounds.data_loss == crate::scenario::DataLoss::SinceBackup,
+    };
+    let load_task = tokio::spawn(load::run(
+        cfg,
+        pool.clone(),
+        eps_rx.clone(),
+        load_state.clone(),
+        stop_load_rx,
+    ));
+    data.started = now_ms();
+    let start = Instant::now();
+    let duration = s.duration.get();
+    let fault_log = o.out.join("faults.jsonl");
+    let chaos_at = s
+        .chaos
+        .as_ref()
+        .and_then(|c| c.start_after)
+        .map(|d| d.get())
+        .unwrap_or_default();
+    let mut monkey: Option<Proc> = None;
+    progress.say(&format!(
+        "running for {} (load: {} writers, {} readers; output in {})",
+        s.duration,
+        s.load.writers,
+        s.load.readers,
+        o.out.display()
+    ));
+
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    while start.elapsed() < duration && !*interrupted.borrow() {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = interrupted.changed() => {}
+        }
+        if let Some(c) = &s.chaos
+            && monkey.is_none()
+            && !data.chaos_started
+            && start.elapsed() >= chaos_at
+        {
+            monkey = Some(start_chaos(
+                o,
+                platform,
+                c,
+                &fault_log,
+                duration.saturating_sub(start.elapsed()),
+            )?);
+            data.chaos_started = true;
+        }
+        if let Some(m) = monkey.as_mut()
+            && let Some(st) = m.exited()
+        {
+            let note = format!("chaos-monkey exited early ({st}): {}", m.log_tail(5));
+            if st.code() == Some(2) {
+                data.errors.push(format!(
+                    "chaos-monkey rejected its input: {}",
+                    m.log_tail(5)
+                ));
+            }
+            data.notes.push((now_ms(), note));
+            monkey = None;
+        }
+        if let Some(note) = platform.tend().await {
+            data.notes.push((now_ms(), note));
+        }
+        progress.update(&tally(
+            start,
+            duration,
+            &fault_log,
+            &rec,
+            &load_state,
+            s,
+            "run",
+        ));
+    }
+    if *interrupted.borrow() {
+        data.interrupted = true;
+    }
+
+    // Stop chaos (it resumes paused members) and the load.
+    if let Some(mut m) = monkey.take() {
+        match m.stop_async(CHAOS_GRACE).await {
+            Some(st) if st.success() => {}
+            Some(st) => data.notes.push((
+                now_ms(),
+                format!("chaos-monkey stopped with {st}: {}", m.log_tail(5)),
+            )),
+            None => data
+                .notes
+                .push((now_ms(), "chaos-monkey had to be killed".into())),
+        }
+    }
+    let _ = stop_load.send(true);
+    let _ = tokio::time::timeout(s.load.timeout.get() + Duration::from_secs(10), load_task).await;
+    data.run_end = now_ms();
+    prober.set_phase(Phase::Settle);
+
+    // Settle: healthy again after the last fault.
+    if !data.interrupted {
+        progress.say(&format!("run over; settling (at most {})", s.settle));
+        let last_fault = crate::invariants::recovery::group(
+            &etcd_operator::faults::read(&fault_log).unwrap_or_default(),
+        )
+        .last()
+        .map(|e| e.at)
+        .unwrap_or(0);
+        let settle_start = Instant::now();
+        let settled = wait(platform, &mut interrupted, s.settle.get(), || {
+            probe::lock(&rec)
+                .healthy_since(last_fault.max(data.run_end))
+                .is_some()
+        })
+        .await?;
+        if !settled {
+            data.notes.push((
+                now_ms(),
+                format!("the cluster did not settle within {}", s.settle),
+            ));
+        }
+        data.interrupted = *interrupted.borrow();
+        if !data.interrupted {
+            let left = s
+                .settle
+                .get()
+                .saturating_sub(settle_start.elapsed())
+                .max(Duration::from_secs(10));
+            if let Some(cp) =
+                finals::final_hash(&prober, &rec, left.min(Duration::from_secs(30))).await
+            {
+                let mut r = probe::lock(&rec);
+                if let Some(v) = crate::invariants::hash::compare(&cp) {
+                    r.violations.push(v);
+                }
+                r.checkpoints.push(cp);
+            } else {
+                data.errors
+                    .push("no final KV hash: the cluster was not healthy at the end".into());
+            }
+            let eps = eps_rx.borrow().clone();
+            match finals::read_back(&pool, &eps, cfg_value_size(s), Duration::from_secs(30)).await {
+                Ok(f) => {
+                    let st = load::lock(&load_state);
+                    data.lost = Some(crate::invariants::lost::check(
+                        &st.ledger,
+                        |k| f.get(&k).map(|(v, r)| (v.as_slice(), *r)),
+                        s.bounds.data_loss == crate::scenario::DataLoss::SinceBackup,
+                        now_ms(),
+                    ));
+                }
+                Err(e) => data
+                    .errors
+                    .push(format!("final read-back of the ledger failed: {e}")),
+            }
+        }
+    }
+    let _ = stop_probes.send(true);
+    let _ = tokio::time::timeout(Duration::from_secs(30), probes).await;
+    let _ = tokio::time::timeout(Duration::from_secs(30), checkpoints).await;
+    progress.update(&tally(
+        start,
+        duration,
+        &fault_log,
+        &rec,
+        &load_state,
+        s,
+        "done",
+    ));
+    progress.finish();
+
+    let r = std::mem::take(&mut *probe::lock(&rec));
+    data.samples = r.samples;
+    data.checkpoints = r.checkpoints;
+    data.live_violations.extend(r.violations);
+    data.leader_terms = r.leaders.terms();
+    let mut st = load::lock(&load_state);
+    data.live_violations.append(&mut st.violations);
+    data.ledger_acked = st.ledger.acked();
+    data.ledger_uncertain = st.ledger.uncertain_count();
+    data.load = std::mem::take(&mut st.stats);
+    data.faults = etcd_operator::faults::read(&fault_log).unwrap_or_default();
+    Ok(())
+}
+
+fn cfg_value_size(s: &Scenario) -> usize {
+    usize::try_from(s.load.value_size).unwrap_or(64)
+}
+
+fn start_chaos(
+    o: &Options,
+    platform: &Platform,
+    c: &crate::scenario::Chaos,
+    fault_log: &Path,
+    left: Duration,
+) -> Result<Proc, Error> {
+    let args = match platform {
+        Platform::Local(l) => chaos::args(
+            c,
+            chaos::Where::Local(l.state()),
+            &o.scenario.cluster.name,
+            fault_log,
+            o.seed,
+            left,
+        ),
+        Platform::Kube(k) => chaos::args(
+            c,
+            chaos::Where::Kube(k.kubeconfig(), k.namespace()),
+            &o.scenario.cluster.name,
+            fault_log,
+            o.seed,
+            left,
+        ),
+    };
+    let mut cmd = Command::new(&o.chaos_bin);
+    cmd.args(&args);
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("CHAOS_MONKEY_") {
+            cmd.env_remove(k);
+        }
+    }
+    tracing::info!("starting chaos-monkey {}", args.join(" "));
+    let logs = o.out.join("logs");
+    Ok(Proc::spawn(
+        "chaos-monkey",
+        cmd,
+        &logs.join("chaos-monkey.log"),
+    )?)
+}
+
+/// Waits (bounded) until `done`, tending the platform; false on timeout.
+/// Returns early (true) when interrupted.
+async fn wait(
+    platform: &mut Platform,
+    interrupted: &mut watch::Receiver<bool>,
+    within: Duration,
+    mut done: impl FnMut() -> bool,
+) -> Result<bool, Error> {
+    let deadline = Instant::now() + within;
+    let mut last_tend = Instant::now();
+    loop {
+        if done() || *interrupted.borrow() {
+            return Ok(true);
+        }
+        if Instant::now() > deadline {
+            return Ok(false);
+        }
+        if last_tend.elapsed() >= Duration::from_millis(500) {
+            platform.tend().await;
+            last_tend = Instant::now();
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+            _ = interrupted.changed() => {}
+        }
+    }
+}
+
+fn tally(
+    start: Instant,
+    duration: Duration,
+    fault_log: &Path,
+    rec: &probe::SharedRecorder,
+    load_state: &load::Shared,
+    s: &Scenario,
+    phase: &'static str,
+) -> Tally {
+    let events = group(&etcd_operator::faults::read(fault_log).unwrap_or_default());
+    let measured: Vec<Ms> = events
+        .iter()
+        .filter(|e| e.measured())
+        .map(|e| e.at)
+        .collect();
+    let now = now_ms();
+    let max = u64::try_from(s.bounds.recovery_max.get().as_millis()).unwrap_or(u64::MAX);
+    let r = probe::lock(rec);
+    let recovered = measured
+        .iter()
+        .filter(|&&at| r.healthy_since(at).is_some())
+        .count();
+    let overdue = measured
+        .iter()
+        .filter(|&&at| r.healthy_since(at).is_none() && now.saturating_sub(at) > max)
+        .count();
+    let st = load::lock(load_state);
+    Tally {
+        phase,
+        elapsed: start.elapsed(),
+        duration,
+        faults: events.iter().filter(|e| e.outcome == "injected").count(),
+        recovered,
+        violations: r.violations.len() + st.violations.len() + overdue,
+        writes: st.stats.writes_ok,
+        healthy: r.healthy_now(),
+    }
+}
