@@ -51,7 +51,11 @@ fn run(cfg: &Config) -> anyhow::Result<ExitCode> {
                 eprintln!("error: {message}");
                 Ok(ExitCode::from(2))
             }
-            Err(e) => Err(e.into()),
+            // The message already holds its causes.
+            Err(e) => {
+                eprintln!("error: {e}");
+                Ok(ExitCode::from(1))
+            }
         }
     })
 }
@@ -71,7 +75,10 @@ fn shutdown_signal() -> std::io::Result<impl Future<Output = ()>> {
 
 fn init_tracing(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("chaos_monkey=info,warn"));
+        // kube-client logs each failed request; the monkey reports them itself.
+        .unwrap_or_else(|_| {
+            tracing_subscriber::EnvFilter::new("chaos_monkey=info,kube_client=off,warn")
+        });
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

@@ -276,9 +276,19 @@ impl<P: Platform> Run<'_, P> {
         let views: Vec<_> = observed.iter().map(|c| c.view()).collect();
         let picks = select::choose(cfg.seed, tick, &views, cfg.target, budget);
         if picks.is_empty() {
+            let why = match cfg.target {
+                Target::Leader => {
+                    "no running leader is known (down, too young, or no member answered)"
+                }
+                Target::Follower => "no running follower is known",
+                Target::Minority => {
+                    "each selected cluster would lose quorum (members are down or paused)"
+                }
+                _ => "no member is running and old enough (--min-age)",
+            };
             tracing::info!(
                 tick,
-                "nothing to hit: no running member fits --target {}",
+                "nothing to hit for --target {}: {why}",
                 cfg.target.as_str()
             );
             return Ok(());

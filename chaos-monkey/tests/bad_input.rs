@@ -233,3 +233,43 @@ fn help_lists_every_flag_with_its_variable() {
         assert!(help.contains(&var), "{var} missing from --help:\n{help}");
     }
 }
+
+#[test]
+fn kube_connection_problems_are_runtime_failures() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let missing = dir.path().join("missing.yaml");
+    let done = run(&[
+        "--platform",
+        "kube",
+        "--kubeconfig",
+        missing.to_str().expect("path"),
+    ]);
+    assert_eq!(done.code(), Some(1), "{}", done.stderr);
+    assert!(done.stderr.contains("--kubeconfig"), "{}", done.stderr);
+
+    // An API server that is not there (nothing listens on loopback port 1).
+    let kubeconfig = dir.path().join("kubeconfig.yaml");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\n\
+         clusters: [{name: c, cluster: {server: \"http://127.0.0.1:1\"}}]\n\
+         users: [{name: u, user: {}}]\n\
+         contexts: [{name: x, context: {cluster: c, user: u, namespace: chaos}}]\n\
+         current-context: x\n",
+    )
+    .expect("kubeconfig");
+    let done = run(&[
+        "--platform",
+        "kube",
+        "--kubeconfig",
+        kubeconfig.to_str().expect("path"),
+        "--kill-interval",
+        "20ms",
+    ]);
+    assert_eq!(done.code(), Some(1), "{}", done.stderr);
+    assert!(
+        done.stderr.contains("cannot list pods in chaos"),
+        "{}",
+        done.stderr
+    );
+}

@@ -369,3 +369,63 @@ fn operator_target_kills_the_operator_and_leaves_members_running() {
     assert_eq!(after, pids, "members outlive the operator");
     assert!(Path::new(&env.state).exists());
 }
+
+/// The kube target's role lookup against real etcd: mocked pods whose pod
+/// IPs are the members' loopback addresses (etcd's client port is 2379 on
+/// both platforms), so `--target leader` must delete the leader's pod.
+#[test]
+fn kube_leader_target_asks_etcd_at_the_pod_ips() {
+    use common::kube_api::{
+        MEMBERS, NS, config, grace0, in_clusters, list, pod, pods_uri, run_mocked,
+    };
+    use http::{Method, StatusCode};
+
+    let env = cluster();
+    let leader = leader(&env);
+    let c = env.wait_running("demo", 3);
+    let pods: Vec<serde_json::Value> = c
+        .status
+        .expect("status")
+        .members
+        .iter()
+        .map(|m| {
+            let ip = m
+                .client_url
+                .trim_start_matches("http://")
+                .trim_end_matches(":2379");
+            let mut p = pod("demo", &m.name, "Running");
+            p["status"]["podIP"] = serde_json::json!(ip);
+            p
+        })
+        .collect();
+    let pods = list("PodList", pods);
+    let cfg = config(
+        chaos_monkey::cli::FaultKind::Kill,
+        chaos_monkey::select::Target::Leader,
+        1,
+    );
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let l = leader.clone();
+    let (r, log) = rt.block_on(run_mocked(cfg, None, |mut s| async move {
+        s.get(&pods_uri(MEMBERS), pods.clone()).await;
+        s.get(&pods_uri(&in_clusters("demo")), pods.clone()).await;
+        s.get(&pods_uri(MEMBERS), pods.clone()).await;
+        s.get(&pods_uri(&in_clusters("demo")), pods).await;
+        let uri = format!("/api/v1/namespaces/{NS}/pods/{l}?");
+        s.expect(
+            Method::DELETE,
+            &uri,
+            Some(grace0(&l)),
+            StatusCode::OK,
+            pod("demo", &l, "Running"),
+        )
+        .await;
+        s.done().await;
+    }));
+    r.expect("run");
+    let rec = &log.records()[0];
+    assert_eq!(
+        (rec.member.as_str(), rec.role),
+        (leader.as_str(), Role::Leader)
+    );
+}

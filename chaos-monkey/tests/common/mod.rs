@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod kube_api;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant, SystemTime};
