@@ -115,10 +115,8 @@ pub fn human(r: &FaultRecord) -> String {
         Fault::Resume => "resume",
     };
     let role = match r.role {
-        Role::Leader => "leader",
-        Role::Follower => "follower",
-        Role::Learner => "learner",
         Role::Unknown => "role unknown",
+        other => role_name(other),
     };
     let whom = if r.cluster.is_empty() {
         r.member.clone()
@@ -126,6 +124,16 @@ pub fn human(r: &FaultRecord) -> String {
         format!("{}/{} ({role})", r.cluster, r.member)
     };
     format!("chaos-monkey: {what} {whom}: {}", r.outcome)
+}
+
+/// A role as the fault log writes it.
+pub fn role_name(role: Role) -> &'static str {
+    match role {
+        Role::Leader => "leader",
+        Role::Follower => "follower",
+        Role::Learner => "learner",
+        Role::Unknown => "unknown",
+    }
 }
 
 #[cfg(test)]

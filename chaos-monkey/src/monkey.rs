@@ -168,6 +168,23 @@ async fn check_selection<P: Platform>(platform: &P, cfg: &Config) -> Result<(), 
     Ok(())
 }
 
+/// `cluster/member:role` of every member a tick may hit (for debug logs,
+/// and for telling why two runs of one seed chose differently).
+fn candidates(views: &[select::ClusterView]) -> String {
+    let mut out = Vec::new();
+    for c in views {
+        for m in c.members.iter().filter(|m| m.running && m.eligible) {
+            out.push(format!(
+                "{}/{}:{}",
+                c.name,
+                m.name,
+                faultlog::role_name(m.role)
+            ));
+        }
+    }
+    out.join(" ")
+}
+
 fn fault_of(kind: FaultKind) -> Fault {
     match kind {
         FaultKind::Kill => Fault::Kill,
@@ -275,6 +292,18 @@ impl<P: Platform> Run<'_, P> {
         };
         let views: Vec<_> = observed.iter().map(|c| c.view()).collect();
         let picks = select::choose(cfg.seed, tick, &views, cfg.target, budget);
+        tracing::debug!(
+            "tick {tick}: candidates [{}] victims [{}]",
+            candidates(&views),
+            picks
+                .iter()
+                .map(|p| format!(
+                    "{}/{}",
+                    views[p.cluster].name, views[p.cluster].members[p.member].name
+                ))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
         if picks.is_empty() {
             let why = match cfg.target {
                 Target::Leader => {
