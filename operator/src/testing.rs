@@ -25,6 +25,10 @@ pub struct Env {
     pub manifests: PathBuf,
     /// The operator's state folder.
     pub state: PathBuf,
+    /// The operator binary to run (by default the one built beside the test).
+    pub operator_bin: Option<PathBuf>,
+    /// `RUST_LOG` of the operator.
+    pub log_filter: String,
     operator: Option<Child>,
 }
 
@@ -81,6 +85,8 @@ impl Env {
             dir,
             manifests,
             state,
+            operator_bin: None,
+            log_filter: "etcd_operator=debug".into(),
             operator: None,
         }
     }
@@ -102,14 +108,18 @@ impl Env {
             .append(true)
             .open(self.dir.path().join("operator.log"))
             .expect("log");
-        let child = Command::new(workspace_binary("etcd-operator"))
+        let bin = self
+            .operator_bin
+            .clone()
+            .unwrap_or_else(|| workspace_binary("etcd-operator"));
+        let child = Command::new(bin)
             .args(["run", "--platform", "local", "--manifests"])
             .arg(&self.manifests)
             .arg("--state-dir")
             .arg(&self.state)
             .arg("--etcd-binaries")
             .arg(binaries())
-            .env("RUST_LOG", "etcd_operator=debug")
+            .env("RUST_LOG", &self.log_filter)
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log"))
             .stderr(log)

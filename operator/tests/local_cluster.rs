@@ -132,3 +132,45 @@ fn operator_restart_adopts_members_without_restarting_them() {
     });
     env.wait_running("adopt", 3);
 }
+
+#[test]
+fn a_member_whose_data_is_corrupt_is_replaced_after_it_keeps_crashing() {
+    let mut env = Env::new();
+    env.write_manifest("crash.yaml", &manifest("crash", 3, "3.4.23"));
+    env.start_operator();
+    let c = env.wait_running("crash", 3);
+    let victim = c.status.expect("status").members[1].clone();
+    let pid = env.pid("crash", &victim.name).expect("runs");
+    // Garbage in place of its database: etcd exits with an error at start.
+    let db = env
+        .layout()
+        .data_dir("crash", &victim.name)
+        .join("member/snap/db");
+    std::fs::write(&db, vec![0xAB; 64 * 1024]).expect("corrupt the db");
+    kill9(pid);
+    let c = env.wait_for("the crashing member replaced", || {
+        let c = env.wait_running("crash", 3);
+        let names: Vec<String> = c
+            .status
+            .as_ref()?
+            .members
+            .iter()
+            .map(|m| m.name.clone())
+            .collect();
+        (!names.contains(&victim.name)).then_some(c)
+    });
+    let log = std::fs::read_to_string(env.operator_log()).expect("log");
+    let crashes = log
+        .lines()
+        .filter(|l| {
+            l.contains("member process exited")
+                && l.contains(&victim.name)
+                && l.contains("crashed=true")
+        })
+        .count();
+    assert!(
+        crashes >= 3,
+        "replaced after repeated crashes, saw {crashes}"
+    );
+    assert_eq!(c.status.expect("status").ready_members, 3);
+}

@@ -65,13 +65,15 @@ pub struct Options {
 
 enum Msg {
     Spec(Box<SpecState>),
-    Exited(String),
+    Exited { member: String, crashed: bool },
     Delete,
 }
 
 struct Worker {
     tx: mpsc::UnboundedSender<Msg>,
     task: JoinHandle<()>,
+    /// Fingerprint of the last spec sent.
+    sent: String,
 }
 
 /// A manifest problem that could not be tied to a cluster, for `status`.
@@ -150,9 +152,9 @@ pub async fn run(
                 while fs_events.try_recv().is_ok() {}
                 ctl.rescan().await;
             }
-            Some(Event::Exited { cluster, member }) = events.recv() => {
+            Some(Event::Exited { cluster, member, crashed }) = events.recv() => {
                 if let Some(w) = ctl.workers.get(&cluster) {
-                    let _ = w.tx.send(Msg::Exited(member));
+                    let _ = w.tx.send(Msg::Exited { member, crashed });
                 }
             }
             _ = tick.tick() => ctl.rescan().await,
@@ -174,6 +176,23 @@ struct Local {
     backups: Arc<BackupEnv>,
     workers: HashMap<String, Worker>,
     missing_since: HashMap<String, Instant>,
+}
+
+/// What a spec says, to send it to a cluster's task only when it changed.
+fn fingerprint(spec: &SpecState) -> String {
+    match spec {
+        SpecState::Valid {
+            resource, source, ..
+        } => format!(
+            "valid {} {:?}",
+            serde_json::to_string(resource).unwrap_or_default(),
+            source
+        ),
+        SpecState::Invalid { resource, message } => format!(
+            "invalid {} {message}",
+            serde_json::to_string(resource).unwrap_or_default()
+        ),
+    }
 }
 
 impl Local {
@@ -318,10 +337,14 @@ impl Local {
     }
 
     async fn send(&mut self, name: &str, spec: SpecState) {
-        if let Some(w) = self.workers.get(name)
+        let print = fingerprint(&spec);
+        if let Some(w) = self.workers.get_mut(name)
             && !w.task.is_finished()
         {
-            let _ = w.tx.send(Msg::Spec(Box::new(spec)));
+            if w.sent != print {
+                w.sent = print;
+                let _ = w.tx.send(Msg::Spec(Box::new(spec)));
+            }
             return;
         }
         let cluster = Cluster::new(
@@ -340,7 +363,14 @@ impl Local {
         };
         let (tx, rx) = mpsc::unbounded_channel();
         let task = tokio::spawn(work(cluster, rx));
-        self.workers.insert(name.to_string(), Worker { tx, task });
+        self.workers.insert(
+            name.to_string(),
+            Worker {
+                tx,
+                task,
+                sent: print,
+            },
+        );
     }
 
     async fn delete(&mut self, name: &str) {
@@ -377,9 +407,9 @@ async fn work(mut cluster: Cluster<LocalPlatform>, mut rx: mpsc::UnboundedReceiv
         for m in pending {
             match m {
                 Msg::Spec(s) => cluster.set_spec(*s).await,
-                Msg::Exited(member) => {
-                    tracing::info!(cluster = %cluster.name(), %member, "member process exited");
-                    cluster.member_exited(&member);
+                Msg::Exited { member, crashed } => {
+                    tracing::info!(cluster = %cluster.name(), %member, crashed, "member process exited");
+                    cluster.member_exited(&member, crashed);
                 }
                 Msg::Delete => {
                     let name = cluster.name().to_string();

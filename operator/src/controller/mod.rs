@@ -30,8 +30,9 @@ pub const IDLE_INTERVAL: Duration = Duration::from_secs(2);
 pub const STARTING_INTERVAL: Duration = Duration::from_millis(50);
 /// How often a cluster that waits on a problem is looked at.
 pub const PROBLEM_INTERVAL: Duration = Duration::from_secs(1);
-/// A member that exits this soon after start, three times running, is
-/// crash looping: its data is not trusted and it is replaced.
+/// A member that fails by itself this soon after start, three times running,
+/// is crash looping: its data is not trusted and it is replaced. Kills from
+/// outside (SIGKILL, as the chaos monkey does) never count.
 pub const CRASH_WINDOW: Duration = Duration::from_secs(5);
 /// Fast exits in a row that make a crash loop.
 pub const CRASH_LOOP_EXITS: u32 = 3;
@@ -83,9 +84,9 @@ impl Crashes {
             .insert(member.to_string(), (Instant::now(), fast));
     }
 
-    fn exited(&mut self, member: &str) {
+    fn exited(&mut self, member: &str, crashed: bool) {
         if let Some((at, n)) = self.members.get_mut(member) {
-            *n = if at.elapsed() < CRASH_WINDOW {
+            *n = if crashed && at.elapsed() < CRASH_WINDOW {
                 *n + 1
             } else {
                 0
@@ -101,8 +102,8 @@ impl Crashes {
         looping.map(|(m, _)| m.clone()).collect()
     }
 
-    /// How long to hold off restarting `member` (exponential in its fast
-    /// exits: 0, 200 ms, 400 ms, ... up to 5 s).
+    /// How long to hold off restarting `member`: 200 ms after its first
+    /// crash soon after start, doubling up to 5 s.
     fn hold_off(&self, member: &str) -> Duration {
         match self.members.get(member) {
             Some((at, n)) if *n > 0 => {
@@ -202,9 +203,10 @@ impl<P: Platform> Cluster<P> {
         self.sync_schedule();
     }
 
-    /// Notes that a member's process exited.
-    pub fn member_exited(&mut self, member: &str) {
-        self.crashes.exited(member);
+    /// Notes that a member's process exited (`crashed`: by itself, with a
+    /// failure).
+    pub fn member_exited(&mut self, member: &str, crashed: bool) {
+        self.crashes.exited(member, crashed);
     }
 
     /// One pass of observe -> plan -> act -> status.

@@ -182,6 +182,9 @@ pub enum Event {
         cluster: String,
         /// Member name.
         member: String,
+        /// It failed by itself (non-zero exit, or a crash signal), as far as
+        /// can be known; a kill from outside is no crash.
+        crashed: bool,
     },
 }
 

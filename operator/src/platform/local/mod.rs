@@ -102,11 +102,17 @@ impl LocalPlatform {
         let (events, set) = (self.events.clone(), self.watched.clone());
         let (cluster, member) = (cluster.to_string(), member.to_string());
         tokio::spawn(async move {
-            if let Err(e) = process::wait_exit(id).await {
+            let exit = process::wait_exit(id).await.unwrap_or_else(|e| {
                 tracing::warn!(%cluster, %member, "cannot watch member process: {e}");
-            }
+                process::Exit::Unknown
+            });
             set.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
-            let _ = events.send(Event::Exited { cluster, member });
+            let crashed = exit.crashed();
+            let _ = events.send(Event::Exited {
+                cluster,
+                member,
+                crashed,
+            });
         });
     }
 

@@ -65,7 +65,6 @@ fn start_time(pid: i32) -> io::Result<Option<u64>> {
     let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
     let fields: Vec<&str> = rest.split_whitespace().collect();
     if fields.first() == Some(&"Z") || fields.first() == Some(&"X") {
-        reap(pid);
         return Ok(None);
     }
     Ok(fields.get(19).and_then(|f| f.parse().ok()))
@@ -98,35 +97,70 @@ pub fn signal(id: &ProcessId, signal: Signal) -> io::Result<bool> {
     }
 }
 
-/// Collects the exit status if the process is our child; harmless if not.
-fn reap(pid: i32) {
-    if let Some(pid) = Pid::from_raw(pid) {
-        let _ = waitpid(Some(pid), WaitOptions::NOHANG);
+/// How a process ended, when we could learn it (only for our children).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exit {
+    /// It exited with this code.
+    Code(i32),
+    /// A signal ended it.
+    Signal(i32),
+    /// Not our child (adopted), or already collected.
+    Unknown,
+}
+
+impl Exit {
+    /// Whether the process ended by itself with a failure (as opposed to
+    /// being killed from outside, or exiting cleanly).
+    pub fn crashed(self) -> bool {
+        const SIGILL: i32 = 4;
+        const SIGABRT: i32 = 6;
+        const SIGBUS: i32 = 7;
+        const SIGSEGV: i32 = 11;
+        match self {
+            Exit::Code(c) => c != 0,
+            Exit::Signal(s) => matches!(s, SIGILL | SIGABRT | SIGBUS | SIGSEGV),
+            Exit::Unknown => false,
+        }
     }
 }
 
-/// Returns once the process has exited (at once if it already has).
-pub async fn wait_exit(id: ProcessId) -> io::Result<()> {
+/// Collects the exit status if the process is our child; harmless if not.
+fn reap(pid: i32) -> Exit {
+    let Some(pid) = Pid::from_raw(pid) else {
+        return Exit::Unknown;
+    };
+    match waitpid(Some(pid), WaitOptions::NOHANG) {
+        Ok(Some((_, status))) => match (status.exit_status(), status.terminating_signal()) {
+            (Some(code), _) => Exit::Code(code),
+            (None, Some(sig)) => Exit::Signal(sig),
+            _ => Exit::Unknown,
+        },
+        _ => Exit::Unknown,
+    }
+}
+
+/// Returns once the process has exited (at once if it already has), with
+/// how it ended when that can be known.
+pub async fn wait_exit(id: ProcessId) -> io::Result<Exit> {
     let Some(pid) = Pid::from_raw(id.pid) else {
-        return Ok(());
+        return Ok(Exit::Unknown);
     };
     let fd = match pidfd_open(pid, PidfdFlags::empty()) {
         Ok(fd) => fd,
-        Err(Errno::SRCH) => return Ok(()),
+        Err(Errno::SRCH) => return Ok(Exit::Unknown),
         Err(e) => return Err(e.into()),
     };
     // The pidfd is open, so the pid cannot be reused from here on; if it
     // already belongs to another process, ours has exited.
     if !alive(&id) {
-        return Ok(());
+        return Ok(reap(id.pid));
     }
     // SAFETY: the pidfd is an `OwnedFd` moved into the `AsyncFd`, which
     // owns it until it is dropped; nothing else closes or replaces it.
     #[allow(unsafe_code)]
     let fd = unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }?;
     let _ready = fd.readable().await?;
-    reap(id.pid);
-    Ok(())
+    Ok(reap(id.pid))
 }
 
 /// Sends SIGTERM, waits up to `grace` for the exit, then SIGKILLs and waits.
@@ -143,7 +177,7 @@ pub async fn kill(id: ProcessId) -> io::Result<()> {
     // SIGKILL cannot be caught; the bound only guards against a process
     // stuck in the kernel (uninterruptible I/O).
     match tokio::time::timeout(Duration::from_secs(30), wait_exit(id)).await {
-        Ok(r) => r,
+        Ok(r) => r.map(|_| ()),
         Err(_) => Err(io::Error::other(format!(
             "process {} did not exit within 30s of SIGKILL",
             id.pid
@@ -171,11 +205,14 @@ mod tests {
         assert!(alive(&id));
         let waiter = tokio::spawn(wait_exit(id));
         kill(id).await.expect("kill");
-        tokio::time::timeout(Duration::from_secs(10), waiter)
+        let exit = tokio::time::timeout(Duration::from_secs(10), waiter)
             .await
             .expect("exit noticed")
             .expect("join")
             .expect("wait");
+        // Either the waiter or kill() collected the status first.
+        assert!(matches!(exit, Exit::Signal(9) | Exit::Unknown), "{exit:?}");
+        assert!(!exit.crashed());
         assert!(!alive(&id));
         assert!(!signal(&id, Signal::TERM).expect("signal"));
     }

@@ -1,0 +1,123 @@
+//! Snapshot throughput on a ~100 MiB database: the operator's backup
+//! stream beside `etcdctl snapshot save`, on the same cluster in the same
+//! run, alternating. Also the time of a full verified backup. Prints
+//! numbers and the ratio; never passes or fails on time.
+
+// A benchmark that cannot do a step has nothing to report: it stops there.
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use etcd_operator::backup::snapshot::{self, Source};
+use etcd_operator::platform::local::binaries::Binaries;
+use etcd_operator::testing::{Env, client_urls, manifest};
+use support::stats;
+
+const VALUE: usize = 1 << 20;
+
+fn main() {
+    let runs: usize = std::env::var("BENCH_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5);
+    let mb: usize = std::env::var("BENCH_SNAPSHOT_MIB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100);
+    let mut env = Env::new();
+    env.operator_bin = Some(env!("CARGO_BIN_EXE_etcd-operator").into());
+    env.log_filter = "info".into();
+    env.write_manifest("s.yaml", &manifest("s", 3, "3.4.23"));
+    env.start_operator();
+    let c = env.wait_running("s", 3);
+    let urls = client_urls(&c);
+    let status = c.status.unwrap();
+    let source = status.members.iter().find(|m| !m.leader).unwrap().clone();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let mut client = etcd_client::Client::connect(urls.clone(), None)
+            .await
+            .unwrap();
+        let value = vec![b'x'; VALUE];
+        for i in 0..mb {
+            client
+                .put(format!("big/{i:05}"), value.clone(), None)
+                .await
+                .unwrap();
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let etcdctl = support::etcd_bin().with_file_name("etcdctl");
+    let (mut ours, mut theirs, mut full) = (Vec::new(), Vec::new(), Vec::new());
+    let mut size = 0u64;
+    let binaries = Binaries::new(vec![
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../.etcd"),
+    ]);
+    for i in 0..runs {
+        let dest = dir.path().join(format!("ours-{i}.db"));
+        let t0 = Instant::now();
+        let s = rt
+            .block_on(snapshot::stream_to(
+                Source {
+                    member: &source.name,
+                    url: &source.client_url,
+                },
+                &dest,
+            ))
+            .unwrap();
+        ours.push(t0.elapsed());
+        size = s.size;
+        std::fs::remove_file(&dest).unwrap();
+
+        let dest = dir.path().join(format!("etcdctl-{i}.db"));
+        let t0 = Instant::now();
+        let out = Command::new(&etcdctl)
+            .env("ETCDCTL_API", "3")
+            .args(["--endpoints", &source.client_url, "snapshot", "save"])
+            .arg(&dest)
+            .output()
+            .unwrap();
+        theirs.push(t0.elapsed());
+        assert!(out.status.success(), "etcdctl snapshot save: {out:?}");
+        std::fs::remove_file(&dest).unwrap();
+
+        let t0 = Instant::now();
+        let backups = dir.path().join("backups");
+        rt.block_on(snapshot::take(
+            "s",
+            Source {
+                member: &source.name,
+                url: &source.client_url,
+            },
+            &backups,
+            &binaries,
+        ))
+        .unwrap();
+        full.push(t0.elapsed());
+        std::fs::remove_dir_all(&backups).unwrap();
+    }
+    let mib = size as f64 / (1 << 20) as f64;
+    let rate = |d: &[Duration]| mib / stats(d).0;
+    println!("snapshot of a {mib:.0} MiB database, {runs} runs each, median:");
+    println!(
+        "  operator stream     {:>7.3}s  {:>7.1} MiB/s",
+        stats(&ours).0,
+        rate(&ours)
+    );
+    println!(
+        "  etcdctl snapshot    {:>7.3}s  {:>7.1} MiB/s",
+        stats(&theirs).0,
+        rate(&theirs)
+    );
+    println!(
+        "  ratio (operator / etcdctl throughput): {:.2}x",
+        rate(&ours) / rate(&theirs)
+    );
+    println!(
+        "  full verified backup (stream + sha256 + etcdutl and etcdctl status): {:.3}s",
+        stats(&full).0
+    );
+}

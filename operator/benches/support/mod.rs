@@ -1,0 +1,160 @@
+//! Shared pieces of the benchmarks: statistics, a direct health probe, and
+//! hand-driven etcd processes for the floors the operator is measured
+//! against.
+
+#![allow(dead_code, clippy::unwrap_used)]
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use etcd_operator::etcd::Clients;
+use etcd_operator::platform::local::addr;
+use etcd_operator::platform::local::etcd_args;
+use etcd_operator::platform::local::layout::MemberRecord;
+use etcd_operator::platform::local::process::{self, ProcessId};
+use etcd_operator::platform::{InitialState, MemberAddr};
+use etcd_operator::version::Version;
+
+/// The longest any benchmark step may take before it is reported as failed.
+pub const BOUND: Duration = Duration::from_secs(90);
+
+/// Median and p99 of a sample, in seconds.
+pub fn stats(samples: &[Duration]) -> (f64, f64) {
+    let mut s: Vec<f64> = samples.iter().map(Duration::as_secs_f64).collect();
+    s.sort_by(f64::total_cmp);
+    if s.is_empty() {
+        return (f64::NAN, f64::NAN);
+    }
+    let pick = |q: f64| s[((q * (s.len() - 1) as f64).round() as usize).min(s.len() - 1)];
+    (pick(0.5), pick(0.99))
+}
+
+/// One result row.
+pub fn row(what: &str, ours: &[Duration], floor: &[Duration]) {
+    let (m, p) = stats(ours);
+    let (fm, fp) = stats(floor);
+    println!(
+        "{what:<34} n={:<3} median {:>7.3}s  p99 {:>7.3}s | floor median {:>7.3}s  p99 {:>7.3}s | ratio {:>5.2}x",
+        ours.len(),
+        m,
+        p,
+        fm,
+        fp,
+        m / fm
+    );
+}
+
+/// Whether every URL answers with the same leader and the member list holds
+/// exactly these members, all started voters.
+pub async fn healthy(clients: &Clients, urls: &[String]) -> bool {
+    let statuses = futures::future::join_all(urls.iter().map(|u| clients.status(u))).await;
+    let mut leaders = HashSet::new();
+    for s in statuses {
+        match s {
+            Ok(s) if s.leader != 0 => {
+                leaders.insert(s.leader);
+            }
+            _ => return false,
+        }
+    }
+    if leaders.len() != 1 {
+        return false;
+    }
+    let Ok(list) = clients.member_list(&urls[0]).await else {
+        return false;
+    };
+    list.len() == urls.len()
+        && list.iter().all(|m| {
+            !m.name.is_empty() && !m.is_learner && urls.iter().any(|u| m.client_urls.contains(u))
+        })
+}
+
+/// Polls (every 5 ms) until `urls` are healthy; returns the time taken.
+pub async fn until_healthy(clients: &Clients, urls: &[String], since: Instant) -> Duration {
+    loop {
+        if healthy(clients, urls).await {
+            return since.elapsed();
+        }
+        assert!(
+            since.elapsed() < BOUND,
+            "not healthy within {BOUND:?}: {urls:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// A hand-run etcd member (the floor's side).
+pub struct Hand {
+    pub record: MemberRecord,
+    pub data: PathBuf,
+    pub log: PathBuf,
+    pub process: Option<ProcessId>,
+}
+
+/// The etcd 3.4.23 binary and etcdctl.
+pub fn etcd_bin() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../.etcd/3.4.23/etcd")
+}
+
+/// A member record for a hand-run member.
+pub fn hand(dir: &Path, seed: &str, name: &str, taken: &mut HashSet<std::net::Ipv4Addr>) -> Hand {
+    let ip = addr::allocate(seed, taken).unwrap();
+    taken.insert(ip);
+    let addr = MemberAddr {
+        name: name.into(),
+        peer_url: format!("http://{ip}:2380"),
+        client_url: format!("http://{ip}:2379"),
+    };
+    Hand {
+        record: MemberRecord {
+            addr,
+            ip,
+            version: Version::new(3, 4, 23),
+            bootstrap: true,
+            initial_cluster: String::new(),
+            initial_state: InitialState::New,
+            token: "floor".into(),
+            process: None,
+            started_at: None,
+        },
+        data: dir.join(name).join("data"),
+        log: dir.join(name).join("etcd.log"),
+        process: None,
+    }
+}
+
+impl Hand {
+    pub fn start(&mut self) {
+        std::fs::create_dir_all(&self.data).unwrap();
+        let args = etcd_args(&self.record, &self.data);
+        self.process = Some(process::spawn(&etcd_bin(), &args, &self.log).unwrap());
+    }
+
+    pub async fn kill(&mut self) {
+        if let Some(p) = self.process.take() {
+            process::kill(p).await.unwrap();
+        }
+    }
+}
+
+/// Operator process CPU time (user + system) in seconds and RSS in MiB.
+pub fn usage(pid: u32) -> (f64, f64) {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // utime and stime are fields 14 and 15 (11 and 12 after the state).
+    let cpu = (ticks(11) + ticks(12)) / clock_ticks();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let rss_kib = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+        .unwrap_or(0.0);
+    (cpu, rss_kib / 1024.0)
+}
+
+fn clock_ticks() -> f64 {
+    rustix::param::clock_ticks_per_second() as f64
+}
