@@ -6,7 +6,7 @@ use std::time::SystemTime;
 use super::{Cluster, SpecState};
 use crate::crd::{Condition, EtcdCluster, EtcdClusterSpec, EtcdClusterStatus, Phase};
 use crate::observe::Observation;
-use crate::plan::{RemoveWhy, Step};
+use crate::plan::{RemoveWhy, Step, Wait};
 
 /// Whether two statuses say the same, ignoring when they were observed.
 pub fn same(a: &EtcdClusterStatus, b: &EtcdClusterStatus) -> bool {
@@ -160,8 +160,8 @@ fn judge<P>(
     let (phase, reason) = match step {
         Step::Converged => (Phase::Running, "Converged"),
         Step::Bootstrap => (Phase::Creating, "Bootstrapping"),
-        Step::Wait(w) if w.reason() == "Paused" => (Phase::Paused, "Paused"),
-        Step::Wait(w) if w.reason() == "Forming" => (Phase::Creating, "Forming"),
+        Step::Wait(Wait::Paused) => (Phase::Paused, "Paused"),
+        Step::Wait(Wait::Forming) => (Phase::Creating, "Forming"),
         Step::Wait(w) if w.is_problem() => {
             degraded = cond("Degraded", true, w.reason(), w.to_string());
             (Phase::Degraded, w.reason())
