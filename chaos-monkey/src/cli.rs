@@ -147,6 +147,25 @@ pub struct Args {
     pub log_format: LogFormat,
 }
 
+impl Args {
+    /// Flags given that the chosen platform does not use (warned about).
+    pub fn ignored(&self) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        if self.platform == Platform::Local {
+            if self.kubeconfig.is_some() {
+                out.push("--kubeconfig");
+            }
+            if self.namespace.is_some() {
+                out.push("--namespace");
+            }
+            if self.selector.is_some() {
+                out.push("--selector");
+            }
+        }
+        out
+    }
+}
+
 /// Where the members run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Platform {
@@ -271,6 +290,9 @@ mod tests {
         assert_eq!(a.target, Target::Random);
         assert_eq!(a.fault, FaultKind::Kill);
         assert!(!a.dry_run);
+        assert!(a.ignored().is_empty());
+        let k = Args::try_parse_from(["chaos-monkey", "--namespace", "x"]).expect("parses");
+        assert_eq!(k.ignored(), ["--namespace"]);
         let e = Args::try_parse_from(["chaos-monkey", "--kill-interval", "-5s"])
             .expect_err("negative interval");
         assert!(e.to_string().contains("--kill-interval"), "{e}");

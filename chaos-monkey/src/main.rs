@@ -11,6 +11,9 @@ use clap::Parser;
 fn main() -> ExitCode {
     let args = Args::parse();
     init_tracing(args.log_format);
+    for flag in args.ignored() {
+        eprintln!("warning: {flag} applies to --platform kube only; ignored");
+    }
     let cfg = match Config::from_args(args) {
         Ok(c) => c,
         Err(e) => {

@@ -135,7 +135,9 @@ fn send(h: &Handle, sig: Signal) -> Result<(), Error> {
 
 async fn wait_gone(h: &Handle) -> Result<(), Error> {
     match tokio::time::timeout(EXIT_WAIT, process::wait_exit(h.process)).await {
-        Ok(r) => r.map_err(io_err(format!("cannot wait for process {}", h.process.pid))),
+        Ok(r) => r
+            .map(|_| ())
+            .map_err(io_err(format!("cannot wait for process {}", h.process.pid))),
         Err(_) => Err(Error::Io {
             what: format!("process {} did not exit", h.process.pid),
             source: io::Error::from(io::ErrorKind::TimedOut),
