@@ -216,10 +216,14 @@ fn backups(args: BackupArgs) -> anyhow::Result<ExitCode> {
     match cli::backup::list(&args.state_dir, &args.cluster) {
         Ok((dir, list)) => {
             if list.is_empty() {
-                println!("no backups of {} in {}", args.cluster, dir.display());
+                out(&format!(
+                    "no backups of {} in {}\n",
+                    args.cluster,
+                    dir.display()
+                ))?;
             } else {
-                print!("{}", cli::backup::table(&list));
-                println!("\nfolder: {}", dir.display());
+                let table = cli::backup::table(&list);
+                out(&format!("{table}\nfolder: {}\n", dir.display()))?;
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -242,13 +246,14 @@ fn backup_now(args: BackupArgs) -> anyhow::Result<ExitCode> {
         &binaries,
     )) {
         Ok(meta) => {
-            println!(
-                "backup {} of {}: revision {}, {} keys, {} bytes, from {}; verified by:",
+            let mut text = format!(
+                "backup {} of {}: revision {}, {} keys, {} bytes, from {}; verified by:\n",
                 meta.name, meta.cluster, meta.revision, meta.total_keys, meta.size, meta.member
             );
             for v in &meta.verified_by {
-                println!("  {v}");
+                text.push_str(&format!("  {v}\n"));
             }
+            out(&text)?;
             Ok(ExitCode::SUCCESS)
         }
         Err(e) => {
@@ -269,13 +274,15 @@ fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
     let single = args.cluster.is_some();
     match args.output {
         Output::Table => {
-            print!(
-                "{}",
-                cli::status::table(&clusters, single, SystemTime::now())
-            );
+            let mut text = cli::status::table(&clusters, single, SystemTime::now());
             for p in cli::status::file_problems(&args.state_dir) {
-                println!("\nmanifest problem: {}: {}", p.file.display(), p.message);
+                text.push_str(&format!(
+                    "\nmanifest problem: {}: {}\n",
+                    p.file.display(),
+                    p.message
+                ));
             }
+            out(&text)?;
         }
         Output::Json => {
             let text = if single {
@@ -283,7 +290,7 @@ fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
             } else {
                 serde_json::to_string_pretty(&list(&clusters))?
             };
-            println!("{text}");
+            out(&format!("{text}\n"))?;
         }
         Output::Yaml => {
             let text = if single {
@@ -291,7 +298,7 @@ fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
             } else {
                 serde_saphyr::to_string(&list(&clusters))?
             };
-            print!("{text}");
+            out(&text)?;
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -303,6 +310,19 @@ fn list(items: &[crd::EtcdCluster]) -> serde_json::Value {
 }
 
 fn crd_yaml() -> anyhow::Result<ExitCode> {
-    print!("{}", serde_saphyr::to_string(&crd::EtcdCluster::crd())?);
+    out(&serde_saphyr::to_string(&crd::EtcdCluster::crd())?)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Writes to stdout; a closed pipe (`status | head`) is not an error.
+fn out(text: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => Ok(other?),
+    }
 }

@@ -50,11 +50,14 @@ impl LocalPlatform {
         binaries: Arc<Binaries>,
         events: mpsc::UnboundedSender<Event>,
     ) -> Result<Self> {
-        let layout = Layout::new(state_dir);
-        std::fs::create_dir_all(layout.clusters_dir()).map_err(io_err(format!(
+        let state_dir: PathBuf = state_dir.into();
+        std::fs::create_dir_all(state_dir.join("clusters")).map_err(io_err(format!(
             "cannot create the state folder {}",
-            layout.root().display()
+            state_dir.display()
         )))?;
+        // Absolute, so members' addresses (derived from it) differ between
+        // state folders given by the same relative path.
+        let layout = Layout::new(std::fs::canonicalize(&state_dir).unwrap_or(state_dir));
         let lock = lock(&layout)?;
         Ok(LocalPlatform {
             layout,
