@@ -34,3 +34,43 @@ bench: release
 
 crds: build
 	$(CARGO) run -q -p etcd-operator -- crd > deploy/crd.yaml
+
+# --- soak (owned by the soak crate; see soak/README.md) ---------------------
+#   make soak [SCENARIO=scenarios/NAME.yaml] [DURATION=10m] [SEED=N]
+#       a soak run on the local platform with release binaries; prints the
+#       summary table and where the report is (soak-out/NAME/report.md).
+#       Exit 0 only when every bound held.
+#   make soak-smoke   scenarios/smoke.yaml with debug binaries, into
+#       soak-out/smoke; prints the summary table (make test runs it).
+#   make kind-up      a kind cluster from kind-config/, the operator image
+#       built and loaded, deploy/ applied.
+#   make soak-kind    the soak against that cluster (--platform kube).
+DURATION ?=
+SEED ?=
+KIND_CLUSTER ?= soak
+KIND_NAMESPACE ?= default
+OPERATOR_IMAGE ?= etcd-operator:soak
+SOAK_FLAGS = $(if $(DURATION),--duration $(DURATION)) $(if $(SEED),--seed $(SEED))
+
+.PHONY: soak-smoke
+
+soak: release
+	$(CARGO) run -q --release -p soak --bin soak -- run $(SCENARIO) \
+	  --out $(SOAK_OUT)/$(basename $(notdir $(SCENARIO))) $(SOAK_FLAGS)
+
+soak-smoke: build
+	$(CARGO) run -q -p soak --bin soak -- run scenarios/smoke.yaml \
+	  --out $(SOAK_OUT)/smoke --no-progress $(SOAK_FLAGS)
+
+kind-up: release
+	@command -v kind >/dev/null || { echo "kind-up: install kind and docker first" >&2; exit 2; }
+	kind get clusters 2>/dev/null | grep -qx '$(KIND_CLUSTER)' || \
+	  kind create cluster --name $(KIND_CLUSTER) --config kind-config/cluster.yaml --wait 120s
+	docker build -q -f kind-config/Dockerfile -t $(OPERATOR_IMAGE) .
+	kind load docker-image --name $(KIND_CLUSTER) $(OPERATOR_IMAGE)
+	kubectl --context kind-$(KIND_CLUSTER) apply -f deploy/
+
+soak-kind: release
+	$(CARGO) run -q --release -p soak --bin soak -- run $(SCENARIO) --platform kube \
+	  --namespace $(KIND_NAMESPACE) --no-progress \
+	  --out $(SOAK_OUT)/kind-$(basename $(notdir $(SCENARIO))) $(SOAK_FLAGS)

@@ -21,6 +21,23 @@ pub enum Error {
 }
 
 impl Error {
+    /// The error in a few words (tonic's messages run long).
+    pub fn short(&self) -> String {
+        match self {
+            Error::Timeout(d) => format!("no answer within {d:?}"),
+            Error::Etcd(m) => {
+                if m.contains("Connection refused") {
+                    return "connection refused".into();
+                }
+                if let Some(i) = m.find("message: \"") {
+                    let rest = &m[i + 10..];
+                    return rest.split('"').next().unwrap_or(rest).to_string();
+                }
+                m.chars().take(160).collect()
+            }
+        }
+    }
+
     /// A short category for counting.
     pub fn category(&self) -> String {
         match self {

@@ -10,6 +10,7 @@ pub mod client;
 pub mod history;
 pub mod invariants;
 pub mod load;
+pub mod paths;
 pub mod probe;
 pub mod progress;
 pub mod report;

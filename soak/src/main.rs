@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use soak::paths;
 use soak::runner::{self, Options, PlatformKind};
 use soak::scenario::{self, Dur};
 
@@ -99,7 +100,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => run(*args),
         Command::Check(args) => Ok(check(&args)),
-        Command::Bench(args) => soak::bench::main(args),
+        Command::Bench(args) => bench(args),
     };
     match result {
         Ok(code) => code,
@@ -128,28 +129,6 @@ fn check(args: &CheckArgs) -> ExitCode {
     }
 }
 
-/// A binary of the workspace beside this program.
-fn beside(name: &str) -> PathBuf {
-    std::env::current_exe()
-        .ok()
-        .and_then(|e| e.parent().map(|d| d.join(name)))
-        .unwrap_or_else(|| PathBuf::from(name))
-}
-
-fn etcd_binaries() -> PathBuf {
-    let cwd = Path::new(".etcd");
-    if cwd.is_dir() {
-        return cwd.into();
-    }
-    let from_exe = std::env::current_exe()
-        .ok()
-        .and_then(|e| e.parent()?.parent()?.parent().map(|d| d.join(".etcd")));
-    match from_exe {
-        Some(d) if d.is_dir() => d,
-        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join("../.etcd"),
-    }
-}
-
 fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
     let mut scenario = match scenario::load(&a.scenario) {
         Ok(s) => s,
@@ -174,9 +153,11 @@ fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
         platform: a.platform,
         out: out.clone(),
         seed: a.seed,
-        operator_bin: a.operator_bin.unwrap_or_else(|| beside("etcd-operator")),
-        chaos_bin: a.chaos_bin.unwrap_or_else(|| beside("chaos-monkey")),
-        etcd_binaries: a.etcd_binaries.unwrap_or_else(etcd_binaries),
+        operator_bin: a
+            .operator_bin
+            .unwrap_or_else(|| paths::beside("etcd-operator")),
+        chaos_bin: a.chaos_bin.unwrap_or_else(|| paths::beside("chaos-monkey")),
+        etcd_binaries: a.etcd_binaries.unwrap_or_else(paths::etcd_binaries),
         work_dir: a.work_dir,
         kubeconfig: a.kubeconfig,
         namespace: a.namespace,
@@ -233,6 +214,28 @@ fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+fn bench(args: soak::bench::Args) -> anyhow::Result<ExitCode> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    match rt.block_on(soak::bench::run(args)) {
+        Ok(report) => {
+            print!("{report}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e @ soak::bench::Error::Setup(_)) => {
+            eprintln!("error: {e}");
+            Ok(ExitCode::from(2))
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            Ok(ExitCode::from(3))
+        }
+    }
 }
 
 async fn shutdown_signal() {

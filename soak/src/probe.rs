@@ -213,7 +213,7 @@ impl Prober {
                 c.status().await
             })
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| e.short())?;
         let header = r.header();
         Ok(MemberView {
             url: url.to_string(),
@@ -294,7 +294,7 @@ impl Prober {
                 })
                 .await
                 .map(|h| (h.hash(), h.compact_version()))
-                .map_err(|e| e.to_string());
+                .map_err(|e| e.short());
             (v.url.clone(), r)
         }))
         .await;

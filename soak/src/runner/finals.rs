@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use etcd_client::GetOptions;
 
 use crate::client::Pool;
-use crate::history::Checkpoint;
+use crate::history::{Checkpoint, MemberView};
 use crate::probe::{self, Prober, SharedRecorder};
 
 /// Every key of the load: number -> (value, mod revision).
@@ -39,7 +39,10 @@ pub async fn read_back(
             }
             match scan(pool, url, value_size).await {
                 Ok(f) => return Ok(f),
-                Err(e) => last_error = format!("{url}: {e}"),
+                Err(e) => {
+                    tracing::debug!("read-back via {url}: {e}");
+                    last_error = format!("{url}: {e}");
+                }
             }
         }
         if endpoints.is_empty() || round > 1000 {
@@ -68,7 +71,7 @@ async fn scan(pool: &Pool, url: &str, value_size: usize) -> Result<Finals, Strin
                 c.get(start, Some(opts)).await
             })
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| e.short())?;
         if revision == 0 {
             revision = r.header().map(|h| h.revision()).unwrap_or_default();
         }
@@ -90,8 +93,10 @@ async fn scan(pool: &Pool, url: &str, value_size: usize) -> Result<Finals, Strin
     }
 }
 
-/// The final KV hash checkpoint: retried until every member answers, or
-/// `within` has passed (then the last attempt counts).
+/// The final KV hash checkpoint: retried until the cluster is healthy and
+/// every member answers, or `within` has passed (then the last attempt
+/// counts, over every member of the newest probe: one that does not answer
+/// is a failure of the final check).
 pub async fn final_hash(
     prober: &Prober,
     rec: &SharedRecorder,
@@ -99,19 +104,36 @@ pub async fn final_hash(
 ) -> Option<Checkpoint> {
     let deadline = Instant::now() + within;
     let mut last = None;
-    while Instant::now() < deadline {
-        let latest = {
+    loop {
+        let (latest, healthy) = {
             let r = probe::lock(rec);
-            r.healthy_now().then(|| r.samples.last().cloned()).flatten()
+            (r.samples.last().cloned(), r.healthy_now())
         };
-        if let Some(latest) = latest
-            && let Some(cp) = prober.checkpoint(&latest, true).await
-        {
-            let complete = cp.hashes.iter().all(|(_, h)| h.is_ok());
-            last = Some(cp);
-            if complete {
-                break;
+        let out_of_time = Instant::now() >= deadline;
+        if healthy || out_of_time {
+            let mut latest = latest;
+            if !healthy && let Some(l) = latest.as_mut() {
+                let min = l.views.iter().map(|v| v.revision).filter(|r| *r > 0).min();
+                for (url, _) in &l.failures {
+                    l.views.push(MemberView {
+                        url: url.clone(),
+                        revision: min.unwrap_or(1),
+                        ..MemberView::default()
+                    });
+                }
             }
+            if let Some(latest) = latest
+                && let Some(cp) = prober.checkpoint(&latest, true).await
+            {
+                let complete = cp.hashes.iter().all(|(_, h)| h.is_ok());
+                last = Some(cp);
+                if complete {
+                    break;
+                }
+            }
+        }
+        if out_of_time {
+            break;
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }

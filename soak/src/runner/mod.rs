@@ -380,7 +380,10 @@ async fn drive(
         if let Some(m) = monkey.as_mut()
             && let Some(st) = m.exited()
         {
-            let note = format!("chaos-monkey exited early ({st}): {}", m.log_tail(5));
+            let note = format!(
+                "chaos-monkey exited before the end of the run ({st}): {}",
+                m.log_tail(5)
+            );
             if st.code() == Some(2) {
                 data.errors.push(format!(
                     "chaos-monkey rejected its input: {}",

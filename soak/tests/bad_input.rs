@@ -1,0 +1,111 @@
+//! Bad input is refused with a clear error (exit 2) before anything starts.
+
+mod common;
+
+use std::process::Output;
+
+use common::soak_cmd;
+
+fn run(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = soak_cmd();
+    cmd.args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("run soak")
+}
+
+fn scenario(text: &str) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("s.yaml");
+    std::fs::write(&path, text).expect("write");
+    (dir, path.display().to_string())
+}
+
+const GOOD: &str = "name: t\nduration: 10s\ncluster: {name: t, size: 3, version: \"3.4.23\"}\n\
+                    chaos: {killInterval: 5s}\nbounds: {recoveryP99: 5s, recoveryMax: 10s, availability: 0.9}\n";
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn unknown_fields_are_refused_with_file_and_line() {
+    let (_d, path) = scenario(&GOOD.replace("duration: 10s", "duration: 10s\nwarmup: 5s"));
+    let o = run(&["run", &path], &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("s.yaml") && e.contains("warmup") && e.contains("line 3"),
+        "{e}"
+    );
+}
+
+#[test]
+fn impossible_bounds_are_refused_naming_the_field() {
+    let (_d, path) = scenario(&GOOD.replace("availability: 0.9", "availability: 2"));
+    let o = run(&["run", &path], &[]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("bounds.availability"), "{}", stderr(&o));
+}
+
+#[test]
+fn a_missing_operator_binary_is_refused_before_anything_starts() {
+    let (d, path) = scenario(GOOD);
+    let out = d.path().join("out");
+    let o = run(
+        &["run", &path, "--out", &out.display().to_string()],
+        &[("SOAK_OPERATOR_BIN", "/nonexistent/etcd-operator")],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("/nonexistent/etcd-operator") && e.contains("cargo build --workspace"),
+        "{e}"
+    );
+    assert!(!out.exists(), "nothing was started or written");
+    let o = run(
+        &["run", &path],
+        &[("SOAK_CHAOS_BIN", "/nonexistent/chaos-monkey")],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--chaos-bin"), "{}", stderr(&o));
+}
+
+#[test]
+fn check_validates_the_shipped_scenarios() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
+    let files: Vec<String> = std::fs::read_dir(&dir)
+        .expect("scenarios")
+        .flatten()
+        .map(|e| e.path().display().to_string())
+        .filter(|p| p.ends_with(".yaml"))
+        .collect();
+    let mut args = vec!["check"];
+    args.extend(files.iter().map(String::as_str));
+    let o = run(&args, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}
+
+#[test]
+fn every_flag_has_help_and_an_env_fallback() {
+    let o = run(&["run", "--help"], &[]);
+    let help = String::from_utf8_lossy(&o.stdout);
+    for flag in [
+        "--platform",
+        "--duration",
+        "--out",
+        "--seed",
+        "--operator-bin",
+        "--chaos-bin",
+        "--etcd-binaries",
+        "--work-dir",
+        "--kubeconfig",
+        "--namespace",
+        "--no-progress",
+    ] {
+        assert!(help.contains(flag), "{flag} not in --help:\n{help}");
+    }
+    let envs = help.matches("[env: SOAK_").count();
+    assert!(envs >= 12, "{envs} env fallbacks:\n{help}");
+}

@@ -1,0 +1,103 @@
+//! The soak runner end to end on the real local platform: real etcd
+//! processes, the operator and the chaos monkey.
+
+mod common;
+
+use common::{Soak, data};
+
+#[test]
+fn a_short_soak_passes_and_writes_every_report_file() {
+    let mut soak = Soak::start(&data("quick.yaml"), &[]);
+    let status = soak.wait();
+    let summary = soak.summary();
+    assert_eq!(status.code(), Some(0), "{}\n{summary:#}", soak.log());
+    assert_eq!(summary["pass"], true);
+    assert!(
+        summary["faultsInjected"].as_u64().is_some_and(|n| n >= 2),
+        "{summary:#}"
+    );
+    assert_eq!(summary["lostWrites"], 0);
+    for f in [
+        "summary.json",
+        "report.md",
+        "events.csv",
+        "probes.csv",
+        "checkpoints.csv",
+        "recovery-latency.hgrm",
+        "write-latency.hgrm",
+        "read-latency.hgrm",
+        "recovery.svg",
+        "faults.jsonl",
+        "logs/operator.log",
+        "logs/chaos-monkey.log",
+    ] {
+        assert!(soak.out().join(f).is_file(), "{f} missing");
+    }
+    let report = std::fs::read_to_string(soak.out().join("report.md")).expect("report");
+    assert!(report.contains("— PASS"), "{report}");
+    assert!(
+        soak.log().contains("| recovery p99 |"),
+        "the summary table is printed"
+    );
+    assert!(
+        etcd_operator::platform::local::running_members(&soak.state()).is_empty(),
+        "the runner left members running"
+    );
+}
+
+#[test]
+fn chaos_without_healing_fails_with_recovery_violations() {
+    let mut soak = Soak::start(&data("unhealed.yaml"), &[]);
+    let status = soak.wait();
+    let summary = soak.summary();
+    assert_eq!(status.code(), Some(1), "{}\n{summary:#}", soak.log());
+    assert_eq!(summary["pass"], false);
+    let counts = &summary["violationCounts"];
+    assert!(
+        counts["recovery"].as_u64().is_some_and(|n| n >= 1),
+        "{summary:#}"
+    );
+    assert!(
+        counts["membership"].as_u64().is_some_and(|n| n >= 1),
+        "{summary:#}"
+    );
+    let violations = summary["violations"].as_array().expect("list");
+    assert!(
+        violations.iter().any(|v| v["check"] == "recovery"
+            && v["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("not recovered"))),
+        "{summary:#}"
+    );
+    assert!(etcd_operator::platform::local::running_members(&soak.state()).is_empty());
+}
+
+#[test]
+fn ctrl_c_tears_everything_down_and_still_reports() {
+    let mut soak = Soak::start(&data("long.yaml"), &[]);
+    soak.wait_log("running for");
+    let pid = rustix::process::Pid::from_raw(soak.pid()).expect("pid");
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).expect("SIGINT");
+    let status = soak.wait();
+    assert_eq!(status.code(), Some(130), "{}", soak.log());
+    let summary = soak.summary();
+    assert_eq!(summary["interrupted"], true);
+    assert_eq!(summary["pass"], false);
+    assert!(
+        etcd_operator::platform::local::running_members(&soak.state()).is_empty(),
+        "members left running after Ctrl-C"
+    );
+    let lock = std::fs::read_to_string(soak.state().join("operator.lock")).unwrap_or_default();
+    if let Some(op) = lock
+        .trim()
+        .strip_prefix("pid ")
+        .and_then(|p| p.parse::<i32>().ok())
+    {
+        assert!(
+            !std::path::Path::new(&format!("/proc/{op}")).exists()
+                || std::fs::read_to_string(format!("/proc/{op}/stat"))
+                    .is_ok_and(|s| s.contains(") Z")),
+            "the operator (pid {op}) still runs"
+        );
+    }
+}
