@@ -48,7 +48,8 @@ struct RunArgs {
     /// `kube`: the operator is deployed already; the kubeconfig is used.
     #[arg(long, value_enum, default_value = "local", env = "SOAK_PLATFORM")]
     platform: PlatformKind,
-    /// Run this long instead of the scenario's duration, such as 5m.
+    /// Run this long instead of the scenario's duration, such as 5m
+    /// (bounds.minFaults shrinks in proportion when shorter).
     #[arg(long, env = "SOAK_DURATION")]
     duration: Option<Dur>,
     /// Output folder for the report. Default: soak-out/SCENARIO-NAME.
@@ -141,6 +142,11 @@ fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
         if d.get() == Duration::ZERO {
             eprintln!("error: --duration must be more than 0s");
             return Ok(ExitCode::from(2));
+        }
+        // A shorter run can inject fewer faults: scale the floor with it.
+        let ratio = d.get().as_secs_f64() / scenario.duration.get().as_secs_f64().max(1e-9);
+        if ratio < 1.0 {
+            scenario.bounds.min_faults = (scenario.bounds.min_faults as f64 * ratio).floor() as u64;
         }
         scenario.duration = d;
     }

@@ -6,9 +6,20 @@ use std::time::{Duration, Instant};
 
 use etcd_client::GetOptions;
 
+use std::path::Path;
+
+use tokio::sync::watch;
+
+use super::platform::Platform;
+use super::steps::{cfg_value_size, wait};
+use super::{Error, Options};
 use crate::client::Pool;
+use crate::history::now_ms;
 use crate::history::{Checkpoint, MemberView};
+use crate::load;
 use crate::probe::{self, Prober, SharedRecorder};
+use crate::progress::Progress;
+use crate::report::RunData;
 
 /// Every key of the load: number -> (value, mod revision).
 pub type Finals = HashMap<u32, (Vec<u8>, i64)>;
@@ -138,6 +149,90 @@ pub async fn final_hash(
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     last
+}
+
+/// What the final checks use of the running run.
+pub(super) struct Live<'a> {
+    /// Clients.
+    pub pool: &'a Pool,
+    /// The prober.
+    pub prober: &'a Prober,
+    /// The probes' record.
+    pub rec: &'a SharedRecorder,
+    /// The members' URLs.
+    pub endpoints: &'a watch::Receiver<Vec<String>>,
+    /// The load's ledger and counters.
+    pub load: &'a load::Shared,
+}
+
+/// Waits (at most `settle`) until a probe after the last fault finds the
+/// cluster healthy, then takes the final KV hash and reads every key back
+/// against the ledger.
+pub(super) async fn settle_and_check(
+    o: &Options,
+    platform: &mut Platform,
+    live: &Live<'_>,
+    data: &mut RunData,
+    interrupted: &mut watch::Receiver<bool>,
+    progress: &mut Progress,
+    fault_log: &Path,
+) -> Result<(), Error> {
+    let s = &o.scenario;
+    progress.say(&format!("run over; settling (at most {})", s.settle));
+    let last_fault = crate::invariants::recovery::group(
+        &etcd_operator::faults::read(fault_log).unwrap_or_default(),
+    )
+    .last()
+    .map(|e| e.at)
+    .unwrap_or(0);
+    let settle_start = Instant::now();
+    let settled = wait(platform, interrupted, s.settle.get(), || {
+        probe::lock(live.rec)
+            .healthy_since(last_fault.max(data.run_end))
+            .is_some()
+    })
+    .await?;
+    if !settled {
+        data.notes.push((
+            now_ms(),
+            format!("the cluster did not settle within {}", s.settle),
+        ));
+    }
+    data.interrupted = *interrupted.borrow();
+    if !data.interrupted {
+        let left = s
+            .settle
+            .get()
+            .saturating_sub(settle_start.elapsed())
+            .max(Duration::from_secs(10));
+        if let Some(cp) = final_hash(live.prober, live.rec, left.min(Duration::from_secs(30))).await
+        {
+            let mut r = probe::lock(live.rec);
+            if let Some(v) = crate::invariants::hash::compare(&cp) {
+                r.violations.push(v);
+            }
+            r.checkpoints.push(cp);
+        } else {
+            data.errors
+                .push("no final KV hash: the cluster was not healthy at the end".into());
+        }
+        let eps = live.endpoints.borrow().clone();
+        match read_back(live.pool, &eps, cfg_value_size(s), Duration::from_secs(30)).await {
+            Ok(f) => {
+                let st = load::lock(live.load);
+                data.lost = Some(crate::invariants::lost::check(
+                    &st.ledger,
+                    |k| f.get(&k).map(|(v, r)| (v.as_slice(), *r)),
+                    s.bounds.data_loss == crate::scenario::DataLoss::SinceBackup,
+                    now_ms(),
+                ));
+            }
+            Err(e) => data
+                .errors
+                .push(format!("final read-back of the ledger failed: {e}")),
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -6,25 +6,26 @@ pub mod chaos;
 mod finals;
 pub mod kube;
 pub mod local;
+mod platform;
 pub mod procs;
+mod steps;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use etcd_operator::crd::EtcdCluster;
 use tokio::sync::watch;
 
 use self::kube::Kube;
 use self::local::Local;
+use self::platform::Platform;
 use self::procs::Proc;
+use self::steps::{start_chaos, tally, wait};
 use crate::client::Pool;
-use crate::history::{Ms, Phase, now_ms};
-use crate::invariants::recovery::group;
+use crate::history::{Phase, now_ms};
 use crate::load;
-use crate::probe::{self, Prober, Recorder, UrlMap};
-use crate::progress::{Progress, Tally};
+use crate::probe::{self, Prober, Recorder};
+use crate::progress::Progress;
 use crate::report::RunData;
 use crate::scenario::Scenario;
 
@@ -131,61 +132,6 @@ pub fn check_binaries(o: &Options) -> Result<(), Error> {
     Ok(())
 }
 
-enum Platform {
-    Local(Box<Local>),
-    Kube(Box<Kube>),
-}
-
-impl Platform {
-    async fn create(&self, paused: bool) -> Result<(), Error> {
-        match self {
-            Platform::Local(l) => l.write_manifest(paused),
-            Platform::Kube(k) => k.apply(paused).await,
-        }
-    }
-
-    fn status(&self) -> probe::StatusSource {
-        match self {
-            Platform::Local(l) => l.status_source(),
-            Platform::Kube(k) => k.status_source(),
-        }
-    }
-
-    fn url_map(&self) -> UrlMap {
-        match self {
-            Platform::Local(_) => Arc::new(|u: &str| u.to_string()),
-            Platform::Kube(k) => k.url_map(),
-        }
-    }
-
-    async fn tend(&mut self) -> Option<String> {
-        match self {
-            Platform::Local(l) => l.supervise(),
-            Platform::Kube(k) => {
-                k.refresh().await;
-                None
-            }
-        }
-    }
-
-    fn log_tail(&self) -> String {
-        match self {
-            Platform::Local(l) => format!(
-                "\n--- operator log (last lines) ---\n{}",
-                l.operator_log_tail(30)
-            ),
-            Platform::Kube(_) => String::new(),
-        }
-    }
-
-    async fn teardown(&mut self) {
-        match self {
-            Platform::Local(l) => tokio::task::block_in_place(|| l.teardown()),
-            Platform::Kube(k) => k.teardown().await,
-        }
-    }
-}
-
 /// Runs a scenario. `interrupted` turns true on Ctrl-C or SIGTERM: the run
 /// stops early, tears down and still reports.
 pub async fn run(o: &Options, interrupted: watch::Receiver<bool>) -> Result<RunData, Error> {
@@ -228,47 +174,11 @@ async fn drive(
         "soak {}: creating cluster {} ({} members, etcd {})",
         s.name, s.cluster.name, size, s.cluster.version
     ));
-    platform.create(false).await?;
-    if let Platform::Local(l) = platform {
-        l.start_operator()?;
-    }
-    let status = platform.status();
-    let running = |c: &EtcdCluster, phase: &str| {
-        c.status.as_ref().is_some_and(|st| {
-            st.phase.as_str() == phase
-                && (phase != "Running"
-                    || (st.members.iter().filter(|m| m.ready).count() == size
-                        && st.members.len() == size))
-        })
-    };
-    if !wait(platform, &mut interrupted, START_TIMEOUT, || {
-        status().is_some_and(|c| running(&c, "Running"))
-    })
-    .await?
-    {
-        return Err(Error::Start(format!(
-            "cluster {} was not Running with {size} ready members within {START_TIMEOUT:?}{}",
-            s.cluster.name,
-            platform.log_tail()
-        )));
-    }
-    if *interrupted.borrow() {
+    if !steps::bring_up(o, platform, &mut interrupted, &mut progress).await? {
         data.interrupted = true;
         return Ok(());
     }
-    if !s.operator_healing {
-        progress.say("operatorHealing is false: pausing the cluster (spec.paused) so the operator heals nothing");
-        platform.create(true).await?;
-        if !wait(platform, &mut interrupted, Duration::from_secs(30), || {
-            status().is_some_and(|c| running(&c, "Paused"))
-        })
-        .await?
-        {
-            return Err(Error::Start(
-                "the operator did not report the cluster Paused within 30s".into(),
-            ));
-        }
-    }
+    let status = platform.status();
 
     // Probes first; load and chaos once the probes see a healthy cluster.
     let pool = Arc::new(Pool::new());
@@ -428,63 +338,25 @@ async fn drive(
     data.run_end = now_ms();
     prober.set_phase(Phase::Settle);
 
-    // Settle: healthy again after the last fault.
+    // Settle, then the final checks.
     if !data.interrupted {
-        progress.say(&format!("run over; settling (at most {})", s.settle));
-        let last_fault = crate::invariants::recovery::group(
-            &etcd_operator::faults::read(&fault_log).unwrap_or_default(),
+        let live = finals::Live {
+            pool: &pool,
+            prober: &prober,
+            rec: &rec,
+            endpoints: &eps_rx,
+            load: &load_state,
+        };
+        finals::settle_and_check(
+            o,
+            platform,
+            &live,
+            data,
+            &mut interrupted,
+            &mut progress,
+            &fault_log,
         )
-        .last()
-        .map(|e| e.at)
-        .unwrap_or(0);
-        let settle_start = Instant::now();
-        let settled = wait(platform, &mut interrupted, s.settle.get(), || {
-            probe::lock(&rec)
-                .healthy_since(last_fault.max(data.run_end))
-                .is_some()
-        })
         .await?;
-        if !settled {
-            data.notes.push((
-                now_ms(),
-                format!("the cluster did not settle within {}", s.settle),
-            ));
-        }
-        data.interrupted = *interrupted.borrow();
-        if !data.interrupted {
-            let left = s
-                .settle
-                .get()
-                .saturating_sub(settle_start.elapsed())
-                .max(Duration::from_secs(10));
-            if let Some(cp) =
-                finals::final_hash(&prober, &rec, left.min(Duration::from_secs(30))).await
-            {
-                let mut r = probe::lock(&rec);
-                if let Some(v) = crate::invariants::hash::compare(&cp) {
-                    r.violations.push(v);
-                }
-                r.checkpoints.push(cp);
-            } else {
-                data.errors
-                    .push("no final KV hash: the cluster was not healthy at the end".into());
-            }
-            let eps = eps_rx.borrow().clone();
-            match finals::read_back(&pool, &eps, cfg_value_size(s), Duration::from_secs(30)).await {
-                Ok(f) => {
-                    let st = load::lock(&load_state);
-                    data.lost = Some(crate::invariants::lost::check(
-                        &st.ledger,
-                        |k| f.get(&k).map(|(v, r)| (v.as_slice(), *r)),
-                        s.bounds.data_loss == crate::scenario::DataLoss::SinceBackup,
-                        now_ms(),
-                    ));
-                }
-                Err(e) => data
-                    .errors
-                    .push(format!("final read-back of the ledger failed: {e}")),
-            }
-        }
     }
     let _ = stop_probes.send(true);
     let _ = tokio::time::timeout(Duration::from_secs(30), probes).await;
@@ -512,116 +384,4 @@ async fn drive(
     data.load = std::mem::take(&mut st.stats);
     data.faults = etcd_operator::faults::read(&fault_log).unwrap_or_default();
     Ok(())
-}
-
-fn cfg_value_size(s: &Scenario) -> usize {
-    usize::try_from(s.load.value_size).unwrap_or(64)
-}
-
-fn start_chaos(
-    o: &Options,
-    platform: &Platform,
-    c: &crate::scenario::Chaos,
-    fault_log: &Path,
-    left: Duration,
-) -> Result<Proc, Error> {
-    let args = match platform {
-        Platform::Local(l) => chaos::args(
-            c,
-            chaos::Where::Local(l.state()),
-            &o.scenario.cluster.name,
-            fault_log,
-            o.seed,
-            left,
-        ),
-        Platform::Kube(k) => chaos::args(
-            c,
-            chaos::Where::Kube(k.kubeconfig(), k.namespace()),
-            &o.scenario.cluster.name,
-            fault_log,
-            o.seed,
-            left,
-        ),
-    };
-    let mut cmd = Command::new(&o.chaos_bin);
-    cmd.args(&args);
-    for (k, _) in std::env::vars_os() {
-        if k.to_string_lossy().starts_with("CHAOS_MONKEY_") {
-            cmd.env_remove(k);
-        }
-    }
-    tracing::info!("starting chaos-monkey {}", args.join(" "));
-    let logs = o.out.join("logs");
-    Ok(Proc::spawn(
-        "chaos-monkey",
-        cmd,
-        &logs.join("chaos-monkey.log"),
-    )?)
-}
-
-/// Waits (bounded) until `done`, tending the platform; false on timeout.
-/// Returns early (true) when interrupted.
-async fn wait(
-    platform: &mut Platform,
-    interrupted: &mut watch::Receiver<bool>,
-    within: Duration,
-    mut done: impl FnMut() -> bool,
-) -> Result<bool, Error> {
-    let deadline = Instant::now() + within;
-    let mut last_tend = Instant::now();
-    loop {
-        if done() || *interrupted.borrow() {
-            return Ok(true);
-        }
-        if Instant::now() > deadline {
-            return Ok(false);
-        }
-        if last_tend.elapsed() >= Duration::from_millis(500) {
-            platform.tend().await;
-            last_tend = Instant::now();
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(Duration::from_millis(100)) => {}
-            _ = interrupted.changed() => {}
-        }
-    }
-}
-
-fn tally(
-    start: Instant,
-    duration: Duration,
-    fault_log: &Path,
-    rec: &probe::SharedRecorder,
-    load_state: &load::Shared,
-    s: &Scenario,
-    phase: &'static str,
-) -> Tally {
-    let events = group(&etcd_operator::faults::read(fault_log).unwrap_or_default());
-    let measured: Vec<Ms> = events
-        .iter()
-        .filter(|e| e.measured())
-        .map(|e| e.at)
-        .collect();
-    let now = now_ms();
-    let max = u64::try_from(s.bounds.recovery_max.get().as_millis()).unwrap_or(u64::MAX);
-    let r = probe::lock(rec);
-    let recovered = measured
-        .iter()
-        .filter(|&&at| r.healthy_since(at).is_some())
-        .count();
-    let overdue = measured
-        .iter()
-        .filter(|&&at| r.healthy_since(at).is_none() && now.saturating_sub(at) > max)
-        .count();
-    let st = load::lock(load_state);
-    Tally {
-        phase,
-        elapsed: start.elapsed(),
-        duration,
-        faults: events.iter().filter(|e| e.outcome == "injected").count(),
-        recovered,
-        violations: r.violations.len() + st.violations.len() + overdue,
-        writes: st.stats.writes_ok,
-        healthy: r.healthy_now(),
-    }
 }

@@ -1,0 +1,65 @@
+//! The two platforms behind one face: create the cluster, read its status,
+//! reach its members, tend it (restart a dead operator; refresh the kube
+//! cache and port-forwards) and tear it down.
+
+use std::sync::Arc;
+
+use super::Error;
+use super::kube::Kube;
+use super::local::Local;
+use crate::probe::{self, UrlMap};
+
+pub(super) enum Platform {
+    Local(Box<Local>),
+    Kube(Box<Kube>),
+}
+
+impl Platform {
+    pub(super) async fn create(&self, paused: bool) -> Result<(), Error> {
+        match self {
+            Platform::Local(l) => l.write_manifest(paused),
+            Platform::Kube(k) => k.apply(paused).await,
+        }
+    }
+
+    pub(super) fn status(&self) -> probe::StatusSource {
+        match self {
+            Platform::Local(l) => l.status_source(),
+            Platform::Kube(k) => k.status_source(),
+        }
+    }
+
+    pub(super) fn url_map(&self) -> UrlMap {
+        match self {
+            Platform::Local(_) => Arc::new(|u: &str| u.to_string()),
+            Platform::Kube(k) => k.url_map(),
+        }
+    }
+
+    pub(super) async fn tend(&mut self) -> Option<String> {
+        match self {
+            Platform::Local(l) => l.supervise(),
+            Platform::Kube(k) => {
+                k.refresh().await;
+                None
+            }
+        }
+    }
+
+    pub(super) fn log_tail(&self) -> String {
+        match self {
+            Platform::Local(l) => format!(
+                "\n--- operator log (last lines) ---\n{}",
+                l.operator_log_tail(30)
+            ),
+            Platform::Kube(_) => String::new(),
+        }
+    }
+
+    pub(super) async fn teardown(&mut self) {
+        match self {
+            Platform::Local(l) => tokio::task::block_in_place(|| l.teardown()),
+            Platform::Kube(k) => k.teardown().await,
+        }
+    }
+}
