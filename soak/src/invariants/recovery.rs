@@ -39,6 +39,11 @@ impl FaultEvent {
         self.outcome == "injected" && self.fault != "pause"
     }
 
+    /// Whether it is an injected fault (a resume lifts one, it is none).
+    pub fn injected(&self) -> bool {
+        self.outcome == "injected" && self.fault != "resume"
+    }
+
     /// "kill of a-1 (leader)".
     pub fn describe(&self) -> String {
         let who: Vec<String> = self
@@ -379,6 +384,10 @@ mod tests {
         assert_eq!(events.len(), 3);
         assert_eq!(events[0].members, vec!["m1", "m2"]);
         assert!(!events[1].measured() && events[2].measured());
+        assert!(
+            events[1].injected() && !events[2].injected(),
+            "a resume is no fault"
+        );
     }
 
     #[test]

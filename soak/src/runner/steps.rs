@@ -122,7 +122,7 @@ pub(super) fn tally(
         phase,
         elapsed: start.elapsed(),
         duration,
-        faults: events.iter().filter(|e| e.outcome == "injected").count(),
+        faults: events.iter().filter(|e| e.injected()).count(),
         recovered,
         violations: r.violations.len() + st.violations.len() + overdue,
         writes: st.stats.writes_ok,

@@ -1,0 +1,309 @@
+//! Judging a run against its scenario's bounds: the summary table, every
+//! violation in time order, and what the report files are made of.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::RunData;
+use crate::history::rfc3339;
+use crate::invariants::recovery::{self, FaultEvent, Recovery, Span, Stats, fmt_ms};
+use crate::invariants::{Check, Violation, backup};
+
+/// One row of the summary table.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Row {
+    /// The check.
+    pub check: String,
+    /// What must hold.
+    pub bound: String,
+    /// What was measured.
+    pub measured: String,
+    /// Whether it held.
+    pub pass: bool,
+}
+
+/// The verdict.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Summary {
+    /// Scenario name.
+    pub scenario: String,
+    /// local or kube.
+    pub platform: String,
+    /// Every bound held and nothing was violated.
+    pub pass: bool,
+    /// Stopped early.
+    pub interrupted: bool,
+    /// Load start (RFC 3339).
+    pub started: String,
+    /// Seconds of load.
+    pub run_seconds: f64,
+    /// The table.
+    pub bounds: Vec<Row>,
+    /// Recovery figures.
+    pub recovery: Stats,
+    /// Availability (fraction).
+    pub availability: Option<f64>,
+    /// Faults injected.
+    pub faults_injected: usize,
+    /// Client operations.
+    pub writes_ok: u64,
+    /// Failed writes.
+    pub writes_failed: u64,
+    /// Reads answered.
+    pub reads_ok: u64,
+    /// Failed reads.
+    pub reads_failed: u64,
+    /// Client failures by category.
+    pub errors_by_category: BTreeMap<String, u64>,
+    /// Acknowledged writes lost.
+    pub lost_writes: Option<usize>,
+    /// Writes rolled back by a restore (accepted).
+    pub rolled_back: Option<usize>,
+    /// Violations per check.
+    pub violation_counts: BTreeMap<String, usize>,
+    /// Every violation, in time order.
+    pub violations: Vec<Violation>,
+    /// Runner notes.
+    pub notes: Vec<String>,
+}
+
+/// What evaluation derives beyond the summary.
+#[derive(Debug)]
+pub struct Derived {
+    /// Fault injections.
+    pub events: Vec<FaultEvent>,
+    /// Their recoveries.
+    pub recoveries: Vec<Recovery>,
+    /// Unhealthy stretches.
+    pub spans: Vec<Span>,
+}
+
+pub(super) fn ms(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.2}%", x * 100.0)
+}
+
+/// Judges a run against its scenario's bounds.
+pub fn evaluate(d: &RunData) -> (Summary, Derived) {
+    let s = &d.scenario;
+    let b = &s.bounds;
+    let end = d.samples.last().map(|x| x.at).unwrap_or(d.run_end);
+    let events = recovery::group(&d.faults);
+    let recs = recovery::recoveries(&events, &d.samples);
+    let spans = recovery::unhealthy_spans(&d.samples);
+    let (stats, mut v) = recovery::check(
+        &recs,
+        &spans,
+        b.recovery_p99.get(),
+        b.recovery_max.get(),
+        end,
+    );
+    let mut rows = Vec::new();
+    let count = |v: &[Violation], c: Check| v.iter().filter(|x| x.check == c).count();
+
+    let n = stats.faults;
+    rows.push(Row {
+        check: "recovery p99".into(),
+        bound: format!("<= {}", b.recovery_p99),
+        measured: match stats.p99_ms {
+            Some(p) => format!("{} ({n} faults, {} recovered)", fmt_ms(p), stats.recovered),
+            None => "no faults measured".into(),
+        },
+        pass: count(&v, Check::RecoveryP99) == 0,
+    });
+    rows.push(Row {
+        check: "recovery max".into(),
+        bound: format!("<= {}", b.recovery_max),
+        measured: stats.max_ms.map(fmt_ms).unwrap_or_else(|| "-".into()),
+        pass: count(&v, Check::Recovery) == 0,
+    });
+    let longest = spans
+        .iter()
+        .map(|x| x.to.unwrap_or(end).saturating_sub(x.from))
+        .max()
+        .unwrap_or(0);
+    rows.push(Row {
+        check: "membership = spec".into(),
+        bound: format!("back within {}", b.recovery_max),
+        measured: format!("longest unhealthy stretch {}", fmt_ms(longest)),
+        pass: count(&v, Check::Membership) == 0,
+    });
+    let availability = recovery::availability(&d.samples);
+    let avail_ok = availability.is_some_and(|a| a >= b.availability);
+    if !avail_ok {
+        v.push(Violation::new(
+            d.run_end,
+            Check::Availability,
+            format!(
+                "availability {} is below the bound {}",
+                availability.map(pct).unwrap_or_else(|| "unknown".into()),
+                pct(b.availability)
+            ),
+        ));
+    }
+    rows.push(Row {
+        check: "availability".into(),
+        bound: format!(">= {}", pct(b.availability)),
+        measured: availability.map(pct).unwrap_or_else(|| "no probes".into()),
+        pass: avail_ok,
+    });
+    if let Some(bound) = b.max_backup_age {
+        let o = backup::check(&d.samples, d.started, bound.get());
+        rows.push(Row {
+            check: "backup age".into(),
+            bound: format!("<= {bound}"),
+            measured: format!("max {} ({} backups seen)", fmt_ms(o.max_age_ms), o.backups),
+            pass: o.violations.is_empty(),
+        });
+        v.extend(o.violations);
+    }
+    let (lost_n, rolled) = match &d.lost {
+        Some(o) => {
+            let ok = u64::try_from(o.lost).unwrap_or(u64::MAX) <= b.lost_writes;
+            let extra = if o.rolled_back > 0 {
+                format!(", {} rolled back by a restore (accepted)", o.rolled_back)
+            } else {
+                String::new()
+            };
+            rows.push(Row {
+                check: "lost writes".into(),
+                bound: format!("<= {}", b.lost_writes),
+                measured: format!(
+                    "{} of {} keys ({} writes acknowledged){extra}",
+                    o.lost, o.keys, d.ledger_acked
+                ),
+                pass: ok,
+            });
+            if !ok {
+                v.extend(o.violations.iter().cloned());
+            }
+            (Some(o.lost), Some(o.rolled_back))
+        }
+        None => {
+            rows.push(Row {
+                check: "lost writes".into(),
+                bound: format!("<= {}", b.lost_writes),
+                measured: "not checked (no final read-back)".into(),
+                pass: false,
+            });
+            (None, None)
+        }
+    };
+    v.extend(d.live_violations.iter().cloned());
+    let live = |c: Check, name: &str, bound: &str, extra: String| Row {
+        check: name.into(),
+        bound: bound.into(),
+        measured: format!("{} violations{extra}", count(&d.live_violations, c)),
+        pass: count(&d.live_violations, c) == 0,
+    };
+    rows.push(live(
+        Check::LeaderPerTerm,
+        "one leader per term",
+        "0 violations",
+        format!(" ({} terms seen)", d.leader_terms),
+    ));
+    rows.push(live(
+        Check::Revision,
+        "revision never goes back",
+        "0 violations",
+        String::new(),
+    ));
+    rows.push(live(
+        Check::StaleRead,
+        "no stale reads",
+        "0 violations",
+        format!(" ({} reads)", d.load.reads_ok),
+    ));
+    let finals = d.checkpoints.iter().filter(|c| c.final_check).count();
+    rows.push(live(
+        Check::KvHash,
+        "KV hashes equal",
+        "0 violations",
+        format!(" ({} checkpoints, {finals} final)", d.checkpoints.len()),
+    ));
+    if finals == 0 && !d.interrupted {
+        v.push(Violation::new(
+            d.run_end,
+            Check::KvHash,
+            "no final KV hash checkpoint was taken",
+        ));
+        if let Some(r) = rows.last_mut() {
+            r.pass = false;
+        }
+    }
+    let injected = events.iter().filter(|e| e.injected()).count();
+    if b.min_faults > 0 || s.chaos.is_some() {
+        let ok = u64::try_from(injected).unwrap_or(u64::MAX) >= b.min_faults;
+        if !ok {
+            v.push(Violation::new(
+                d.run_end,
+                Check::Faults,
+                format!(
+                    "{injected} faults injected, fewer than bounds.minFaults {}",
+                    b.min_faults
+                ),
+            ));
+        }
+        rows.push(Row {
+            check: "faults injected".into(),
+            bound: format!(">= {}", b.min_faults),
+            measured: format!("{injected} ({} fault-log records)", d.faults.len()),
+            pass: ok,
+        });
+    }
+    for e in &d.errors {
+        v.push(Violation::new(d.run_end, Check::Run, e.clone()));
+    }
+    if d.interrupted {
+        v.push(Violation::new(
+            d.run_end,
+            Check::Run,
+            "the run was interrupted (Ctrl-C or SIGTERM)",
+        ));
+    }
+    v.sort_by_key(|x| (x.at, x.check));
+    let mut counts = BTreeMap::new();
+    for x in &v {
+        *counts.entry(x.check.as_str().to_string()).or_insert(0) += 1;
+    }
+    let pass = v.is_empty() && rows.iter().all(|r| r.pass);
+    let summary = Summary {
+        scenario: s.name.clone(),
+        platform: format!("{:?}", d.platform).to_lowercase(),
+        pass,
+        interrupted: d.interrupted,
+        started: rfc3339(d.started),
+        run_seconds: d.run_end.saturating_sub(d.started) as f64 / 1000.0,
+        bounds: rows,
+        recovery: stats,
+        availability,
+        faults_injected: injected,
+        writes_ok: d.load.writes_ok,
+        writes_failed: d.load.writes_failed,
+        reads_ok: d.load.reads_ok,
+        reads_failed: d.load.reads_failed,
+        errors_by_category: d.load.errors.clone(),
+        lost_writes: lost_n,
+        rolled_back: rolled,
+        violation_counts: counts,
+        violations: v,
+        notes: d
+            .notes
+            .iter()
+            .map(|(at, n)| format!("{}: {n}", rfc3339(*at)))
+            .collect(),
+    };
+    (
+        summary,
+        Derived {
+            events,
+            recoveries: recs,
+            spans,
+        },
+    )
+}

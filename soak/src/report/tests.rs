@@ -1,0 +1,122 @@
+use std::path::Path;
+
+use etcd_operator::faults::{Fault, Role};
+
+use super::*;
+use crate::history::rfc3339;
+use crate::invariants::health::tests::healthy;
+use crate::load::ledger::{Ledger, WriteId};
+
+fn scenario() -> Scenario {
+    crate::scenario::parse(
+        Path::new("t.yaml"),
+        "name: t\nduration: 10s\ncluster: {name: t, size: 3, version: \"3.4.23\"}\n\
+         chaos: {killInterval: 5s}\n\
+         bounds: {recoveryP99: 2s, recoveryMax: 5s, availability: 0.9, minFaults: 1}\n",
+    )
+    .expect("parses")
+}
+
+/// Ten seconds of healthy probes, one kill at 2 s healed at 2.5 s, a
+/// final checkpoint and a clean read-back.
+fn good_run() -> RunData {
+    let mut d = RunData::new(scenario(), PlatformKind::Local, None);
+    d.started = 0;
+    d.run_end = 10_000;
+    d.samples = (0..100)
+        .map(|i| {
+            let mut s = healthy(i * 100, 3, 2);
+            if (2_000..2_500).contains(&s.at) {
+                s.views.pop();
+            }
+            s
+        })
+        .collect();
+    d.faults = vec![FaultRecord {
+        time: rfc3339(2_000),
+        unix_ms: 2_000,
+        fault: Fault::Kill,
+        cluster: "t".into(),
+        member: "m3".into(),
+        role: Role::Leader,
+        outcome: "injected".into(),
+    }];
+    d.checkpoints = vec![Checkpoint {
+        at: 9_900,
+        revision: 5,
+        hashes: vec![("a".into(), Ok((1, 0))), ("b".into(), Ok((1, 0)))],
+        final_check: true,
+    }];
+    d.lost = Some(lost::Outcome {
+        keys: 10,
+        ..lost::Outcome::default()
+    });
+    d
+}
+
+#[test]
+fn a_good_run_passes_with_its_recovery_measured() {
+    let (s, derived) = evaluate(&good_run());
+    assert!(s.pass, "{:#?}", s.violations);
+    assert_eq!(s.recovery.p99_ms, Some(500));
+    assert_eq!(derived.recoveries.len(), 1);
+    assert!(s.bounds.iter().all(|r| r.pass));
+}
+
+#[test]
+fn each_broken_bound_fails_the_run_and_is_listed() {
+    let mut d = good_run();
+    let mut l = Ledger::new();
+    l.ack(1, WriteId { writer: 0, seq: 1 }, 3, 100);
+    d.lost = Some(lost::check(&l, |_| None, false, 9_999));
+    let (s, _) = evaluate(&d);
+    assert!(!s.pass);
+    assert_eq!(s.lost_writes, Some(1));
+    assert_eq!(s.violation_counts.get("lost-writes"), Some(&1));
+
+    let mut d = good_run();
+    for x in d.samples.iter_mut().skip(10).take(20) {
+        x.write_ok = false;
+    }
+    let (s, _) = evaluate(&d);
+    assert!(
+        s.violation_counts.contains_key("availability"),
+        "{:?}",
+        s.violation_counts
+    );
+
+    let mut d = good_run();
+    d.faults.clear();
+    let (s, _) = evaluate(&d);
+    assert!(s.violation_counts.contains_key("faults"));
+
+    let mut d = good_run();
+    d.interrupted = true;
+    assert!(!evaluate(&d).0.pass);
+}
+
+#[test]
+fn the_files_are_written_and_the_table_can_be_cut_out() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = write(dir.path(), &good_run()).expect("written");
+    assert!(s.pass);
+    let md = std::fs::read_to_string(dir.path().join("report.md")).expect("report");
+    let table = summary_table(&md).expect("table");
+    assert!(
+        table.starts_with("| check | bound | measured | result |"),
+        "{table}"
+    );
+    assert!(table.contains("| recovery p99 | <= 2s | 0.500s"), "{table}");
+    let json: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("summary.json")).expect("json"),
+    )
+    .expect("valid");
+    assert_eq!(json["pass"], true);
+    let events = std::fs::read_to_string(dir.path().join("events.csv")).expect("events");
+    assert!(
+        events
+            .lines()
+            .any(|l| l.contains(",recovered,kill,m3,leader,injected,500,")),
+        "{events}"
+    );
+}
