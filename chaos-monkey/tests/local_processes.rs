@@ -317,7 +317,11 @@ fn fake_operator(s: &mut FakeState) -> process::ProcessId {
     let bin = s.dir.path().join("etcd-operator");
     std::fs::copy("/bin/sleep", &bin).expect("copy sleep");
     let id = s.spawn(&bin, &["300"]);
-    std::fs::write(s.state.join("operator.lock"), format!("pid {}\n", id.pid)).expect("lock");
+    std::fs::write(
+        s.state.join("operator.lock"),
+        format!("pid {} start {}\n", id.pid, id.start_time),
+    )
+    .expect("lock");
     id
 }
 
@@ -376,7 +380,7 @@ fn a_stale_lock_naming_another_process_is_left_alone() {
     let other = s.spawn(Path::new("/bin/sleep"), &["300"]);
     std::fs::write(
         s.state.join("operator.lock"),
-        format!("pid {}\n", other.pid),
+        format!("pid {} start {}\n", other.pid, other.start_time),
     )
     .expect("lock");
     let done = run(&[

@@ -128,6 +128,11 @@ impl Env {
         self.operator = Some(child);
     }
 
+    /// The running operator's process, from its lock file.
+    pub fn operator_process(&self) -> Option<crate::platform::local::process::ProcessId> {
+        crate::platform::local::running_operator(&self.state)
+    }
+
     /// Stops the operator with SIGTERM and waits for it.
     pub fn stop_operator(&mut self) {
         if let Some(mut child) = self.operator.take() {

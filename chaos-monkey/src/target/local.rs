@@ -15,6 +15,7 @@ use etcd_operator::etcd::Clients;
 use etcd_operator::faults::Fault;
 use etcd_operator::platform::local::layout::Layout;
 use etcd_operator::platform::local::process::{self, ProcessId};
+use etcd_operator::platform::local::running_operator;
 use rustix::process::Signal;
 
 use super::{Error, MemberKey, Observed, ObservedCluster, Operator, Platform, old_enough};
@@ -229,17 +230,26 @@ impl Platform for Local {
     }
 
     async fn operator(&self) -> Result<Option<Operator<Handle>>, Error> {
-        let path = self.layout.lock_path();
-        let text = match std::fs::read_to_string(&path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(io_err(format!("cannot read {}", path.display()))(e)),
-        };
-        let Some(pid) = parse_lock(&text) else {
-            tracing::debug!("{}: no pid in {text:?}", path.display());
+        let Some(process) = running_operator(self.layout.root()) else {
+            tracing::debug!(
+                "no etcd-operator holds {}",
+                self.layout.lock_path().display()
+            );
             return Ok(None);
         };
-        Ok(operator_process(pid).map(|process| Operator {
+        // The lock names the process exactly (pid and start time); the
+        // name check guards against a lock written by something else.
+        let comm =
+            std::fs::read_to_string(format!("/proc/{}/comm", process.pid)).unwrap_or_default();
+        if comm.trim_end() != OPERATOR_COMM {
+            tracing::debug!(
+                "pid {} in the lock file is {:?}, not {OPERATOR_COMM}",
+                process.pid,
+                comm.trim_end()
+            );
+            return Ok(None);
+        }
+        Ok(Some(Operator {
             name: OPERATOR_COMM.to_string(),
             handle: Handle {
                 process,
@@ -249,58 +259,30 @@ impl Platform for Local {
     }
 }
 
-/// The pid in the lock file (`pid N`).
-fn parse_lock(text: &str) -> Option<i32> {
-    text.trim().strip_prefix("pid ")?.trim().parse().ok()
-}
-
-/// `pid` as a [`ProcessId`] if it is a live etcd-operator process (a stale
-/// lock file may name a pid that now belongs to something else).
-fn operator_process(pid: i32) -> Option<ProcessId> {
-    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
-    if comm.trim_end() != OPERATOR_COMM {
-        tracing::debug!(
-            "pid {pid} in the lock file is {:?}, not {OPERATOR_COMM}",
-            comm.trim_end()
-        );
-        return None;
-    }
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let start_time = parse_stat(&stat)?;
-    let id = ProcessId { pid, start_time };
-    process::alive(&id).then_some(id)
-}
-
-/// The start time in `/proc/PID/stat` (field 22) of a live process.
-fn parse_stat(stat: &str) -> Option<u64> {
-    // The command name is in parentheses and may hold spaces.
-    let (_, rest) = stat.rsplit_once(')')?;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    if matches!(fields.first(), Some(&"Z") | Some(&"X")) {
-        return None;
-    }
-    fields.get(19)?.parse().ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn lock_and_stat() {
-        assert_eq!(parse_lock("pid 1234\n"), Some(1234));
-        assert_eq!(parse_lock("1234"), None);
-        let stat = "42 (etcd operator) S 1 42 42 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 987654 0 0";
-        assert_eq!(parse_stat(stat), Some(987_654));
-        assert_eq!(
-            parse_stat("42 (x) Z 1 42 42 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5 0"),
-            None
-        );
-    }
-
-    #[test]
     fn this_process_is_not_an_operator() {
-        let me = i32::try_from(std::process::id()).expect("pid");
-        assert_eq!(operator_process(me), None);
+        let dir = tempfile::tempdir().expect("tempdir");
+        let me = ProcessId::of(i32::try_from(std::process::id()).expect("pid")).expect("alive");
+        let layout = Layout::new(dir.path());
+        std::fs::write(
+            layout.lock_path(),
+            format!("pid {} start {}\n", me.pid, me.start_time),
+        )
+        .expect("lock");
+        assert_eq!(
+            running_operator(dir.path()),
+            Some(me),
+            "the lock names us exactly"
+        );
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("rt");
+        let target = Local::new(dir.path());
+        let op = rt.block_on(target.operator()).expect("no error");
+        assert!(op.is_none(), "a test binary is not an etcd-operator");
     }
 }

@@ -210,8 +210,33 @@ fn lock(layout: &Layout) -> Result<File> {
         });
     }
     let _ = file.set_len(0);
-    let _ = std::fs::write(&path, format!("pid {}\n", std::process::id()));
+    let me = i32::try_from(std::process::id())
+        .ok()
+        .and_then(ProcessId::of);
+    let line = match me {
+        Some(p) => format!("pid {} start {}\n", p.pid, p.start_time),
+        None => format!("pid {}\n", std::process::id()),
+    };
+    let _ = std::fs::write(&path, line);
     Ok(file)
+}
+
+/// The operator process that holds the lock of `state_dir`, if one runs
+/// (the lock file names its pid and start time, so a stale lock naming a
+/// reused pid is no match).
+pub fn running_operator(state_dir: &std::path::Path) -> Option<ProcessId> {
+    let text = std::fs::read_to_string(Layout::new(state_dir).lock_path()).ok()?;
+    let mut words = text.split_whitespace();
+    let pid = match (words.next(), words.next()) {
+        (Some("pid"), Some(p)) => p.parse().ok()?,
+        _ => return None,
+    };
+    let start_time = match (words.next(), words.next()) {
+        (Some("start"), Some(t)) => t.parse().ok()?,
+        _ => return None,
+    };
+    let id = ProcessId { pid, start_time };
+    process::alive(&id).then_some(id)
 }
 
 /// The etcd command line of a member.

@@ -26,6 +26,14 @@ pub struct ProcessId {
     pub start_time: u64,
 }
 
+impl ProcessId {
+    /// The live process `pid` (`None` if there is none, or it is a zombie).
+    pub fn of(pid: i32) -> Option<ProcessId> {
+        let start_time = start_time(pid).ok().flatten()?;
+        Some(ProcessId { pid, start_time })
+    }
+}
+
 /// Starts `bin` with `args`, detached: stdin closed, stdout and stderr
 /// appended to `log`, in a process group of its own.
 pub fn spawn(bin: &Path, args: &[String], log: &Path) -> io::Result<ProcessId> {
