@@ -38,6 +38,9 @@ pub enum Phase {
 pub struct MemberView {
     /// The client URL asked.
     pub url: String,
+    /// The raft cluster it belongs to (changes when a cluster is rebuilt
+    /// from a backup).
+    pub cluster_id: u64,
     /// Its member id.
     pub id: u64,
     /// The leader it follows (0: none).
@@ -82,6 +85,33 @@ pub struct Published {
     pub backup_revision: Option<i64>,
     /// status.backup.lastError.
     pub backup_error: Option<String>,
+    /// status.lastRecovery: when the last rebuild from a backup started, and
+    /// the revision that backup holds.
+    pub restore: Option<Restore>,
+}
+
+/// A rebuild of the cluster from a backup, as the operator reports it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Restore {
+    /// When the rebuild started (unix ms).
+    pub at: Ms,
+    /// The revision the backup holds.
+    pub backup_revision: i64,
+}
+
+/// Every distinct restore the samples show, in time order.
+pub fn restores(samples: &[Sample]) -> Vec<Restore> {
+    let mut out: Vec<Restore> = Vec::new();
+    for r in samples
+        .iter()
+        .filter_map(|s| s.published.as_ref().and_then(|p| p.restore))
+    {
+        if !out.contains(&r) {
+            out.push(r);
+        }
+    }
+    out.sort_by_key(|r| r.at);
+    out
 }
 
 /// One probe tick.

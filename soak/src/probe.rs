@@ -217,6 +217,7 @@ impl Prober {
         let header = r.header();
         Ok(MemberView {
             url: url.to_string(),
+            cluster_id: header.map(|h| h.cluster_id()).unwrap_or_default(),
             id: header.map(|h| h.member_id()).unwrap_or_default(),
             leader: r.leader(),
             term: r.raft_term(),
@@ -311,18 +312,25 @@ impl Prober {
 pub fn published(c: &EtcdCluster) -> Published {
     let s = c.status.clone().unwrap_or_default();
     let backup = s.backup.unwrap_or_default();
+    let ms = |t: &str| {
+        humantime::parse_rfc3339_weak(t)
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    };
     Published {
         phase: s.phase.as_str().to_string(),
         ready: s.ready_members,
         members: s.members.len(),
-        backup_time: backup
-            .last_backup_time
-            .as_deref()
-            .and_then(|t| humantime::parse_rfc3339_weak(t).ok())
-            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+        backup_time: backup.last_backup_time.as_deref().and_then(ms),
         backup_revision: backup.last_backup_revision,
         backup_error: backup.last_error,
+        restore: s.last_recovery.as_ref().and_then(|r| {
+            Some(crate::history::Restore {
+                at: ms(&r.recovered_at)?,
+                backup_revision: r.backup_revision,
+            })
+        }),
     }
 }
 

@@ -106,6 +106,7 @@ pub(crate) mod tests {
         s.views = (1..=n)
             .map(|id| MemberView {
                 url: format!("http://127.0.0.{id}:2379"),
+                cluster_id: 0,
                 id,
                 leader: 1,
                 term,

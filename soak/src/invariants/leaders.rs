@@ -1,6 +1,8 @@
 //! At most one leader per raft term, from every member's status across all
 //! probes: raft's election safety. A member that reports leader L in term T
-//! and another that reports leader M != L in the same term is a split brain.
+//! and another that reports leader M != L in the same term of the same raft
+//! cluster is a split brain. (A cluster rebuilt from a backup is a new raft
+//! cluster, with a new cluster id, whose terms start again.)
 
 use std::collections::BTreeMap;
 
@@ -10,10 +12,10 @@ use crate::history::{Ms, Sample};
 /// Leaders seen per term, fed sample by sample.
 #[derive(Debug, Default)]
 pub struct LeaderTerms {
-    /// term -> (leader, reporter URL, when first seen)
-    terms: BTreeMap<u64, (u64, String, Ms)>,
+    /// (cluster id, term) -> (leader, reporter URL, when first seen)
+    terms: BTreeMap<(u64, u64), (u64, String, Ms)>,
     /// Terms already reported, so a split brain is reported once.
-    reported: BTreeMap<u64, ()>,
+    reported: BTreeMap<(u64, u64), ()>,
 }
 
 impl LeaderTerms {
@@ -21,12 +23,13 @@ impl LeaderTerms {
     pub fn observe(&mut self, s: &Sample) -> Vec<Violation> {
         let mut out = Vec::new();
         for v in s.views.iter().filter(|v| v.leader != 0) {
-            match self.terms.get(&v.term) {
+            let key = (v.cluster_id, v.term);
+            match self.terms.get(&key) {
                 None => {
-                    self.terms.insert(v.term, (v.leader, v.url.clone(), s.at));
+                    self.terms.insert(key, (v.leader, v.url.clone(), s.at));
                 }
-                Some((l, by, at)) if *l != v.leader && !self.reported.contains_key(&v.term) => {
-                    self.reported.insert(v.term, ());
+                Some((l, by, at)) if *l != v.leader && !self.reported.contains_key(&key) => {
+                    self.reported.insert(key, ());
                     out.push(Violation::new(
                         s.at,
                         Check::LeaderPerTerm,
@@ -87,6 +90,17 @@ mod tests {
             "{}",
             v[0].message
         );
+    }
+
+    #[test]
+    fn a_rebuilt_cluster_starts_its_terms_again() {
+        let a = healthy(0, 3, 2);
+        let mut b = healthy(100, 3, 2);
+        for v in &mut b.views {
+            v.leader = 3;
+            v.cluster_id = 77;
+        }
+        assert!(check(&[a, b]).is_empty());
     }
 
     #[test]

@@ -5,11 +5,12 @@
 //!
 //! When the scenario accepts data loss since the last backup, a write
 //! acknowledged before a restore rolled the cluster back, with a revision
-//! above the one the cluster was restored to, is rolled back rather than
-//! lost: reported, not counted.
+//! above the one the backup holds (status.lastRecovery.backupRevision of the
+//! first rebuild after the write), is rolled back rather than lost:
+//! reported, not counted. Older writes must survive.
 
 use super::{Check, Violation};
-use crate::history::Ms;
+use crate::history::{Ms, Restore};
 use crate::load::ledger::{Acked, KeyState, Ledger, WriteId, key_name};
 
 /// What became of one key.
@@ -32,12 +33,13 @@ pub enum Verdict {
 }
 
 /// Judges one key against its value at the end: `found` is the value and
-/// its mod revision, or `None` when the key is absent.
+/// its mod revision, or `None` when the key is absent. `restores` is `None`
+/// when no data loss is accepted, else the rebuilds the operator reported.
 pub fn judge(
     state: &KeyState,
     found: Option<(&[u8], i64)>,
     ledger: &Ledger,
-    allow_rollback: bool,
+    restores: Option<&[Restore]>,
 ) -> Verdict {
     let Some(expected) = state.newest else {
         return Verdict::Present; // nothing was acknowledged
@@ -46,11 +48,19 @@ pub fn judge(
     if found_id == Some(expected.id) || found_id.is_some_and(|f| state.uncertain.contains(&f)) {
         return Verdict::Present;
     }
-    if allow_rollback
+    if let Some(restores) = restores
         && expected.epoch < ledger.epoch()
-        && expected.revision > ledger.floor(expected.epoch + 1)
     {
-        return Verdict::RolledBack { expected };
+        // The revision the cluster went back to: the backup of the first
+        // rebuild after the write, else where the next epoch's revisions began.
+        let restored = restores
+            .iter()
+            .find(|r| r.at >= expected.at)
+            .map(|r| r.backup_revision)
+            .unwrap_or_else(|| ledger.floor(expected.epoch + 1));
+        if expected.revision > restored {
+            return Verdict::RolledBack { expected };
+        }
     }
     let found = match (found, found_id) {
         (None, _) => "the key is absent".to_string(),
@@ -80,13 +90,13 @@ pub struct Outcome {
 pub fn check<'a>(
     ledger: &Ledger,
     mut read: impl FnMut(u32) -> Option<(&'a [u8], i64)>,
-    allow_rollback: bool,
+    restores: Option<&[Restore]>,
     at: Ms,
 ) -> Outcome {
     let mut out = Outcome::default();
     for (key, state) in ledger.keys() {
         out.keys += 1;
-        match judge(state, read(key), ledger, allow_rollback) {
+        match judge(state, read(key), ledger, restores) {
             Verdict::Present => {}
             Verdict::RolledBack { .. } => out.rolled_back += 1,
             Verdict::Lost { expected, found } => {
@@ -119,10 +129,18 @@ mod tests {
     }
 
     fn run(ledger: &Ledger, finals: &HashMap<u32, (Vec<u8>, i64)>, rollback: bool) -> Outcome {
+        run_with(ledger, finals, rollback.then_some(&[][..]))
+    }
+
+    fn run_with(
+        ledger: &Ledger,
+        finals: &HashMap<u32, (Vec<u8>, i64)>,
+        restores: Option<&[Restore]>,
+    ) -> Outcome {
         check(
             ledger,
             |k| finals.get(&k).map(|(v, r)| (v.as_slice(), *r)),
-            rollback,
+            restores,
             99,
         )
     }
@@ -181,6 +199,23 @@ mod tests {
         let o = run(&l, &finals, true);
         assert_eq!(o.rolled_back, 1, "the write after the backup is excused");
         assert_eq!(o.lost, 1, "the write before the backup must survive");
+        assert!(o.violations[0].message.contains("soak/k000001"));
+    }
+
+    #[test]
+    fn the_operators_backup_revision_decides_what_was_rolled_back() {
+        // Backup at revision 19; new writes after the restore reuse 20, 21...
+        let mut l = Ledger::new();
+        l.ack(1, id(0, 1), 19, 1); // in the backup
+        l.ack(2, id(0, 2), 20, 2); // just after it
+        l.rollback(25);
+        let finals = HashMap::new();
+        let restores = [Restore {
+            at: 5,
+            backup_revision: 19,
+        }];
+        let o = run_with(&l, &finals, Some(&restores));
+        assert_eq!((o.rolled_back, o.lost), (1, 1), "{o:?}");
         assert!(o.violations[0].message.contains("soak/k000001"));
     }
 }

@@ -195,6 +195,18 @@ pub fn evaluate(d: &RunData) -> (Summary, Derived) {
         }
     };
     v.extend(d.live_violations.iter().cloned());
+    let restores = crate::history::restores(&d.samples).len();
+    let rollbacks = usize::try_from(d.load.rollbacks).unwrap_or(usize::MAX);
+    if rollbacks > restores {
+        v.push(Violation::new(
+            d.run_end,
+            Check::Revision,
+            format!(
+                "revisions went back {rollbacks} times, but the operator reported only \
+                 {restores} rebuilds from a backup"
+            ),
+        ));
+    }
     let live = |c: Check, name: &str, bound: &str, extra: String| Row {
         check: name.into(),
         bound: bound.into(),
@@ -207,12 +219,18 @@ pub fn evaluate(d: &RunData) -> (Summary, Derived) {
         "0 violations",
         format!(" ({} terms seen)", d.leader_terms),
     ));
-    rows.push(live(
+    let mut row = live(
         Check::Revision,
         "revision never goes back",
         "0 violations",
-        String::new(),
-    ));
+        if rollbacks > 0 {
+            format!(" ({rollbacks} rollbacks accepted, {restores} restores reported)")
+        } else {
+            String::new()
+        },
+    );
+    row.pass = row.pass && rollbacks <= restores;
+    rows.push(row);
     rows.push(live(
         Check::StaleRead,
         "no stale reads",

@@ -68,7 +68,7 @@ fn each_broken_bound_fails_the_run_and_is_listed() {
     let mut d = good_run();
     let mut l = Ledger::new();
     l.ack(1, WriteId { writer: 0, seq: 1 }, 3, 100);
-    d.lost = Some(lost::check(&l, |_| None, false, 9_999));
+    d.lost = Some(lost::check(&l, |_| None, None, 9_999));
     let (s, _) = evaluate(&d);
     assert!(!s.pass);
     assert_eq!(s.lost_writes, Some(1));
