@@ -53,6 +53,8 @@ pub struct MemberView {
     pub revision: i64,
     /// A learner.
     pub learner: bool,
+    /// The etcd version it runs.
+    pub version: String,
     /// Alarms or errors it reports.
     pub errors: Vec<String>,
 }
@@ -123,6 +125,9 @@ pub struct Sample {
     pub phase: Phase,
     /// Members the spec asks for at this time.
     pub expected: usize,
+    /// The etcd version the spec asks for at this time, once it changed
+    /// (`None`: any version counts).
+    pub expected_version: Option<String>,
     /// A quorum (linearizable) write was acknowledged within the deadline.
     pub write_ok: bool,
     /// Its latency in ms.
@@ -146,6 +151,7 @@ impl Sample {
             at,
             phase: Phase::Run,
             expected,
+            expected_version: None,
             write_ok: false,
             write_ms: None,
             read_ok: false,

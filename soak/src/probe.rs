@@ -85,6 +85,7 @@ pub struct Prober {
     map: UrlMap,
     known: Mutex<Vec<String>>,
     expected: AtomicUsize,
+    expected_version: Mutex<Option<String>>,
     phase: Mutex<Phase>,
     turn: AtomicUsize,
 }
@@ -113,9 +114,19 @@ impl Prober {
             map,
             known: Mutex::new(Vec::new()),
             expected: AtomicUsize::new(expected),
+            expected_version: Mutex::new(None),
             phase: Mutex::new(Phase::Run),
             turn: AtomicUsize::new(0),
         }
+    }
+
+    /// From now on the spec asks for `size` members running `version`.
+    pub fn set_expected(&self, size: usize, version: Option<String>) {
+        self.expected.store(size, Ordering::Relaxed);
+        *self
+            .expected_version
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = version;
     }
 
     /// Samples from now on belong to `phase`.
@@ -156,6 +167,11 @@ impl Prober {
         let urls = self.urls(cluster.as_ref());
         let mut sample = Sample::empty(at, self.expected.load(Ordering::Relaxed));
         sample.phase = *self.phase.lock().unwrap_or_else(|e| e.into_inner());
+        sample.expected_version = self
+            .expected_version
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         sample.published = cluster.as_ref().map(published);
 
         let statuses = futures::future::join_all(urls.iter().map(|u| self.status(u)));
@@ -224,6 +240,7 @@ impl Prober {
             raft_index: r.raft_index(),
             revision: header.map(|h| h.revision()).unwrap_or_default(),
             learner: r.is_learner(),
+            version: r.version().to_string(),
             errors: r.errors().to_vec(),
         })
     }

@@ -58,6 +58,14 @@ pub fn assess(s: &Sample) -> Health {
         if v.leader == 0 {
             return bad(format!("member {} has no leader", m.name));
         }
+        if let Some(want) = &s.expected_version
+            && v.version != *want
+        {
+            return bad(format!(
+                "member {} runs etcd {}, the spec asks for {want}",
+                m.name, v.version
+            ));
+        }
         if !v.errors.is_empty() {
             return bad(format!("member {} reports {}", m.name, v.errors.join(", ")));
         }
@@ -113,6 +121,7 @@ pub(crate) mod tests {
                 raft_index: 10,
                 revision: 5,
                 learner: false,
+                version: "3.4.23".into(),
                 errors: vec![],
             })
             .collect();
@@ -153,5 +162,13 @@ pub(crate) mod tests {
         let mut s = healthy(0, 3, 2);
         s.listed = None;
         assert!(!assess(&s).ok());
+
+        let mut s = healthy(0, 3, 2);
+        s.expected_version = Some("3.5.1".into());
+        assert!(matches!(assess(&s), Health::Unhealthy(m) if m.contains("runs etcd 3.4.23")));
+        for v in &mut s.views {
+            v.version = "3.5.1".into();
+        }
+        assert!(assess(&s).ok());
     }
 }

@@ -39,13 +39,29 @@ impl FaultEvent {
         self.outcome == "injected" && self.fault != "pause"
     }
 
-    /// Whether it is an injected fault (a resume lifts one, it is none).
+    /// Whether it is an injected fault (a resume lifts one; a spec change is
+    /// none either).
     pub fn injected(&self) -> bool {
-        self.outcome == "injected" && self.fault != "resume"
+        self.outcome == "injected"
+            && !matches!(self.fault.as_str(), "resume" | "resize" | "upgrade")
+    }
+
+    /// A spec change made by the runner, measured like a fault.
+    pub fn change(at: Ms, what: &str, detail: String) -> Self {
+        FaultEvent {
+            at,
+            fault: what.into(),
+            members: vec![detail],
+            roles: Vec::new(),
+            outcome: "injected".into(),
+        }
     }
 
     /// "kill of a-1 (leader)".
     pub fn describe(&self) -> String {
+        if self.roles.is_empty() {
+            return format!("{} {}", self.fault, self.members.join(", "));
+        }
         let who: Vec<String> = self
             .members
             .iter()

@@ -93,7 +93,9 @@ pub fn evaluate(d: &RunData) -> (Summary, Derived) {
     let s = &d.scenario;
     let b = &s.bounds;
     let end = d.samples.last().map(|x| x.at).unwrap_or(d.run_end);
-    let events = recovery::group(&d.faults);
+    let mut events = recovery::group(&d.faults);
+    events.extend(d.changes.iter().cloned());
+    events.sort_by_key(|e| e.at);
     let recs = recovery::recoveries(&events, &d.samples);
     let spans = recovery::unhealthy_spans(&d.samples);
     let (stats, mut v) = recovery::check(

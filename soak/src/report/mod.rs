@@ -23,7 +23,7 @@ use std::path::Path;
 use etcd_operator::faults::FaultRecord;
 
 use crate::history::{Checkpoint, Ms, Sample};
-use crate::invariants::recovery::{Recovery, fmt_ms};
+use crate::invariants::recovery::{FaultEvent, Recovery, fmt_ms};
 use crate::invariants::{Violation, lost};
 use crate::load;
 use crate::runner::PlatformKind;
@@ -69,6 +69,8 @@ pub struct RunData {
     pub checkpoints: Vec<Checkpoint>,
     /// The fault log.
     pub faults: Vec<FaultRecord>,
+    /// Spec changes the runner made.
+    pub changes: Vec<FaultEvent>,
     /// What the runner noticed (operator restarts, the monkey's exit).
     pub notes: Vec<(Ms, String)>,
     /// Violations found while running (leaders, revisions, stale reads, hashes).
@@ -103,6 +105,7 @@ impl RunData {
             samples: Vec::new(),
             checkpoints: Vec::new(),
             faults: Vec::new(),
+            changes: Vec::new(),
             notes: Vec::new(),
             live_violations: Vec::new(),
             leader_terms: 0,

@@ -91,6 +91,11 @@ impl Kube {
         })
     }
 
+    /// From now on the cluster is `c` (apply to make it so).
+    pub fn set_cluster(&mut self, c: &ClusterSpec) {
+        self.cluster = c.clone();
+    }
+
     /// The namespace.
     pub fn namespace(&self) -> &str {
         &self.namespace

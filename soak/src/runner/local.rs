@@ -95,6 +95,11 @@ impl Local {
         })
     }
 
+    /// From now on the cluster is `c` (write the manifest to apply it).
+    pub fn set_cluster(&mut self, c: &ClusterSpec) {
+        self.cluster = c.clone();
+    }
+
     /// The operator's state folder.
     pub fn state(&self) -> &Path {
         &self.state

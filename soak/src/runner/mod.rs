@@ -268,10 +268,38 @@ async fn drive(
     ));
 
     let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let mut cluster = s.cluster.clone();
+    let mut changes = s.changes.iter().peekable();
     while start.elapsed() < duration && !*interrupted.borrow() {
         tokio::select! {
             _ = tick.tick() => {}
             _ = interrupted.changed() => {}
+        }
+        while let Some(c) = changes.next_if(|c| start.elapsed() >= c.after.get()) {
+            let next = cluster.changed(c);
+            let mut what = Vec::new();
+            if next.size != cluster.size {
+                what.push(("resize", format!("size {} -> {}", cluster.size, next.size)));
+            }
+            if next.version != cluster.version {
+                what.push((
+                    "upgrade",
+                    format!("version {} -> {}", cluster.version, next.version),
+                ));
+            }
+            platform.change(&next, !s.operator_healing).await?;
+            let version = (next.version != s.cluster.version).then(|| next.version.clone());
+            prober.set_expected(next.members(), version);
+            for (kind, detail) in what {
+                progress.say(&format!("changing the spec: {detail}"));
+                data.changes
+                    .push(crate::invariants::recovery::FaultEvent::change(
+                        now_ms(),
+                        kind,
+                        detail,
+                    ));
+            }
+            cluster = next;
         }
         if let Some(c) = &s.chaos
             && monkey.is_none()

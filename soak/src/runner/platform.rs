@@ -22,6 +22,19 @@ impl Platform {
         }
     }
 
+    /// Changes the cluster's spec.
+    pub(super) async fn change(
+        &mut self,
+        c: &crate::scenario::ClusterSpec,
+        paused: bool,
+    ) -> Result<(), Error> {
+        match self {
+            Platform::Local(l) => l.set_cluster(c),
+            Platform::Kube(k) => k.set_cluster(c),
+        }
+        self.create(paused).await
+    }
+
     pub(super) fn status(&self) -> probe::StatusSource {
         match self {
             Platform::Local(l) => l.status_source(),

@@ -71,6 +71,10 @@ pub struct Scenario {
     /// Fault injection (chaos-monkey options); none when absent.
     #[serde(default)]
     pub chaos: Option<Chaos>,
+    /// Spec changes during the run (resize, upgrade), each measured like a
+    /// fault: from the change to the cluster healthy with the new spec.
+    #[serde(default)]
+    pub changes: Vec<Change>,
     /// Probing.
     #[serde(default)]
     pub probe: Probe,
@@ -154,6 +158,34 @@ impl ClusterSpec {
     /// Number of voting members.
     pub fn members(&self) -> usize {
         usize::try_from(self.size).unwrap_or(0)
+    }
+}
+
+/// A change of the cluster's spec during the run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Change {
+    /// When, counted from the start of the load.
+    pub after: Dur,
+    /// New spec.size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<i64>,
+    /// New spec.version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+}
+
+impl ClusterSpec {
+    /// The cluster after `change`.
+    pub fn changed(&self, change: &Change) -> ClusterSpec {
+        let mut c = self.clone();
+        if let Some(n) = change.size {
+            c.size = n;
+        }
+        if let Some(v) = &change.version {
+            c.version.clone_from(v);
+        }
+        c
     }
 }
 

@@ -128,6 +128,39 @@ fn chaos_options_are_checked() {
 }
 
 #[test]
+fn changes_are_checked_in_order_against_the_operators_rules() {
+    let ok = format!(
+        "{SMOKE}changes:\n  - {{after: 30s, size: 5}}\n  - {{after: 60s, version: \"3.5.1\"}}\n"
+    );
+    let s = parse(Path::new("t.yaml"), &ok).expect("parses");
+    validate(&s).expect("valid");
+    assert_eq!(s.cluster.changed(&s.changes[0]).size, 5);
+    let p = problems(&format!(
+        "{SMOKE}changes:\n  - {{after: 100s, size: 12}}\n  - {{after: 10s}}\n"
+    ));
+    assert!(
+        p.iter()
+            .any(|m| m.starts_with("changes[0].after: must be after 0s and before")),
+        "{p:?}"
+    );
+    assert!(
+        p.iter()
+            .any(|m| m.starts_with("changes[0].size: must be between 1 and 9")),
+        "{p:?}"
+    );
+    assert!(
+        p.iter()
+            .any(|m| m.starts_with("changes[1].after: changes must be in time order")),
+        "{p:?}"
+    );
+    assert!(
+        p.iter()
+            .any(|m| m.starts_with("changes[1]: needs size or version")),
+        "{p:?}"
+    );
+}
+
+#[test]
 fn every_problem_is_reported_at_once() {
     let text = SMOKE
         .replace("availability: 0.95", "availability: 0")

@@ -69,6 +69,40 @@ pub fn validate(s: &Scenario) -> Result<(), Vec<String>> {
     }
     let size = s.cluster.members();
 
+    let mut cluster = s.cluster.clone();
+    let mut last = Duration::ZERO;
+    for (i, c) in s.changes.iter().enumerate() {
+        let field = format!("changes[{i}]");
+        if c.after.get() == zero || c.after >= s.duration {
+            err(
+                &format!("{field}.after"),
+                format!(
+                    "must be after 0s and before duration ({}), got {}",
+                    s.duration, c.after
+                ),
+            );
+        }
+        if c.after.get() < last {
+            err(
+                &format!("{field}.after"),
+                "changes must be in time order".into(),
+            );
+        }
+        last = c.after.get();
+        if c.size.is_none() && c.version.is_none() {
+            err(&field, "needs size or version (or both)".into());
+        }
+        cluster = cluster.changed(c);
+        if let Err(invalid) = spec_check::validate(&cluster.name, &cluster.spec(), &AnyVersion) {
+            for e in invalid.0 {
+                err(
+                    &e.field.replacen("spec.", &format!("{field}."), 1),
+                    e.message,
+                );
+            }
+        }
+    }
+
     let l = &s.load;
     if l.writers + l.readers > 0 && l.keys == 0 {
         err("load.keys", "must be at least 1".into());
