@@ -154,6 +154,11 @@ impl Prober {
         set.into_iter().collect()
     }
 
+    /// The URL to connect to for a member's client URL.
+    pub fn map_url(&self, url: &str) -> String {
+        (self.map)(url)
+    }
+
     /// The URLs to connect to for the members of the last member list.
     pub fn endpoints(&self) -> Vec<String> {
         let known = self.known.lock().unwrap_or_else(|e| e.into_inner());

@@ -67,13 +67,9 @@ pub struct Stats {
 
 impl Default for Stats {
     fn default() -> Self {
-        let h = || {
-            Histogram::new_with_bounds(1, 3_600_000_000, 3)
-                .unwrap_or_else(|_| Histogram::new(3).unwrap_or_else(|_| unreachable!()))
-        };
         Stats {
-            write_us: h(),
-            read_us: h(),
+            write_us: crate::report::hist::new(),
+            read_us: crate::report::hist::new(),
             writes_ok: 0,
             writes_failed: 0,
             reads_ok: 0,

@@ -72,7 +72,7 @@ async fn scan(pool: &Pool, url: &str, value_size: usize) -> Result<Finals, Strin
     loop {
         let (start, end, rev) = (from.clone(), end.clone(), revision);
         let r = pool
-            .call(url, Duration::from_secs(10), |mut c| async move {
+            .call(url, Duration::from_secs(5), |mut c| async move {
                 let mut opts = GetOptions::new()
                     .with_range(end)
                     .with_limit(page(value_size));
@@ -213,7 +213,19 @@ pub(super) async fn settle_and_check(
             }
             r.checkpoints.push(cp);
         }
-        let eps = live.endpoints.borrow().clone();
+        // Members that answered the newest probe first.
+        let mut eps = live.endpoints.borrow().clone();
+        let answering: Vec<String> = probe::lock(live.rec)
+            .samples
+            .last()
+            .map(|l| {
+                l.views
+                    .iter()
+                    .map(|v| live.prober.map_url(&v.url))
+                    .collect()
+            })
+            .unwrap_or_default();
+        eps.sort_by_key(|u| !answering.contains(u));
         match read_back(live.pool, &eps, cfg_value_size(s), Duration::from_secs(30)).await {
             Ok(f) => {
                 let restores = crate::history::restores(&probe::lock(live.rec).samples);
