@@ -6,6 +6,7 @@
 //! (the cluster never came up); 130 interrupted (the report is still
 //! written, marked interrupted).
 
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -97,6 +98,7 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     let result = match cli.command {
         Command::Run(args) => run(*args),

@@ -89,6 +89,8 @@ pub struct State {
     pub sessions: Sessions,
     /// Violations found while running.
     pub violations: Vec<Violation>,
+    /// Violations beyond [`KEEP_VIOLATIONS`], counted but not kept.
+    pub dropped: u64,
     /// Counters.
     pub stats: Stats,
 }
@@ -283,12 +285,14 @@ impl Worker {
     }
 }
 
-/// Most violations of one kind kept while running (the count goes on).
+/// Most client-side violations kept while running (the rest are counted).
 pub const KEEP_VIOLATIONS: usize = 1000;
 
 fn push(st: &mut State, v: Violation) {
     if st.violations.len() < KEEP_VIOLATIONS {
         st.violations.push(v);
+    } else {
+        st.dropped += 1;
     }
 }
 

@@ -407,6 +407,12 @@ async fn drive(
     data.leader_terms = r.leaders.terms();
     let mut st = load::lock(&load_state);
     data.live_violations.append(&mut st.violations);
+    if st.dropped > 0 {
+        data.errors.push(format!(
+            "{} more client-side violations (stale reads, revisions going back) were counted but not kept",
+            st.dropped
+        ));
+    }
     data.ledger_acked = st.ledger.acked();
     data.ledger_uncertain = st.ledger.uncertain_count();
     data.load = std::mem::take(&mut st.stats);
