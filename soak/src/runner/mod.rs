@@ -314,6 +314,13 @@ async fn drive(
                 duration.saturating_sub(start.elapsed()),
             )?);
             data.chaos_started = true;
+            progress.say(&format!(
+                "chaos-monkey started: {} of {} every {} (log: {})",
+                c.fault.map(|f| f.as_str()).unwrap_or("kill"),
+                c.target.map(|t| t.as_str()).unwrap_or("random"),
+                c.kill_interval,
+                o.out.join("logs/chaos-monkey.log").display()
+            ));
         }
         if let Some(m) = monkey.as_mut()
             && let Some(st) = m.exited()

@@ -54,7 +54,7 @@ pub(super) fn start_chaos(
             cmd.env_remove(k);
         }
     }
-    tracing::info!("starting chaos-monkey {}", args.join(" "));
+    tracing::debug!("starting chaos-monkey {}", args.join(" "));
     let logs = o.out.join("logs");
     Ok(Proc::spawn(
         "chaos-monkey",
