@@ -73,6 +73,18 @@ fn a_missing_operator_binary_is_refused_before_anything_starts() {
 }
 
 #[test]
+fn pause_faults_are_refused_on_kube() {
+    let text = GOOD.replace(
+        "chaos: {killInterval: 5s}",
+        "chaos: {killInterval: 5s, fault: pause}",
+    );
+    let (_d, path) = scenario(&text);
+    let o = run(&["run", &path, "--platform", "kube"], &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("local platform only"), "{}", stderr(&o));
+}
+
+#[test]
 fn check_validates_the_shipped_scenarios() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
     let files: Vec<String> = std::fs::read_dir(&dir)

@@ -104,7 +104,8 @@ pub struct Options {
     pub tty: bool,
 }
 
-/// Checks that the programs the run needs exist, before anything starts.
+/// Checks that the programs the run needs exist and the scenario fits the
+/// platform, before anything starts.
 pub fn check_binaries(o: &Options) -> Result<(), Error> {
     let missing = |what: &str, p: &Path, flag: &str, env: &str| {
         Error::Setup(format!(
@@ -120,6 +121,18 @@ pub fn check_binaries(o: &Options) -> Result<(), Error> {
             "--operator-bin",
             "SOAK_OPERATOR_BIN",
         ));
+    }
+    if o.platform == PlatformKind::Kube
+        && o.scenario
+            .chaos
+            .as_ref()
+            .is_some_and(|c| c.fault == Some(crate::scenario::FaultKind::Pause))
+    {
+        return Err(Error::Setup(format!(
+            "{}: chaos.fault: pause works on the local platform only (the chaos monkey cannot \
+             stop a process inside a pod); use kill or destroy with --platform kube",
+            o.scenario_file.display()
+        )));
     }
     if o.scenario.chaos.is_some() && !o.chaos_bin.is_file() {
         return Err(missing(
