@@ -24,13 +24,16 @@ release: setup
 
 test: setup
 	$(CARGO) nextest run --workspace --no-fail-fast
+	@$(MAKE) --no-print-directory soak-smoke
 
 lint: setup
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 bench: release
-	$(CARGO) run --release -p etcd-operator --bin etcd-operator-bench
+	$(CARGO) bench -q -p etcd-operator --bench operator
+	$(CARGO) bench -q -p etcd-operator --bench snapshot
+	$(CARGO) run --release -q -p soak --bin soak -- bench
 
 crds: build
 	$(CARGO) run -q -p etcd-operator -- crd > deploy/crd.yaml
