@@ -69,7 +69,8 @@ struct BackupArgs {
 #[derive(clap::Args, Debug)]
 struct RunArgs {
     /// Where members run. `local`: etcd processes on loopback addresses.
-    /// (`kube` is not available yet.)
+    /// `kube`: pods, driven by EtcdCluster resources (in-cluster config or
+    /// kubeconfig).
     #[arg(
         long,
         value_enum,
@@ -95,6 +96,17 @@ struct RunArgs {
         default_value = ".etcd"
     )]
     etcd_binaries: Vec<PathBuf>,
+    /// Namespace whose EtcdCluster resources are managed (kube platform);
+    /// all namespaces when not set.
+    #[arg(long, env = "ETCD_OPERATOR_NAMESPACE")]
+    namespace: Option<String>,
+    /// etcd image repository (kube platform); members run IMAGE:vVERSION.
+    #[arg(
+        long,
+        default_value = etcd_operator::platform::kube::pod::DEFAULT_IMAGE,
+        env = "ETCD_OPERATOR_ETCD_IMAGE"
+    )]
+    etcd_image: String,
 }
 
 #[derive(clap::Args, Debug)]
@@ -162,11 +174,7 @@ fn init_tracing(format: LogFormat) {
 
 fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     if args.platform == PlatformKind::Kube {
-        eprintln!(
-            "error: --platform kube is not available yet; use --platform local \
-             (see README: Platforms)"
-        );
-        return Ok(ExitCode::from(2));
+        return run_kube(args);
     }
     let Some(manifests) = args.manifests else {
         eprintln!(
@@ -193,6 +201,25 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             }
             Err(e) => Err(anyhow::Error::new(e)),
         }
+    })
+}
+
+fn run_kube(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let opts = etcd_operator::controller::kube::Options {
+        namespace: args.namespace,
+        image: args.etcd_image,
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    rt.block_on(async {
+        let client = kube::Client::try_default()
+            .await
+            .context("cannot reach Kubernetes (no in-cluster config and no usable kubeconfig)")?;
+        etcd_operator::controller::kube::run(client, opts, shutdown_signal()).await?;
+        Ok(ExitCode::SUCCESS)
     })
 }
 

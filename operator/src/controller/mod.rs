@@ -7,6 +7,7 @@
 
 pub mod act;
 pub mod backups;
+pub mod kube;
 pub mod local;
 pub mod status;
 

@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use crate::crd::EtcdCluster;
 use crate::version::Version;
 
+pub mod kube;
 pub mod local;
 
 /// Result of platform calls.

@@ -1,0 +1,405 @@
+//! The Kubernetes controller: a kube-runtime [`Controller`] on EtcdCluster
+//! resources (all namespaces, or one), owning their pods and volume claims
+//! so a deleted pod triggers a reconcile at once.
+//!
+//! Each resource gets one [`Cluster`] (kept between reconciles, keyed by
+//! namespace and name, replaced when the uid changes), on the namespace's
+//! [`KubePlatform`]. A reconcile sets the spec from the resource, runs one
+//! [`Cluster::reconcile`] pass and requeues when it asks.
+//!
+//! No finalizer: every object a cluster has carries an ownerReference to
+//! its resource, so the garbage collector deletes them with it, and there
+//! is nothing outside Kubernetes to clean up (backups on Kubernetes do not
+//! exist yet). A deleted resource's `Cluster` is dropped when the
+//! controller reports it gone (its next requeue finds no object), or at
+//! once when it is seen with a deletion timestamp (foreground deletion).
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::watcher;
+use kube::{Api, Client, Resource, ResourceExt};
+
+use super::{Cluster, SpecState};
+use crate::crd::{EtcdCluster, LABEL_MANAGED_BY, MANAGED_BY};
+use crate::etcd::Clients;
+use crate::platform;
+use crate::platform::kube::{self as kplatform, KubePlatform, KubeVersions};
+use crate::validate::validate;
+
+/// Timeout of a member's status call (in-cluster DNS and network).
+pub const STATUS_TIMEOUT: Duration = Duration::from_secs(1);
+/// Right after a step, the cluster is looked at again this soon.
+pub const AFTER_STEP: Duration = Duration::from_millis(10);
+/// Otherwise no sooner than this: the local platform polls a starting
+/// member every 50 ms, too often for an API server; pod changes trigger a
+/// reconcile anyway.
+pub const MIN_POLL: Duration = Duration::from_millis(500);
+/// Field manager and reporter of the operator.
+pub const MANAGER: &str = "etcd-operator";
+
+/// Why a reconcile or the controller failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The platform failed (loading the record).
+    #[error(transparent)]
+    Platform(#[from] platform::Error),
+    /// The Kubernetes platform failed (registering, shared objects).
+    #[error(transparent)]
+    Kube(#[from] kplatform::Error),
+    /// The resource lacks a namespace or a uid.
+    #[error("EtcdCluster {0}: the resource has no {1}")]
+    Incomplete(String, &'static str),
+}
+
+impl Error {
+    /// A short label for metrics and logs.
+    pub fn category(&self) -> &'static str {
+        match self {
+            Error::Platform(e) => e.category(),
+            Error::Kube(e) => e.category(),
+            Error::Incomplete(..) => "incomplete",
+        }
+    }
+}
+
+/// Settings of the Kubernetes controller.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Watch only this namespace (`None`: all namespaces).
+    pub namespace: Option<String>,
+    /// etcd image repository; members run `IMAGE:vVERSION`.
+    pub image: String,
+}
+
+/// What the Kubernetes platform cannot do yet, as field errors.
+pub fn kube_checks(resource: &EtcdCluster) -> Vec<String> {
+    let mut errors = Vec::new();
+    if resource.spec.backup.is_some() {
+        errors.push(
+            "spec.backup: backups are not supported on the Kubernetes platform yet; remove \
+             spec.backup"
+                .to_string(),
+        );
+    }
+    if resource.spec.restore.is_some() {
+        errors.push(
+            "spec.restore: restoring from a backup is not supported on the Kubernetes platform \
+             yet; remove spec.restore"
+                .to_string(),
+        );
+    }
+    errors
+}
+
+/// The spec of `resource` as the controller takes it: checked by
+/// [`validate`] (with the versions that have an image) and [`kube_checks`].
+pub fn spec_state(resource: &EtcdCluster) -> SpecState {
+    let name = resource.name_any();
+    let mut errors = Vec::new();
+    let valid =
+        validate(&name, &resource.spec, &KubeVersions).map_err(|e| errors.push(e.to_string()));
+    errors.extend(kube_checks(resource));
+    match valid {
+        Ok(spec) if errors.is_empty() => SpecState::Valid {
+            resource: Box::new(resource.clone()),
+            spec,
+            source: None,
+        },
+        _ => SpecState::Invalid {
+            resource: Some(Box::new(resource.clone())),
+            message: errors.join("; "),
+        },
+    }
+}
+
+/// When to come back after a pass that asked for `next`.
+pub fn requeue_after(next: Duration) -> Duration {
+    if next.is_zero() {
+        AFTER_STEP
+    } else {
+        next.max(MIN_POLL)
+    }
+}
+
+/// Backoff after failed reconciles in a row: 500 ms doubling to 30 s.
+pub fn backoff(failures: u32) -> Duration {
+    let n = failures.clamp(1, 7) - 1;
+    Duration::from_millis(500 << n).min(Duration::from_secs(30))
+}
+
+type Key = (String, String);
+/// A resource's uid and its entry.
+type Entry = (String, Arc<tokio::sync::Mutex<Managed>>);
+
+/// One resource under management.
+struct Managed {
+    cluster: Option<Cluster<KubePlatform>>,
+    /// The invalid-spec message last published as an Event.
+    reported: Option<String>,
+}
+
+/// What every reconcile shares.
+struct Context {
+    client: Client,
+    image: String,
+    clients: Arc<Clients>,
+    recorder: Recorder,
+    platforms: Mutex<HashMap<String, Arc<KubePlatform>>>,
+    clusters: Mutex<HashMap<Key, Entry>>,
+    failures: Mutex<HashMap<Key, u32>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Context {
+    fn platform(&self, namespace: &str) -> Arc<KubePlatform> {
+        let mut platforms = lock(&self.platforms);
+        let p = platforms.entry(namespace.to_string()).or_insert_with(|| {
+            Arc::new(KubePlatform::new(
+                self.client.clone(),
+                namespace,
+                &self.image,
+            ))
+        });
+        p.clone()
+    }
+
+    /// The entry of `key`, new when there is none or it is of another uid.
+    fn managed(&self, key: &Key, uid: &str) -> Arc<tokio::sync::Mutex<Managed>> {
+        let mut clusters = lock(&self.clusters);
+        if let Some((known, m)) = clusters.get(key) {
+            if known == uid {
+                return m.clone();
+            }
+            tracing::info!(namespace = %key.0, cluster = %key.1, "a new resource of the same name");
+        }
+        let m = Arc::new(tokio::sync::Mutex::new(Managed {
+            cluster: None,
+            reported: None,
+        }));
+        clusters.insert(key.clone(), (uid.to_string(), m.clone()));
+        m
+    }
+
+    fn forget(&self, key: &Key) {
+        if lock(&self.clusters).remove(key).is_some() {
+            tracing::info!(namespace = %key.0, cluster = %key.1, "resource deleted; its objects go with it");
+        }
+        lock(&self.failures).remove(key);
+        if let Some(p) = lock(&self.platforms).get(&key.0) {
+            p.forget(&key.1);
+        }
+    }
+}
+
+async fn reconcile(obj: Arc<EtcdCluster>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let name = obj.name_any();
+    let namespace = obj
+        .namespace()
+        .ok_or_else(|| Error::Incomplete(name.clone(), "namespace"))?;
+    let uid = obj
+        .uid()
+        .ok_or_else(|| Error::Incomplete(name.clone(), "uid"))?;
+    let key = (namespace.clone(), name.clone());
+    if obj.metadata.deletion_timestamp.is_some() {
+        ctx.forget(&key);
+        return Ok(Action::await_change());
+    }
+    let platform = ctx.platform(&namespace);
+    platform.register(&obj)?;
+    let spec = spec_state(&obj);
+    let managed = ctx.managed(&key, &uid);
+    let mut m = managed.lock().await;
+    match &spec {
+        SpecState::Invalid { message, .. } if m.reported.as_ref() != Some(message) => {
+            report_invalid(&ctx.recorder, &obj, message).await;
+            m.reported = Some(message.clone());
+        }
+        SpecState::Invalid { .. } => {}
+        SpecState::Valid { spec, .. } => {
+            m.reported = None;
+            if !spec.paused {
+                platform.ensure_shared(&name).await?;
+            }
+        }
+    }
+    if let Some(cluster) = m.cluster.as_mut() {
+        cluster.set_spec(spec).await;
+    } else {
+        let clients = ctx.clients.clone();
+        m.cluster = Some(Cluster::new(&name, platform.clone(), clients, None, spec).await?);
+    }
+    let Some(cluster) = m.cluster.as_mut() else {
+        return Ok(Action::requeue(MIN_POLL));
+    };
+    let out = cluster.reconcile().await;
+    tracing::debug!(%namespace, cluster = %name, next = ?out.next, step = ?out.step, "reconciled");
+    lock(&ctx.failures).remove(&key);
+    Ok(Action::requeue(requeue_after(out.next)))
+}
+
+async fn report_invalid(recorder: &Recorder, obj: &EtcdCluster, message: &str) {
+    let event = Event {
+        type_: EventType::Warning,
+        reason: "InvalidSpec".into(),
+        note: Some(message.chars().take(1000).collect()),
+        action: "Validate".into(),
+        secondary: None,
+    };
+    if let Err(e) = recorder.publish(&event, &obj.object_ref(&())).await {
+        tracing::warn!(cluster = %obj.name_any(), "cannot publish an event: {e}");
+    }
+}
+
+fn error_policy(obj: Arc<EtcdCluster>, err: &Error, ctx: Arc<Context>) -> Action {
+    let key = (obj.namespace().unwrap_or_default(), obj.name_any());
+    let mut failures = lock(&ctx.failures);
+    let n = failures.entry(key).or_default();
+    *n = n.saturating_add(1);
+    let wait = backoff(*n);
+    tracing::warn!(cluster = %obj.name_any(), category = err.category(), retry = ?wait, "reconcile failed: {err}");
+    Action::requeue(wait)
+}
+
+/// Runs until `shutdown` resolves (then lets running reconciles finish).
+/// Members keep running after it returns.
+pub async fn run(
+    client: Client,
+    opts: Options,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), Error> {
+    let (api, pods, claims) = match &opts.namespace {
+        Some(ns) => (
+            Api::<EtcdCluster>::namespaced(client.clone(), ns),
+            Api::<Pod>::namespaced(client.clone(), ns),
+            Api::<PersistentVolumeClaim>::namespaced(client.clone(), ns),
+        ),
+        None => (
+            Api::all(client.clone()),
+            Api::all(client.clone()),
+            Api::all(client.clone()),
+        ),
+    };
+    let ctx = Arc::new(Context {
+        client: client.clone(),
+        image: opts.image.clone(),
+        clients: Arc::new(Clients::new(STATUS_TIMEOUT)),
+        recorder: Recorder::new(client, Reporter::from(MANAGER)),
+        platforms: Mutex::default(),
+        clusters: Mutex::default(),
+        failures: Mutex::default(),
+    });
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = stop_tx.send(());
+    });
+    let owned = || watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}"));
+    tracing::info!(
+        namespace = opts.namespace.as_deref().unwrap_or("(all)"),
+        image = %opts.image,
+        "etcd-operator running on the Kubernetes platform"
+    );
+    let for_each_ctx = ctx.clone();
+    Controller::new(api, watcher::Config::default())
+        .owns(pods, owned())
+        .owns(claims, owned())
+        .graceful_shutdown_on(async move {
+            let _ = stop_rx.await;
+        })
+        .run(reconcile, error_policy, ctx)
+        .for_each(|res| {
+            let ctx = for_each_ctx.clone();
+            async move {
+                match res {
+                    Ok(_) => {}
+                    Err(controller::Error::ObjectNotFound(r)) => {
+                        ctx.forget(&(r.namespace.unwrap_or_default(), r.name));
+                    }
+                    Err(e) => tracing::debug!("controller: {e}"),
+                }
+            }
+        })
+        .await;
+    tracing::info!("shutting down; etcd members keep running");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crd::{BackupSpec, EtcdClusterSpec, RestoreSpec};
+
+    fn resource(size: i64, version: &str) -> EtcdCluster {
+        let spec: EtcdClusterSpec =
+            serde_json::from_value(serde_json::json!({"size": size, "version": version}))
+                .expect("spec");
+        EtcdCluster::new("demo", spec)
+    }
+
+    fn message(state: SpecState) -> String {
+        match state {
+            SpecState::Invalid { message, .. } => message,
+            SpecState::Valid { .. } => panic!("expected an invalid spec"),
+        }
+    }
+
+    #[test]
+    fn a_plain_spec_is_valid() {
+        assert!(matches!(
+            spec_state(&resource(3, "3.5.1")),
+            SpecState::Valid { .. }
+        ));
+    }
+
+    #[test]
+    fn backups_and_restores_are_refused_by_field() {
+        let mut r = resource(3, "3.5.1");
+        r.spec.backup = Some(BackupSpec {
+            interval: "30m".into(),
+            max_backups: 3,
+            location: None,
+        });
+        r.spec.restore = Some(RestoreSpec {
+            backup: "b1".into(),
+        });
+        let m = message(spec_state(&r));
+        assert!(
+            m.contains("spec.backup: backups are not supported on the Kubernetes"),
+            "{m}"
+        );
+        assert!(m.contains("spec.restore: restoring"), "{m}");
+    }
+
+    #[test]
+    fn versions_without_an_image_and_other_errors_together() {
+        let m = message(spec_state(&resource(0, "3.6.0")));
+        assert!(m.contains("spec.size"), "{m}");
+        assert!(
+            m.contains("spec.version: etcd 3.6.0 has no known image"),
+            "{m}"
+        );
+    }
+
+    #[test]
+    fn requeue_and_backoff_are_bounded() {
+        assert_eq!(requeue_after(Duration::ZERO), AFTER_STEP);
+        assert_eq!(requeue_after(Duration::from_millis(50)), MIN_POLL);
+        assert_eq!(
+            requeue_after(Duration::from_secs(2)),
+            Duration::from_secs(2)
+        );
+        assert_eq!(backoff(1), Duration::from_millis(500));
+        assert_eq!(backoff(2), Duration::from_secs(1));
+        assert_eq!(backoff(100), Duration::from_secs(30));
+    }
+}

@@ -1,0 +1,159 @@
+//! Members from the objects the API lists: a member is its pod and, with
+//! persistent storage, its data volume claim, joined by the member label.
+//! Pure: what needs a write (the started mark) is returned, not done.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use kube::ResourceExt;
+
+use super::Error;
+use super::config::{StoredConfig, started};
+use super::pod::CONTAINER;
+use crate::crd::LABEL_MEMBER;
+use crate::platform::PlatformMember;
+
+/// Where a member's started mark goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Mark {
+    /// On its data volume claim (persistent storage).
+    Claim(String),
+    /// On its pod (emptyDir storage: the data lives as long as the pod).
+    Pod(String),
+}
+
+/// One member as its objects show it.
+#[derive(Clone, Debug)]
+pub struct Found {
+    /// What the controller sees.
+    pub member: PlatformMember,
+    /// A mark to set: the member is ready and its data holder is unmarked.
+    /// `has_data` already counts it.
+    pub mark: Option<Mark>,
+}
+
+/// Whether `meta` names `uid` among its owners.
+pub fn owned_by(meta: &ObjectMeta, uid: &str) -> bool {
+    meta.owner_references.iter().flatten().any(|o| o.uid == uid)
+}
+
+/// A pod that runs or will (not being deleted, not failed or done).
+pub fn pod_running(pod: &Pod) -> bool {
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    pod.metadata.deletion_timestamp.is_none() && !matches!(phase, Some("Failed" | "Succeeded"))
+}
+
+/// A pod whose Ready condition is true.
+pub fn pod_ready(pod: &Pod) -> bool {
+    let conditions = pod.status.as_ref().and_then(|s| s.conditions.as_ref());
+    conditions
+        .into_iter()
+        .flatten()
+        .any(|c| c.type_ == "Ready" && c.status == "True")
+}
+
+fn uses_empty_dir(pod: &Pod) -> bool {
+    let volumes = pod.spec.as_ref().and_then(|s| s.volumes.as_ref());
+    volumes.into_iter().flatten().any(|v| v.empty_dir.is_some())
+}
+
+fn to_system_time(t: &Time) -> Option<SystemTime> {
+    let ms = u64::try_from(t.0.as_millisecond()).ok()?;
+    Some(UNIX_EPOCH + Duration::from_millis(ms))
+}
+
+/// When etcd last started in the pod (its container, else the pod).
+fn started_at(pod: &Pod) -> Option<SystemTime> {
+    let status = pod.status.as_ref()?;
+    let container = status
+        .container_statuses
+        .iter()
+        .flatten()
+        .find(|c| c.name == CONTAINER)
+        .and_then(|c| c.state.as_ref()?.running.as_ref()?.started_at.as_ref());
+    container
+        .or(status.start_time.as_ref())
+        .and_then(to_system_time)
+}
+
+/// Joins pods and claims (both already owned by the cluster's resource)
+/// into members, in no particular order.
+pub fn join(pods: &[Pod], claims: &[PersistentVolumeClaim]) -> Result<Vec<Found>, Error> {
+    let mut by_member: BTreeMap<String, (Option<&Pod>, Option<&PersistentVolumeClaim>)> =
+        BTreeMap::new();
+    for pod in pods {
+        if let Some(m) = pod.labels().get(LABEL_MEMBER) {
+            by_member.entry(m.clone()).or_default().0 = Some(pod);
+        }
+    }
+    for claim in claims {
+        if let Some(m) = claim.labels().get(LABEL_MEMBER) {
+            by_member.entry(m.clone()).or_default().1 = Some(claim);
+        }
+    }
+    let mut out = Vec::with_capacity(by_member.len());
+    for (name, (pod, claim)) in by_member {
+        out.push(member(&name, pod, claim)?);
+    }
+    Ok(out)
+}
+
+fn member(
+    name: &str,
+    pod: Option<&Pod>,
+    claim: Option<&PersistentVolumeClaim>,
+) -> Result<Found, Error> {
+    let pod_config = match pod {
+        Some(p) => StoredConfig::read(&format!("pods/{}", p.name_any()), p.annotations().into())?,
+        None => None,
+    };
+    let claim_config = match claim {
+        Some(c) => StoredConfig::read(
+            &format!("persistentvolumeclaims/{}", c.name_any()),
+            c.annotations().into(),
+        )?,
+        None => None,
+    };
+    let running = pod.is_some_and(pod_running);
+    // The version it runs while its pod runs, else the one it will run.
+    let config = match (&pod_config, &claim_config) {
+        (Some(p), _) if running => p,
+        (_, Some(c)) => c,
+        (Some(p), None) => p,
+        (None, None) => {
+            return Err(Error::Config {
+                object: format!("member {name}"),
+                message: "neither its pod nor its volume claim records its config".into(),
+            });
+        }
+    };
+    let ready = pod.is_some_and(|p| running && pod_ready(p));
+    let (has_data, mark) = match (claim, pod) {
+        (Some(c), _) => {
+            let alive = c.metadata.deletion_timestamp.is_none();
+            let marked = started(c.annotations().into());
+            let mark = (alive && ready && !marked).then(|| Mark::Claim(c.name_any()));
+            (alive && (marked || mark.is_some()), mark)
+        }
+        (None, Some(p)) if uses_empty_dir(p) => {
+            let marked = started(p.annotations().into());
+            let mark = (ready && !marked).then(|| Mark::Pod(p.name_any()));
+            (running && (marked || mark.is_some()), mark)
+        }
+        // A pod whose claim is gone has lost its data.
+        _ => (false, None),
+    };
+    Ok(Found {
+        member: PlatformMember {
+            addr: config.addr.clone(),
+            running,
+            has_data,
+            version: config.version,
+            bootstrap: config.bootstrap,
+            started_at: pod.and_then(started_at),
+        },
+        mark,
+    })
+}

@@ -1,0 +1,324 @@
+//! The Kubernetes platform: each member a pod named after it (`demo-0`),
+//! with persistent storage its data on a volume claim `demo-0-data`; one
+//! [`KubePlatform`] per namespace.
+//!
+//! * A member's config (a [`MemberConfig`]) is recorded as JSON in the
+//!   annotation [`ANNOTATION_CONFIG`] of its claim and of its pod, so a
+//!   deleted pod is re-created from its claim; with emptyDir storage the
+//!   pod is the only holder, and a deleted pod is a member gone.
+//! * `has_data`: the claim exists, is not being deleted, and carries
+//!   [`ANNOTATION_STARTED`], set the first time the member is seen ready
+//!   (until then its volume may hold nothing worth restarting with).
+//! * Every object has an ownerReference to its EtcdCluster (deleting the
+//!   resource garbage-collects everything), and only objects owned by the
+//!   registered resource's uid count (an earlier resource of the same name
+//!   may still be being collected).
+//! * Objects are written by server-side apply with the field manager
+//!   [`FIELD_MANAGER`]; marks and relabels are merge patches.
+//! * The record is a ConfigMap `CLUSTER-etcd-operator`; the status is
+//!   applied to the resource's status subresource.
+
+pub mod config;
+pub mod error;
+pub mod members;
+pub mod objects;
+pub mod pod;
+mod shared;
+mod writes;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::{Client, Resource, ResourceExt};
+
+pub use self::config::{ANNOTATION_CONFIG, ANNOTATION_STARTED, StoredConfig};
+pub use self::error::Error;
+use self::members::owned_by;
+use self::objects::{RECORD_KEY, cluster_selector, member_host, record_config_map, record_name};
+use crate::crd::{EtcdCluster, StoragePolicy};
+use crate::platform::local::addr::{CLIENT_PORT, PEER_PORT};
+use crate::platform::{ClusterRecord, MemberAddr, MemberConfig, Platform, PlatformMember, Result};
+use crate::validate::Versions;
+use crate::version::Version;
+
+/// The one field manager of every apply.
+pub const FIELD_MANAGER: &str = "etcd-operator";
+
+/// Versions with a known image (`quay.io/coreos/etcd:vX.Y.Z`): 3.4.x, 3.5.x.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct KubeVersions;
+
+impl Versions for KubeVersions {
+    fn check(&self, v: Version) -> std::result::Result<(), String> {
+        match (v.major, v.minor) {
+            (3, 4 | 5) => Ok(()),
+            _ => Err(format!(
+                "etcd {v} has no known image; the Kubernetes platform runs 3.4.x and 3.5.x"
+            )),
+        }
+    }
+}
+
+/// What the platform knows of a cluster's resource.
+#[derive(Clone, Debug)]
+struct Registration {
+    owner: OwnerReference,
+    storage: StoragePolicy,
+    size: usize,
+    /// The size the Services and the budget were last applied for.
+    shared: Option<usize>,
+}
+
+/// Members as pods of one namespace.
+pub struct KubePlatform {
+    client: Client,
+    namespace: String,
+    image: String,
+    clusters: Mutex<HashMap<String, Registration>>,
+}
+
+impl std::fmt::Debug for KubePlatform {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KubePlatform")
+            .field("namespace", &self.namespace)
+            .field("image", &self.image)
+            .finish_non_exhaustive()
+    }
+}
+
+impl KubePlatform {
+    /// Members in `namespace`, running `image:vVERSION` (`image` without a
+    /// tag, such as [`pod::DEFAULT_IMAGE`]).
+    pub fn new(client: Client, namespace: impl Into<String>, image: impl Into<String>) -> Self {
+        KubePlatform {
+            client,
+            namespace: namespace.into(),
+            image: image.into(),
+            clusters: Mutex::default(),
+        }
+    }
+
+    /// The namespace.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// Takes (or updates) a cluster's resource: its uid owns every object
+    /// created from now on, and its spec says the storage and the size.
+    /// Must be called before any other call about the cluster.
+    pub fn register(&self, resource: &EtcdCluster) -> Result<(), Error> {
+        let name = resource.name_any();
+        let owner = resource
+            .controller_owner_ref(&())
+            .ok_or_else(|| Error::Unregistered(format!("{name} (the resource has no uid)")))?;
+        let size = usize::try_from(resource.spec.size.clamp(1, 9)).unwrap_or(1);
+        let mut clusters = self.clusters.lock().unwrap_or_else(|e| e.into_inner());
+        let shared = clusters
+            .get(&name)
+            .filter(|r| r.owner.uid == owner.uid)
+            .and_then(|r| r.shared);
+        clusters.insert(
+            name,
+            Registration {
+                owner,
+                storage: resource.spec.storage.policy,
+                size,
+                shared,
+            },
+        );
+        Ok(())
+    }
+
+    /// Forgets a cluster (its resource is gone).
+    pub fn forget(&self, cluster: &str) {
+        let mut clusters = self.clusters.lock().unwrap_or_else(|e| e.into_inner());
+        clusters.remove(cluster);
+    }
+
+    fn registration(&self, cluster: &str) -> Result<Registration, Error> {
+        let clusters = self.clusters.lock().unwrap_or_else(|e| e.into_inner());
+        clusters
+            .get(cluster)
+            .cloned()
+            .ok_or_else(|| Error::Unregistered(cluster.to_string()))
+    }
+
+    fn api<K>(&self) -> Api<K>
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+    {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    fn apply_params() -> PatchParams {
+        PatchParams::apply(FIELD_MANAGER).force()
+    }
+
+    /// The pods and claims of `cluster` that its resource owns.
+    async fn owned(
+        &self,
+        cluster: &str,
+        uid: &str,
+    ) -> Result<(Vec<Pod>, Vec<PersistentVolumeClaim>), Error> {
+        let lp = ListParams::default().labels(&cluster_selector(cluster));
+        let ns = &self.namespace;
+        let pods = self
+            .api::<Pod>()
+            .list(&lp)
+            .await
+            .map_err(Error::api(format!(
+                "cannot list the pods of {cluster} in {ns}"
+            )))?;
+        let claims = self
+            .api::<PersistentVolumeClaim>()
+            .list(&lp)
+            .await
+            .map_err(Error::api(format!(
+                "cannot list the volume claims of {cluster} in {ns}"
+            )))?;
+        let pods = pods
+            .items
+            .into_iter()
+            .filter(|p| owned_by(&p.metadata, uid));
+        let claims = claims
+            .items
+            .into_iter()
+            .filter(|c| owned_by(&c.metadata, uid));
+        Ok((pods.collect(), claims.collect()))
+    }
+
+    async fn members_of(&self, cluster: &str) -> Result<Vec<PlatformMember>, Error> {
+        let reg = self.registration(cluster)?;
+        let (pods, claims) = self.owned(cluster, &reg.owner.uid).await?;
+        let mut out = Vec::new();
+        for found in members::join(&pods, &claims)? {
+            let mut member = found.member;
+            if let Some(mark) = found.mark
+                && let Err(e) = self.mark_started(&mark).await
+            {
+                // Counted once the mark is written; try again next time.
+                tracing::warn!(%cluster, member = %member.addr.name, "{e}");
+                member.has_data = false;
+            }
+            out.push(member);
+        }
+        Ok(out)
+    }
+
+    async fn load(&self, cluster: &str) -> Result<Option<ClusterRecord>, Error> {
+        let name = record_name(cluster);
+        let cm = self
+            .api::<ConfigMap>()
+            .get_opt(&name)
+            .await
+            .map_err(Error::api(format!("cannot read configmap {name}")))?;
+        let Some(cm) = cm else { return Ok(None) };
+        // A record left by an earlier resource of the same name is not ours.
+        if let Ok(reg) = self.registration(cluster)
+            && !owned_by(&cm.metadata, &reg.owner.uid)
+        {
+            tracing::info!(%cluster, "ignoring configmap {name}: an earlier resource's record");
+            return Ok(None);
+        }
+        let json = cm.data.as_ref().and_then(|d| d.get(RECORD_KEY));
+        let Some(json) = json else { return Ok(None) };
+        serde_json::from_str(json)
+            .map(Some)
+            .map_err(|e| Error::Config {
+                object: format!("configmaps/{name}"),
+                message: format!("{RECORD_KEY}: {e}"),
+            })
+    }
+
+    async fn save(&self, cluster: &str, record: &ClusterRecord) -> Result<(), Error> {
+        let reg = self.registration(cluster)?;
+        let json = serde_json::to_string(record).unwrap_or_default();
+        let cm = record_config_map(cluster, json, &reg.owner);
+        let name = record_name(cluster);
+        self.api::<ConfigMap>()
+            .patch(&name, &Self::apply_params(), &Patch::Apply(&cm))
+            .await
+            .map_err(Error::api(format!("cannot apply configmap {name}")))?;
+        Ok(())
+    }
+
+    async fn status(&self, resource: &EtcdCluster) -> Result<(), Error> {
+        let name = resource.name_any();
+        let mut status = resource.status.clone().unwrap_or_default();
+        // The resource's own generation, as kubectl users expect (the
+        // record counts spec changes its own way).
+        if let Some(g) = resource.metadata.generation {
+            status.observed_generation = Some(g);
+        }
+        let patch = serde_json::json!({
+            "apiVersion": crate::crd::API_VERSION,
+            "kind": crate::crd::KIND,
+            "status": status,
+        });
+        self.api::<EtcdCluster>()
+            .patch_status(&name, &Self::apply_params(), &Patch::Apply(&patch))
+            .await
+            .map_err(Error::api(format!("cannot apply the status of {name}")))?;
+        Ok(())
+    }
+}
+
+impl Platform for KubePlatform {
+    async fn members(&self, cluster: &str) -> Result<Vec<PlatformMember>> {
+        Ok(self.members_of(cluster).await?)
+    }
+
+    async fn allocate(&self, cluster: &str, names: &[String]) -> Result<Vec<MemberAddr>> {
+        let addr = |name: &String| {
+            let host = member_host(name, cluster, &self.namespace);
+            MemberAddr {
+                name: name.clone(),
+                peer_url: format!("http://{host}:{PEER_PORT}"),
+                client_url: format!("http://{host}:{CLIENT_PORT}"),
+            }
+        };
+        Ok(names.iter().map(addr).collect())
+    }
+
+    async fn create(&self, cluster: &str, config: &MemberConfig) -> Result<()> {
+        Ok(self.create_member(cluster, config).await?)
+    }
+
+    async fn start(&self, cluster: &str, member: &str) -> Result<()> {
+        Ok(self.start_member(cluster, member).await?)
+    }
+
+    async fn upgrade(&self, cluster: &str, member: &str, version: Version) -> Result<()> {
+        Ok(self.upgrade_member(cluster, member, version).await?)
+    }
+
+    async fn delete(&self, cluster: &str, member: &str) -> Result<()> {
+        Ok(self.delete_member(cluster, member).await?)
+    }
+
+    async fn retire_members(&self, cluster: &str, tag: &str) -> Result<String> {
+        Ok(self.retire(cluster, tag).await?)
+    }
+
+    async fn delete_cluster(&self, cluster: &str) -> Result<()> {
+        Ok(self.delete_all(cluster).await?)
+    }
+
+    async fn load_record(&self, cluster: &str) -> Result<Option<ClusterRecord>> {
+        Ok(self.load(cluster).await?)
+    }
+
+    async fn save_record(&self, cluster: &str, record: &ClusterRecord) -> Result<()> {
+        Ok(self.save(cluster, record).await?)
+    }
+
+    async fn save_status(&self, cluster: &EtcdCluster) -> Result<()> {
+        Ok(self.status(cluster).await?)
+    }
+}

@@ -1,0 +1,285 @@
+//! A member's pod: etcd from `IMAGE:vVERSION` with the local platform's
+//! flags, listening on every address, named through the headless Service,
+//! its data on the member's claim (persistent) or an emptyDir (ephemeral).
+
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+use std::path::Path;
+
+use k8s_openapi::api::core::v1::{
+    Affinity, Capabilities, Container, ContainerPort, EmptyDirVolumeSource, HTTPGetAction,
+    PersistentVolumeClaimVolumeSource, Pod, PodAffinityTerm, PodAntiAffinity, PodSecurityContext,
+    PodSpec, Probe, ResourceRequirements, SeccompProfile, SecurityContext, TCPSocketAction, Volume,
+    VolumeMount, WeightedPodAffinityTerm,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use super::config::{ANNOTATION_CONFIG, StoredConfig};
+use super::objects::{claim_name, member_labels, meta, peer_service_name, selector_labels};
+use crate::crd::StoragePolicy;
+use crate::platform::local::addr::{CLIENT_PORT, PEER_PORT};
+use crate::platform::local::etcd_args;
+use crate::platform::local::layout::MemberRecord;
+use crate::version::Version;
+
+/// Default image repository; the tag is `v` and the version.
+pub const DEFAULT_IMAGE: &str = "quay.io/coreos/etcd";
+/// Name of the etcd container.
+pub const CONTAINER: &str = "etcd";
+/// Where the data volume is mounted.
+pub const DATA_MOUNT: &str = "/var/lib/etcd";
+/// etcd's `--data-dir`: a folder in the volume (a fresh filesystem's root
+/// may hold `lost+found`).
+pub const DATA_DIR: &str = "/var/lib/etcd/data";
+/// The etcd binary in the image.
+pub const ETCD_BINARY: &str = "/usr/local/bin/etcd";
+/// The user and group etcd runs as (not root); the volume is given to this
+/// group (`fsGroup`).
+pub const RUN_AS: i64 = 65532;
+/// Name of the data volume in the pod.
+const DATA_VOLUME: &str = "data";
+
+/// The image of `version`.
+pub fn image(repository: &str, version: Version) -> String {
+    format!("{repository}:v{version}")
+}
+
+/// Whether etcd serves `/readyz` and `/livez` (3.5.11+, 3.4.29+; 3.5.1
+/// and 3.4.23 answer them with 404).
+pub fn has_readyz(v: Version) -> bool {
+    match (v.major, v.minor) {
+        (3, 4) => v.patch >= 29,
+        (3, 5) => v.patch >= 11,
+        (major, minor) => (major, minor) > (3, 5),
+    }
+}
+
+/// Path of the readiness probe: `/readyz` where etcd has it, else
+/// `/health`. Both fail while the member has no leader, and neither answers
+/// before the member has joined its cluster.
+pub fn readiness_path(v: Version) -> &'static str {
+    if has_readyz(v) { "/readyz" } else { "/health" }
+}
+
+/// The etcd command line of a member in a pod: the local platform's flags
+/// (so both platforms run etcd alike), listening on every address of the
+/// pod and advertising its DNS names.
+pub fn pod_args(c: &StoredConfig) -> Vec<String> {
+    let record = MemberRecord {
+        addr: c.addr.clone(),
+        ip: Ipv4Addr::UNSPECIFIED,
+        version: c.version,
+        bootstrap: c.bootstrap,
+        initial_cluster: c.initial_cluster.clone(),
+        initial_state: c.initial_state,
+        token: c.token.clone(),
+        process: None,
+        started_at: None,
+    };
+    let mut args = etcd_args(&record, Path::new(DATA_DIR));
+    let listen = |flag: &str| match flag {
+        "--listen-peer-urls" => Some(format!("http://0.0.0.0:{PEER_PORT}")),
+        "--listen-client-urls" => Some(format!("http://0.0.0.0:{CLIENT_PORT}")),
+        _ => None,
+    };
+    for i in 1..args.len() {
+        if let Some(url) = listen(&args[i - 1]) {
+            args[i] = url;
+        }
+    }
+    args
+}
+
+fn probes(version: Version) -> (Probe, Probe) {
+    let readiness = Probe {
+        http_get: Some(HTTPGetAction {
+            path: Some(readiness_path(version).into()),
+            port: IntOrString::Int(i32::from(CLIENT_PORT)),
+            ..HTTPGetAction::default()
+        }),
+        period_seconds: Some(5),
+        timeout_seconds: Some(3),
+        failure_threshold: Some(3),
+        ..Probe::default()
+    };
+    // A TCP check: etcd's HTTP endpoints (`/livez` included) are served
+    // only once the member has joined its cluster, and `/health` fails
+    // without a leader; restarting members cannot bring back a quorum, so
+    // liveness only asks that etcd still listens.
+    let liveness = Probe {
+        tcp_socket: Some(TCPSocketAction {
+            port: IntOrString::Int(i32::from(CLIENT_PORT)),
+            ..TCPSocketAction::default()
+        }),
+        initial_delay_seconds: Some(10),
+        period_seconds: Some(10),
+        timeout_seconds: Some(5),
+        failure_threshold: Some(6),
+        ..Probe::default()
+    };
+    (readiness, liveness)
+}
+
+fn container_port(name: &str, port: u16) -> ContainerPort {
+    ContainerPort {
+        name: Some(name.into()),
+        container_port: i32::from(port),
+        protocol: Some("TCP".into()),
+        ..ContainerPort::default()
+    }
+}
+
+fn etcd_container(c: &StoredConfig, repository: &str) -> Container {
+    let (readiness, liveness) = probes(c.version);
+    Container {
+        name: CONTAINER.into(),
+        image: Some(image(repository, c.version)),
+        command: Some(vec![ETCD_BINARY.into()]),
+        args: Some(pod_args(c)),
+        ports: Some(vec![
+            container_port("client", CLIENT_PORT),
+            container_port("peer", PEER_PORT),
+        ]),
+        volume_mounts: Some(vec![VolumeMount {
+            name: DATA_VOLUME.into(),
+            mount_path: DATA_MOUNT.into(),
+            ..VolumeMount::default()
+        }]),
+        readiness_probe: Some(readiness),
+        liveness_probe: Some(liveness),
+        // Requests only: a memory limit would OOM-kill etcd on a spike.
+        resources: Some(ResourceRequirements {
+            requests: Some(BTreeMap::from([
+                ("cpu".to_string(), Quantity("100m".into())),
+                ("memory".to_string(), Quantity("128Mi".into())),
+            ])),
+            ..ResourceRequirements::default()
+        }),
+        security_context: Some(SecurityContext {
+            allow_privilege_escalation: Some(false),
+            read_only_root_filesystem: Some(true),
+            capabilities: Some(Capabilities {
+                drop: Some(vec!["ALL".into()]),
+                ..Capabilities::default()
+            }),
+            ..SecurityContext::default()
+        }),
+        ..Container::default()
+    }
+}
+
+fn data_volume(member: &str, storage: StoragePolicy) -> Volume {
+    match storage {
+        StoragePolicy::Persistent => Volume {
+            name: DATA_VOLUME.into(),
+            persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                claim_name: claim_name(member),
+                read_only: None,
+            }),
+            ..Volume::default()
+        },
+        StoragePolicy::Ephemeral => Volume {
+            name: DATA_VOLUME.into(),
+            empty_dir: Some(EmptyDirVolumeSource::default()),
+            ..Volume::default()
+        },
+    }
+}
+
+/// Members of a cluster prefer different nodes, so losing a node loses one.
+fn spread(cluster: &str) -> Affinity {
+    Affinity {
+        pod_anti_affinity: Some(PodAntiAffinity {
+            preferred_during_scheduling_ignored_during_execution: Some(vec![
+                WeightedPodAffinityTerm {
+                    weight: 100,
+                    pod_affinity_term: PodAffinityTerm {
+                        label_selector: Some(LabelSelector {
+                            match_labels: Some(selector_labels(cluster)),
+                            ..LabelSelector::default()
+                        }),
+                        topology_key: "kubernetes.io/hostname".into(),
+                        ..PodAffinityTerm::default()
+                    },
+                },
+            ]),
+            ..PodAntiAffinity::default()
+        }),
+        ..Affinity::default()
+    }
+}
+
+/// A member's pod. `repository` is the etcd image without its tag.
+pub fn member_pod(
+    cluster: &str,
+    config: &StoredConfig,
+    storage: StoragePolicy,
+    repository: &str,
+    owner: &OwnerReference,
+) -> Pod {
+    let member = &config.addr.name;
+    let mut metadata = meta(member.clone(), member_labels(cluster, member), owner);
+    metadata.annotations = Some(BTreeMap::from([(
+        ANNOTATION_CONFIG.to_string(),
+        config.to_json(),
+    )]));
+    Pod {
+        metadata,
+        spec: Some(PodSpec {
+            hostname: Some(member.clone()),
+            subdomain: Some(peer_service_name(cluster)),
+            containers: vec![etcd_container(config, repository)],
+            volumes: Some(vec![data_volume(member, storage)]),
+            restart_policy: Some("Always".into()),
+            termination_grace_period_seconds: Some(30),
+            // Service links put `NAME_SERVICE_HOST`-style variables in the
+            // environment; for a cluster named `etcd` they start with ETCD_,
+            // which etcd reads as flags.
+            enable_service_links: Some(false),
+            automount_service_account_token: Some(false),
+            affinity: Some(spread(cluster)),
+            security_context: Some(PodSecurityContext {
+                run_as_non_root: Some(true),
+                run_as_user: Some(RUN_AS),
+                run_as_group: Some(RUN_AS),
+                fs_group: Some(RUN_AS),
+                fs_group_change_policy: Some("OnRootMismatch".into()),
+                seccomp_profile: Some(SeccompProfile {
+                    type_: "RuntimeDefault".into(),
+                    localhost_profile: None,
+                }),
+                ..PodSecurityContext::default()
+            }),
+            ..PodSpec::default()
+        }),
+        status: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn readyz_only_where_etcd_serves_it() {
+        for (v, path) in [
+            (Version::new(3, 4, 23), "/health"),
+            (Version::new(3, 4, 29), "/readyz"),
+            (Version::new(3, 5, 1), "/health"),
+            (Version::new(3, 5, 11), "/readyz"),
+            (Version::new(3, 6, 0), "/readyz"),
+        ] {
+            assert_eq!(readiness_path(v), path, "{v}");
+        }
+    }
+
+    #[test]
+    fn image_tag_is_v_and_the_version() {
+        assert_eq!(
+            image(DEFAULT_IMAGE, Version::new(3, 5, 1)),
+            "quay.io/coreos/etcd:v3.5.1"
+        );
+    }
+}

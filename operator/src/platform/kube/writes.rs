@@ -1,0 +1,318 @@
+//! Writes to members: create, start, upgrade and delete, and the started
+//! mark. Every call is idempotent; a call that meets an object still going
+//! away (terminating, or an earlier resource's) waits a bounded time or
+//! fails as busy, and the next reconcile tries again.
+
+use std::fmt::Debug;
+use std::time::{Duration, Instant, SystemTime};
+
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
+use kube::{Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::config::{ANNOTATION_CONFIG, ANNOTATION_STARTED, StoredConfig};
+use super::error::is_not_found;
+use super::members::{Mark, owned_by, pod_running};
+use super::objects::{claim_name, data_claim};
+use super::pod::{CONTAINER, image, member_pod, readiness_path};
+use super::{Error, FIELD_MANAGER, KubePlatform, Registration};
+use crate::crd::StoragePolicy;
+use crate::platform::MemberConfig;
+use crate::version::Version;
+
+/// How long a deleted pod may take to go before the call gives up as busy.
+pub const POD_GONE_WAIT: Duration = Duration::from_secs(45);
+/// How often a deleted pod is looked for meanwhile.
+const POLL: Duration = Duration::from_millis(500);
+
+type Namespaced = k8s_openapi::NamespaceResourceScope;
+
+impl KubePlatform {
+    async fn get<K>(&self, name: &str) -> Result<Option<K>, Error>
+    where
+        K: Resource<Scope = Namespaced, DynamicType = ()> + Clone + DeserializeOwned + Debug,
+    {
+        let what = format!("cannot read {} {name}", K::kind(&()));
+        self.api::<K>()
+            .get_opt(name)
+            .await
+            .map_err(Error::api(what))
+    }
+
+    pub(super) async fn apply<K>(&self, name: &str, object: &K) -> Result<(), Error>
+    where
+        K: Resource<Scope = Namespaced, DynamicType = ()>
+            + Clone
+            + DeserializeOwned
+            + Serialize
+            + Debug,
+    {
+        let what = format!("cannot apply {} {name}", K::kind(&()));
+        let params = Self::apply_params();
+        let patch = Patch::Apply(object);
+        self.api::<K>()
+            .patch(name, &params, &patch)
+            .await
+            .map_err(Error::api(what))?;
+        Ok(())
+    }
+
+    pub(super) async fn merge<K>(
+        &self,
+        name: &str,
+        patch: Patch<serde_json::Value>,
+    ) -> Result<(), Error>
+    where
+        K: Resource<Scope = Namespaced, DynamicType = ()> + Clone + DeserializeOwned + Debug,
+    {
+        let what = format!("cannot patch {} {name}", K::kind(&()));
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PatchParams::default()
+        };
+        self.api::<K>()
+            .patch(name, &params, &patch)
+            .await
+            .map_err(Error::api(what))?;
+        Ok(())
+    }
+
+    /// Deletes `name`; already gone is done.
+    pub(super) async fn remove<K>(&self, name: &str, dp: &DeleteParams) -> Result<(), Error>
+    where
+        K: Resource<Scope = Namespaced, DynamicType = ()> + Clone + DeserializeOwned + Debug,
+    {
+        match self.api::<K>().delete(name, dp).await {
+            Ok(_) => Ok(()),
+            Err(e) if is_not_found(&e) => Ok(()),
+            Err(e) => Err(Error::api(format!("cannot delete {} {name}", K::kind(&())))(e)),
+        }
+    }
+
+    /// Fails as busy when `meta` is an earlier resource's.
+    fn ours(reg: &Registration, meta: &ObjectMeta, what: &str) -> Result<(), Error> {
+        if owned_by(meta, &reg.owner.uid) {
+            return Ok(());
+        }
+        Err(Error::Busy(format!(
+            "{what} belongs to an earlier EtcdCluster {} that is being deleted; waiting for it to go",
+            reg.owner.name
+        )))
+    }
+
+    /// Deletes a pod that does not run (gracefully, that very pod) and
+    /// waits until it is gone.
+    async fn clear_pod(&self, pod: &Pod) -> Result<(), Error> {
+        let name = pod.name_any();
+        if pod.metadata.deletion_timestamp.is_none() {
+            let dp = DeleteParams {
+                preconditions: Some(Preconditions {
+                    uid: pod.uid(),
+                    resource_version: None,
+                }),
+                ..DeleteParams::default()
+            };
+            self.remove::<Pod>(&name, &dp).await?;
+        }
+        let since = Instant::now();
+        loop {
+            match self.get::<Pod>(&name).await? {
+                Some(p) if p.uid() == pod.uid() => {}
+                _ => return Ok(()),
+            }
+            if since.elapsed() >= POD_GONE_WAIT {
+                return Err(Error::Busy(format!(
+                    "pod {name} is still terminating after {POD_GONE_WAIT:?}"
+                )));
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    pub(super) async fn create_member(
+        &self,
+        cluster: &str,
+        config: &MemberConfig,
+    ) -> Result<(), Error> {
+        let reg = self.registration(cluster)?;
+        let stored = StoredConfig::from_config(config)?;
+        self.ensure_shared(cluster).await?;
+        let name = &stored.addr.name;
+        if let Some(pod) = self.get::<Pod>(name).await? {
+            Self::ours(&reg, &pod.metadata, &format!("pod {name}"))?;
+            if pod_running(&pod) {
+                return Ok(());
+            }
+            self.clear_pod(&pod).await?;
+        }
+        if reg.storage == StoragePolicy::Persistent {
+            let claim = claim_name(name);
+            if let Some(c) = self.get::<PersistentVolumeClaim>(&claim).await? {
+                Self::ours(&reg, &c.metadata, &format!("volume claim {claim}"))?;
+                if c.metadata.deletion_timestamp.is_some() {
+                    return Err(Error::Busy(format!(
+                        "volume claim {claim} is being deleted"
+                    )));
+                }
+            }
+            self.apply(&claim, &data_claim(cluster, &stored, &reg.owner))
+                .await?;
+        }
+        let pod = member_pod(cluster, &stored, reg.storage, &self.image, &reg.owner);
+        self.apply(name, &pod).await
+    }
+
+    pub(super) async fn start_member(&self, cluster: &str, member: &str) -> Result<(), Error> {
+        let reg = self.registration(cluster)?;
+        let claim_name = claim_name(member);
+        let claim = self.get::<PersistentVolumeClaim>(&claim_name).await?;
+        let claim = claim.filter(|c| owned_by(&c.metadata, &reg.owner.uid));
+        if claim
+            .as_ref()
+            .is_some_and(|c| c.metadata.deletion_timestamp.is_some())
+        {
+            return Err(Error::Busy(format!(
+                "volume claim {claim_name} is being deleted: member {member} cannot start with it"
+            )));
+        }
+        let pod = self.get::<Pod>(member).await?;
+        if let Some(p) = &pod {
+            Self::ours(&reg, &p.metadata, &format!("pod {member}"))?;
+            if pod_running(p) {
+                return Ok(());
+            }
+        }
+        let from_claim = match &claim {
+            Some(c) => StoredConfig::read(
+                &format!("persistentvolumeclaims/{claim_name}"),
+                c.annotations().into(),
+            )?,
+            None => None,
+        };
+        let from_pod = match &pod {
+            Some(p) => StoredConfig::read(&format!("pods/{member}"), p.annotations().into())?,
+            None => None,
+        };
+        let no_member = || Error::NoMember {
+            cluster: cluster.into(),
+            member: member.into(),
+        };
+        let config = from_claim.or(from_pod).ok_or_else(no_member)?;
+        if let Some(p) = &pod {
+            self.clear_pod(p).await?;
+        }
+        self.ensure_shared(cluster).await?;
+        let storage = match claim {
+            Some(_) => StoragePolicy::Persistent,
+            None => StoragePolicy::Ephemeral,
+        };
+        tracing::info!(%cluster, %member, "re-creating the pod from its recorded config");
+        let pod = member_pod(cluster, &config, storage, &self.image, &reg.owner);
+        self.apply(member, &pod).await
+    }
+
+    pub(super) async fn upgrade_member(
+        &self,
+        cluster: &str,
+        member: &str,
+        version: Version,
+    ) -> Result<(), Error> {
+        let reg = self.registration(cluster)?;
+        let claim_name = claim_name(member);
+        let claim = self.get::<PersistentVolumeClaim>(&claim_name).await?;
+        let pod = self.get::<Pod>(member).await?;
+        let pod = pod.filter(|p| owned_by(&p.metadata, &reg.owner.uid));
+        let Some(claim) = claim.filter(|c| owned_by(&c.metadata, &reg.owner.uid)) else {
+            return self.upgrade_in_place(cluster, member, pod, version).await;
+        };
+        let object = format!("persistentvolumeclaims/{claim_name}");
+        let mut config =
+            StoredConfig::read(&object, claim.annotations().into())?.ok_or_else(|| {
+                Error::Config {
+                    object,
+                    message: format!("no annotation {ANNOTATION_CONFIG}"),
+                }
+            })?;
+        config.version = version;
+        // The claim says what the member runs next before the pod goes, so
+        // an upgrade cut short is finished by the next start.
+        let annotations = serde_json::json!({ANNOTATION_CONFIG: config.to_json()});
+        let patch = serde_json::json!({"metadata": {"annotations": annotations}});
+        self.merge::<PersistentVolumeClaim>(&claim_name, Patch::Merge(patch))
+            .await?;
+        if let Some(p) = &pod {
+            self.clear_pod(p).await?;
+        }
+        let pod = member_pod(
+            cluster,
+            &config,
+            StoragePolicy::Persistent,
+            &self.image,
+            &reg.owner,
+        );
+        self.apply(member, &pod).await
+    }
+
+    /// Upgrades a member without a claim: its data lives in the pod's
+    /// emptyDir, so the image is changed in place (the kubelet restarts the
+    /// container, the emptyDir stays). Probes cannot change in place: when
+    /// the new version needs another readiness path the pod is deleted, and
+    /// the plan replaces the member.
+    async fn upgrade_in_place(
+        &self,
+        cluster: &str,
+        member: &str,
+        pod: Option<Pod>,
+        version: Version,
+    ) -> Result<(), Error> {
+        let no_member = || Error::NoMember {
+            cluster: cluster.into(),
+            member: member.into(),
+        };
+        let pod = pod.ok_or_else(no_member)?;
+        let object = format!("pods/{member}");
+        let mut config =
+            StoredConfig::read(&object, pod.annotations().into())?.ok_or_else(no_member)?;
+        let from = config.version;
+        config.version = version;
+        if pod_running(&pod) && readiness_path(from) == readiness_path(version) {
+            let patch = serde_json::json!({
+                "metadata": {"annotations": {ANNOTATION_CONFIG: config.to_json()}},
+                "spec": {"containers": [{"name": CONTAINER, "image": image(&self.image, version)}]},
+            });
+            return self.merge::<Pod>(member, Patch::Strategic(patch)).await;
+        }
+        tracing::warn!(
+            %cluster, %member, %from, to = %version,
+            "the readiness probe changes between these versions and an emptyDir member cannot \
+             keep its data in a new pod: deleting it, it will be replaced"
+        );
+        self.clear_pod(&pod).await
+    }
+
+    pub(super) async fn delete_member(&self, cluster: &str, member: &str) -> Result<(), Error> {
+        tracing::info!(%cluster, %member, "deleting the pod and its volume claim");
+        let now = DeleteParams {
+            grace_period_seconds: Some(0),
+            ..DeleteParams::default()
+        };
+        self.remove::<Pod>(member, &now).await?;
+        self.remove::<PersistentVolumeClaim>(&claim_name(member), &DeleteParams::default())
+            .await
+    }
+
+    pub(super) async fn mark_started(&self, mark: &Mark) -> Result<(), Error> {
+        let now = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
+        let patch = serde_json::json!({"metadata": {"annotations": {ANNOTATION_STARTED: now}}});
+        match mark {
+            Mark::Claim(name) => {
+                self.merge::<PersistentVolumeClaim>(name, Patch::Merge(patch))
+                    .await
+            }
+            Mark::Pod(name) => self.merge::<Pod>(name, Patch::Merge(patch)).await,
+        }
+    }
+}
