@@ -118,9 +118,6 @@ mod tests {
         }
         .into();
         assert_eq!(cfg.category(), "record");
-        assert_eq!(
-            cfg.to_string(),
-            "pods/demo-0: unreadable member config: bad json"
-        );
+        assert_eq!(cfg.to_string(), "pods/demo-0: unreadable record: bad json");
     }
 }
