@@ -1,0 +1,175 @@
+//! The objects the platform builds, checked field by field that matters.
+
+use k8s_openapi::api::core::v1::Pod;
+use serde_json::{Value, json};
+
+use super::fixtures::{Seen, UID, stored};
+use crate::crd::StoragePolicy;
+
+fn pod(version: &str, storage: StoragePolicy) -> Value {
+    Seen::pod("demo-1", version, storage).json()
+}
+
+fn etcd(pod: &Value) -> &Value {
+    &pod["spec"]["containers"][0]
+}
+
+#[test]
+fn member_pod_runs_etcd_with_the_local_flags_on_its_dns_name() {
+    let p = pod("3.5.1", StoragePolicy::Persistent);
+    let c = etcd(&p);
+    assert_eq!(c["image"], "quay.io/coreos/etcd:v3.5.1");
+    assert_eq!(c["command"], json!(["/usr/local/bin/etcd"]));
+    let host = "demo-1.demo.default.svc";
+    let initial = stored("demo-1", "3.5.1").initial_cluster;
+    assert_eq!(
+        c["args"],
+        json!([
+            "--name",
+            "demo-1",
+            "--data-dir",
+            "/var/lib/etcd/data",
+            "--listen-peer-urls",
+            "http://0.0.0.0:2380",
+            "--initial-advertise-peer-urls",
+            format!("http://{host}:2380"),
+            "--listen-client-urls",
+            "http://0.0.0.0:2379",
+            "--advertise-client-urls",
+            format!("http://{host}:2379"),
+            "--initial-cluster",
+            initial,
+            "--initial-cluster-state",
+            "new",
+            "--initial-cluster-token",
+            "demo-token",
+            "--logger",
+            "zap",
+            "--log-outputs",
+            "stderr",
+        ])
+    );
+    assert_eq!(p["spec"]["hostname"], "demo-1");
+    assert_eq!(p["spec"]["subdomain"], "demo");
+    assert_eq!(p["spec"]["restartPolicy"], "Always");
+    assert_eq!(p["spec"]["enableServiceLinks"], false);
+}
+
+#[test]
+fn member_pod_labels_owner_and_config() {
+    let p = pod("3.5.1", StoragePolicy::Persistent);
+    let m = &p["metadata"];
+    assert_eq!(
+        m["labels"],
+        json!({
+            "etcdoperator.dev/cluster": "demo",
+            "etcdoperator.dev/member": "demo-1",
+            "app.kubernetes.io/name": "etcd",
+            "app.kubernetes.io/managed-by": "etcd-operator",
+        })
+    );
+    let owner = &m["ownerReferences"][0];
+    assert_eq!(owner["kind"], "EtcdCluster");
+    assert_eq!(owner["apiVersion"], "etcdoperator.dev/v1alpha1");
+    assert_eq!(owner["uid"], UID);
+    assert_eq!(owner["controller"], true);
+    let config = m["annotations"]["etcdoperator.dev/member-config"]
+        .as_str()
+        .expect("config annotation");
+    let config: super::super::StoredConfig = serde_json::from_str(config).expect("config json");
+    assert_eq!(config, stored("demo-1", "3.5.1"));
+    // It is a valid Pod.
+    let _: Pod = Seen(p.clone()).typed();
+}
+
+#[test]
+fn data_lives_on_the_claim_or_in_an_empty_dir() {
+    let persistent = pod("3.5.1", StoragePolicy::Persistent);
+    assert_eq!(
+        persistent["spec"]["volumes"],
+        json!([{"name": "data", "persistentVolumeClaim": {"claimName": "demo-1-data"}}])
+    );
+    let ephemeral = pod("3.5.1", StoragePolicy::Ephemeral);
+    assert_eq!(
+        ephemeral["spec"]["volumes"],
+        json!([{"name": "data", "emptyDir": {}}])
+    );
+    assert_eq!(
+        etcd(&ephemeral)["volumeMounts"],
+        json!([{"name": "data", "mountPath": "/var/lib/etcd"}])
+    );
+}
+
+#[test]
+fn probes_follow_the_version_and_never_need_a_leader_to_live() {
+    for (version, path) in [
+        ("3.4.23", "/health"),
+        ("3.5.1", "/health"),
+        ("3.5.13", "/readyz"),
+    ] {
+        let p = pod(version, StoragePolicy::Persistent);
+        let c = etcd(&p);
+        assert_eq!(c["readinessProbe"]["httpGet"]["path"], path, "{version}");
+        assert_eq!(c["readinessProbe"]["httpGet"]["port"], 2379);
+        assert_eq!(c["livenessProbe"]["tcpSocket"]["port"], 2379, "{version}");
+        assert_eq!(c["livenessProbe"]["failureThreshold"], 6);
+    }
+}
+
+#[test]
+fn pods_run_unprivileged_with_modest_requests() {
+    let p = pod("3.5.1", StoragePolicy::Persistent);
+    let sc = &p["spec"]["securityContext"];
+    assert_eq!(sc["runAsNonRoot"], true);
+    assert_eq!(sc["fsGroup"], 65532);
+    assert_eq!(
+        etcd(&p)["securityContext"]["allowPrivilegeEscalation"],
+        false
+    );
+    assert_eq!(
+        etcd(&p)["resources"],
+        json!({"requests": {"cpu": "100m", "memory": "128Mi"}})
+    );
+}
+
+#[test]
+fn claim_holds_the_config_and_a_fixed_size() {
+    let c = Seen::claim("demo-1", "3.5.1").json();
+    assert_eq!(c["metadata"]["name"], "demo-1-data");
+    assert_eq!(c["metadata"]["labels"]["etcdoperator.dev/member"], "demo-1");
+    assert_eq!(c["metadata"]["ownerReferences"][0]["uid"], UID);
+    assert_eq!(
+        c["spec"],
+        json!({"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}})
+    );
+    assert!(c["metadata"]["annotations"]["etcdoperator.dev/member-config"].is_string());
+}
+
+#[test]
+fn services_and_budget() {
+    use super::super::objects::{client_service, disruption_budget, peer_service};
+    use kube::Resource;
+    let r = super::fixtures::resource(3, "3.5.1", StoragePolicy::Persistent);
+    let owner = r.controller_owner_ref(&()).expect("owner");
+    let selector = json!({"etcdoperator.dev/cluster": "demo", "app.kubernetes.io/name": "etcd"});
+    let peer = serde_json::to_value(peer_service("demo", &owner)).expect("json");
+    assert_eq!(peer["metadata"]["name"], "demo");
+    assert_eq!(peer["spec"]["clusterIP"], "None");
+    assert_eq!(peer["spec"]["publishNotReadyAddresses"], true);
+    assert_eq!(peer["spec"]["selector"], selector);
+    let ports: Vec<i64> = peer["spec"]["ports"]
+        .as_array()
+        .expect("ports")
+        .iter()
+        .filter_map(|p| p["port"].as_i64())
+        .collect();
+    assert_eq!(ports, [2379, 2380]);
+    let client = serde_json::to_value(client_service("demo", &owner)).expect("json");
+    assert_eq!(client["metadata"]["name"], "demo-client");
+    assert_eq!(client["spec"]["ports"][0]["port"], 2379);
+    assert!(client["spec"].get("publishNotReadyAddresses").is_none());
+    let pdb = serde_json::to_value(disruption_budget("demo", 3, &owner)).expect("json");
+    assert_eq!(pdb["spec"]["minAvailable"], 2);
+    assert_eq!(pdb["spec"]["selector"]["matchLabels"], selector);
+    assert!(pdb["spec"].get("maxUnavailable").is_none());
+}

@@ -1,0 +1,155 @@
+//! Small builders for the tests: a resource, member configs, and pods and
+//! claims as the API server would return them.
+
+use kube::Client;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use super::super::KubePlatform;
+use super::super::config::{ANNOTATION_STARTED, StoredConfig};
+use super::super::objects::data_claim;
+use super::super::pod::{DEFAULT_IMAGE, member_pod};
+use crate::crd::{EtcdCluster, EtcdClusterSpec, StoragePolicy};
+use crate::platform::{InitialState, MemberAddr, MemberConfig};
+use crate::version::Version;
+
+/// The uid of the test resource.
+pub const UID: &str = "uid-1";
+/// `metadata.generation` of the test resource.
+pub const GENERATION: i64 = 7;
+
+/// The EtcdCluster `default/demo`.
+pub fn resource(size: i64, version: &str, storage: StoragePolicy) -> EtcdCluster {
+    let spec: EtcdClusterSpec = serde_json::from_value(json!({
+        "size": size, "version": version, "storage": {"policy": storage},
+    }))
+    .expect("spec");
+    let mut r = EtcdCluster::new("demo", spec);
+    r.metadata.namespace = Some("default".into());
+    r.metadata.uid = Some(UID.into());
+    r.metadata.generation = Some(GENERATION);
+    r
+}
+
+/// A platform on `client` with `default/demo` (3 members, persistent)
+/// registered.
+pub fn platform(client: Client) -> KubePlatform {
+    platform_for(client, &resource(3, "3.5.1", StoragePolicy::Persistent))
+}
+
+/// A platform on `client` with `r` registered.
+pub fn platform_for(client: Client, r: &EtcdCluster) -> KubePlatform {
+    let p = KubePlatform::new(client, "default", DEFAULT_IMAGE);
+    p.register(r).expect("a resource with a uid");
+    p
+}
+
+/// Member `name` of demo's first three, bootstrapping.
+pub fn config(name: &str, version: &str) -> MemberConfig {
+    let url = |m: &str, port: u16| format!("http://{m}.demo.default.svc:{port}");
+    let initial = (0..3)
+        .map(|i| format!("demo-{i}={}", url(&format!("demo-{i}"), 2380)))
+        .collect::<Vec<_>>()
+        .join(",");
+    MemberConfig {
+        addr: MemberAddr {
+            name: name.into(),
+            peer_url: url(name, 2380),
+            client_url: url(name, 2379),
+        },
+        version: version.parse::<Version>().expect("version"),
+        initial_cluster: initial,
+        initial_state: InitialState::New,
+        token: "demo-token".into(),
+        bootstrap: true,
+        restore_from: None,
+    }
+}
+
+/// [`config`] as recorded.
+pub fn stored(name: &str, version: &str) -> StoredConfig {
+    StoredConfig::from_config(&config(name, version)).expect("no snapshot")
+}
+
+fn owner() -> k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+    use kube::Resource;
+    let r = resource(3, "3.5.1", StoragePolicy::Persistent);
+    r.controller_owner_ref(&()).expect("owner")
+}
+
+/// An object as the API server returns it, built from the platform's own
+/// builders and then changed.
+#[derive(Clone, Debug)]
+pub struct Seen(pub Value);
+
+impl Seen {
+    /// Member `name`'s pod, scheduled, not ready.
+    pub fn pod(name: &str, version: &str, storage: StoragePolicy) -> Seen {
+        let pod = member_pod(
+            "demo",
+            &stored(name, version),
+            storage,
+            DEFAULT_IMAGE,
+            &owner(),
+        );
+        let mut v = serde_json::to_value(pod).expect("pod");
+        v["metadata"]["uid"] = json!(format!("pod-{name}"));
+        v["metadata"]["namespace"] = json!("default");
+        v["status"] = json!({"phase": "Pending"});
+        Seen(v)
+    }
+
+    /// Member `name`'s volume claim, bound, never started.
+    pub fn claim(name: &str, version: &str) -> Seen {
+        let claim = data_claim("demo", &stored(name, version), &owner());
+        let mut v = serde_json::to_value(claim).expect("claim");
+        v["metadata"]["uid"] = json!(format!("claim-{name}"));
+        v["metadata"]["namespace"] = json!("default");
+        v["status"] = json!({"phase": "Bound"});
+        Seen(v)
+    }
+
+    /// The pod runs and is ready.
+    pub fn ready(mut self) -> Seen {
+        self.0["status"] = json!({
+            "phase": "Running",
+            "conditions": [{"type": "Ready", "status": "True"}],
+            "startTime": "2026-01-01T00:00:00Z",
+        });
+        self
+    }
+
+    /// The pod is in `phase`.
+    pub fn phase(mut self, phase: &str) -> Seen {
+        self.0["status"]["phase"] = json!(phase);
+        self
+    }
+
+    /// The member was seen ready before.
+    pub fn started(mut self) -> Seen {
+        self.0["metadata"]["annotations"][ANNOTATION_STARTED] = json!("2026-01-01T00:00:00Z");
+        self
+    }
+
+    /// Owned by another resource's uid.
+    pub fn owned_by(mut self, uid: &str) -> Seen {
+        self.0["metadata"]["ownerReferences"][0]["uid"] = json!(uid);
+        self
+    }
+
+    /// Being deleted.
+    pub fn terminating(mut self) -> Seen {
+        self.0["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        self
+    }
+
+    /// As JSON.
+    pub fn json(&self) -> Value {
+        self.0.clone()
+    }
+
+    /// As a typed object.
+    pub fn typed<K: DeserializeOwned>(&self) -> K {
+        serde_json::from_value(self.0.clone()).expect("a valid object")
+    }
+}

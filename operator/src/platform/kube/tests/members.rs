@@ -1,0 +1,123 @@
+//! How pods and claims become members (no API calls).
+
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+
+use super::super::members::{Found, Mark, join};
+use super::fixtures::Seen;
+use crate::crd::StoragePolicy::{Ephemeral, Persistent};
+use crate::version::Version;
+
+fn one(pods: &[Seen], claims: &[Seen]) -> Found {
+    let pods: Vec<Pod> = pods.iter().map(Seen::typed).collect();
+    let claims: Vec<PersistentVolumeClaim> = claims.iter().map(Seen::typed).collect();
+    let mut found = join(&pods, &claims).expect("readable configs");
+    assert_eq!(found.len(), 1, "{found:?}");
+    found.remove(0)
+}
+
+#[test]
+fn a_ready_pod_marks_its_claim_started() {
+    let f = one(
+        &[Seen::pod("demo-0", "3.5.1", Persistent).ready()],
+        &[Seen::claim("demo-0", "3.5.1")],
+    );
+    assert!(f.member.running && f.member.has_data);
+    assert_eq!(f.mark, Some(Mark::Claim("demo-0-data".into())));
+    assert!(f.member.started_at.is_some());
+}
+
+#[test]
+fn a_pod_that_never_got_ready_leaves_no_data() {
+    let f = one(
+        &[Seen::pod("demo-0", "3.5.1", Persistent)],
+        &[Seen::claim("demo-0", "3.5.1")],
+    );
+    assert!(f.member.running, "pending counts as running: it will start");
+    assert!(!f.member.has_data);
+    assert_eq!(f.mark, None);
+}
+
+#[test]
+fn a_deleted_pod_with_a_started_claim_can_restart_in_place() {
+    let f = one(&[], &[Seen::claim("demo-0", "3.5.1").started()]);
+    assert!(!f.member.running);
+    assert!(f.member.has_data);
+    assert_eq!(f.member.addr.name, "demo-0");
+    assert!(f.member.bootstrap);
+}
+
+#[test]
+fn terminating_or_failed_pods_do_not_run() {
+    let claim = Seen::claim("demo-0", "3.5.1").started();
+    for pod in [
+        Seen::pod("demo-0", "3.5.1", Persistent)
+            .ready()
+            .terminating(),
+        Seen::pod("demo-0", "3.5.1", Persistent)
+            .ready()
+            .phase("Failed"),
+    ] {
+        let f = one(&[pod], std::slice::from_ref(&claim));
+        assert!(!f.member.running);
+        assert!(f.member.has_data);
+    }
+}
+
+#[test]
+fn a_claim_being_deleted_holds_no_data() {
+    let f = one(
+        &[Seen::pod("demo-0", "3.5.1", Persistent).ready()],
+        &[Seen::claim("demo-0", "3.5.1").started().terminating()],
+    );
+    assert!(!f.member.has_data);
+    assert_eq!(f.mark, None);
+}
+
+#[test]
+fn version_is_the_running_pods_else_the_claims() {
+    // An upgrade cut short: the claim says 3.5.1, the old pod still runs.
+    let claim = Seen::claim("demo-0", "3.5.1").started();
+    let old = Seen::pod("demo-0", "3.4.23", Persistent).ready();
+    let f = one(std::slice::from_ref(&old), std::slice::from_ref(&claim));
+    assert_eq!(f.member.version, Version::new(3, 4, 23));
+    let f = one(&[old.terminating()], &[claim]);
+    assert_eq!(f.member.version, Version::new(3, 5, 1));
+}
+
+#[test]
+fn empty_dir_members_live_and_die_with_their_pod() {
+    let f = one(&[Seen::pod("demo-0", "3.5.1", Ephemeral).ready()], &[]);
+    assert!(f.member.running && f.member.has_data);
+    assert_eq!(f.mark, Some(Mark::Pod("demo-0".into())));
+    let f = one(
+        &[Seen::pod("demo-0", "3.5.1", Ephemeral)
+            .ready()
+            .started()
+            .phase("Failed")],
+        &[],
+    );
+    assert!(!f.member.running && !f.member.has_data);
+}
+
+#[test]
+fn a_persistent_pod_whose_claim_is_gone_has_no_data() {
+    let f = one(
+        &[Seen::pod("demo-0", "3.5.1", Persistent).ready().started()],
+        &[],
+    );
+    assert!(f.member.running);
+    assert!(!f.member.has_data);
+}
+
+#[test]
+fn an_unreadable_config_is_an_error_naming_the_object() {
+    let mut pod = Seen::pod("demo-0", "3.5.1", Ephemeral);
+    pod.0["metadata"]["annotations"]["etcdoperator.dev/member-config"] = "{".into();
+    let pods: Vec<Pod> = vec![pod.typed()];
+    let e = join(&pods, &[]).expect_err("unreadable");
+    assert!(
+        e.to_string()
+            .starts_with("pods/demo-0: unreadable member config"),
+        "{e}"
+    );
+}
