@@ -26,15 +26,24 @@ impl KubePlatform {
             return Ok(());
         }
         let owner = &reg.owner;
+        // Never take over an object of the same name that is not this
+        // resource's (a user's Service, or an earlier resource's being
+        // collected): apply forces, so look first.
+        for name in [peer_service_name(cluster), client_service_name(cluster)] {
+            if let Some(s) = self.get::<Service>(&name).await? {
+                Self::ours(&reg, &s.metadata, &format!("service {name}"))?;
+            }
+        }
+        let pdb = pdb_name(cluster);
+        if let Some(b) = self.get::<PodDisruptionBudget>(&pdb).await? {
+            Self::ours(&reg, &b.metadata, &format!("poddisruptionbudget {pdb}"))?;
+        }
         self.apply(&peer_service_name(cluster), &peer_service(cluster, owner))
             .await?;
-        self.apply(
-            &client_service_name(cluster),
-            &client_service(cluster, owner),
-        )
-        .await?;
-        let pdb = disruption_budget(cluster, reg.size, owner);
-        self.apply(&pdb_name(cluster), &pdb).await?;
+        let client = client_service(cluster, owner);
+        self.apply(&client_service_name(cluster), &client).await?;
+        let budget = disruption_budget(cluster, reg.size, owner);
+        self.apply(&pdb, &budget).await?;
         let mut clusters = self.clusters.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(r) = clusters.get_mut(cluster)
             && r.owner.uid == owner.uid

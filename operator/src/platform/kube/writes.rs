@@ -31,7 +31,7 @@ const POLL: Duration = Duration::from_millis(500);
 type Namespaced = k8s_openapi::NamespaceResourceScope;
 
 impl KubePlatform {
-    async fn get<K>(&self, name: &str) -> Result<Option<K>, Error>
+    pub(super) async fn get<K>(&self, name: &str) -> Result<Option<K>, Error>
     where
         K: Resource<Scope = Namespaced, DynamicType = ()> + Clone + DeserializeOwned + Debug,
     {
@@ -93,12 +93,13 @@ impl KubePlatform {
     }
 
     /// Fails as busy when `meta` is an earlier resource's.
-    fn ours(reg: &Registration, meta: &ObjectMeta, what: &str) -> Result<(), Error> {
+    pub(super) fn ours(reg: &Registration, meta: &ObjectMeta, what: &str) -> Result<(), Error> {
         if owned_by(meta, &reg.owner.uid) {
             return Ok(());
         }
         Err(Error::Busy(format!(
-            "{what} belongs to an earlier EtcdCluster {} that is being deleted; waiting for it to go",
+            "{what} is not this EtcdCluster {}'s (an earlier resource's being deleted, or \
+             someone else's); waiting for it to go",
             reg.owner.name
         )))
     }

@@ -50,6 +50,15 @@ fn assert_owned(object: &Value) {
 
 /// The Services and the budget, applied before the first member.
 async fn expect_shared(api: &mut ApiServer, min_available: i64) {
+    let pdb = "/apis/policy/v1/namespaces/default/poddisruptionbudgets/demo";
+    // Looked for first: never taken over when not this resource's.
+    for path in [
+        core("services", "demo"),
+        core("services", "demo-client"),
+        pdb.into(),
+    ] {
+        api.expect(Method::GET, &path).await.not_found();
+    }
     let peer = api.expect_apply(&core("services", "demo")).await;
     assert_eq!(peer.body["spec"]["clusterIP"], "None");
     assert_owned(&peer.body);
@@ -57,7 +66,6 @@ async fn expect_shared(api: &mut ApiServer, min_available: i64) {
     let client = api.expect_apply(&core("services", "demo-client")).await;
     assert_eq!(client.body["spec"]["ports"][0]["port"], 2379);
     client.echo();
-    let pdb = "/apis/policy/v1/namespaces/default/poddisruptionbudgets/demo";
     let pdb = api.expect_apply(pdb).await;
     assert_eq!(pdb.body["spec"]["minAvailable"], min_available);
     assert_owned(&pdb.body);
@@ -423,7 +431,7 @@ async fn objects_of_an_earlier_resource_are_waited_for_not_adopted() {
     .await;
     assert!(
         err.to_string()
-            .contains("belongs to an earlier EtcdCluster demo"),
+            .contains("pod demo-0 is not this EtcdCluster demo's"),
         "{err}"
     );
 }
@@ -477,5 +485,37 @@ async fn retiring_keeps_the_claims_aside_and_deletes_the_pods() {
     assert!(
         place.contains("etcdoperator.dev/retired=2026-01-01T000000Z"),
         "{place}"
+    );
+}
+
+#[tokio::test]
+async fn a_service_of_the_same_name_that_is_not_ours_is_left_alone() {
+    let (client, api) = mock();
+    let scenario = |mut api: ApiServer| async move {
+        let theirs = json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "demo", "namespace": "default", "uid": "svc-1"},
+            "spec": {"ports": [{"port": 80}]},
+        });
+        api.expect(Method::GET, &core("services", "demo"))
+            .await
+            .ok(&theirs);
+        api
+    };
+    let err = play(
+        platform(client),
+        scenario,
+        |p| async move {
+            let e = p.ensure_shared("demo").await.expect_err("busy");
+            (p, e)
+        },
+        api,
+    )
+    .await;
+    assert_eq!(err.category(), "busy");
+    assert!(
+        err.to_string()
+            .starts_with("service demo is not this EtcdCluster"),
+        "{err}"
     );
 }

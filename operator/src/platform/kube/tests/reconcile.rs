@@ -52,13 +52,18 @@ async fn scenario(mut api: ApiServer) -> ApiServer {
         record.initial[2].peer_url,
         "http://demo-2.demo.default.svc:2380"
     );
-    for path in ["services/demo", "services/demo-client"] {
-        api.expect_apply(&format!("/api/v1/namespaces/default/{path}"))
-            .await
-            .echo();
-    }
     let pdb = "/apis/policy/v1/namespaces/default/poddisruptionbudgets/demo";
-    api.expect_apply(pdb).await.echo();
+    let shared = [
+        core("services", "demo"),
+        core("services", "demo-client"),
+        pdb.into(),
+    ];
+    for path in &shared {
+        api.expect(Method::GET, path).await.not_found();
+    }
+    for path in &shared {
+        api.expect_apply(path).await.echo();
+    }
     let initial_cluster = "demo-0=http://demo-0.demo.default.svc:2380,\
                            demo-1=http://demo-1.demo.default.svc:2380,\
                            demo-2=http://demo-2.demo.default.svc:2380";
