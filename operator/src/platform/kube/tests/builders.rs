@@ -21,34 +21,57 @@ fn member_pod_runs_etcd_with_the_local_flags_on_its_dns_name() {
     assert_eq!(c["image"], "quay.io/coreos/etcd:v3.5.1");
     assert_eq!(c["command"], json!(["/usr/local/bin/etcd"]));
     let host = "demo-1.demo.default.svc";
+    let args: Vec<String> = serde_json::from_value(c["args"].clone()).expect("args");
+    let flags: Vec<(&str, &str)> = args
+        .chunks(2)
+        .map(|kv| (kv[0].as_str(), kv[1].as_str()))
+        .collect();
+    let flag = |f: &str| {
+        flags
+            .iter()
+            .find(|(k, _)| *k == f)
+            .map(|(_, v)| v.to_string())
+    };
     let initial = stored("demo-1", "3.5.1").initial_cluster;
-    assert_eq!(
-        c["args"],
-        json!([
-            "--name",
-            "demo-1",
-            "--data-dir",
-            "/var/lib/etcd/data",
-            "--listen-peer-urls",
-            "http://0.0.0.0:2380",
+    for (name, value) in [
+        ("--name", "demo-1".to_string()),
+        ("--data-dir", "/var/lib/etcd/data".into()),
+        ("--listen-peer-urls", "http://0.0.0.0:2380".into()),
+        ("--listen-client-urls", "http://0.0.0.0:2379".into()),
+        (
             "--initial-advertise-peer-urls",
             format!("http://{host}:2380"),
-            "--listen-client-urls",
-            "http://0.0.0.0:2379",
-            "--advertise-client-urls",
-            format!("http://{host}:2379"),
-            "--initial-cluster",
-            initial,
-            "--initial-cluster-state",
-            "new",
-            "--initial-cluster-token",
-            "demo-token",
-            "--logger",
-            "zap",
-            "--log-outputs",
-            "stderr",
-        ])
-    );
+        ),
+        ("--advertise-client-urls", format!("http://{host}:2379")),
+        ("--initial-cluster", initial),
+        ("--initial-cluster-state", "new".into()),
+        ("--initial-cluster-token", "demo-token".into()),
+    ] {
+        assert_eq!(flag(name), Some(value), "{name}");
+    }
+    // Every other flag is the local platform's, in its order.
+    let record = crate::platform::local::layout::MemberRecord {
+        addr: stored("demo-1", "3.5.1").addr,
+        ip: std::net::Ipv4Addr::UNSPECIFIED,
+        version: "3.5.1".parse().expect("version"),
+        bootstrap: true,
+        initial_cluster: stored("demo-1", "3.5.1").initial_cluster,
+        initial_state: crate::platform::InitialState::New,
+        token: "demo-token".into(),
+        process: None,
+        started_at: None,
+    };
+    let local =
+        crate::platform::local::etcd_args(&record, std::path::Path::new("/var/lib/etcd/data"));
+    let keys = |a: &[String]| a.iter().step_by(2).cloned().collect::<Vec<_>>();
+    assert_eq!(keys(&args), keys(&local));
+    let listen = ["--listen-peer-urls", "--listen-client-urls"];
+    for ((k, v), (lk, lv)) in flags.iter().zip(local.chunks(2).map(|kv| (&kv[0], &kv[1]))) {
+        assert_eq!(k, lk);
+        if !listen.contains(k) {
+            assert_eq!(v, lv, "{k}");
+        }
+    }
     assert_eq!(p["spec"]["hostname"], "demo-1");
     assert_eq!(p["spec"]["subdomain"], "demo");
     assert_eq!(p["spec"]["restartPolicy"], "Always");
