@@ -215,10 +215,11 @@ async fn reconcile(obj: Arc<EtcdCluster>, ctx: Arc<Context>) -> Result<Action, E
         return Ok(Action::await_change());
     }
     let platform = ctx.platform(&namespace);
-    platform.register(&obj)?;
-    let spec = spec_state(&obj);
     let managed = ctx.managed(&key, &uid);
     let mut m = managed.lock().await;
+    let voters = m.cluster.as_ref().map_or(0, |c| c.record().last_voters);
+    platform.register(&obj, voters)?;
+    let spec = spec_state(&obj);
     match &spec {
         SpecState::Invalid { message, .. } if m.reported.as_ref() != Some(message) => {
             report_invalid(&ctx.recorder, &obj, message).await;

@@ -70,6 +70,7 @@ impl Versions for KubeVersions {
 struct Registration {
     owner: OwnerReference,
     storage: StoragePolicy,
+    /// Members the disruption budget protects.
     size: usize,
     /// The size the Services and the budget were last applied for.
     shared: Option<usize>,
@@ -110,14 +111,19 @@ impl KubePlatform {
     }
 
     /// Takes (or updates) a cluster's resource: its uid owns every object
-    /// created from now on, and its spec says the storage and the size.
+    /// created from now on, and its spec says the storage. `voters` is how
+    /// many voting members the cluster had at the last look (0: unknown);
+    /// the disruption budget protects the larger of it and `spec.size`, so
+    /// it never lets a drain take quorum while a scale-down is under way.
     /// Must be called before any other call about the cluster.
-    pub fn register(&self, resource: &EtcdCluster) -> Result<(), Error> {
+    pub fn register(&self, resource: &EtcdCluster, voters: usize) -> Result<(), Error> {
         let name = resource.name_any();
         let owner = resource
             .controller_owner_ref(&())
             .ok_or_else(|| Error::Unregistered(format!("{name} (the resource has no uid)")))?;
-        let size = usize::try_from(resource.spec.size.clamp(1, 9)).unwrap_or(1);
+        let size = usize::try_from(resource.spec.size.clamp(1, 9))
+            .unwrap_or(1)
+            .max(voters);
         let mut clusters = self.clusters.lock().unwrap_or_else(|e| e.into_inner());
         let shared = clusters
             .get(&name)

@@ -40,7 +40,7 @@ pub fn platform(client: Client) -> KubePlatform {
 /// A platform on `client` with `r` registered.
 pub fn platform_for(client: Client, r: &EtcdCluster) -> KubePlatform {
     let p = KubePlatform::new(client, "default", DEFAULT_IMAGE);
-    p.register(r).expect("a resource with a uid");
+    p.register(r, 0).expect("a resource with a uid");
     p
 }
 

@@ -519,3 +519,31 @@ async fn a_service_of_the_same_name_that_is_not_ours_is_left_alone() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn the_budget_protects_the_members_still_there_during_a_scale_down() {
+    let (client, api) = mock();
+    let one = resource(1, "3.5.1", StoragePolicy::Persistent);
+    let p = platform_for(client, &one);
+    let scenario = |mut api: ApiServer| async move {
+        // Three voters left while the spec asks for one: still 2 of 3.
+        expect_shared(&mut api, 2).await;
+        // Scaled down: all of the one (no eviction loses it).
+        expect_shared(&mut api, 1).await;
+        api
+    };
+    play(
+        p,
+        scenario,
+        |p| async move {
+            p.register(&one, 3).expect("registered");
+            p.ensure_shared("demo").await.expect("applied");
+            p.ensure_shared("demo").await.expect("nothing new to apply");
+            p.register(&one, 1).expect("registered");
+            p.ensure_shared("demo").await.expect("applied");
+            (p, ())
+        },
+        api,
+    )
+    .await;
+}
