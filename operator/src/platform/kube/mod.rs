@@ -27,7 +27,7 @@ mod shared;
 mod writes;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::collections::HashMap;
 use std::sync::Mutex;
