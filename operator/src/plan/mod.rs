@@ -14,12 +14,11 @@
 //!   and promoted once it has caught up);
 //! * when quorum is lost it only restarts members whose data survived.
 
-use std::fmt;
-
 use crate::crd::StoragePolicy;
 use crate::validate::ValidSpec;
 use crate::version::Version;
 
+mod describe;
 #[cfg(test)]
 mod props;
 #[cfg(test)]
@@ -506,115 +505,5 @@ impl Step {
             self,
             Step::AddLearner | Step::Promote { .. } | Step::Remove { .. }
         )
-    }
-}
-
-impl fmt::Display for Step {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Step::Bootstrap => write!(f, "bootstrap the initial members"),
-            Step::Start { member } => write!(f, "start member {member}"),
-            Step::AddLearner => write!(f, "add a new member as a learner"),
-            Step::Promote { member, .. } => write!(f, "promote learner {member} to voter"),
-            Step::Remove { member, id, why } => {
-                let why = match why {
-                    RemoveWhy::DataLost => "its data is gone; it will be replaced",
-                    RemoveWhy::NotOnPlatform => "the platform lost it; it will be replaced",
-                    RemoveWhy::ScaleDown => "the spec asks for fewer members",
-                };
-                write!(f, "remove member {member} ({id:x}): {why}")
-            }
-            Step::DeleteStray { member } => {
-                write!(f, "delete {member}: it is not in etcd's member list")
-            }
-            Step::RestoreFromBackup => write!(
-                f,
-                "rebuild the cluster from the newest verified backup (quorum is lost for good)"
-            ),
-            Step::Upgrade { member, to } => write!(f, "upgrade member {member} to {to}"),
-            Step::Wait(w) => write!(f, "wait: {w}"),
-            Step::Converged => write!(f, "nothing to do"),
-        }
-    }
-}
-
-impl Wait {
-    /// A CamelCase reason for status conditions.
-    pub fn reason(&self) -> &'static str {
-        match self {
-            Wait::Paused => "Paused",
-            Wait::Forming => "Forming",
-            Wait::MemberNotReady { .. } => "MemberNotReady",
-            Wait::Electing { .. } => "Electing",
-            Wait::QuorumLost { .. } => "QuorumLost",
-            Wait::RemoveWouldLoseQuorum { .. } => "RemoveWouldLoseQuorum",
-            Wait::Unmanaged { .. } => "UnmanagedMember",
-            Wait::UpgradePath { .. } => "UnsupportedUpgradePath",
-            Wait::UpgradeNeedsThreeMembers => "UpgradeNeedsThreeMembers",
-        }
-    }
-
-    /// Whether the wait means something is wrong (as opposed to a step in
-    /// progress).
-    pub fn is_problem(&self) -> bool {
-        !matches!(
-            self,
-            Wait::Paused | Wait::Forming | Wait::MemberNotReady { .. } | Wait::Electing { .. }
-        )
-    }
-}
-
-impl fmt::Display for Wait {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Wait::Paused => write!(f, "spec.paused is true; observing only"),
-            Wait::Forming => write!(f, "initial members are electing a leader"),
-            Wait::MemberNotReady { member } => write!(f, "member {member} is not ready yet"),
-            Wait::Electing { alive, needed } => write!(
-                f,
-                "no leader yet: {alive} members run ({needed} needed for quorum), electing"
-            ),
-            Wait::QuorumLost {
-                alive,
-                needed,
-                no_restore,
-            } => {
-                write!(
-                    f,
-                    "quorum lost: {alive} members run and no other member has data to restart \
-                     with, {needed} are needed; "
-                )?;
-                match no_restore {
-                    NoRestore::FlagOff => write!(
-                        f,
-                        "waiting: set spec.recovery.restoreFromBackup to rebuild from the newest \
-                         backup (writes after it are lost), or bring members back by hand"
-                    ),
-                    NoRestore::NoBackup => write!(
-                        f,
-                        "spec.recovery.restoreFromBackup is set but there is no verified backup"
-                    ),
-                }
-            }
-            Wait::RemoveWouldLoseQuorum { member } => write!(
-                f,
-                "member {member} is lost, but removing it now would lose quorum"
-            ),
-            Wait::Unmanaged { id } => write!(
-                f,
-                "etcd lists member {id:x}, which the operator does not run; \
-                 remove it with `etcdctl member remove {id:x}`"
-            ),
-            Wait::UpgradePath { from, to } => write!(
-                f,
-                "cannot go from {from} to {to}: upgrades move one minor version forward \
-                 at a time and never down"
-            ),
-            Wait::UpgradeNeedsThreeMembers => write!(
-                f,
-                "a rolling upgrade restarts one voter at a time and needs at least 3 healthy \
-                 members to keep quorum; scale up first"
-            ),
-        }
     }
 }

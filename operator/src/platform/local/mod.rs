@@ -260,6 +260,10 @@ pub fn etcd_args(r: &MemberRecord, data: &std::path::Path) -> Vec<String> {
     ]
     .into_iter()
     .flat_map(|(k, v)| [k.to_string(), v.to_string()])
+    // A member whose data disagrees with its peers' at the same revision
+    // refuses to start (and, failing by itself, is replaced as a crash
+    // loop) instead of serving wrong data. Boolean flags take `=`.
+    .chain(["--experimental-initial-corrupt-check=true".to_string()])
     .collect()
 }
 
