@@ -246,12 +246,7 @@ impl KubePlatform {
         let reg = self.registration(cluster)?;
         let json = serde_json::to_string(record).unwrap_or_default();
         let cm = record_config_map(cluster, json, &reg.owner);
-        let name = record_name(cluster);
-        self.api::<ConfigMap>()
-            .patch(&name, &Self::apply_params(), &Patch::Apply(&cm))
-            .await
-            .map_err(Error::api(format!("cannot apply configmap {name}")))?;
-        Ok(())
+        self.apply(&record_name(cluster), &cm).await
     }
 
     async fn status(&self, resource: &EtcdCluster) -> Result<(), Error> {
