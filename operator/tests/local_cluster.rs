@@ -251,3 +251,26 @@ fn resize_3_to_5_to_3_one_member_at_a_time() {
         .collect();
     assert!(changes.len() >= 6, "{changes:?}");
 }
+
+#[test]
+fn a_member_that_cannot_start_says_why_in_status() {
+    let mut env = Env::new();
+    env.write_manifest("one.yaml", &manifest("one", 1, "3.4.23"));
+    env.start_operator();
+    let c = env.wait_running("one", 1);
+    let member = c.status.expect("status").members[0].name.clone();
+    let pid = env.pid("one", &member).expect("runs");
+    let db = env.layout().data_dir("one", &member).join("member/snap/db");
+    std::fs::write(&db, vec![0xAB; 64 * 1024]).expect("corrupt the db");
+    kill9(pid);
+    // A single member cannot be replaced without losing the cluster: it is
+    // reported, with etcd's own reason, and left alone.
+    let message = env.wait_for("the failure reported", || {
+        let d = env.status("one")?.status?.condition("Degraded")?.clone();
+        d.message
+            .contains("right after start: ")
+            .then_some(d.message)
+    });
+    assert!(message.contains(&member), "{message}");
+    eprintln!("status says: {message}");
+}

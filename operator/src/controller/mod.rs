@@ -95,6 +95,28 @@ impl Crashes {
         }
     }
 
+    /// A member that is healthy well after its last start is no longer
+    /// failing.
+    fn healthy(&mut self, member: &str) {
+        if let Some((at, n)) = self.members.get_mut(member)
+            && at.elapsed() >= CRASH_WINDOW
+        {
+            *n = 0;
+        }
+    }
+
+    /// Members that failed by themselves soon after their last start.
+    fn failing(&self) -> Vec<(String, u32)> {
+        let mut out: Vec<(String, u32)> = self
+            .members
+            .iter()
+            .filter(|(_, (_, n))| *n > 0)
+            .map(|(m, (_, n))| (m.clone(), *n))
+            .collect();
+        out.sort();
+        out
+    }
+
     fn looping(&self) -> HashSet<String> {
         let looping = self
             .members
@@ -230,6 +252,9 @@ impl<P: Platform> Cluster<P> {
             }
         };
         let mut obs = obs;
+        for m in obs.observed.members.iter().filter(|m| m.healthy) {
+            self.crashes.healthy(&m.name);
+        }
         self.remember(&obs).await;
         if obs.observed.bootstrapped && !obs.observed.membership_known {
             obs.observed.backup_available = self.backup_available();
@@ -256,6 +281,7 @@ impl<P: Platform> Cluster<P> {
             Step::Start { member } if !self.crashes.hold_off(member).is_zero() => {
                 self.crashes.hold_off(member)
             }
+            Step::Bootstrap if !self.bootstrap_hold_off().is_zero() => self.bootstrap_hold_off(),
             _ => return self.act(step, &obs).await,
         };
         Outcome {
@@ -305,6 +331,33 @@ impl<P: Platform> Cluster<P> {
         self.errors_in_row += 1;
     }
 
+    /// The longest hold-off of the initial members a bootstrap would start.
+    fn bootstrap_hold_off(&self) -> Duration {
+        let initial = self.record.initial.iter();
+        initial
+            .map(|a| self.crashes.hold_off(&a.name))
+            .max()
+            .unwrap_or_default()
+    }
+
+    /// A line for status about members failing at start, with the reason
+    /// from their log.
+    async fn failing_note(&self) -> Option<String> {
+        let failing = self.crashes.failing();
+        if failing.is_empty() {
+            return None;
+        }
+        let mut parts = Vec::new();
+        for (member, n) in failing {
+            let hint = self.platform.failure_hint(&self.name, &member).await;
+            let why = hint.map(|h| format!(": {h}")).unwrap_or_default();
+            parts.push(format!(
+                "member {member} failed {n} time(s) right after start{why}"
+            ));
+        }
+        Some(parts.join("; "))
+    }
+
     /// Backoff after errors: 100 ms doubling to 2 s.
     fn retry(&self) -> Outcome {
         let n = self.errors_in_row.clamp(1, 6) - 1;
@@ -349,8 +402,9 @@ impl<P: Platform> Cluster<P> {
     }
 
     async fn publish(&mut self, obs: &Observation, step: Option<&Step>) {
+        let failing = self.failing_note().await;
         let previous = self.published.as_ref().map(|(s, _)| s);
-        let resource = status::build(self, obs, step, previous);
+        let resource = status::build(self, obs, step, previous, failing);
         let Some(status) = resource.status.clone() else {
             return;
         };

@@ -23,6 +23,7 @@ pub(super) fn build<P>(
     obs: &Observation,
     step: Option<&Step>,
     previous: Option<&EtcdClusterStatus>,
+    failing: Option<String>,
 ) -> EtcdCluster {
     let mut resource =
         match &c.spec {
@@ -48,7 +49,7 @@ pub(super) fn build<P>(
         SpecState::Invalid { message, .. } => Some(message.as_str()),
         SpecState::Valid { .. } => None,
     };
-    let (phase, progressing, degraded) = judge(c, obs, step, invalid);
+    let (phase, progressing, degraded) = judge(c, obs, step, invalid, failing);
     let now = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
     let available = if obs.observed.membership_known {
         cond(
@@ -116,6 +117,7 @@ fn judge<P>(
     obs: &Observation,
     step: Option<&Step>,
     invalid: Option<&str>,
+    failing: Option<String>,
 ) -> (Phase, Condition, Condition) {
     let not_ready: Vec<&str> = obs
         .members
@@ -132,6 +134,8 @@ fn judge<P>(
         )
     } else if let Some(e) = &c.last_error {
         cond("Degraded", true, "ActionFailed", e.clone())
+    } else if let Some(f) = failing {
+        cond("Degraded", true, "MemberFailing", f)
     } else if !not_ready.is_empty() {
         cond(
             "Degraded",
@@ -163,7 +167,11 @@ fn judge<P>(
         Step::Wait(Wait::Paused) => (Phase::Paused, "Paused"),
         Step::Wait(Wait::Forming) => (Phase::Creating, "Forming"),
         Step::Wait(w) if w.is_problem() => {
-            degraded = cond("Degraded", true, w.reason(), w.to_string());
+            let mut message = w.to_string();
+            if degraded.reason == "MemberFailing" {
+                message = format!("{message}; {}", degraded.message);
+            }
+            degraded = cond("Degraded", true, w.reason(), message);
             (Phase::Degraded, w.reason())
         }
         Step::Wait(_) if !obs.observed.bootstrapped => (Phase::Creating, "Forming"),

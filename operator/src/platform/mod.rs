@@ -241,4 +241,14 @@ pub trait Platform: Send + Sync + 'static {
     ) -> impl Future<Output = Result<()>> + Send;
     /// Publishes the cluster's status (the whole resource, status set).
     fn save_status(&self, cluster: &EtcdCluster) -> impl Future<Output = Result<()>> + Send;
+    /// Why a member last failed, from the end of its log, for the status of
+    /// a member that keeps failing at start (`None` where no log is kept).
+    fn failure_hint(
+        &self,
+        cluster: &str,
+        member: &str,
+    ) -> impl Future<Output = Option<String>> + Send {
+        let _ = (cluster, member);
+        async { None }
+    }
 }

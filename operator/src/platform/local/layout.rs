@@ -188,9 +188,18 @@ pub fn write_json<T: Serialize>(path: &Path, value: &T) -> io::Result<()> {
     Ok(())
 }
 
-/// The last `lines` lines of a text file (empty if it cannot be read).
+/// The last `lines` lines of a text file (empty if it cannot be read); only
+/// its last 64 KiB are read.
 pub fn tail(path: &Path, lines: usize) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return String::new();
+    };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let _ = f.seek(SeekFrom::Start(len.saturating_sub(64 * 1024)));
+    let mut buf = Vec::new();
+    let _ = f.read_to_end(&mut buf);
+    let text = String::from_utf8_lossy(&buf);
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
 }
