@@ -485,30 +485,6 @@ fn url_ip(url: &str) -> Option<Ipv4Addr> {
     rest.split(':').next()?.parse().ok()
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn failure_hint_reads_etcd_logs() {
-        let zap = "{\"level\":\"info\",\"msg\":\"starting\"}\n\
-                   {\"level\":\"fatal\",\"msg\":\"discovery failed\",\"error\":\"member x has already been bootstrapped\"}\n";
-        assert_eq!(
-            super::failure_hint(zap).as_deref(),
-            Some("discovery failed: member x has already been bootstrapped")
-        );
-        let plain = "2026-12-02 etcdmain: error verifying flags, 'true' is not a valid flag.\n";
-        assert!(super::failure_hint(plain).is_some_and(|h| h.contains("not a valid flag")));
-        assert_eq!(
-            super::failure_hint("{\"level\":\"info\",\"msg\":\"ok\"}\n"),
-            None
-        );
-        let panic = "{\"level\":\"info\",\"msg\":\"x\"}\npanic: freepages: failed to get all reachable pages\n\ngoroutine 1 [running]:\nmain.f()\n\t/x/y.go:12 +0x1\n";
-        assert_eq!(
-            super::failure_hint(panic).as_deref(),
-            Some("panic: freepages: failed to get all reachable pages")
-        );
-    }
-}
-
 /// Every member process recorded under `state_dir` that still runs.
 pub fn running_members(state_dir: &std::path::Path) -> Vec<(String, String, ProcessId)> {
     let layout = Layout::new(state_dir);
@@ -541,4 +517,28 @@ pub fn kill_all(state_dir: &std::path::Path) -> usize {
         std::thread::sleep(Duration::from_millis(10));
     }
     ids.len()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn failure_hint_reads_etcd_logs() {
+        let zap = "{\"level\":\"info\",\"msg\":\"starting\"}\n\
+                   {\"level\":\"fatal\",\"msg\":\"discovery failed\",\"error\":\"member x has already been bootstrapped\"}\n";
+        assert_eq!(
+            super::failure_hint(zap).as_deref(),
+            Some("discovery failed: member x has already been bootstrapped")
+        );
+        let plain = "2026-12-02 etcdmain: error verifying flags, 'true' is not a valid flag.\n";
+        assert!(super::failure_hint(plain).is_some_and(|h| h.contains("not a valid flag")));
+        assert_eq!(
+            super::failure_hint("{\"level\":\"info\",\"msg\":\"ok\"}\n"),
+            None
+        );
+        let panic = "{\"level\":\"info\",\"msg\":\"x\"}\npanic: freepages: failed to get all reachable pages\n\ngoroutine 1 [running]:\nmain.f()\n\t/x/y.go:12 +0x1\n";
+        assert_eq!(
+            super::failure_hint(panic).as_deref(),
+            Some("panic: freepages: failed to get all reachable pages")
+        );
+    }
 }
