@@ -326,7 +326,12 @@ pub async fn run(
                     Err(controller::Error::ObjectNotFound(r)) => {
                         ctx.forget(&(r.namespace.unwrap_or_default(), r.name));
                     }
-                    Err(e) => tracing::debug!("controller: {e}"),
+                    // Logged by error_policy already.
+                    Err(e @ controller::Error::ReconcilerFailed(..)) => {
+                        tracing::debug!("controller: {e}")
+                    }
+                    // Watches failing: RBAC, a missing CRD, the API away.
+                    Err(e) => tracing::warn!("controller: {e}"),
                 }
             }
         })
