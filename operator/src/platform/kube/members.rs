@@ -11,7 +11,7 @@ use kube::ResourceExt;
 
 use super::Error;
 use super::config::{StoredConfig, started};
-use super::pod::CONTAINER;
+use super::pod::{CONTAINER, DATA_VOLUME};
 use crate::crd::LABEL_MEMBER;
 use crate::platform::PlatformMember;
 
@@ -54,9 +54,11 @@ pub fn pod_ready(pod: &Pod) -> bool {
         .any(|c| c.type_ == "Ready" && c.status == "True")
 }
 
+/// Whether the pod's data volume is an emptyDir.
 fn uses_empty_dir(pod: &Pod) -> bool {
     let volumes = pod.spec.as_ref().and_then(|s| s.volumes.as_ref());
-    volumes.into_iter().flatten().any(|v| v.empty_dir.is_some())
+    let mut volumes = volumes.into_iter().flatten();
+    volumes.any(|v| v.name == DATA_VOLUME && v.empty_dir.is_some())
 }
 
 fn to_system_time(t: &Time) -> Option<SystemTime> {

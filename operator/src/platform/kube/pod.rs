@@ -39,7 +39,9 @@ pub const ETCD_BINARY: &str = "/usr/local/bin/etcd";
 /// group (`fsGroup`).
 pub const RUN_AS: i64 = 65532;
 /// Name of the data volume in the pod.
-const DATA_VOLUME: &str = "data";
+pub const DATA_VOLUME: &str = "data";
+/// A small writable /tmp (the root filesystem is read-only).
+const TMP_VOLUME: &str = "tmp";
 
 /// The image of `version`.
 pub fn image(repository: &str, version: Version) -> String {
@@ -142,11 +144,18 @@ fn etcd_container(c: &StoredConfig, repository: &str) -> Container {
             container_port("client", CLIENT_PORT),
             container_port("peer", PEER_PORT),
         ]),
-        volume_mounts: Some(vec![VolumeMount {
-            name: DATA_VOLUME.into(),
-            mount_path: DATA_MOUNT.into(),
-            ..VolumeMount::default()
-        }]),
+        volume_mounts: Some(vec![
+            VolumeMount {
+                name: DATA_VOLUME.into(),
+                mount_path: DATA_MOUNT.into(),
+                ..VolumeMount::default()
+            },
+            VolumeMount {
+                name: TMP_VOLUME.into(),
+                mount_path: "/tmp".into(),
+                ..VolumeMount::default()
+            },
+        ]),
         readiness_probe: Some(readiness),
         liveness_probe: Some(liveness),
         // Requests only: a memory limit would OOM-kill etcd on a spike.
@@ -231,7 +240,17 @@ pub fn member_pod(
             hostname: Some(member.clone()),
             subdomain: Some(peer_service_name(cluster)),
             containers: vec![etcd_container(config, repository)],
-            volumes: Some(vec![data_volume(member, storage)]),
+            volumes: Some(vec![
+                data_volume(member, storage),
+                Volume {
+                    name: TMP_VOLUME.into(),
+                    empty_dir: Some(EmptyDirVolumeSource {
+                        size_limit: Some(Quantity("64Mi".into())),
+                        ..EmptyDirVolumeSource::default()
+                    }),
+                    ..Volume::default()
+                },
+            ]),
             restart_policy: Some("Always".into()),
             termination_grace_period_seconds: Some(30),
             // Service links put `NAME_SERVICE_HOST`-style variables in the

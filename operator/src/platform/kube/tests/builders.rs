@@ -100,19 +100,30 @@ fn member_pod_labels_owner_and_config() {
 
 #[test]
 fn data_lives_on_the_claim_or_in_an_empty_dir() {
+    let tmp = json!({"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}});
     let persistent = pod("3.5.1", StoragePolicy::Persistent);
     assert_eq!(
         persistent["spec"]["volumes"],
-        json!([{"name": "data", "persistentVolumeClaim": {"claimName": "demo-1-data"}}])
+        json!([
+            {"name": "data", "persistentVolumeClaim": {"claimName": "demo-1-data"}},
+            tmp,
+        ])
     );
     let ephemeral = pod("3.5.1", StoragePolicy::Ephemeral);
     assert_eq!(
         ephemeral["spec"]["volumes"],
-        json!([{"name": "data", "emptyDir": {}}])
+        json!([{"name": "data", "emptyDir": {}}, tmp])
     );
     assert_eq!(
         etcd(&ephemeral)["volumeMounts"],
-        json!([{"name": "data", "mountPath": "/var/lib/etcd"}])
+        json!([
+            {"name": "data", "mountPath": "/var/lib/etcd"},
+            {"name": "tmp", "mountPath": "/tmp"},
+        ])
+    );
+    assert_eq!(
+        etcd(&ephemeral)["securityContext"]["readOnlyRootFilesystem"],
+        true
     );
 }
 
