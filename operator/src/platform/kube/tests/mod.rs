@@ -3,7 +3,9 @@
 
 pub(crate) mod api;
 mod builders;
+mod changes;
 pub(crate) mod fixtures;
 mod members;
 mod platform;
 mod reconcile;
+mod scenario;

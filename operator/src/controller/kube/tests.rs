@@ -1,0 +1,159 @@
+//! The controller's checks, timing rules and glue, the glue against a
+//! mocked API server.
+
+use super::*;
+use crate::crd::{BackupSpec, EtcdClusterSpec, RestoreSpec};
+
+fn resource(size: i64, version: &str) -> EtcdCluster {
+    let spec: EtcdClusterSpec =
+        serde_json::from_value(serde_json::json!({"size": size, "version": version}))
+            .expect("spec");
+    EtcdCluster::new("demo", spec)
+}
+
+fn message(state: SpecState) -> String {
+    match state {
+        SpecState::Invalid { message, .. } => message,
+        SpecState::Valid { .. } => panic!("expected an invalid spec"),
+    }
+}
+
+#[test]
+fn a_plain_spec_is_valid() {
+    assert!(matches!(
+        spec_state(&resource(3, "3.5.1")),
+        SpecState::Valid { .. }
+    ));
+}
+
+#[test]
+fn backups_and_restores_are_refused_by_field() {
+    let mut r = resource(3, "3.5.1");
+    r.spec.backup = Some(BackupSpec {
+        interval: "30m".into(),
+        max_backups: 3,
+        location: None,
+    });
+    r.spec.restore = Some(RestoreSpec {
+        backup: "b1".into(),
+    });
+    let m = message(spec_state(&r));
+    assert!(
+        m.contains("spec.backup: backups are not supported on the Kubernetes"),
+        "{m}"
+    );
+    assert!(m.contains("spec.restore: restoring"), "{m}");
+}
+
+#[test]
+fn versions_without_an_image_and_other_errors_together() {
+    let m = message(spec_state(&resource(0, "3.6.0")));
+    assert!(m.contains("spec.size"), "{m}");
+    assert!(
+        m.contains("spec.version: etcd 3.6.0 has no known image"),
+        "{m}"
+    );
+}
+
+fn context(client: Client) -> Arc<Context> {
+    Arc::new(Context {
+        client: client.clone(),
+        image: crate::platform::kube::pod::DEFAULT_IMAGE.into(),
+        clients: Arc::new(Clients::new(Duration::from_millis(100))),
+        recorder: Recorder::new(client, Reporter::from(MANAGER)),
+        platforms: Mutex::default(),
+        clusters: Mutex::default(),
+        failures: Mutex::default(),
+    })
+}
+
+/// A look at the platform: nothing there.
+async fn observe(api: &mut crate::platform::kube::tests::api::ApiServer) {
+    use crate::platform::kube::tests::api::{core_list, list};
+    let claims = list("PersistentVolumeClaimList", vec![]);
+    for (path, answer) in [
+        (core_list("pods"), list("PodList", vec![])),
+        (core_list("persistentvolumeclaims"), claims),
+    ] {
+        api.expect(http::Method::GET, &path).await.ok(&answer);
+    }
+}
+
+#[tokio::test]
+async fn an_invalid_spec_gets_one_event_and_an_invalid_status_and_nothing_else() {
+    use crate::platform::kube::tests::api::{core, mock};
+    use crate::platform::kube::tests::fixtures;
+    use http::Method;
+    let (client, api) = mock();
+    let mut r = fixtures::resource(3, "3.5.1", crate::crd::StoragePolicy::Persistent);
+    r.spec.backup = Some(BackupSpec {
+        interval: "30m".into(),
+        max_backups: 3,
+        location: None,
+    });
+    let server = tokio::spawn(async move {
+        let mut api = api;
+        let event = "/apis/events.k8s.io/v1/namespaces/default/events";
+        let e = api.expect(Method::POST, event).await;
+        assert_eq!(e.body["type"], "Warning");
+        assert_eq!(e.body["reason"], "InvalidSpec");
+        assert_eq!(e.body["regarding"]["name"], "demo");
+        let note = e.body["note"].as_str().unwrap_or_default().to_string();
+        assert!(
+            note.starts_with("spec.backup: backups are not supported"),
+            "{note}"
+        );
+        e.echo();
+        let cm = core("configmaps", "demo-etcd-operator");
+        api.expect(Method::GET, &cm).await.not_found();
+        observe(&mut api).await;
+        let path = "/apis/etcdoperator.dev/v1alpha1/namespaces/default/etcdclusters/demo/status";
+        let status = api.expect_apply(path).await;
+        assert_eq!(status.body["status"]["phase"], "Invalid");
+        let mut whole = serde_json::to_value(fixtures::resource(
+            3,
+            "3.5.1",
+            crate::crd::StoragePolicy::Persistent,
+        ))
+        .expect("json");
+        whole["status"] = status.body["status"].clone();
+        status.ok(&whole);
+        // The second pass only looks: same message, same status.
+        observe(&mut api).await;
+        api
+    });
+    let ctx = context(client);
+    let obj = Arc::new(r);
+    for _ in 0..2 {
+        let action = reconcile(obj.clone(), ctx.clone())
+            .await
+            .expect("reconciled");
+        assert_eq!(action, Action::requeue(super::super::PROBLEM_INTERVAL));
+    }
+    // Deleted (foreground): forgotten, nothing asked.
+    let mut gone = (*obj).clone();
+    gone.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+    ));
+    let action = reconcile(Arc::new(gone), ctx.clone())
+        .await
+        .expect("forgotten");
+    assert_eq!(action, Action::await_change());
+    assert!(lock(&ctx.clusters).is_empty());
+    drop(ctx);
+    let api = server.await.expect("the scenario passed");
+    api.done().await;
+}
+
+#[test]
+fn requeue_and_backoff_are_bounded() {
+    assert_eq!(requeue_after(Duration::ZERO), AFTER_STEP);
+    assert_eq!(requeue_after(Duration::from_millis(50)), MIN_POLL);
+    assert_eq!(
+        requeue_after(Duration::from_secs(2)),
+        Duration::from_secs(2)
+    );
+    assert_eq!(backoff(1), Duration::from_millis(500));
+    assert_eq!(backoff(2), Duration::from_secs(1));
+    assert_eq!(backoff(100), Duration::from_secs(30));
+}

@@ -1,0 +1,239 @@
+//! `KubePlatform` against a mocked API server, changes: upgrades, the
+//! record and the status, retiring members, and the disruption budget.
+
+use http::Method;
+use serde_json::json;
+
+use super::api::{ApiServer, core, core_list, list, mock};
+use super::fixtures::{GENERATION, Seen, platform, platform_for, resource};
+use super::scenario::{assert_owned, config_of, expect_shared, play};
+use crate::crd::{EtcdClusterStatus, Phase, StoragePolicy};
+use crate::platform::{ClusterRecord, Platform};
+use crate::version::Version;
+
+#[tokio::test]
+async fn upgrade_records_the_version_then_recreates_the_pod_on_the_new_image() {
+    let (client, api) = mock();
+    let scenario = |mut api: ApiServer| async move {
+        let claim = Seen::claim("demo-0", "3.4.23").started();
+        api.expect(Method::GET, &core("persistentvolumeclaims", "demo-0-data"))
+            .await
+            .ok(&claim.json());
+        let pod = Seen::pod("demo-0", "3.4.23", StoragePolicy::Persistent).ready();
+        api.expect(Method::GET, &core("pods", "demo-0"))
+            .await
+            .ok(&pod.json());
+        let note = api
+            .expect_patch("merge", &core("persistentvolumeclaims", "demo-0-data"))
+            .await;
+        assert_eq!(config_of(&note.body).version, Version::new(3, 5, 1));
+        note.ok(&claim.json());
+        let delete = api.expect(Method::DELETE, &core("pods", "demo-0")).await;
+        assert_eq!(delete.body["preconditions"]["uid"], "pod-demo-0");
+        assert!(delete.body.get("gracePeriodSeconds").is_none(), "graceful");
+        delete.ok(&pod.clone().terminating().json());
+        api.expect(Method::GET, &core("pods", "demo-0"))
+            .await
+            .not_found();
+        let new = api.expect_apply(&core("pods", "demo-0")).await;
+        let etcd = &new.body["spec"]["containers"][0];
+        assert_eq!(etcd["image"], "quay.io/coreos/etcd:v3.5.1");
+        assert_eq!(config_of(&new.body).version, Version::new(3, 5, 1));
+        new.echo();
+        api
+    };
+    play(
+        platform(client),
+        scenario,
+        |p| async move {
+            p.upgrade("demo", "demo-0", Version::new(3, 5, 1))
+                .await
+                .expect("upgraded");
+            (p, ())
+        },
+        api,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn an_empty_dir_member_is_upgraded_in_place() {
+    let (client, api) = mock();
+    let r = resource(3, "3.5.1", StoragePolicy::Ephemeral);
+    let scenario = |mut api: ApiServer| async move {
+        api.expect(Method::GET, &core("persistentvolumeclaims", "demo-0-data"))
+            .await
+            .not_found();
+        let pod = Seen::pod("demo-0", "3.5.1", StoragePolicy::Ephemeral).ready();
+        api.expect(Method::GET, &core("pods", "demo-0"))
+            .await
+            .ok(&pod.json());
+        let patch = api
+            .expect_patch("strategic-merge", &core("pods", "demo-0"))
+            .await;
+        assert_eq!(
+            patch.body["spec"],
+            json!({"containers": [{"name": "etcd", "image": "quay.io/coreos/etcd:v3.5.2"}]})
+        );
+        assert_eq!(config_of(&patch.body).version, Version::new(3, 5, 2));
+        patch.ok(&pod.json());
+        api
+    };
+    play(
+        platform_for(client, &r),
+        scenario,
+        |p| async move {
+            p.upgrade("demo", "demo-0", Version::new(3, 5, 2))
+                .await
+                .expect("upgraded");
+            (p, ())
+        },
+        api,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn record_and_status_are_applied_to_owned_objects() {
+    let (client, api) = mock();
+    let record = ClusterRecord {
+        token: "demo-token".into(),
+        bootstrapped: true,
+        next_index: 3,
+        generation: 2,
+        ..ClusterRecord::default()
+    };
+    let expected = record.clone();
+    let scenario = move |mut api: ApiServer| async move {
+        let cm_path = core("configmaps", "demo-etcd-operator");
+        let cm = api.expect_apply(&cm_path).await;
+        assert_owned(&cm.body);
+        let json = cm.body["data"]["record.json"]
+            .as_str()
+            .expect("record json");
+        let saved: ClusterRecord = serde_json::from_str(json).expect("a record");
+        assert_eq!(saved, expected);
+        let stored = cm.body.clone();
+        cm.echo();
+        api.expect(Method::GET, &cm_path).await.ok(&stored);
+        // An earlier resource's record is not this cluster's.
+        let mut foreign = stored.clone();
+        foreign["metadata"]["ownerReferences"][0]["uid"] = json!("uid-0");
+        api.expect(Method::GET, &cm_path).await.ok(&foreign);
+        let status_path =
+            "/apis/etcdoperator.dev/v1alpha1/namespaces/default/etcdclusters/demo/status";
+        let status = api.expect_apply(status_path).await;
+        assert_eq!(status.body["apiVersion"], "etcdoperator.dev/v1alpha1");
+        assert_eq!(status.body["kind"], "EtcdCluster");
+        assert_eq!(status.body["status"]["phase"], "Running");
+        assert_eq!(status.body["status"]["observedGeneration"], GENERATION);
+        assert!(status.body.get("spec").is_none(), "status only");
+        // The server answers with the whole resource.
+        let mut whole = serde_json::to_value(resource(3, "3.5.1", StoragePolicy::Persistent))
+            .expect("resource json");
+        whole["status"] = status.body["status"].clone();
+        status.ok(&whole);
+        api
+    };
+    let loaded = play(
+        platform(client),
+        scenario,
+        |p| async move {
+            p.save_record("demo", &record).await.expect("saved");
+            let loaded = p.load_record("demo").await.expect("loaded");
+            let foreign = p.load_record("demo").await.expect("loaded");
+            let mut r = resource(3, "3.5.1", StoragePolicy::Persistent);
+            r.status = Some(EtcdClusterStatus {
+                phase: Phase::Running,
+                observed_generation: Some(2),
+                ..EtcdClusterStatus::default()
+            });
+            p.save_status(&r).await.expect("status");
+            (p, (loaded, foreign))
+        },
+        api,
+    )
+    .await;
+    assert_eq!(loaded.0.map(|r| r.next_index), Some(3));
+    assert_eq!(loaded.1, None);
+}
+
+#[tokio::test]
+async fn retiring_keeps_the_claims_aside_and_deletes_the_pods() {
+    let (client, api) = mock();
+    let scenario = |mut api: ApiServer| async move {
+        let pods = vec![Seen::pod("demo-0", "3.5.1", StoragePolicy::Persistent).json()];
+        api.expect(Method::GET, &core_list("pods"))
+            .await
+            .ok(&list("PodList", pods));
+        let claims = vec![
+            Seen::claim("demo-0", "3.5.1").started().json(),
+            Seen::claim("demo-9", "3.5.1").owned_by("uid-0").json(),
+        ];
+        let claims = list("PersistentVolumeClaimList", claims);
+        api.expect(Method::GET, &core_list("persistentvolumeclaims"))
+            .await
+            .ok(&claims);
+        let relabel = api
+            .expect_patch("merge", &core("persistentvolumeclaims", "demo-0-data"))
+            .await;
+        assert_eq!(
+            relabel.body["metadata"]["labels"],
+            json!({
+                "etcdoperator.dev/cluster": null,
+                "etcdoperator.dev/retired": "2026-01-01T000000Z",
+                "etcdoperator.dev/retired-from": "demo",
+            })
+        );
+        relabel.ok(&Seen::claim("demo-0", "3.5.1").json());
+        let delete = api.expect(Method::DELETE, &core("pods", "demo-0")).await;
+        assert_eq!(delete.body["gracePeriodSeconds"], 0);
+        delete.deleted();
+        api
+    };
+    let place = play(
+        platform(client),
+        scenario,
+        |p| async move {
+            let place = p
+                .retire_members("demo", "2026-01-01T000000Z")
+                .await
+                .expect("retired");
+            (p, place)
+        },
+        api,
+    )
+    .await;
+    assert!(
+        place.contains("etcdoperator.dev/retired=2026-01-01T000000Z"),
+        "{place}"
+    );
+}
+
+#[tokio::test]
+async fn the_budget_protects_the_members_still_there_during_a_scale_down() {
+    let (client, api) = mock();
+    let one = resource(1, "3.5.1", StoragePolicy::Persistent);
+    let p = platform_for(client, &one);
+    let scenario = |mut api: ApiServer| async move {
+        // Three voters left while the spec asks for one: still 2 of 3.
+        expect_shared(&mut api, 2).await;
+        // Scaled down: all of the one (no eviction loses it).
+        expect_shared(&mut api, 1).await;
+        api
+    };
+    play(
+        p,
+        scenario,
+        |p| async move {
+            p.register(&one, 3).expect("registered");
+            p.ensure_shared("demo").await.expect("applied");
+            p.ensure_shared("demo").await.expect("nothing new to apply");
+            p.register(&one, 1).expect("registered");
+            p.ensure_shared("demo").await.expect("applied");
+            (p, ())
+        },
+        api,
+    )
+    .await;
+}
