@@ -71,7 +71,10 @@ kind-up: release
 	  kind create cluster --name $(KIND_CLUSTER) --config kind-config/cluster.yaml --wait 120s
 	docker build -q -f kind-config/Dockerfile -t $(OPERATOR_IMAGE) .
 	kind load docker-image --name $(KIND_CLUSTER) $(OPERATOR_IMAGE)
-	kubectl --context kind-$(KIND_CLUSTER) apply -f deploy/
+	kubectl --context kind-$(KIND_CLUSTER) apply -f deploy/crd.yaml
+	kubectl --context kind-$(KIND_CLUSTER) wait --for condition=established crd/etcdclusters.etcdoperator.dev --timeout=60s
+	kubectl --context kind-$(KIND_CLUSTER) apply -f deploy/rbac.yaml -f deploy/operator.yaml
+	kubectl --context kind-$(KIND_CLUSTER) rollout status deploy/etcd-operator --timeout=180s
 
 soak-kind: release
 	$(CARGO) run -q --release -p soak --bin soak -- run $(SCENARIO) --platform kube \
