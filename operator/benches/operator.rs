@@ -309,8 +309,7 @@ async fn idle() {
 }
 
 fn operator_pid(env: &Env) -> u32 {
-    let text = std::fs::read_to_string(env.layout().lock_path()).unwrap();
-    text.trim().trim_start_matches("pid ").parse().unwrap()
+    u32::try_from(env.operator_process().unwrap().pid).unwrap()
 }
 
 fn main() {

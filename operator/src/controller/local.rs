@@ -139,6 +139,7 @@ pub async fn run(
         backups,
         workers: HashMap::new(),
         missing_since: HashMap::new(),
+        problems_written: None,
     };
     ctl.rescan().await;
     tokio::pin!(shutdown);
@@ -176,6 +177,8 @@ struct Local {
     backups: Arc<BackupEnv>,
     workers: HashMap<String, Worker>,
     missing_since: HashMap<String, Instant>,
+    /// What the problems file holds, to rewrite it only on change.
+    problems_written: Option<String>,
 }
 
 /// What a spec says, to send it to a cluster's task only when it changed.
@@ -216,8 +219,12 @@ impl Local {
             .into_iter()
             .collect();
         let problems_file = problems_path(&self.opts.state_dir);
-        if let Err(e) = write_json(&problems_file, &orphan_problems) {
-            tracing::warn!("cannot write {}: {e}", problems_file.display());
+        let print = serde_json::to_string(&orphan_problems).unwrap_or_default();
+        if self.problems_written.as_deref() != Some(print.as_str()) {
+            match write_json(&problems_file, &orphan_problems) {
+                Ok(()) => self.problems_written = Some(print),
+                Err(e) => tracing::warn!("cannot write {}: {e}", problems_file.display()),
+            }
         }
         let known: HashSet<String> = on_disk.iter().chain(self.workers.keys()).cloned().collect();
         for (name, spec) in wanted.iter() {

@@ -25,10 +25,11 @@ use crate::plan::{Desired, Step, Wait, plan};
 use crate::platform::{ClusterRecord, Platform};
 use crate::validate::ValidSpec;
 
-/// How often a converged cluster is looked at without any event.
-pub const IDLE_INTERVAL: Duration = Duration::from_secs(2);
+/// How often a converged cluster is looked at without any event (member
+/// exits and spec changes wake it at once; this is the backstop).
+pub const IDLE_INTERVAL: Duration = Duration::from_secs(5);
 /// How often a member that is starting is polled.
-pub const STARTING_INTERVAL: Duration = Duration::from_millis(50);
+pub const STARTING_INTERVAL: Duration = Duration::from_millis(20);
 /// How often a cluster that waits on a problem is looked at.
 pub const PROBLEM_INTERVAL: Duration = Duration::from_secs(1);
 /// A member that fails by itself this soon after start, three times running,
