@@ -39,8 +39,10 @@ pub struct Manifest {
 pub struct Problem {
     /// The file at fault.
     pub file: PathBuf,
-    /// The cluster concerned, when its name could be read.
-    pub cluster: Option<String>,
+    /// Every cluster the file names, as far as the names could be read: a
+    /// file with one bad document among several freezes them all, so none
+    /// reads as deleted.
+    pub clusters: Vec<String>,
     /// What is wrong, naming the field and what is allowed.
     pub message: String,
 }
@@ -112,7 +114,7 @@ pub fn load_dir(dir: &Path) -> std::io::Result<Loaded> {
             Err(e) => {
                 loaded.problems.push(Problem {
                     file: file.clone(),
-                    cluster: None,
+                    clusters: Vec::new(),
                     message: format!("cannot read the file: {e}"),
                 });
                 continue;
@@ -132,9 +134,9 @@ pub fn load_dir(dir: &Path) -> std::io::Result<Loaded> {
                     );
                 }
             }
-            Err((cluster, message)) => loaded.problems.push(Problem {
+            Err((clusters, message)) => loaded.problems.push(Problem {
                 file,
-                cluster,
+                clusters,
                 message,
             }),
         }
@@ -144,7 +146,7 @@ pub fn load_dir(dir: &Path) -> std::io::Result<Loaded> {
         let list: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
         loaded.problems.push(Problem {
             file: files[0].clone(),
-            cluster: Some(name.clone()),
+            clusters: vec![name.clone()],
             message: format!(
                 "metadata.name: cluster {name:?} is defined {} times ({}); \
                  cluster names must be unique: rename or delete all but one",
@@ -156,24 +158,24 @@ pub fn load_dir(dir: &Path) -> std::io::Result<Loaded> {
     Ok(loaded)
 }
 
-/// Parses the documents of one file. On failure returns the cluster name
-/// when it could still be read, and the message.
-pub fn parse(text: &str) -> Result<Vec<EtcdCluster>, (Option<String>, String)> {
-    let docs: Vec<Doc> = serde_saphyr::from_multiple(text).map_err(|e| {
-        let name = serde_saphyr::from_multiple::<Loose>(text)
-            .ok()
-            .and_then(|docs| docs.into_iter().find_map(|d| d.metadata?.name));
-        (name, describe(&e))
-    })?;
+/// Parses the documents of one file. On failure returns the names of the
+/// clusters it names (as far as they can still be read) and the message.
+pub fn parse(text: &str) -> Result<Vec<EtcdCluster>, (Vec<String>, String)> {
+    let names = || -> Vec<String> {
+        serde_saphyr::from_multiple::<Loose>(text)
+            .map(|docs| docs.into_iter().filter_map(|d| d.metadata?.name).collect())
+            .unwrap_or_default()
+    };
+    let docs: Vec<Doc> = serde_saphyr::from_multiple(text).map_err(|e| (names(), describe(&e)))?;
     if docs.is_empty() {
-        return Err((None, "the file holds no EtcdCluster document".into()));
+        return Err((Vec::new(), "the file holds no EtcdCluster document".into()));
     }
     docs.into_iter()
         .map(|d| {
-            let name = Some(d.metadata.name.clone());
+            let name = || names();
             if d.api_version != API_VERSION {
                 return Err((
-                    name,
+                    name(),
                     format!(
                         "apiVersion: must be {API_VERSION:?}, got {:?}",
                         d.api_version
@@ -181,7 +183,7 @@ pub fn parse(text: &str) -> Result<Vec<EtcdCluster>, (Option<String>, String)> {
                 ));
             }
             if d.kind != KIND {
-                return Err((name, format!("kind: must be {KIND:?}, got {:?}", d.kind)));
+                return Err((name(), format!("kind: must be {KIND:?}, got {:?}", d.kind)));
             }
             let mut cluster = EtcdCluster::new(&d.metadata.name, d.spec);
             cluster.metadata = ObjectMeta {
@@ -216,7 +218,7 @@ mod tests {
     const DEMO: &str = "apiVersion: etcdoperator.dev/v1alpha1\nkind: EtcdCluster\n\
                         metadata: {name: demo}\nspec: {size: 3, version: \"3.4.23\"}\n";
 
-    fn problem(text: &str) -> (Option<String>, String) {
+    fn problem(text: &str) -> (Vec<String>, String) {
         parse(text).expect_err("should not parse")
     }
 
@@ -237,11 +239,28 @@ mod tests {
 
     #[test]
     fn unknown_spec_field_is_named_with_the_allowed_ones() {
-        let (name, msg) = problem(&DEMO.replace("size: 3", "sise: 3"));
-        assert_eq!(name.as_deref(), Some("demo"));
+        let (names, msg) = problem(&DEMO.replace("size: 3", "sise: 3"));
+        assert_eq!(names, ["demo"]);
         assert!(msg.contains("sise"), "{msg}");
         assert!(msg.contains("size"), "{msg}");
         assert!(msg.starts_with("line 4 column 8: unknown field"), "{msg}");
+    }
+
+    #[test]
+    fn one_bad_document_names_every_cluster_of_the_file() {
+        let other = DEMO.replace("demo", "other");
+        let (names, msg) = problem(&format!(
+            "{DEMO}---\n{}",
+            other.replace("size: 3", "size: x")
+        ));
+        assert_eq!(names, ["demo", "other"]);
+        assert!(msg.contains("size"), "{msg}");
+        let (names, msg) = problem(&format!(
+            "{DEMO}---\n{}",
+            other.replace("EtcdCluster", "Pod")
+        ));
+        assert_eq!(names, ["demo", "other"]);
+        assert!(msg.starts_with("kind:"), "{msg}");
     }
 
     #[test]
@@ -254,8 +273,8 @@ mod tests {
 
     #[test]
     fn malformed_yaml() {
-        let (name, msg) = problem("apiVersion: [unclosed\n");
-        assert_eq!(name, None);
+        let (names, msg) = problem("apiVersion: [unclosed\n");
+        assert!(names.is_empty());
         assert!(!msg.is_empty());
     }
 
@@ -276,7 +295,7 @@ mod tests {
         let loaded = load_dir(dir.path()).expect("load");
         assert!(loaded.clusters.is_empty());
         assert_eq!(loaded.problems.len(), 1);
-        assert_eq!(loaded.problems[0].cluster.as_deref(), Some("demo"));
+        assert_eq!(loaded.problems[0].clusters, ["demo"]);
         assert!(loaded.problems[0].message.contains("2 times"));
     }
 

@@ -119,3 +119,66 @@ fn bad_manifests_are_reported_and_left_alone() {
         "fixing it restarts nothing"
     );
 }
+
+#[test]
+fn one_bad_document_freezes_every_cluster_of_its_file() {
+    let mut env = Env::new();
+    let pair = |second: &str| format!("{}---\n{second}", manifest("first", 1, "3.4.23"));
+    env.write_manifest("pair.yaml", &pair(&manifest("second", 1, "3.4.23")));
+    env.start_operator();
+    let pids: Vec<(String, i32)> = ["first", "second"]
+        .iter()
+        .map(|c| {
+            let m = env.wait_running(c, 1).status.expect("status").members[0]
+                .name
+                .clone();
+            (m.clone(), env.pid(c, &m).expect("runs"))
+        })
+        .collect();
+    // The second document breaks: both clusters of the file are frozen,
+    // neither is read as deleted.
+    env.write_manifest(
+        "pair.yaml",
+        &pair(&manifest("second", 1, "3.4.23").replace("size: 1", "size: x")),
+    );
+    let edited = SystemTime::now();
+    for c in ["first", "second"] {
+        let message = env.wait_for(&format!("{c} frozen"), || {
+            let s = env.status(c)?.status?;
+            (s.phase.as_str() == "Invalid")
+                .then(|| s.condition("Degraded").map(|d| d.message.clone()))?
+        });
+        assert!(message.contains("pair.yaml"), "{c}: {message}");
+    }
+    for c in ["first", "second"] {
+        env.wait_for(&format!("{c} observed a second after the edit"), || {
+            let at = env.status(c)?.status?.observed_at?;
+            let at = humantime::parse_rfc3339_weak(&at).ok()?;
+            (at > edited + Duration::from_secs(1)).then_some(())
+        });
+    }
+    for (c, (member, pid)) in ["first", "second"].iter().zip(&pids) {
+        assert_eq!(env.pid(c, member), Some(*pid), "{c}: nothing deleted");
+    }
+    // A wrong kind in one document does the same.
+    env.write_manifest(
+        "pair.yaml",
+        &pair(&manifest("second", 1, "3.4.23").replace("kind: EtcdCluster", "kind: Pod")),
+    );
+    env.wait_for("first frozen by the wrong kind", || {
+        let s = env.status("first")?.status?;
+        s.condition("Degraded")?
+            .message
+            .contains("kind:")
+            .then_some(())
+    });
+    env.write_manifest("pair.yaml", &pair(&manifest("second", 1, "3.4.23")));
+    for (c, (member, pid)) in ["first", "second"].iter().zip(&pids) {
+        env.wait_running(c, 1);
+        assert_eq!(
+            env.pid(c, member),
+            Some(*pid),
+            "{c}: fixing restarts nothing"
+        );
+    }
+}

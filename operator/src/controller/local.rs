@@ -271,10 +271,14 @@ impl Local {
         for p in loaded.problems {
             let message = format!("{}: {}", p.file.display(), p.message);
             tracing::error!("{message}");
-            let names = match p.cluster {
-                Some(name) => vec![name],
-                None => self.clusters_from(&p.file).await,
-            };
+            // Every cluster the file names, and every one it defined before
+            // (a name may be unreadable now): none of them reads as deleted.
+            let mut names = p.clusters.clone();
+            for name in self.clusters_from(&p.file).await {
+                if !names.contains(&name) {
+                    names.push(name);
+                }
+            }
             if names.is_empty() {
                 orphans.push(FileProblem {
                     file: p.file.clone(),
