@@ -113,14 +113,41 @@ impl<P: Platform> Cluster<P> {
     }
 
     /// Whether a verified backup exists to rebuild from.
-    pub(super) fn backup_available(&self) -> bool {
+    ///
+    /// Only asked while quorum is lost, and only worth an answer when the
+    /// spec allows a rebuild. Each file is hashed once: the answer is kept
+    /// by name, size and modification time, so a long wait without quorum
+    /// does not re-read the backups every pass.
+    pub(super) fn backup_available(&mut self) -> bool {
         let (SpecState::Valid { spec, .. }, Some(env)) = (&self.spec, &self.backup_env) else {
             return false;
         };
-        matches!(
-            backup::newest_good(&env.dir(&self.name, spec)),
-            Ok((Some(_), _))
-        )
+        if !spec.restore_from_backup {
+            return false;
+        }
+        let dir = env.dir(&self.name, spec);
+        let Ok(metas) = backup::list(&dir) else {
+            return false;
+        };
+        for meta in metas {
+            let path = meta.path(&dir);
+            let Ok(stat) = std::fs::metadata(&path) else {
+                continue;
+            };
+            let key = (stat.len(), stat.modified().ok());
+            let good = match self.checked_backups.get(&meta.name) {
+                Some((k, good)) if *k == key => *good,
+                _ => {
+                    let good = backup::check_file(&path, Some(&meta.sha256)).is_ok();
+                    self.checked_backups.insert(meta.name.clone(), (key, good));
+                    good
+                }
+            };
+            if good {
+                return true;
+            }
+        }
+        false
     }
 
     /// The snapshot a new bootstrap restores every member from: the one a
@@ -178,6 +205,9 @@ impl<P: Platform> Cluster<P> {
         self.record.initial.clear();
         self.record.restore_from = Some(stashed);
         self.record.last_recovery = Some(recovery);
+        // The rebuilt cluster starts at the backup's revision: a later loss
+        // is measured from there, not from the old cluster's history.
+        self.record.last_revision = meta.revision;
         self.save_record().await;
         Ok(())
     }

@@ -38,6 +38,11 @@ pub const PROBLEM_INTERVAL: Duration = Duration::from_secs(1);
 pub const CRASH_WINDOW: Duration = Duration::from_secs(5);
 /// Fast exits in a row that make a crash loop.
 pub const CRASH_LOOP_EXITS: u32 = 3;
+/// The same while the cluster has no quorum, where giving up on a member's
+/// data may mean a rebuild from a backup (writes since it lost): a longer
+/// proof, about 30 s of restarts with backoff, so a passing cause (a port
+/// briefly taken, a full disk freed) does not cost data.
+pub const CRASH_LOOP_EXITS_WITHOUT_QUORUM: u32 = 10;
 /// Retry interval after etcd refused a membership change.
 pub const REFUSED_RETRY: Duration = Duration::from_millis(200);
 /// Published status is rewritten at least this often (for `observedAt`).
@@ -118,11 +123,8 @@ impl Crashes {
         out
     }
 
-    fn looping(&self) -> HashSet<String> {
-        let looping = self
-            .members
-            .iter()
-            .filter(|(_, (_, n))| *n >= CRASH_LOOP_EXITS);
+    fn looping(&self, exits: u32) -> HashSet<String> {
+        let looping = self.members.iter().filter(|(_, (_, n))| *n >= exits);
         looping.map(|(m, _)| m.clone()).collect()
     }
 
@@ -152,6 +154,11 @@ pub struct Cluster<P> {
     spec: SpecState,
     record: ClusterRecord,
     crashes: Crashes,
+    /// The last observation found no quorum.
+    quorum_lost: bool,
+    /// Backups already hashed while quorum was lost: name -> ((size,
+    /// modified), good).
+    checked_backups: HashMap<String, ((u64, Option<std::time::SystemTime>), bool)>,
     last_error: Option<String>,
     errors_in_row: u32,
     /// A lost member was removed and its replacement is on its way.
@@ -183,6 +190,8 @@ impl<P: Platform> Cluster<P> {
             },
             record,
             crashes: Crashes::default(),
+            quorum_lost: false,
+            checked_backups: HashMap::new(),
             last_error: None,
             errors_in_row: 0,
             replacing: false,
@@ -235,7 +244,11 @@ impl<P: Platform> Cluster<P> {
 
     /// One pass of observe -> plan -> act -> status.
     pub async fn reconcile(&mut self) -> Outcome {
-        let looping = self.crashes.looping();
+        let looping = self.crashes.looping(if self.quorum_lost {
+            CRASH_LOOP_EXITS_WITHOUT_QUORUM
+        } else {
+            CRASH_LOOP_EXITS
+        });
         let obs = match observe(
             &*self.platform,
             &self.clients,
@@ -257,7 +270,8 @@ impl<P: Platform> Cluster<P> {
             self.crashes.healthy(&m.name);
         }
         self.remember(&obs).await;
-        if obs.observed.bootstrapped && !obs.observed.membership_known {
+        self.quorum_lost = obs.observed.bootstrapped && !obs.observed.membership_known;
+        if self.quorum_lost {
             obs.observed.backup_available = self.backup_available();
         }
         self.offer_backup_sources(&obs);
