@@ -29,7 +29,7 @@ pub struct Tools {
 pub struct Binaries {
     dirs: Vec<PathBuf>,
     on_path: Mutex<Option<Option<(Version, PathBuf)>>>,
-    found: Mutex<HashMap<Version, Option<Tools>>>,
+    found: Mutex<HashMap<Version, Tools>>,
 }
 
 impl Binaries {
@@ -42,15 +42,17 @@ impl Binaries {
         }
     }
 
-    /// The tools for `version`, if this machine has them.
+    /// The tools for `version`, if this machine has them. Only finds are
+    /// kept: a version installed while the operator runs (`ci/setup`) is
+    /// found on the next look, without a restart.
     pub fn find(&self, version: Version) -> Option<Tools> {
         let mut found = self.found.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(t) = found.get(&version) {
-            return t.clone();
+            return Some(t.clone());
         }
-        let tools = self.search(version);
+        let tools = self.search(version)?;
         found.insert(version, tools.clone());
-        tools
+        Some(tools)
     }
 
     /// Every version this machine has, newest first.
@@ -168,5 +170,13 @@ mod tests {
         assert_eq!(t.etcdutl, None);
         let e = b.check(Version::new(9, 9, 8)).expect_err("missing");
         assert!(e.contains("9.9.8/etcd") && e.contains("ci/setup"), "{e}");
+        // Installed later: found without a new Binaries.
+        let later = dir.path().join("9.9.8");
+        std::fs::create_dir_all(&later).expect("mkdir");
+        std::fs::write(later.join("etcd"), "").expect("write");
+        assert_eq!(
+            b.find(Version::new(9, 9, 8)).map(|t| t.etcd),
+            Some(later.join("etcd"))
+        );
     }
 }
