@@ -35,10 +35,19 @@ fn folder(state_dir: &Path, cluster: &EtcdCluster) -> (PathBuf, Option<usize>) {
 /// A backup and the result of checking its file again now.
 pub type Checked = (BackupMeta, Result<(), String>);
 
-/// The backup folder of `cluster` and each backup in it, newest first.
+/// The backup folder of `cluster` and each backup in it, newest first. A
+/// deleted cluster's backups are kept: they are still listed from the
+/// default folder, `STATE/backups/NAME`.
 pub fn list(state_dir: &Path, cluster: &str) -> Result<(PathBuf, Vec<Checked>), Error> {
-    let resource = status::load(state_dir, Some(cluster))?.remove(0);
-    let (dir, _) = folder(state_dir, &resource);
+    let dir = match status::load(state_dir, Some(cluster)) {
+        Ok(mut found) => folder(state_dir, &found.remove(0)).0,
+        Err(status::Error::NoCluster { .. })
+            if backup::backup_dir(state_dir, cluster, None).is_dir() =>
+        {
+            backup::backup_dir(state_dir, cluster, None)
+        }
+        Err(e) => return Err(e.into()),
+    };
     let out = backup::list(&dir)?
         .into_iter()
         .map(|m| {
