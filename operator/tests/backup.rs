@@ -241,6 +241,25 @@ fn quorum_loss_with_data_intact_comes_back_without_restore() {
     assert_eq!(dump(&env, &urls, None).len(), 10, "nothing lost");
 }
 
+/// The newest revision any of `urls` is at.
+fn revision(env: &Env, urls: &[String]) -> i64 {
+    let out = env.etcdctl(urls, &["endpoint", "status", "-w", "json"]);
+    assert!(out.status.success(), "endpoint status: {out:?}");
+    let v: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).expect("json");
+    v.iter()
+        .filter_map(|e| e["Status"]["header"]["revision"].as_i64())
+        .max()
+        .expect("a revision")
+}
+
+fn rfc3339_ms(t: &str) -> u64 {
+    let t = humantime::parse_rfc3339(t).expect("rfc3339");
+    let d = t
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after epoch");
+    u64::try_from(d.as_millis()).expect("ms")
+}
+
 #[test]
 fn destroyed_majority_is_rebuilt_from_backup_or_waits_when_the_flag_is_off() {
     let mut env = Env::new();
@@ -249,7 +268,8 @@ fn destroyed_majority_is_rebuilt_from_backup_or_waits_when_the_flag_is_off() {
     env.start_operator();
     let on = env.wait_running("on", 3);
     let off = env.wait_running("off", 3);
-    put_keys(&env, &client_urls(&on), "k", 10);
+    let on_urls = client_urls(&on);
+    put_keys(&env, &on_urls, "k", 10);
     let written = now_ms();
     env.wait_for("two backups of `on` after the writes, one of `off`", || {
         let after = backups(&env, "on")
@@ -259,15 +279,26 @@ fn destroyed_majority_is_rebuilt_from_backup_or_waits_when_the_flag_is_off() {
             .count();
         (after >= 2 && !backups(&env, "off").1.is_empty()).then_some(())
     });
+    // Stop the schedule first (an hour between backups), so that no newer
+    // backup hides the damaged one.
+    env.write_manifest("on.yaml", &with_backup("on", "1h", 3, true));
+    env.wait_for("`on` backs up hourly now", || {
+        let next = env.status("on")?.status?.backup?.next_backup_time?;
+        (rfc3339_ms(&next) > now_ms() + 30 * 60 * 1000).then_some(())
+    });
     // Damage the newest backup of `on`: it must be detected and not used.
     let (dir, list) = backups(&env, "on");
-    let damaged = list[0].clone();
+    let (damaged, good) = (list[0].clone(), list[1].clone());
     let mut bytes = std::fs::read(damaged.path(&dir)).expect("read");
     let mid = bytes.len() / 2;
     bytes[mid] ^= 0xff;
     std::fs::write(damaged.path(&dir), bytes).expect("damage");
-    // Stop the schedule's newer backups from hiding the damaged one: pause.
-    env.write_manifest("on.yaml", &with_backup("on", "1h", 3, true));
+    // Writes after every backup: these are what the rebuild loses.
+    put_keys(&env, &on_urls, "late", 5);
+    let last = revision(&env, &on_urls);
+    env.wait_for("the operator saw the last revision", || {
+        (env.status("on")?.status?.revision? >= last).then_some(())
+    });
 
     for (cluster, c) in [("on", &on), ("off", &off)] {
         for m in &c.status.as_ref().expect("status").members[..2] {
@@ -276,33 +307,96 @@ fn destroyed_majority_is_rebuilt_from_backup_or_waits_when_the_flag_is_off() {
             kill9(pid);
         }
     }
-    // Flag on: rebuilt from the newest *good* backup, and the loss reported.
+    // Flag on: rebuilt from the newest *good* backup, and the loss reported
+    // exactly: the late writes' revisions.
     let rebuilt = env.wait_for("on rebuilt from a backup", || {
         let c = env.wait_running("on", 3);
         c.status.as_ref()?.last_recovery.clone().map(|r| (c, r))
     });
     let (c, recovery) = rebuilt;
-    assert_ne!(
-        recovery.backup, damaged.name,
-        "the damaged backup was skipped"
+    assert_eq!(
+        recovery.backup, good.name,
+        "the damaged newest backup was skipped for the one before: {recovery:?}"
     );
-    assert!(
-        recovery.lost_revisions >= 0 && recovery.last_seen_revision >= recovery.backup_revision
+    assert_eq!(recovery.backup_revision, good.revision, "{recovery:?}");
+    assert_eq!(recovery.last_seen_revision, last, "{recovery:?}");
+    assert_eq!(
+        recovery.lost_revisions,
+        last - good.revision,
+        "{recovery:?}"
     );
+    assert!(recovery.lost_revisions >= 5, "{recovery:?}");
     assert!(
         Path::new(&recovery.old_data).is_dir(),
         "old data kept: {recovery:?}"
     );
     let keys = dump(&env, &client_urls(&c), None);
-    assert_eq!(keys.len(), 10, "the backup holds every key: {keys:?}");
+    assert_eq!(
+        keys.len(),
+        10,
+        "the backup's keys, not the late ones: {keys:?}"
+    );
+    assert!(keys.iter().all(|kv| kv.starts_with('k')), "{keys:?}");
+    let log = std::fs::read_to_string(env.operator_log()).expect("operator log");
+    assert!(
+        log.contains("skipping a damaged backup") && log.contains(&damaged.name),
+        "the damaged backup is logged"
+    );
+    assert!(
+        log.contains(&format!(
+            "so {} revisions written after",
+            last - good.revision
+        )),
+        "the loss is logged"
+    );
 
-    // Flag off: Degraded with the reason, and it waits.
-    let message = env.wait_for("off degraded", || {
+    // Flag off: Degraded with the reason, and it waits: nothing is rebuilt
+    // or moved while later statuses come out.
+    let (message, seen_at) = env.wait_for("off degraded", || {
         let s = env.status("off")?.status?;
         let d = s.condition("Degraded")?;
-        (s.phase.as_str() == "Degraded" && d.reason == "QuorumLost").then(|| d.message.clone())
+        (s.phase.as_str() == "Degraded" && d.reason == "QuorumLost")
+            .then(|| (d.message.clone(), s.observed_at.clone()))
     });
     assert!(message.contains("restoreFromBackup"), "{message}");
-    let status = env.status("off").and_then(|c| c.status).expect("status");
+    let status = env.wait_for("a later status of off", || {
+        let s = env.status("off")?.status?;
+        (s.observed_at != seen_at).then_some(s)
+    });
+    assert_eq!(status.phase.as_str(), "Degraded", "{status:?}");
     assert!(status.last_recovery.is_none());
+    let moved = std::fs::read_dir(env.layout().cluster_dir("off"))
+        .expect("cluster dir")
+        .flatten()
+        .any(|e| e.file_name().to_string_lossy().starts_with("lost-"));
+    assert!(!moved, "no data moved aside with the flag off");
+}
+
+#[test]
+fn a_failing_backup_is_reported_retried_and_recovers() {
+    let mut env = Env::new();
+    // The backup folder is a file at first: every backup fails.
+    let blocked = env.dir.path().join("blocked");
+    std::fs::write(&blocked, "not a folder").expect("write");
+    let mut m = with_backup("fails", "1s", 2, false);
+    m.push_str(&format!(
+        "    location:\n      path: {}\n",
+        blocked.display()
+    ));
+    env.write_manifest("fails.yaml", &m);
+    env.start_operator();
+    env.wait_running("fails", 3);
+    let error = env.wait_for("a second failed attempt reported", || {
+        let e = env.status("fails")?.status?.backup?.last_error?;
+        e.contains("attempt 2").then_some(e)
+    });
+    assert!(error.contains("will retry"), "{error}");
+    // Fixed: the next retry succeeds and the error clears.
+    std::fs::remove_file(&blocked).expect("unblock");
+    let status = env.wait_for("a backup after the fix", || {
+        let b = env.status("fails")?.status?.backup?;
+        (b.last_error.is_none() && b.kept >= 1).then_some(b)
+    });
+    assert!(status.last_backup.is_some(), "{status:?}");
+    assert!(!backup::list(&blocked).expect("list").is_empty());
 }
