@@ -116,8 +116,16 @@ struct StatusArgs {
     /// The operator's state folder.
     #[arg(long, default_value = ".state", env = "ETCD_OPERATOR_STATE_DIR")]
     state_dir: PathBuf,
-    /// Output format.
-    #[arg(short = 'o', long, value_enum, default_value = "table")]
+    /// Output format: a table (with manifest problems that name no
+    /// cluster), or the published resources as JSON or YAML (one resource,
+    /// or a `kind: List`).
+    #[arg(
+        short = 'o',
+        long,
+        value_enum,
+        default_value = "table",
+        env = "ETCD_OPERATOR_OUTPUT"
+    )]
     output: Output,
 }
 

@@ -23,6 +23,58 @@ fn create_restart_replace_and_delete() {
     let c = env.wait_running("demo", 3);
     let urls = client_urls(&c);
 
+    // `status` as a user runs it: the table, one cluster's members, JSON.
+    let status = |args: &[&str]| {
+        let out =
+            std::process::Command::new(etcd_operator::testing::workspace_binary("etcd-operator"))
+                .arg("status")
+                .args(args)
+                .arg("--state-dir")
+                .arg(&env.state)
+                .output()
+                .expect("run etcd-operator status");
+        assert!(out.status.success(), "status {args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let table = status(&[]);
+    for needle in [
+        "CLUSTER", "PHASE", "MEMBERS", "LEADER", "VERSION", "demo", "Running", "3.4.23",
+    ] {
+        assert!(table.contains(needle), "{needle:?} in\n{table}");
+    }
+    let one = status(&["demo"]);
+    for m in &c.status.as_ref().expect("status").members {
+        assert!(
+            one.contains(&m.name) && one.contains(&m.client_url),
+            "{one}"
+        );
+    }
+    let json: serde_json::Value =
+        serde_json::from_str(&status(&["demo", "-o", "json"])).expect("status json");
+    assert_eq!(json["metadata"]["name"], "demo");
+    assert_eq!(json["spec"]["size"], 3);
+    assert_eq!(json["status"]["phase"], "Running");
+    let members = json["status"]["members"].as_array().expect("members");
+    assert_eq!(members.len(), 3);
+    for m in members {
+        for key in [
+            "name",
+            "id",
+            "clientURL",
+            "peerURL",
+            "ready",
+            "leader",
+            "version",
+        ] {
+            assert!(!m[key].is_null(), "{key} in {m}");
+        }
+    }
+    assert_eq!(members.iter().filter(|m| m["leader"] == true).count(), 1);
+    let all: serde_json::Value =
+        serde_json::from_str(&status(&["-o", "json"])).expect("status list json");
+    assert_eq!(all["kind"], "List");
+    assert_eq!(all["items"][0]["metadata"]["name"], "demo");
+
     // The official client works against it.
     let put = env.etcdctl(&urls, &["put", "greeting", "hello"]);
     assert!(put.status.success(), "etcdctl put: {put:?}");
