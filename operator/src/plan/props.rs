@@ -334,6 +334,47 @@ fn check_step(model: &Model, obs: &Observed, d: &Desired, step: &Step) -> Result
         }
         _ => {}
     }
+    // One membership change at a time: a new one (add, scale down) only when
+    // no earlier one is in flight (a learner not yet promoted, a member
+    // added but not started), and only one learner ever.
+    let learners: Vec<&str> = obs
+        .members
+        .iter()
+        .filter(|m| m.etcd.is_some_and(|e| e.learner))
+        .map(|m| m.name.as_str())
+        .collect();
+    let unstarted: Vec<&str> = obs
+        .members
+        .iter()
+        .filter(|m| m.etcd.is_some_and(|e| !e.started))
+        .map(|m| m.name.as_str())
+        .collect();
+    let in_flight_besides = |member: &str| learners.iter().chain(&unstarted).any(|l| *l != member);
+    match step {
+        Step::AddLearner if !learners.is_empty() || !unstarted.is_empty() => {
+            return Err(format!(
+                "added a member while another change is in flight (learners {learners:?}, \
+                 unstarted {unstarted:?})"
+            ));
+        }
+        Step::Promote { member, .. } if learners.iter().any(|l| l != member) => {
+            return Err(format!(
+                "promoted {member} beside other learners {learners:?}"
+            ));
+        }
+        // Taking back the change in flight itself is fine, and so is removing
+        // a member that is down (it only makes quorum easier to keep).
+        Step::Remove {
+            member,
+            why: RemoveWhy::ScaleDown,
+            ..
+        } if target_healthy(member) && in_flight_besides(member) => {
+            return Err(format!(
+                "scaled down while another change is in flight: {step}"
+            ));
+        }
+        _ => {}
+    }
     // Quorum by the plan's own hand: apply only the step's immediate effect
     // (a restarted member is down until it comes back).
     if model.bootstrapped && model.has_quorum() {
