@@ -3,8 +3,10 @@
 //! Exit codes: 0 every bound held; 1 a bound or invariant was violated (the
 //! report lists each violation with its time); 2 bad input (scenario, flags,
 //! a missing binary), before anything started; 3 the run could not be done
-//! (the cluster never came up); 130 interrupted (the report is still
-//! written, marked interrupted).
+//! (the cluster never came up, a spec change or the chaos monkey's start
+//! failed, a Kubernetes API call failed; a partial report is still written,
+//! with a `run` violation naming the error); 130 interrupted (the report is
+//! still written, marked interrupted).
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -151,6 +153,14 @@ fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
             scenario.bounds.min_faults = (scenario.bounds.min_faults as f64 * ratio).floor() as u64;
         }
         scenario.duration = d;
+        if let Err(problems) = scenario::validate(&scenario) {
+            eprintln!(
+                "error: {} (with --duration {d}): {}",
+                a.scenario.display(),
+                problems.join("; ")
+            );
+            return Ok(ExitCode::from(2));
+        }
     }
     let out = a
         .out
@@ -197,25 +207,39 @@ fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
         });
         runner::run(&opts, rx).await
     });
-    let data = match data {
-        Ok(d) => d,
-        Err(e @ runner::Error::Setup(_)) => {
-            eprintln!("error: {e}");
-            return Ok(ExitCode::from(2));
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            return Ok(ExitCode::from(3));
-        }
+    let (data, error) = match data {
+        Ok(d) => (Some(d), None),
+        Err(f) => (f.partial.map(|d| *d), Some(f.error)),
     };
-    let summary = soak::report::write(&out, &data).context("cannot write the report")?;
+    if let Some(e) = &error {
+        eprintln!("error: {e}");
+    }
+    // Exit 2: bad input; 3: the run could not be done. Either way a partial
+    // report is written when the run got as far as its output folder.
+    let failed = error.as_ref().map(|e| match e {
+        runner::Error::Setup(_) => ExitCode::from(2),
+        _ => ExitCode::from(3),
+    });
+    let Some(data) = data else {
+        return Ok(failed.unwrap_or(ExitCode::from(3)));
+    };
+    let summary = match soak::report::write(&out, &data) {
+        Ok(s) => s,
+        Err(e) if failed.is_some() => {
+            eprintln!("error: cannot write the partial report: {e}");
+            return Ok(failed.unwrap_or(ExitCode::from(3)));
+        }
+        Err(e) => return Err(e).context("cannot write the report"),
+    };
     let report = out.join("report.md");
     let text = std::fs::read_to_string(&report).unwrap_or_default();
     if let Some(table) = soak::report::summary_table(&text) {
         println!("{table}");
     }
     println!("report: {}", report.display());
-    Ok(if data.interrupted {
+    Ok(if let Some(code) = failed {
+        code
+    } else if data.interrupted {
         ExitCode::from(130)
     } else if summary.pass {
         ExitCode::SUCCESS

@@ -85,6 +85,66 @@ fn pause_faults_are_refused_on_kube() {
 }
 
 #[test]
+fn backups_are_refused_on_kube_before_anything_starts() {
+    let text = GOOD
+        .replace(
+            "version: \"3.4.23\"}",
+            "version: \"3.4.23\", backup: {interval: 10s, maxBackups: 3}}",
+        )
+        .replace(
+            "availability: 0.9}",
+            "availability: 0.9, maxBackupAge: 30s}",
+        );
+    let (d, path) = scenario(&text);
+    let out = d.path().join("out");
+    let o = run(
+        &[
+            "run",
+            &path,
+            "--platform",
+            "kube",
+            "--out",
+            &out.display().to_string(),
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("s.yaml: cluster.backup: ") && e.contains("bounds.maxBackupAge: "),
+        "{e}"
+    );
+    assert!(!out.exists(), "nothing was started or written");
+}
+
+#[test]
+fn a_missing_etcd_binary_is_refused_before_the_output_folder_is_touched() {
+    let (d, path) = scenario(GOOD);
+    let out = d.path().join("out");
+    std::fs::create_dir_all(out.join("logs")).expect("mkdir");
+    std::fs::write(out.join("faults.jsonl"), "{}\n").expect("write");
+    // No etcd on PATH either (Debian's etcd-server is 3.4.23).
+    let o = run(
+        &["run", &path, "--out", &out.display().to_string()],
+        &[
+            ("SOAK_ETCD_BINARIES", "/nonexistent/etcd-binaries"),
+            ("PATH", "/nonexistent/bin"),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("s.yaml: cluster.version: no etcd 3.4.23 binary in /nonexistent/etcd-binaries"),
+        "{e}"
+    );
+    assert!(out.join("logs").is_dir(), "the logs folder was removed");
+    assert!(
+        out.join("faults.jsonl").is_file(),
+        "the fault log was removed"
+    );
+}
+
+#[test]
 fn check_validates_the_shipped_scenarios() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
     let files: Vec<String> = std::fs::read_dir(&dir)

@@ -19,6 +19,35 @@ use crate::scenario::ClusterSpec;
 /// Grace of the operator on SIGTERM.
 const OPERATOR_GRACE: std::time::Duration = std::time::Duration::from_secs(20);
 
+/// Checks that an etcd binary of `version` (the scenario's `field`) exists
+/// in `etcd_binaries` or on PATH. Touches nothing.
+pub fn check_etcd(version: &str, field: &str, etcd_binaries: &Path) -> Result<(), Error> {
+    let v = version
+        .parse()
+        .map_err(|e| Error::Setup(format!("{field}: {e}")))?;
+    if Binaries::new(vec![etcd_binaries.into()]).find(v).is_none() {
+        return Err(Error::Setup(format!(
+            "{field}: no etcd {version} binary in {} (as VERSION/etcd) or on PATH: run \
+             `bash ci/setup`, or pass --etcd-binaries",
+            etcd_binaries.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Checks that no etcd member recorded in the work folder `work` still
+/// runs (a run left behind). Touches nothing.
+pub fn check_work_dir(work: &Path) -> Result<(), Error> {
+    let state = work.join("state");
+    if !etcd_operator::platform::local::running_members(&state).is_empty() {
+        return Err(Error::Setup(format!(
+            "etcd members recorded in {} still run: stop them or use another work folder",
+            state.display()
+        )));
+    }
+    Ok(())
+}
+
 /// The local platform.
 #[derive(Debug)]
 pub struct Local {
@@ -44,19 +73,9 @@ impl Local {
         work: Option<&Path>,
         logs: &Path,
     ) -> Result<Local, Error> {
-        let version = cluster
-            .version
-            .parse()
-            .map_err(|e| Error::Setup(format!("cluster.version: {e}")))?;
-        if Binaries::new(vec![etcd_binaries.into()])
-            .find(version)
-            .is_none()
-        {
-            return Err(Error::Setup(format!(
-                "no etcd {} binary in {} (as VERSION/etcd) or on PATH: run `bash ci/setup`, or pass --etcd-binaries",
-                cluster.version,
-                etcd_binaries.display()
-            )));
+        check_etcd(&cluster.version, "cluster.version", etcd_binaries)?;
+        if let Some(w) = work {
+            check_work_dir(w)?;
         }
         let (temp, root) = match work {
             Some(w) => (None, w.to_path_buf()),
@@ -74,12 +93,6 @@ impl Local {
         for d in [&manifests, &state, &logs.to_path_buf()] {
             std::fs::create_dir_all(d)
                 .map_err(|e| Error::io(format!("cannot create {}", d.display()), e))?;
-        }
-        if !etcd_operator::platform::local::running_members(&state).is_empty() {
-            return Err(Error::Setup(format!(
-                "etcd members recorded in {} still run: stop them or use another work folder",
-                state.display()
-            )));
         }
         Ok(Local {
             _temp: temp,

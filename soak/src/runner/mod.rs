@@ -54,6 +54,28 @@ pub enum Error {
     /// A process could not be started.
     #[error(transparent)]
     Proc(#[from] procs::Error),
+    /// A Kubernetes API call failed during the run (after preparation).
+    #[error("{0}")]
+    Kube(String),
+}
+
+/// A run that ended in an error, with what it had recorded until then.
+#[derive(Debug)]
+pub struct Failure {
+    /// What went wrong.
+    pub error: Error,
+    /// The data recorded before it (the error is among its `errors`), when
+    /// the output folder existed: a partial report can be written from it.
+    pub partial: Option<Box<RunData>>,
+}
+
+impl Failure {
+    fn bare(error: Error) -> Self {
+        Failure {
+            error,
+            partial: None,
+        }
+    }
 }
 
 impl Error {
@@ -104,9 +126,17 @@ pub struct Options {
     pub tty: bool,
 }
 
-/// Checks that the programs the run needs exist and the scenario fits the
-/// platform, before anything starts.
+/// Checks, before anything is touched (the output folder included), that
+/// the programs the run needs exist and the scenario fits the platform.
 pub fn check_binaries(o: &Options) -> Result<(), Error> {
+    let problems = platform_problems(&o.scenario, o.platform);
+    if !problems.is_empty() {
+        return Err(Error::Setup(format!(
+            "{}: {}",
+            o.scenario_file.display(),
+            problems.join("; ")
+        )));
+    }
     let missing = |what: &str, p: &Path, flag: &str, env: &str| {
         Error::Setup(format!(
             "the {what} binary is not at {}: run `cargo build --workspace` (or `make build`), \
@@ -122,18 +152,6 @@ pub fn check_binaries(o: &Options) -> Result<(), Error> {
             "SOAK_OPERATOR_BIN",
         ));
     }
-    if o.platform == PlatformKind::Kube
-        && o.scenario
-            .chaos
-            .as_ref()
-            .is_some_and(|c| c.fault == Some(crate::scenario::FaultKind::Pause))
-    {
-        return Err(Error::Setup(format!(
-            "{}: chaos.fault: pause works on the local platform only (the chaos monkey cannot \
-             stop a process inside a pod); use kill or destroy with --platform kube",
-            o.scenario_file.display()
-        )));
-    }
     if o.scenario.chaos.is_some() && !o.chaos_bin.is_file() {
         return Err(missing(
             "chaos-monkey",
@@ -142,36 +160,111 @@ pub fn check_binaries(o: &Options) -> Result<(), Error> {
             "SOAK_CHAOS_BIN",
         ));
     }
+    if o.platform == PlatformKind::Local {
+        let s = &o.scenario;
+        let in_file = |e: Error| Error::Setup(format!("{}: {e}", o.scenario_file.display()));
+        local::check_etcd(&s.cluster.version, "cluster.version", &o.etcd_binaries)
+            .map_err(in_file)?;
+        for (i, c) in s.changes.iter().enumerate() {
+            if let Some(v) = &c.version {
+                local::check_etcd(v, &format!("changes[{i}].version"), &o.etcd_binaries)
+                    .map_err(in_file)?;
+            }
+        }
+        if let Some(w) = &o.work_dir {
+            local::check_work_dir(w)?;
+        }
+    }
     Ok(())
 }
 
+/// What a scenario asks of the platform that the platform cannot do, each
+/// as `field: why; what to do`.
+pub fn platform_problems(s: &Scenario, platform: PlatformKind) -> Vec<String> {
+    let mut p = Vec::new();
+    if platform != PlatformKind::Kube {
+        return p;
+    }
+    if s.chaos
+        .as_ref()
+        .is_some_and(|c| c.fault == Some(crate::scenario::FaultKind::Pause))
+    {
+        p.push(
+            "chaos.fault: pause works on the local platform only (the chaos monkey cannot \
+             stop a process inside a pod); use kill or destroy with --platform kube"
+                .to_string(),
+        );
+    }
+    let instead = "use a scenario without backups (such as \
+                   scenarios/kill-one-every-30s-kube.yaml) or --platform local";
+    if s.cluster.backup.is_some() {
+        p.push(format!(
+            "cluster.backup: the operator's Kubernetes platform has no backups yet and refuses \
+             spec.backup as invalid, so the cluster would never be created; remove \
+             cluster.backup (and bounds.maxBackupAge), or {instead}"
+        ));
+    }
+    if s.cluster.restore.is_some() {
+        p.push(format!(
+            "cluster.restore: the operator's Kubernetes platform cannot restore from a backup \
+             yet and refuses spec.restore as invalid; remove cluster.restore, or {instead}"
+        ));
+    }
+    if s.bounds.max_backup_age.is_some() {
+        p.push(format!(
+            "bounds.maxBackupAge: there are no backups on Kubernetes, so no backup age to \
+             bound; remove it, or {instead}"
+        ));
+    }
+    p
+}
+
 /// Runs a scenario. `interrupted` turns true on Ctrl-C or SIGTERM: the run
-/// stops early, tears down and still reports.
-pub async fn run(o: &Options, interrupted: watch::Receiver<bool>) -> Result<RunData, Error> {
-    check_binaries(o)?;
+/// stops early, tears down and still reports. On an error the run is torn
+/// down too, and what it recorded until then comes with the error.
+pub async fn run(o: &Options, interrupted: watch::Receiver<bool>) -> Result<RunData, Failure> {
+    check_binaries(o).map_err(Failure::bare)?;
     std::fs::create_dir_all(&o.out)
-        .map_err(|e| Error::io(format!("cannot create {}", o.out.display()), e))?;
+        .map_err(|e| Failure::bare(Error::io(format!("cannot create {}", o.out.display()), e)))?;
     let logs = o.out.join("logs");
     let _ = std::fs::remove_dir_all(&logs);
     let _ = std::fs::remove_file(o.out.join("faults.jsonl"));
     let s = &o.scenario;
-    let mut platform = match o.platform {
-        PlatformKind::Local => Platform::Local(Box::new(Local::prepare(
+    let mut data = RunData::new(s.clone(), o.platform, o.seed);
+    let fail = |mut data: RunData, error: Error| {
+        data.ended = now_ms();
+        data.errors.push(format!("the run failed: {error}"));
+        Failure {
+            error,
+            partial: Some(Box::new(data)),
+        }
+    };
+    let prepared = match o.platform {
+        PlatformKind::Local => Local::prepare(
             &s.cluster,
             &o.operator_bin,
             &o.etcd_binaries,
             o.work_dir.as_deref(),
             &logs,
-        )?)),
-        PlatformKind::Kube => Platform::Kube(Box::new(
-            Kube::prepare(&s.cluster, o.kubeconfig.as_deref(), &o.namespace, &logs).await?,
-        )),
+        )
+        .map(|l| Platform::Local(Box::new(l))),
+        PlatformKind::Kube => {
+            Kube::prepare(&s.cluster, o.kubeconfig.as_deref(), &o.namespace, &logs)
+                .await
+                .map(|k| Platform::Kube(Box::new(k)))
+        }
     };
-    let mut data = RunData::new(s.clone(), o.platform, o.seed);
+    let mut platform = match prepared {
+        Ok(p) => p,
+        Err(e) => return Err(fail(data, e)),
+    };
     let result = drive(o, &mut platform, &mut data, interrupted).await;
     platform.teardown().await;
     data.ended = now_ms();
-    result.map(|()| data)
+    match result {
+        Ok(()) => Ok(data),
+        Err(e) => Err(fail(data, e)),
+    }
 }
 
 async fn drive(
@@ -227,16 +320,21 @@ async fn drive(
         s.probe.checkpoint_interval.get(),
         stop_probes_rx,
     ));
-    if !wait(platform, &mut interrupted, Duration::from_secs(30), || {
+    // An error stops the run, which is then wound down like a finished one
+    // (chaos and load stopped, probes collected) but not settled or checked.
+    let mut failure: Option<Error> = None;
+    match wait(platform, &mut interrupted, Duration::from_secs(30), || {
         probe::lock(&rec).healthy_now()
     })
-    .await?
+    .await
     {
-        data.notes.push((
+        Ok(true) => {}
+        Ok(false) => data.notes.push((
             now_ms(),
             "the probes did not find the cluster healthy within 30s of Running; starting anyway"
                 .into(),
-        ));
+        )),
+        Err(e) => failure = Some(e),
     }
 
     let load_state = load::shared();
@@ -283,7 +381,7 @@ async fn drive(
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     let mut cluster = s.cluster.clone();
     let mut changes = s.changes.iter().peekable();
-    while start.elapsed() < duration && !*interrupted.borrow() {
+    'run: while failure.is_none() && start.elapsed() < duration && !*interrupted.borrow() {
         tokio::select! {
             _ = tick.tick() => {}
             _ = interrupted.changed() => {}
@@ -300,7 +398,10 @@ async fn drive(
                     format!("version {} -> {}", cluster.version, next.version),
                 ));
             }
-            platform.change(&next, !s.operator_healing).await?;
+            if let Err(e) = platform.change(&next, !s.operator_healing).await {
+                failure = Some(e);
+                break 'run;
+            }
             let version = (next.version != s.cluster.version).then(|| next.version.clone());
             prober.set_expected(next.members(), version);
             for (kind, detail) in what {
@@ -319,13 +420,19 @@ async fn drive(
             && !data.chaos_started
             && start.elapsed() >= chaos_at
         {
-            monkey = Some(start_chaos(
+            match start_chaos(
                 o,
                 platform,
                 c,
                 &fault_log,
                 duration.saturating_sub(start.elapsed()),
-            )?);
+            ) {
+                Ok(m) => monkey = Some(m),
+                Err(e) => {
+                    failure = Some(e);
+                    break 'run;
+                }
+            }
             data.chaos_started = true;
             progress.say(&format!(
                 "chaos-monkey started: {} of {} every {} (log: {})",
@@ -387,7 +494,7 @@ async fn drive(
     prober.set_phase(Phase::Settle);
 
     // Settle, then the final checks.
-    if !data.interrupted {
+    if !data.interrupted && failure.is_none() {
         let live = finals::Live {
             pool: &pool,
             prober: &prober,
@@ -395,7 +502,7 @@ async fn drive(
             endpoints: &eps_rx,
             load: &load_state,
         };
-        finals::settle_and_check(
+        if let Err(e) = finals::settle_and_check(
             o,
             platform,
             &live,
@@ -404,7 +511,10 @@ async fn drive(
             &mut progress,
             &fault_log,
         )
-        .await?;
+        .await
+        {
+            failure = Some(e);
+        }
     }
     let _ = stop_probes.send(true);
     let _ = tokio::time::timeout(Duration::from_secs(30), probes).await;
@@ -437,5 +547,72 @@ async fn drive(
     data.ledger_uncertain = st.ledger.uncertain_count();
     data.load = std::mem::take(&mut st.stats);
     data.faults = etcd_operator::faults::read(&fault_log).unwrap_or_default();
-    Ok(())
+    failure.map_or(Ok(()), Err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scenario(extra_cluster: &str, extra_bounds: &str) -> Scenario {
+        let text = format!(
+            "name: t\nduration: 60s\n\
+             cluster: {{name: t, size: 3, version: \"3.4.23\"{extra_cluster}}}\n\
+             chaos: {{killInterval: 10s}}\n\
+             bounds: {{recoveryP99: 5s, recoveryMax: 10s, availability: 0.9{extra_bounds}}}\n"
+        );
+        let s = crate::scenario::parse(Path::new("t.yaml"), &text).expect("parses");
+        crate::scenario::validate(&s).expect("valid");
+        s
+    }
+
+    #[test]
+    fn backups_restores_and_backup_age_are_refused_on_kube_only() {
+        let backups = scenario(
+            ", backup: {interval: 10s, maxBackups: 3}",
+            ", maxBackupAge: 30s",
+        );
+        assert!(platform_problems(&backups, PlatformKind::Local).is_empty());
+        let p = platform_problems(&backups, PlatformKind::Kube);
+        assert_eq!(p.len(), 2, "{p:?}");
+        assert!(
+            p[0].starts_with("cluster.backup: ")
+                && p[0].contains("refuses spec.backup")
+                && p[0].contains("scenarios/kill-one-every-30s-kube.yaml"),
+            "{}",
+            p[0]
+        );
+        assert!(p[1].starts_with("bounds.maxBackupAge: "), "{}", p[1]);
+
+        let restore = scenario(", restore: {backup: b1}", "");
+        let p = platform_problems(&restore, PlatformKind::Kube);
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(p[0].starts_with("cluster.restore: "), "{}", p[0]);
+
+        assert!(platform_problems(&scenario("", ""), PlatformKind::Kube).is_empty());
+    }
+
+    #[test]
+    fn the_kube_rejection_names_the_file_and_is_bad_input() {
+        let o = Options {
+            scenario: scenario(", backup: {interval: 10s, maxBackups: 3}", ""),
+            scenario_file: "scenarios/x.yaml".into(),
+            platform: PlatformKind::Kube,
+            out: "/nonexistent/out".into(),
+            seed: None,
+            operator_bin: "/nonexistent/etcd-operator".into(),
+            chaos_bin: "/nonexistent/chaos-monkey".into(),
+            etcd_binaries: "/nonexistent".into(),
+            work_dir: None,
+            kubeconfig: None,
+            namespace: "default".into(),
+            tty: false,
+        };
+        match check_binaries(&o) {
+            Err(Error::Setup(m)) => {
+                assert!(m.starts_with("scenarios/x.yaml: cluster.backup: "), "{m}");
+            }
+            other => panic!("expected a Setup error, got {other:?}"),
+        }
+    }
 }
