@@ -1,7 +1,8 @@
 //! The Kubernetes platform (untested here: this machine has no cluster).
 //! The operator is already deployed; the runner applies the EtcdCluster
 //! resource, reads its status from the API, reaches each member through a
-//! `kubectl port-forward` to its pod (label `etcdoperator.dev/member`), runs
+//! `kubectl port-forward` to its pod (labels `etcdoperator.dev/cluster` and
+//! `etcdoperator.dev/member`), runs
 //! the chaos monkey with `--platform kube`, and deletes the resource at the
 //! end.
 
@@ -12,7 +13,7 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use etcd_operator::crd::{EtcdCluster, LABEL_MEMBER};
+use etcd_operator::crd::{EtcdCluster, LABEL_CLUSTER, LABEL_MEMBER};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 
@@ -43,8 +44,21 @@ impl std::fmt::Debug for Kube {
     }
 }
 
-fn kerr(what: &str) -> impl FnOnce(kube::Error) -> Error + '_ {
+/// An API error while preparing (bad kubeconfig, no CRD): bad input.
+fn setup_err(what: &str) -> impl FnOnce(kube::Error) -> Error + '_ {
     move |e| Error::Setup(format!("{what}: {e}"))
+}
+
+/// An API error during the run: the run could not be done.
+fn kerr(what: &str) -> impl FnOnce(kube::Error) -> Error + '_ {
+    move |e| Error::Kube(format!("{what}: {e}"))
+}
+
+/// The label selector of one member's pod: its cluster and its name (the
+/// labels the operator puts on member pods), so a same-named member of
+/// another cluster in the namespace never matches.
+pub fn pod_selector(cluster: &str, member: &str) -> String {
+    format!("{LABEL_CLUSTER}={cluster},{LABEL_MEMBER}={member}")
 }
 
 impl Kube {
@@ -70,13 +84,13 @@ impl Kube {
                 Error::Setup(format!("no kubeconfig found ({e}); pass --kubeconfig"))
             })?,
         };
-        let client =
-            kube::Client::try_from(config).map_err(kerr("cannot create a Kubernetes client"))?;
+        let client = kube::Client::try_from(config)
+            .map_err(setup_err("cannot create a Kubernetes client"))?;
         std::fs::create_dir_all(logs).map_err(|e| Error::io("cannot create the logs folder", e))?;
         let api: Api<EtcdCluster> = Api::namespaced(client.clone(), namespace);
         api.list(&ListParams::default().limit(1))
             .await
-            .map_err(kerr(
+            .map_err(setup_err(
                 "cannot list EtcdClusters (is the CRD applied? `kubectl apply -f deploy/`)",
             ))?;
         Ok(Kube {
@@ -161,7 +175,7 @@ impl Kube {
     async fn forward(&self, member: &str, url: &str) -> Result<(), Error> {
         let pods = self
             .pods
-            .list(&ListParams::default().labels(&format!("{LABEL_MEMBER}={member}")))
+            .list(&ListParams::default().labels(&pod_selector(&self.cluster.name, member)))
             .await
             .map_err(kerr("cannot list pods"))?;
         let Some(pod) = pods.items.first().and_then(|p| p.metadata.name.clone()) else {
@@ -231,4 +245,27 @@ impl Kube {
 
     /// How often [`Kube::refresh`] should run.
     pub const REFRESH: Duration = Duration::from_secs(1);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use etcd_operator::platform::kube::objects::member_labels;
+
+    #[test]
+    fn the_pod_selector_matches_the_members_pod_only() {
+        let selects = |selector: &str, labels: &std::collections::BTreeMap<String, String>| {
+            selector.split(',').all(|term| {
+                term.split_once('=')
+                    .is_some_and(|(k, v)| labels.get(k).is_some_and(|x| x == v))
+            })
+        };
+        let sel = pod_selector("a", "a-1");
+        assert!(selects(&sel, &member_labels("a", "a-1")), "{sel}");
+        assert!(!selects(&sel, &member_labels("a", "a-2")), "another member");
+        assert!(
+            !selects(&sel, &member_labels("b", "a-1")),
+            "a same-named member of another cluster"
+        );
+    }
 }
