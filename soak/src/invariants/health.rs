@@ -1,6 +1,6 @@
 //! Whether one probe sample shows a healthy cluster: exactly the members the
 //! spec asks for, all voting, every one answering with the same leader,
-//! and a quorum write acknowledged.
+//! and a quorum write acknowledged and a quorum read answered.
 
 use crate::history::Sample;
 
@@ -69,24 +69,30 @@ pub fn assess(s: &Sample) -> Health {
         if !v.errors.is_empty() {
             return bad(format!("member {} reports {}", m.name, v.errors.join(", ")));
         }
+        // Within one term this is also a split brain, which
+        // `leaders::LeaderTerms` reports as a LeaderPerTerm violation; across
+        // terms it is an election not yet seen by every member.
         match leader {
-            None => leader = Some(v.leader),
-            Some(l) if l != v.leader => {
+            None => leader = Some((v.leader, v.term)),
+            Some((l, term)) if l != v.leader => {
                 return bad(format!(
-                    "members disagree on the leader ({l:x} and {:x})",
-                    v.leader
+                    "members disagree on the leader ({l:x} in term {term} and {:x} in term {})",
+                    v.leader, v.term
                 ));
             }
             Some(_) => {}
         }
     }
-    if let Some(l) = leader
+    if let Some((l, _)) = leader
         && !listed.iter().any(|m| m.id == l)
     {
         return bad(format!("leader {l:x} is not in the member list"));
     }
     if !s.write_ok {
         return bad("a quorum write failed".into());
+    }
+    if !s.read_ok {
+        return bad("a quorum read failed".into());
     }
     Health::Healthy
 }
@@ -152,6 +158,10 @@ pub(crate) mod tests {
         let mut s = healthy(0, 3, 2);
         s.write_ok = false;
         assert!(!assess(&s).ok());
+
+        let mut s = healthy(0, 3, 2);
+        s.read_ok = false;
+        assert_eq!(assess(&s), Health::Unhealthy("a quorum read failed".into()));
 
         let mut s = healthy(0, 3, 2);
         if let Some(l) = s.listed.as_mut() {

@@ -131,6 +131,14 @@ impl Recovery {
     pub fn millis(&self) -> Option<u64> {
         self.recovered_at.map(|r| r.saturating_sub(self.event.at))
     }
+
+    /// Recovery time in ms, a fault that never recovered counting up to
+    /// `end` (when probing stopped): how p99, max and the recovery
+    /// histogram count it.
+    pub fn millis_until(&self, end: Ms) -> u64 {
+        self.millis()
+            .unwrap_or_else(|| end.saturating_sub(self.event.at))
+    }
 }
 
 /// The recovery of every measured fault.
@@ -190,8 +198,9 @@ pub fn unhealthy_spans(samples: &[Sample]) -> Vec<Span> {
     out
 }
 
-/// Fraction of the run phase covered by probes whose quorum write
-/// succeeded; each probe covers the time until the next one.
+/// Fraction of the run phase covered by probes whose quorum write and
+/// quorum read both succeeded; each probe covers the time until the next
+/// one.
 pub fn availability(samples: &[Sample]) -> Option<f64> {
     let run: Vec<&Sample> = samples.iter().filter(|s| s.phase == Phase::Run).collect();
     if run.len() < 2 {
@@ -201,7 +210,7 @@ pub fn availability(samples: &[Sample]) -> Option<f64> {
     for w in run.windows(2) {
         let dt = w[1].at.saturating_sub(w[0].at);
         total += dt;
-        if w[0].write_ok {
+        if w[0].write_ok && w[0].read_ok {
             ok += dt;
         }
     }
@@ -237,7 +246,7 @@ pub fn check(
     let mut v = Vec::new();
     let mut times = Vec::new();
     for r in recs {
-        let t = r.millis().unwrap_or_else(|| end.saturating_sub(r.event.at));
+        let t = r.millis_until(end);
         times.push(t);
         match r.millis() {
             None => v.push(Violation::new(
@@ -420,5 +429,42 @@ mod tests {
         }
         let a = availability(&samples).expect("some");
         assert!((a - 39.0 / 49.0).abs() < 1e-9, "settle does not count: {a}");
+    }
+
+    #[test]
+    fn a_failed_quorum_read_counts_like_a_failed_write() {
+        // Writes succeed throughout; reads fail from 2 s to 3 s.
+        let mut samples = history(10_000, (0, 0));
+        for s in samples
+            .iter_mut()
+            .filter(|s| (2_000..3_000).contains(&s.at))
+        {
+            s.read_ok = false;
+        }
+        let a = availability(&samples).expect("some");
+        assert!((a - 89.0 / 99.0).abs() < 1e-9, "{a}");
+        let spans = unhealthy_spans(&samples);
+        assert_eq!(spans.len(), 1, "{spans:?}");
+        assert_eq!((spans[0].from, spans[0].to), (2_000, Some(3_000)));
+        assert_eq!(spans[0].reason, "a quorum read failed");
+        let events = group(&[rec(1_990, Fault::Kill, "m3", "injected")]);
+        let r = recoveries(&events, &samples);
+        assert_eq!(r[0].recovered_at, Some(3_000), "recovered once reads work");
+    }
+
+    #[test]
+    fn unrecovered_faults_count_up_to_the_end() {
+        let samples = history(30_000, (2_000, u64::MAX));
+        let events = group(&[rec(1_990, Fault::Kill, "m3", "injected")]);
+        let r = recoveries(&events, &samples);
+        assert_eq!(r[0].millis_until(29_900), 27_910);
+        let (stats, _) = check(
+            &r,
+            &[],
+            Duration::from_secs(5),
+            Duration::from_secs(15),
+            29_900,
+        );
+        assert_eq!(stats.max_ms, Some(27_910));
     }
 }
