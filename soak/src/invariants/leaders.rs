@@ -93,6 +93,23 @@ mod tests {
     }
 
     #[test]
+    fn members_disagreeing_within_a_term_in_one_probe_are_a_violation() {
+        use crate::invariants::health::{Health, assess};
+        // One probe, the first of the run: members 1 and 2 follow leader 1,
+        // member 3 follows leader 3, all in term 2.
+        let mut b = healthy(100, 3, 2);
+        b.views[2].leader = 3;
+        assert!(matches!(assess(&b), Health::Unhealthy(m) if m.contains("disagree")));
+        let v = check(std::slice::from_ref(&b));
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert_eq!(v[0].check, Check::LeaderPerTerm);
+        // Across terms it is an election, unhealthy but no violation.
+        b.views[2].term = 3;
+        assert!(!assess(&b).ok());
+        assert!(check(&[b]).is_empty());
+    }
+
+    #[test]
     fn a_rebuilt_cluster_starts_its_terms_again() {
         let a = healthy(0, 3, 2);
         let mut b = healthy(100, 3, 2);
