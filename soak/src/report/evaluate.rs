@@ -78,6 +78,19 @@ pub struct Derived {
     pub recoveries: Vec<Recovery>,
     /// Unhealthy stretches.
     pub spans: Vec<Span>,
+    /// When probing stopped: faults not recovered count up to here.
+    pub end: crate::history::Ms,
+}
+
+impl Derived {
+    /// Every measured fault's recovery time in ms, unrecovered ones up to
+    /// [`Derived::end`] (as p99 and max count them).
+    pub fn recovery_times(&self) -> Vec<u64> {
+        self.recoveries
+            .iter()
+            .map(|r| r.millis_until(self.end))
+            .collect()
+    }
 }
 
 pub(super) fn ms(d: std::time::Duration) -> u64 {
@@ -324,6 +337,7 @@ pub fn evaluate(d: &RunData) -> (Summary, Derived) {
             events,
             recoveries: recs,
             spans,
+            end,
         },
     )
 }

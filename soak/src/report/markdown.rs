@@ -39,6 +39,9 @@ pub fn render(d: &RunData, s: &Summary, derived: &Derived, recovery: &Histogram<
     if !sc.description.is_empty() {
         let _ = writeln!(o, "{}\n", sc.description);
     }
+    for e in &d.errors {
+        let _ = writeln!(o, "**Run error**: {e}\n");
+    }
     let chaos = sc
         .chaos
         .as_ref()
@@ -91,11 +94,12 @@ pub fn render(d: &RunData, s: &Summary, derived: &Derived, recovery: &Histogram<
         o,
         "Definitions: *recovery time* runs from a fault's time in the fault log to the first \
          probe that finds every member of the spec in the member list, voting, answering with \
-         the same leader, and a quorum write acknowledged (resolution: one probe interval, {}); \
-         a pause counts from its resume. *Availability* is the fraction of the run covered by \
-         probe ticks whose quorum write was acknowledged within {} (each tick covers the time \
-         to the next). Lost writes: at the end every key must hold its newest acknowledged \
-         write or one whose outcome was unknown.\n",
+         the same leader, and a quorum write and a quorum read answered (resolution: one probe \
+         interval, {}); a pause counts from its resume; a fault never recovered counts up to \
+         the end of probing (in p99, max and the histogram). *Availability* is the fraction of \
+         the run covered by probe ticks whose quorum write and quorum read were both answered \
+         within {} (each tick covers the time to the next). Lost writes: at the end every key \
+         must hold its newest acknowledged write or one whose outcome was unknown.\n",
         sc.probe.interval, sc.probe.timeout
     );
 

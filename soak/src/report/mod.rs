@@ -23,7 +23,7 @@ use std::path::Path;
 use etcd_operator::faults::FaultRecord;
 
 use crate::history::{Checkpoint, Ms, Sample};
-use crate::invariants::recovery::{FaultEvent, Recovery, fmt_ms};
+use crate::invariants::recovery::{FaultEvent, fmt_ms};
 use crate::invariants::{Violation, lost};
 use crate::load;
 use crate::runner::PlatformKind;
@@ -135,13 +135,8 @@ pub fn write(out: &Path, d: &RunData) -> Result<Summary, Error> {
             source,
         })
     };
-    let recovery_hist = hist::of(
-        &derived
-            .recoveries
-            .iter()
-            .filter_map(Recovery::millis)
-            .collect::<Vec<_>>(),
-    );
+    // Unrecovered faults count up to the end, as in p99 and max.
+    let recovery_hist = hist::of(&derived.recovery_times());
     put("recovery-latency.hgrm", hist::hgrm(&recovery_hist, 1.0))?;
     put("write-latency.hgrm", hist::hgrm(&d.load.write_us, 1000.0))?;
     put("read-latency.hgrm", hist::hgrm(&d.load.read_us, 1000.0))?;

@@ -120,3 +120,43 @@ fn the_files_are_written_and_the_table_can_be_cut_out() {
         "{events}"
     );
 }
+
+#[test]
+fn the_recovery_histogram_counts_unrecovered_faults_up_to_the_end() {
+    let mut d = good_run();
+    // A second kill at 8 s that never heals (probes end at 9.9 s).
+    for s in d.samples.iter_mut().filter(|s| s.at >= 8_000) {
+        s.views.pop();
+    }
+    d.faults.push(FaultRecord {
+        time: rfc3339(8_000),
+        unix_ms: 8_000,
+        fault: Fault::Kill,
+        cluster: "t".into(),
+        member: "m2".into(),
+        role: Role::Follower,
+        outcome: "injected".into(),
+    });
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = write(dir.path(), &d).expect("written");
+    assert_eq!(s.recovery.max_ms, Some(1_900));
+    let hgrm = std::fs::read_to_string(dir.path().join("recovery-latency.hgrm")).expect("hgrm");
+    assert!(hgrm.contains("Total count    =            2"), "{hgrm}");
+    assert!(hgrm.contains("#[Max     =     1900.000"), "{hgrm}");
+}
+
+#[test]
+fn a_failed_run_reports_its_error_as_a_run_violation() {
+    let mut d = good_run();
+    d.errors
+        .push("the run failed: cannot start chaos-monkey: permission denied".into());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = write(dir.path(), &d).expect("written");
+    assert!(!s.pass);
+    assert_eq!(s.violation_counts.get("run"), Some(&1));
+    let md = std::fs::read_to_string(dir.path().join("report.md")).expect("report");
+    assert!(
+        md.contains("**Run error**: the run failed: cannot start chaos-monkey"),
+        "{md}"
+    );
+}
