@@ -1,4 +1,4 @@
-//! Probes: every tick (100 ms to 1 s) each member's status, the member list,
+//! Probes: every tick (100 ms to 250 ms) each member's status, the member list,
 //! a quorum write and a quorum read, and the operator's published status;
 //! and every checkpoint interval the KV hash of every member at a common
 //! revision. Ticks run as tasks of their own, so a slow tick (a paused

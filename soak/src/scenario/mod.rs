@@ -350,7 +350,7 @@ impl FaultKind {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Probe {
-    /// Time between probes (100ms to 1s); default 200ms.
+    /// Time between probes (100ms to 250ms); default 200ms.
     #[serde(default = "default_probe_interval")]
     pub interval: Dur,
     /// Deadline of a probe's quorum write and read; default 1s.

@@ -83,6 +83,69 @@ fn impossible_bounds_are_rejected() {
 }
 
 #[test]
+fn min_faults_above_what_the_run_can_inject_is_rejected() {
+    // 90 s, a tick every 10 s from 5 s on: ticks at 15 s, 25 s, ... 85 s.
+    let base = SMOKE.replace("seed: 1}", "seed: 1, startAfter: 5s}");
+    let with = |extra: &str| base.replace("lostWrites: 0", &format!("lostWrites: 0, {extra}"));
+    let ok = parse(Path::new("t.yaml"), &with("minFaults: 8")).expect("parses");
+    validate(&ok).expect("8 faults fit");
+    let p = problems(&with("minFaults: 9"));
+    assert!(
+        p.iter()
+            .any(|m| m.starts_with("bounds.minFaults: must be at most 8,")
+                && m.contains("chaos.startAfter (5s)")
+                && m.ends_with("got 9")),
+        "{p:?}"
+    );
+    // A tick due when the run ends does not happen: 30 s every 10 s is 2.
+    let short = with("minFaults: 3").replace("duration: 90s", "duration: 30s");
+    let p = problems(&short.replace(", startAfter: 5s", ""));
+    assert!(
+        p.iter()
+            .any(|m| m.starts_with("bounds.minFaults: must be at most 2,")),
+        "{p:?}"
+    );
+    // maxFaults caps it; a majority tick may count once per member hit.
+    let p = problems(&with("minFaults: 3").replace("seed: 1,", "seed: 1, maxFaults: 2,"));
+    assert!(
+        p.iter()
+            .any(|m| m.starts_with("bounds.minFaults: must be at most 2,")
+                && m.contains("chaos.maxFaults (2)")),
+        "{p:?}"
+    );
+    let majority =
+        with("minFaults: 16").replace("target: random", "target: majority, allowQuorumLoss: true");
+    let s = parse(Path::new("t.yaml"), &majority).expect("parses");
+    validate(&s).expect("8 ticks of 2 members");
+}
+
+#[test]
+fn the_probe_interval_is_100_to_250ms() {
+    for (interval, ok) in [
+        ("99ms", false),
+        ("100ms", true),
+        ("250ms", true),
+        ("251ms", false),
+        ("1s", false),
+    ] {
+        let text = format!("{SMOKE}probe: {{interval: {interval}}}\n");
+        let s = parse(Path::new("t.yaml"), &text).expect("parses");
+        match validate(&s) {
+            Ok(()) => assert!(ok, "{interval} accepted"),
+            Err(p) => {
+                assert!(!ok, "{interval} rejected: {p:?}");
+                assert!(
+                    p.iter().any(|m| m
+                        .starts_with("probe.interval: must be between 100ms and 250ms")
+                        && m.ends_with(&format!("got {interval}"))),
+                    "{p:?}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
 fn a_backup_bound_needs_backups() {
     let text = SMOKE.replace(", backup: {interval: 10s, maxBackups: 3}", "");
     let p = problems(&text);

@@ -18,9 +18,48 @@ impl Versions for AnyVersion {
     }
 }
 
-/// Shortest and longest probe interval.
+/// Shortest and longest probe interval: the spec probes every 100-250 ms,
+/// which is also the resolution of every recovery time.
 const PROBE_MIN: Duration = Duration::from_millis(100);
-const PROBE_MAX: Duration = Duration::from_secs(1);
+const PROBE_MAX: Duration = Duration::from_millis(250);
+
+/// The most faults (injections, as `bounds.minFaults` counts them) a run of
+/// `s` can have. The runner starts the monkey `chaos.startAfter` into the
+/// run for the rest of `duration`; the monkey's first tick comes one
+/// `killInterval` after its start, then one per interval, and a tick due
+/// when its duration ends does not happen. A tick is one injection, except
+/// that the several members a minority or majority tick hits may be logged
+/// far enough apart to count as up to that many (capped by `maxKill`).
+/// `chaos.maxFaults` caps the records and so the injections.
+fn fault_ceiling(s: &Scenario, c: &super::Chaos) -> u64 {
+    let after = c.start_after.map(|d| d.get()).unwrap_or_default();
+    let window = s.duration.get().saturating_sub(after).as_nanos();
+    let interval = c.kill_interval.get().as_nanos().max(1);
+    // Ticks at k * interval < window, k >= 1.
+    let ticks = u64::try_from(window.saturating_sub(1) / interval).unwrap_or(u64::MAX);
+    let largest = s
+        .changes
+        .iter()
+        .filter_map(|ch| ch.size)
+        .chain([s.cluster.size])
+        .max()
+        .and_then(|n| u64::try_from(n).ok())
+        .unwrap_or(0);
+    let group = match c.target {
+        Some(Target::Minority) => largest.saturating_sub(1) / 2,
+        Some(Target::Majority) => largest / 2 + 1,
+        _ => 1,
+    };
+    let per_tick = group.min(c.max_kill.map_or(u64::MAX, u64::from)).max(1);
+    let mut most = ticks.saturating_mul(per_tick);
+    if let Some(m) = c.max_faults {
+        most = most.min(u64::from(m));
+    }
+    if c.probability == Some(0.0) {
+        most = 0;
+    }
+    most
+}
 
 /// All problems of a scenario, each as `field: message`.
 pub fn validate(s: &Scenario) -> Result<(), Vec<String>> {
@@ -157,6 +196,34 @@ pub fn validate(s: &Scenario) -> Result<(), Vec<String>> {
                 "bounds.minFaults",
                 "must be 0 with chaos.dryRun: a dry run injects nothing".into(),
             );
+        } else if c.kill_interval.get() > zero {
+            let most = fault_ceiling(s, c);
+            if s.bounds.min_faults > most {
+                let start = c.start_after.map(|d| d.to_string());
+                err(
+                    "bounds.minFaults",
+                    format!(
+                        "must be at most {most}, the most faults this run can inject (the \
+                         monkey starts {} and hits once per chaos.killInterval ({}), the first \
+                         time one interval after it starts, until duration ({}) ends{}{}), \
+                         got {}",
+                        start.map_or("with the load".to_string(), |d| format!(
+                            "chaos.startAfter ({d}) into the run"
+                        )),
+                        c.kill_interval,
+                        s.duration,
+                        c.max_faults
+                            .map(|m| format!("; at most chaos.maxFaults ({m})"))
+                            .unwrap_or_default(),
+                        if c.probability == Some(0.0) {
+                            "; chaos.probability is 0"
+                        } else {
+                            ""
+                        },
+                        s.bounds.min_faults
+                    ),
+                );
+            }
         }
     } else if s.bounds.min_faults > 0 {
         err(
@@ -169,7 +236,11 @@ pub fn validate(s: &Scenario) -> Result<(), Vec<String>> {
     if !(PROBE_MIN..=PROBE_MAX).contains(&pr.interval.get()) {
         err(
             "probe.interval",
-            format!("must be between 100ms and 1s, got {}", pr.interval),
+            format!(
+                "must be between 100ms and 250ms (recovery times are measured to one probe \
+                 interval), got {}",
+                pr.interval
+            ),
         );
     }
     if pr.timeout.get() == zero || pr.timeout.get() > Duration::from_secs(10) {
