@@ -101,3 +101,68 @@ fn ctrl_c_tears_everything_down_and_still_reports() {
         );
     }
 }
+
+#[test]
+fn a_failed_test_leaves_no_process_even_when_soak_itself_died() {
+    let soak = Soak::start(&data("long.yaml"), &[]);
+    soak.wait_log("chaos-monkey started");
+    let state = soak.state();
+    let operator = etcd_operator::platform::local::running_operator(&state).expect("operator");
+    let members: Vec<_> = etcd_operator::platform::local::running_members(&state)
+        .into_iter()
+        .map(|(_, _, id)| id)
+        .collect();
+    assert!(!members.is_empty(), "{}", soak.log());
+    let monkey: Vec<_> = common::using(&state)
+        .into_iter()
+        .filter(|id| {
+            std::fs::read(format!("/proc/{}/cmdline", id.pid))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains("chaos-monkey"))
+        })
+        .collect();
+    assert_eq!(monkey.len(), 1, "{}", soak.log());
+    // soak dies without tearing down (as on a SIGKILL or a crash); the
+    // operator, the monkey and the members live on in their own groups.
+    let pid = rustix::process::Pid::from_raw(soak.pid()).expect("pid");
+    rustix::process::kill_process(pid, rustix::process::Signal::KILL).expect("SIGKILL");
+    drop(soak);
+    for id in std::iter::once(&operator).chain(&monkey).chain(&members) {
+        assert!(common::gone(id), "process {} still runs", id.pid);
+    }
+    let left = common::using(&state);
+    assert!(left.is_empty(), "still running: {left:?}");
+}
+
+#[test]
+fn a_run_that_errors_still_writes_a_partial_report_and_keeps_its_exit_code() {
+    // A chaos-monkey "binary" that exists but cannot be executed: the run
+    // gets as far as starting chaos, then fails.
+    let bin = tempfile::tempdir().expect("tempdir");
+    let chaos = bin.path().join("chaos-monkey");
+    std::fs::write(&chaos, "not a program\n").expect("write");
+    let chaos = chaos.display().to_string();
+    let mut soak = Soak::start(&data("quick.yaml"), &["--chaos-bin", &chaos]);
+    let status = soak.wait();
+    assert_eq!(status.code(), Some(3), "{}", soak.log());
+    let summary = soak.summary();
+    assert_eq!(summary["pass"], false);
+    let violations = summary["violations"].as_array().expect("list");
+    assert!(
+        violations.iter().any(|v| v["check"] == "run"
+            && v["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("the run failed") && m.contains("cannot start"))),
+        "{summary:#}"
+    );
+    assert!(
+        !summary["bounds"].as_array().expect("rows").is_empty(),
+        "{summary:#}"
+    );
+    let report = std::fs::read_to_string(soak.out().join("report.md")).expect("report");
+    assert!(report.contains("**Run error**: the run failed"), "{report}");
+    assert!(soak.out().join("probes.csv").is_file());
+    assert!(
+        etcd_operator::platform::local::running_members(&soak.state()).is_empty(),
+        "the runner left members running"
+    );
+}
