@@ -273,12 +273,33 @@ pub fn resolve(name: &str, dirs: &[PathBuf]) -> Result<PathBuf> {
     })
 }
 
-/// Keeps the newest `keep` backups of `dir` (at least one) and deletes the
-/// rest, plus leftovers of interrupted backups. Returns the names deleted.
-pub fn retain(dir: &Path, keep: usize) -> Result<Vec<String>> {
+/// What retention did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Retained {
+    /// Backups deleted, newest first.
+    pub deleted: Vec<String>,
+    /// Backups kept that check out.
+    pub good: Vec<String>,
+    /// Backups kept that do not check out (newer than the oldest good one
+    /// kept; listed as damaged until they age out).
+    pub damaged: Vec<String>,
+}
+
+/// Keeps the newest `keep` backups of `dir` that check out (at least one),
+/// and deletes every backup older than the oldest of those, plus leftovers
+/// of interrupted backups. A damaged backup never counts, so the last good
+/// one is never deleted. Reads every kept file: call it off the runtime.
+pub fn retain(dir: &Path, keep: usize) -> Result<Retained> {
     let keep = keep.max(1);
-    let mut deleted = Vec::new();
-    for meta in list(dir)?.into_iter().skip(keep) {
+    let mut out = Retained::default();
+    for meta in list(dir)? {
+        if out.good.len() < keep {
+            match check_file(&meta.path(dir), Some(&meta.sha256)) {
+                Ok(_) => out.good.push(meta.name),
+                Err(_) => out.damaged.push(meta.name),
+            }
+            continue;
+        }
         for path in [meta.path(dir), dir.join(format!("{}.json", meta.name))] {
             match std::fs::remove_file(&path) {
                 Ok(()) => {}
@@ -286,7 +307,7 @@ pub fn retain(dir: &Path, keep: usize) -> Result<Vec<String>> {
                 Err(e) => return Err(io_err(format!("cannot delete {}", path.display()))(e)),
             }
         }
-        deleted.push(meta.name);
+        out.deleted.push(meta.name);
     }
     if let Ok(entries) = std::fs::read_dir(dir) {
         for e in entries.flatten() {
@@ -295,7 +316,7 @@ pub fn retain(dir: &Path, keep: usize) -> Result<Vec<String>> {
             }
         }
     }
-    Ok(deleted)
+    Ok(out)
 }
 
 /// Writes a backup's meta beside its snapshot.
@@ -361,8 +382,9 @@ mod tests {
             write_meta(dir.path(), &meta(name, i as u64, sha)).expect("meta");
         }
         std::fs::write(dir.path().join(".tmp-x"), b"partial").expect("tmp");
-        let deleted = retain(dir.path(), 2).expect("retain");
-        assert_eq!(deleted, ["b2", "b1"]);
+        let r = retain(dir.path(), 2).expect("retain");
+        assert_eq!(r.deleted, ["b2", "b1"]);
+        assert_eq!(r.good, ["b4", "b3"]);
         let names: Vec<String> = list(dir.path())
             .expect("list")
             .into_iter()
@@ -383,5 +405,17 @@ mod tests {
         assert!(resolve("b3", &[dir.path().to_path_buf()]).is_ok());
         let e = resolve("nope", &[dir.path().to_path_buf()]).expect_err("missing");
         assert!(e.to_string().contains("b3"), "{e}");
+        // Retention does not count the damaged one: with one to keep, the
+        // good b3 stays (b4 too, newer, listed as damaged).
+        let r = retain(dir.path(), 1).expect("retain");
+        assert_eq!(
+            r,
+            Retained {
+                deleted: vec![],
+                good: vec!["b3".into()],
+                damaged: vec!["b4".into()],
+            }
+        );
+        assert!(dir.path().join("b3.db").is_file());
     }
 }

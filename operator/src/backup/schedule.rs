@@ -107,6 +107,18 @@ fn rfc3339(ms: u64) -> String {
     humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
 }
 
+/// [`retain`] on a blocking thread (it reads every kept backup).
+async fn retained(dir: &std::path::Path, keep: usize) -> super::Result<super::Retained> {
+    let dir = dir.to_path_buf();
+    tokio::task::spawn_blocking(move || retain(&dir, keep))
+        .await
+        .unwrap_or_else(|e| {
+            Err(super::Error::Tool(format!(
+                "retention stopped unexpectedly: {e}"
+            )))
+        })
+}
+
 async fn run(
     cluster: String,
     policy: BackupPolicy,
@@ -118,7 +130,13 @@ async fn run(
     let set =
         |f: &dyn Fn(&mut BackupStatus)| f(&mut status.lock().unwrap_or_else(|e| e.into_inner()));
     let interval_ms = u64::try_from(policy.interval.as_millis()).unwrap_or(u64::MAX);
-    let _ = retain(&dir, policy.max_backups);
+    let mut damaged = match retained(&dir, policy.max_backups).await {
+        Ok(r) => r.damaged,
+        Err(e) => {
+            tracing::warn!(%cluster, "retention failed: {e}");
+            Vec::new()
+        }
+    };
     let mut failures: u32 = 0;
     let mut source_index = 0usize;
     loop {
@@ -126,8 +144,9 @@ async fn run(
         let due = kept
             .first()
             .map_or(0, |m| m.unix_ms.saturating_add(interval_ms));
+        let good = kept.iter().filter(|m| !damaged.contains(&m.name)).count();
         set(&|s| {
-            s.kept = i64::try_from(kept.len()).unwrap_or(i64::MAX);
+            s.kept = i64::try_from(good).unwrap_or(i64::MAX);
             if let Some(m) = kept.first() {
                 s.last_backup = Some(m.name.clone());
                 s.last_backup_time = Some(m.time.clone());
@@ -157,11 +176,19 @@ async fn run(
                     %cluster, backup = %meta.name, revision = meta.revision, bytes = meta.size,
                     from = %meta.member, "backup taken and verified"
                 );
-                match retain(&dir, policy.max_backups) {
-                    Ok(deleted) if !deleted.is_empty() => {
-                        tracing::info!(%cluster, "retention deleted {}", deleted.join(", "));
+                match retained(&dir, policy.max_backups).await {
+                    Ok(r) => {
+                        if !r.deleted.is_empty() {
+                            tracing::info!(%cluster, "retention deleted {}", r.deleted.join(", "));
+                        }
+                        if !r.damaged.is_empty() {
+                            tracing::error!(
+                                %cluster, "damaged backups, not counted as kept: {}",
+                                r.damaged.join(", ")
+                            );
+                        }
+                        damaged = r.damaged;
                     }
-                    Ok(_) => {}
                     Err(e) => tracing::warn!(%cluster, "retention failed: {e}"),
                 }
                 set(&|s| s.last_error = None);

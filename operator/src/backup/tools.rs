@@ -3,6 +3,8 @@
 //! commands itself).
 
 use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::Duration;
 
 use serde::Deserialize;
 use tokio::process::Command;
@@ -61,16 +63,31 @@ pub fn snapshot_tools(binaries: &Binaries) -> Vec<Tool> {
     out
 }
 
+/// The longest an etcd tool may take on one snapshot (it reads the whole
+/// file: minutes only for databases of many GiB). A hung tool is killed.
+const TOOL_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Runs `cmd` to its end, or kills it after [`TOOL_TIMEOUT`].
+async fn output(mut cmd: Command, label: &str) -> Result<Output> {
+    cmd.kill_on_drop(true);
+    match tokio::time::timeout(TOOL_TIMEOUT, cmd.output()).await {
+        Ok(Ok(out)) => Ok(out),
+        Ok(Err(e)) => Err(Error::Tool(format!("cannot run {label}: {e}"))),
+        Err(_) => Err(Error::Tool(format!(
+            "{label} did not finish within {} s and was killed",
+            TOOL_TIMEOUT.as_secs()
+        ))),
+    }
+}
+
 /// `snapshot status` of `file` by `tool`.
 pub async fn status(tool: &Tool, file: &Path) -> Result<SnapshotStatus> {
-    let out = Command::new(&tool.path)
-        .env("ETCDCTL_API", "3")
+    let mut cmd = Command::new(&tool.path);
+    cmd.env("ETCDCTL_API", "3")
         .args(["snapshot", "status"])
         .arg(file)
-        .args(["-w", "json"])
-        .output()
-        .await
-        .map_err(|e| Error::Tool(format!("cannot run {}: {e}", tool.label)))?;
+        .args(["-w", "json"]);
+    let out = output(cmd, &tool.label).await?;
     if !out.status.success() {
         return Err(Error::Corrupt {
             path: file.to_path_buf(),
@@ -168,8 +185,8 @@ pub async fn restore(
             )));
         }
     };
-    let out = Command::new(&tool)
-        .env("ETCDCTL_API", "3")
+    let mut cmd = Command::new(&tool);
+    cmd.env("ETCDCTL_API", "3")
         .args(["snapshot", "restore"])
         .arg(snapshot)
         .args(["--name", target.name])
@@ -177,10 +194,8 @@ pub async fn restore(
         .args(["--initial-cluster-token", target.token])
         .args(["--initial-advertise-peer-urls", target.peer_url])
         .arg("--data-dir")
-        .arg(target.data_dir)
-        .output()
-        .await
-        .map_err(|e| Error::Tool(format!("cannot run {label}: {e}")))?;
+        .arg(target.data_dir);
+    let out = output(cmd, &label).await?;
     if !out.status.success() {
         return Err(Error::Tool(format!(
             "{label} snapshot restore of {} failed: {}",

@@ -114,7 +114,10 @@ pub async fn take_now(
         match snapshot::take(cluster, source, &dir, binaries).await {
             Ok(meta) => {
                 if let Some(keep) = keep {
-                    backup::retain(&dir, keep)?;
+                    let r = backup::retain(&dir, keep)?;
+                    for name in &r.damaged {
+                        eprintln!("warning: backup {name} is damaged and not counted as kept");
+                    }
                 }
                 return Ok(meta);
             }
