@@ -9,6 +9,8 @@
 
 CARGO ?= cargo
 SCENARIO ?= scenarios/kill-one-every-30s.yaml
+# Kubernetes has no backups yet: its default is the same soak without them.
+KIND_SCENARIO ?= scenarios/kill-one-every-30s-kube.yaml
 SOAK_OUT ?= soak-out
 
 .PHONY: setup build release test lint bench crds soak soak-kind kind-up
@@ -47,7 +49,8 @@ crds: build
 #       soak-out/smoke; prints the summary table (make test runs it).
 #   make kind-up      a kind cluster from kind-config/, the operator image
 #       built and loaded, deploy/ applied.
-#   make soak-kind    the soak against that cluster (--platform kube).
+#   make soak-kind [KIND_SCENARIO=...]   the soak against that cluster
+#       (--platform kube; default scenarios/kill-one-every-30s-kube.yaml).
 DURATION ?=
 SEED ?=
 KIND_CLUSTER ?= soak
@@ -77,6 +80,6 @@ kind-up: release
 	kubectl --context kind-$(KIND_CLUSTER) rollout status deploy/etcd-operator --timeout=180s
 
 soak-kind: release
-	$(CARGO) run -q --release -p soak --bin soak -- run $(SCENARIO) --platform kube \
+	$(CARGO) run -q --release -p soak --bin soak -- run $(KIND_SCENARIO) --platform kube \
 	  --namespace $(KIND_NAMESPACE) --no-progress \
-	  --out $(SOAK_OUT)/kind-$(basename $(notdir $(SCENARIO))) $(SOAK_FLAGS)
+	  --out $(SOAK_OUT)/kind-$(basename $(notdir $(KIND_SCENARIO))) $(SOAK_FLAGS)
