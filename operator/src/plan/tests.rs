@@ -1,6 +1,7 @@
 //! Scenario tests of the plan, one situation each.
 
 use super::*;
+use crate::version::Version;
 
 const V34: Version = Version::new(3, 4, 23);
 const V35: Version = Version::new(3, 5, 1);

@@ -1,0 +1,300 @@
+//! Property tests of the plan's safety rules against a model cluster.
+//!
+//! The model is a small, deliberately simple etcd: voters with a quorum, a
+//! member list, learners, processes that run or not and data that exists or
+//! not. Faults (kill, destroy, the platform losing a member, a member that
+//! hangs) are interleaved with the plan's steps in random order; every step
+//! the plan takes is checked against the rules, and once faults stop the
+//! plan must converge to the spec whenever a majority of voters kept data.
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::version::Version;
+
+const V34: Version = Version::new(3, 4, 23);
+const V35: Version = Version::new(3, 5, 1);
+
+#[derive(Clone, Debug)]
+struct M {
+    name: String,
+    id: u64,
+    in_etcd: bool,
+    learner: bool,
+    started: bool,
+    on_platform: bool,
+    running: bool,
+    hung: bool,
+    has_data: bool,
+    version: Version,
+    bootstrap: bool,
+}
+
+#[derive(Clone, Debug)]
+struct Model {
+    members: Vec<M>,
+    bootstrapped: bool,
+    next: u64,
+    storage: StoragePolicy,
+    /// A verified backup exists.
+    backup: bool,
+    /// Rebuilt from a backup (data written after it was lost).
+    restored: bool,
+}
+
+impl Model {
+    fn new(storage: StoragePolicy) -> Self {
+        Model {
+            members: Vec::new(),
+            bootstrapped: false,
+            next: 1,
+            storage,
+            backup: true,
+            restored: false,
+        }
+    }
+
+    fn up(m: &M) -> bool {
+        m.on_platform && m.running && !m.hung
+    }
+
+    fn voters(&self) -> impl Iterator<Item = &M> {
+        self.members.iter().filter(|m| m.in_etcd && !m.learner)
+    }
+
+    fn has_quorum(&self) -> bool {
+        let voters = self.voters().count();
+        voters > 0 && self.voters().filter(|m| Self::up(m)).count() >= quorum(voters)
+    }
+
+    fn leader(&self) -> Option<u64> {
+        if !self.has_quorum() {
+            return None;
+        }
+        self.voters().filter(|m| Self::up(m)).map(|m| m.id).min()
+    }
+
+    /// Forms the cluster once a majority of the initial members runs.
+    fn settle(&mut self) {
+        if !self.bootstrapped {
+            let initial = self.members.iter().filter(|m| m.bootstrap).count();
+            let running = self
+                .members
+                .iter()
+                .filter(|m| m.bootstrap && Self::up(m))
+                .count();
+            if initial > 0 && running >= quorum(initial) {
+                self.bootstrapped = true;
+                for m in self.members.iter_mut().filter(|m| m.bootstrap) {
+                    m.in_etcd = true;
+                }
+            }
+        }
+        for m in &mut self.members {
+            if m.in_etcd && m.running && m.on_platform {
+                m.started = true;
+            }
+        }
+    }
+
+    fn observe(&self) -> Observed {
+        let quorum = self.bootstrapped && self.has_quorum();
+        let leader = self.leader();
+        Observed {
+            bootstrapped: self.bootstrapped,
+            membership_known: quorum,
+            voters_hint: self.voters().count(),
+            backup_available: self.backup,
+            members: self
+                .members
+                .iter()
+                .map(|m| Member {
+                    name: m.name.clone(),
+                    platform: m.on_platform.then_some(Runtime {
+                        running: m.running,
+                        has_data: m.has_data,
+                        crash_looping: false,
+                        version: m.version,
+                        bootstrap: m.bootstrap,
+                    }),
+                    etcd: (quorum && m.in_etcd).then_some(EtcdMember {
+                        id: m.id,
+                        started: m.started,
+                        learner: m.learner,
+                        leader: leader == Some(m.id),
+                    }),
+                    healthy: quorum && m.in_etcd && Self::up(m),
+                })
+                .collect(),
+        }
+    }
+
+    fn find(&mut self, name: &str) -> &mut M {
+        self.members
+            .iter_mut()
+            .find(|m| m.name == name)
+            .expect("the plan names a member it observed")
+    }
+
+    fn new_member(&mut self, d: &Desired, bootstrap: bool) -> M {
+        let id = self.next;
+        self.next += 1;
+        M {
+            name: format!("c-{id}"),
+            id,
+            in_etcd: false,
+            learner: false,
+            started: false,
+            on_platform: true,
+            running: true,
+            hung: false,
+            has_data: true,
+            version: d.version,
+            bootstrap,
+        }
+    }
+
+    fn apply(&mut self, d: &Desired, step: &Step) {
+        match step {
+            Step::Bootstrap => {
+                if !self.members.iter().any(|m| m.bootstrap) {
+                    for _ in 0..d.size {
+                        let m = self.new_member(d, true);
+                        self.members.push(m);
+                    }
+                }
+                for m in self.members.iter_mut().filter(|m| m.bootstrap) {
+                    m.on_platform = true;
+                    m.running = true;
+                    m.has_data = true;
+                }
+            }
+            Step::Start { member } => {
+                let m = self.find(member);
+                m.running = true;
+                m.has_data = true;
+            }
+            Step::AddLearner => {
+                let mut m = self.new_member(d, false);
+                m.in_etcd = true;
+                m.learner = true;
+                self.members.push(m);
+            }
+            Step::Promote { member, .. } => self.find(member).learner = false,
+            Step::Remove { member, .. } => self.members.retain(|m| &m.name != member),
+            Step::DeleteStray { member } => {
+                let m = self.find(member);
+                m.on_platform = false;
+                m.running = false;
+                self.members.retain(|m| m.in_etcd || m.on_platform);
+            }
+            Step::Upgrade { member, to } => self.find(member).version = *to,
+            Step::RestoreFromBackup => {
+                self.members.clear();
+                self.bootstrapped = false;
+                self.restored = true;
+            }
+            Step::Wait(_) | Step::Converged => {}
+        }
+        if self.storage == StoragePolicy::Ephemeral {
+            for m in self.members.iter_mut().filter(|m| !m.running) {
+                m.has_data = false;
+            }
+        }
+        self.settle();
+    }
+
+    /// Whether a majority of voters still has data (or is running).
+    fn recoverable(&self) -> bool {
+        if !self.bootstrapped {
+            return true;
+        }
+        let voters = self.voters().count();
+        let alive = self
+            .voters()
+            .filter(|m| m.on_platform && (m.running || m.has_data) && !m.hung)
+            .count();
+        voters > 0 && alive >= quorum(voters)
+    }
+
+    fn fault(&mut self, f: &Fault) {
+        if self.members.is_empty() {
+            return;
+        }
+        let i = f.victim % self.members.len();
+        let before = self.clone();
+        let m = &mut self.members[i];
+        match f.kind {
+            FaultKind::Kill => m.running = false,
+            FaultKind::Destroy => {
+                m.running = false;
+                m.has_data = false;
+            }
+            FaultKind::LosePlatform => {
+                m.on_platform = false;
+                m.running = false;
+                m.has_data = false;
+            }
+            FaultKind::Hang => m.hung = true,
+            FaultKind::Unhang => {
+                for m in &mut self.members {
+                    m.hung = false;
+                }
+            }
+        }
+        if self.storage == StoragePolicy::Ephemeral {
+            for m in self.members.iter_mut().filter(|m| !m.running) {
+                m.has_data = false;
+            }
+        }
+        self.members.retain(|m| m.in_etcd || m.on_platform);
+        if !self.recoverable() {
+            *self = before; // faults never take away the majority's data
+        }
+        self.settle();
+    }
+}
+
+#[derive(Clone, Debug)]
+enum FaultKind {
+    Kill,
+    Destroy,
+    LosePlatform,
+    Hang,
+    Unhang,
+}
+
+#[derive(Clone, Debug)]
+struct Fault {
+    kind: FaultKind,
+    victim: usize,
+}
+
+fn fault() -> impl Strategy<Value = Fault> {
+    let kind = prop_oneof![
+        4 => Just(FaultKind::Kill),
+        3 => Just(FaultKind::Destroy),
+        1 => Just(FaultKind::LosePlatform),
+        1 => Just(FaultKind::Hang),
+        2 => Just(FaultKind::Unhang),
+    ];
+    (kind, 0usize..16).prop_map(|(kind, victim)| Fault { kind, victim })
+}
+
+/// Either a fault or a plan step, and sometimes a new spec size.
+#[derive(Clone, Debug)]
+enum Event {
+    Fault(Fault),
+    Step,
+    Resize(usize),
+}
+
+fn event() -> impl Strategy<Value = Event> {
+    prop_oneof![
+        3 => fault().prop_map(Event::Fault),
+        6 => Just(Event::Step),
+        1 => (1usize..=9).prop_map(Event::Resize),
+    ]
+}
+
+mod rules;

@@ -1,0 +1,223 @@
+//! The plan's inputs and output: what the spec asks for, what was observed,
+//! and the step chosen.
+
+use crate::crd::StoragePolicy;
+use crate::validate::ValidSpec;
+use crate::version::Version;
+
+/// What the spec asks for, as far as the plan cares.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Desired {
+    /// Voting members wanted.
+    pub size: usize,
+    /// Version every member should run.
+    pub version: Version,
+    /// Whether a stopped member's data may be used again.
+    pub storage: StoragePolicy,
+    /// Observe only.
+    pub paused: bool,
+    /// Rebuild from the newest backup when quorum cannot come back.
+    pub restore_from_backup: bool,
+}
+
+impl From<&ValidSpec> for Desired {
+    fn from(s: &ValidSpec) -> Self {
+        Desired {
+            size: s.size,
+            version: s.version,
+            storage: s.storage,
+            paused: s.paused,
+            restore_from_backup: s.restore_from_backup,
+        }
+    }
+}
+
+/// What the operator saw of a cluster.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Observed {
+    /// The cluster has formed before (its member list was read once).
+    pub bootstrapped: bool,
+    /// The member list was read from a member that has a leader. False when
+    /// no member answered: quorum is lost, or the cluster is still forming.
+    pub membership_known: bool,
+    /// Every member known to the platform or to etcd.
+    pub members: Vec<Member>,
+    /// Voting members at the last member list read (0 if never read).
+    pub voters_hint: usize,
+    /// A verified backup exists to rebuild from.
+    pub backup_available: bool,
+}
+
+/// One member, joined from the platform's record and etcd's member list.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Member {
+    /// Member name.
+    pub name: String,
+    /// What the platform runs for it, if anything.
+    pub platform: Option<Runtime>,
+    /// Its entry in etcd's member list, if any.
+    pub etcd: Option<EtcdMember>,
+    /// Answers with a leader (and is in the member list when that is known).
+    pub healthy: bool,
+}
+
+/// A member as the platform runs it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Runtime {
+    /// Its process (or pod) is running.
+    pub running: bool,
+    /// Its data directory (or volume) holds etcd data.
+    pub has_data: bool,
+    /// It keeps dying soon after being started: its data is not trusted.
+    pub crash_looping: bool,
+    /// The version it runs (or will run when started).
+    pub version: Version,
+    /// One of the members the cluster was bootstrapped with.
+    pub bootstrap: bool,
+}
+
+/// A member as etcd lists it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EtcdMember {
+    /// etcd member id.
+    pub id: u64,
+    /// Has run at least once (etcd lists unstarted members without a name).
+    pub started: bool,
+    /// Non-voting learner.
+    pub learner: bool,
+    /// The current leader.
+    pub leader: bool,
+}
+
+/// The next step.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Create the initial members (those missing) and start those not
+    /// running, all in one static bootstrap.
+    Bootstrap,
+    /// Start a stopped member: in place with its data, or for the first time.
+    Start {
+        /// Member to start.
+        member: String,
+    },
+    /// Add a new member to etcd as a learner, then start it.
+    AddLearner,
+    /// Promote a caught-up learner to a voting member.
+    Promote {
+        /// Learner to promote.
+        member: String,
+        /// Its etcd id.
+        id: u64,
+    },
+    /// Remove a member from etcd's member list, then delete it from the
+    /// platform (process or pod, and its data).
+    Remove {
+        /// Member to remove.
+        member: String,
+        /// Its etcd id.
+        id: u64,
+        /// Why it goes.
+        why: RemoveWhy,
+    },
+    /// Delete a member the platform runs but etcd does not list.
+    DeleteStray {
+        /// Member to delete.
+        member: String,
+    },
+    /// Quorum is lost for good: move the old members' data aside and
+    /// bootstrap a new cluster from the newest verified backup.
+    RestoreFromBackup,
+    /// Restart a member on a new version, keeping its data.
+    Upgrade {
+        /// Member to upgrade.
+        member: String,
+        /// Version to run.
+        to: Version,
+    },
+    /// Nothing safe to do now; wait for a change.
+    Wait(Wait),
+    /// The cluster matches the spec.
+    Converged,
+}
+
+/// Why a member is removed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RemoveWhy {
+    /// Its data is gone (or never trusted again): it will be replaced.
+    DataLost,
+    /// etcd lists it but the platform has no such member: it will be replaced.
+    NotOnPlatform,
+    /// The spec asks for fewer members.
+    ScaleDown,
+}
+
+/// Why the plan waits.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Wait {
+    /// `spec.paused` is set.
+    Paused,
+    /// Initial members are running and electing a leader.
+    Forming,
+    /// A member runs but is not healthy yet (starting, catching up, or stuck).
+    MemberNotReady {
+        /// The member.
+        member: String,
+    },
+    /// No member answers with a leader, but enough members run (or can) to
+    /// form a quorum: they are electing.
+    Electing {
+        /// Members running.
+        alive: usize,
+        /// Votes needed.
+        needed: usize,
+    },
+    /// Quorum cannot come back: too few members kept their data.
+    QuorumLost {
+        /// Members running.
+        alive: usize,
+        /// Votes needed.
+        needed: usize,
+        /// Why the cluster is not rebuilt from a backup.
+        no_restore: NoRestore,
+    },
+    /// A lost member cannot be removed without losing quorum.
+    RemoveWouldLoseQuorum {
+        /// The member.
+        member: String,
+    },
+    /// etcd lists a healthy member the platform does not run.
+    Unmanaged {
+        /// Its etcd id.
+        id: u64,
+    },
+    /// The spec's version cannot be reached from a member's version in one
+    /// rolling step.
+    UpgradePath {
+        /// Version a member runs.
+        from: Version,
+        /// Version the spec asks for.
+        to: Version,
+    },
+    /// Upgrading restarts a voter, and fewer than three voters cannot
+    /// spare one.
+    UpgradeNeedsThreeMembers,
+}
+
+/// Why a cluster that lost quorum is not rebuilt from a backup.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoRestore {
+    /// `spec.recovery.restoreFromBackup` is off.
+    FlagOff,
+    /// No verified backup exists.
+    NoBackup,
+}
+
+impl Step {
+    /// Whether the step changes etcd's member list.
+    pub fn is_membership_change(&self) -> bool {
+        matches!(
+            self,
+            Step::AddLearner | Step::Promote { .. } | Step::Remove { .. }
+        )
+    }
+}
