@@ -7,8 +7,14 @@
 
 pub mod addr;
 pub mod binaries;
+mod hints;
 pub mod layout;
 pub mod process;
+mod state;
+
+use self::hints::failure_hint;
+use self::state::lock;
+pub use self::state::{kill_all, running_members, running_operator};
 
 use std::collections::HashSet;
 use std::fs::File;
@@ -186,57 +192,6 @@ impl LocalPlatform {
         }
         taken
     }
-}
-
-fn lock(layout: &Layout) -> Result<File> {
-    use rustix::fs::{FlockOperation, flock};
-    let path = layout.lock_path();
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .read(true)
-        .write(true)
-        .open(&path)
-        .map_err(io_err(format!("cannot open {}", path.display())))?;
-    if flock(&file, FlockOperation::NonBlockingLockExclusive).is_err() {
-        let holder = std::fs::read_to_string(&path).unwrap_or_default();
-        return Err(Error::Io {
-            what: format!(
-                "another etcd-operator ({}) manages {}; stop it or use another --state-dir",
-                holder.trim(),
-                layout.root().display()
-            ),
-            source: std::io::Error::from(std::io::ErrorKind::WouldBlock),
-        });
-    }
-    let _ = file.set_len(0);
-    let me = i32::try_from(std::process::id())
-        .ok()
-        .and_then(ProcessId::of);
-    let line = match me {
-        Some(p) => format!("pid {} start {}\n", p.pid, p.start_time),
-        None => format!("pid {}\n", std::process::id()),
-    };
-    let _ = std::fs::write(&path, line);
-    Ok(file)
-}
-
-/// The operator process that holds the lock of `state_dir`, if one runs
-/// (the lock file names its pid and start time, so a stale lock naming a
-/// reused pid is no match).
-pub fn running_operator(state_dir: &std::path::Path) -> Option<ProcessId> {
-    let text = std::fs::read_to_string(Layout::new(state_dir).lock_path()).ok()?;
-    let mut words = text.split_whitespace();
-    let pid = match (words.next(), words.next()) {
-        (Some("pid"), Some(p)) => p.parse().ok()?,
-        _ => return None,
-    };
-    let start_time = match (words.next(), words.next()) {
-        (Some("start"), Some(t)) => t.parse().ok()?,
-        _ => return None,
-    };
-    let id = ProcessId { pid, start_time };
-    process::alive(&id).then_some(id)
 }
 
 /// The etcd command line of a member.
@@ -441,104 +396,10 @@ impl Platform for LocalPlatform {
     }
 }
 
-/// The reason etcd gave for failing, from the end of its log: a Go panic
-/// line, else the last zap line at error level or above ("message:
-/// error"), else the last plain line that is not part of a stack trace
-/// (flag errors are printed that way).
-fn failure_hint(log: &str) -> Option<String> {
-    let lines: Vec<&str> = log
-        .lines()
-        .map(str::trim_end)
-        .filter(|l| !l.trim().is_empty())
-        .collect();
-    if let Some(p) = lines.iter().rev().find(|l| l.starts_with("panic: ")) {
-        return Some(p.to_string());
-    }
-    let zap = lines.iter().rev().find_map(|l| {
-        let v: serde_json::Value = serde_json::from_str(l).ok()?;
-        let level = v["level"].as_str()?;
-        if !matches!(level, "error" | "fatal" | "panic" | "dpanic") {
-            return None;
-        }
-        let msg = v["msg"].as_str().unwrap_or_default();
-        Some(match v["error"].as_str() {
-            Some(e) => format!("{msg}: {e}"),
-            None => msg.to_string(),
-        })
-    });
-    zap.or_else(|| {
-        let plain = lines.iter().rev().find(|l| {
-            !l.starts_with('{')
-                && !l.starts_with(char::is_whitespace)
-                && !l.starts_with("goroutine ")
-                && !l.contains(".go:")
-        })?;
-        Some(plain.trim().to_string())
-    })
-}
-
 /// The IPv4 address of an `http://IP:PORT` URL.
 fn url_ip(url: &str) -> Option<Ipv4Addr> {
     let rest = url
         .strip_prefix("http://")
         .or_else(|| url.strip_prefix("https://"))?;
     rest.split(':').next()?.parse().ok()
-}
-
-/// Every member process recorded under `state_dir` that still runs.
-pub fn running_members(state_dir: &std::path::Path) -> Vec<(String, String, ProcessId)> {
-    let layout = Layout::new(state_dir);
-    let mut out = Vec::new();
-    for cluster in layout.cluster_names().unwrap_or_default() {
-        for member in layout.member_names(&cluster).unwrap_or_default() {
-            if let Ok(Some(r)) = layout.read_member(&cluster, &member)
-                && let Some(id) = r.process.filter(process::alive)
-            {
-                out.push((cluster.clone(), member, id));
-            }
-        }
-    }
-    out
-}
-
-/// SIGKILLs every member process recorded under `state_dir` and waits (up
-/// to 30 s) until they are gone; for tests and tools that must leave nothing
-/// running. Blocking, so it also works in `Drop`. Returns how many it killed.
-pub fn kill_all(state_dir: &std::path::Path) -> usize {
-    let ids: Vec<ProcessId> = running_members(state_dir)
-        .into_iter()
-        .map(|(_, _, id)| id)
-        .collect();
-    for id in &ids {
-        let _ = process::signal(id, rustix::process::Signal::KILL);
-    }
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while ids.iter().any(process::alive) && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    ids.len()
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn failure_hint_reads_etcd_logs() {
-        let zap = "{\"level\":\"info\",\"msg\":\"starting\"}\n\
-                   {\"level\":\"fatal\",\"msg\":\"discovery failed\",\"error\":\"member x has already been bootstrapped\"}\n";
-        assert_eq!(
-            super::failure_hint(zap).as_deref(),
-            Some("discovery failed: member x has already been bootstrapped")
-        );
-        let plain = "2026-12-02 etcdmain: error verifying flags, 'true' is not a valid flag.\n";
-        assert!(super::failure_hint(plain).is_some_and(|h| h.contains("not a valid flag")));
-        assert_eq!(
-            super::failure_hint("{\"level\":\"info\",\"msg\":\"ok\"}\n"),
-            None
-        );
-        let panic = "{\"level\":\"info\",\"msg\":\"x\"}\npanic: freepages: failed to get all reachable pages\n\ngoroutine 1 [running]:\nmain.f()\n\t/x/y.go:12 +0x1\n";
-        assert_eq!(
-            super::failure_hint(panic).as_deref(),
-            Some("panic: freepages: failed to get all reachable pages")
-        );
-    }
 }
