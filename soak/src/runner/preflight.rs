@@ -1,0 +1,167 @@
+//! What is checked before anything is touched: the programs a run needs,
+//! the etcd versions it asks for, and what the platform cannot do.
+
+use std::path::Path;
+
+use super::{Error, Options, PlatformKind, local};
+use crate::scenario::Scenario;
+
+/// Checks, before anything is touched (the output folder included), that
+/// the programs the run needs exist and the scenario fits the platform.
+pub fn check_binaries(o: &Options) -> Result<(), Error> {
+    let problems = platform_problems(&o.scenario, o.platform);
+    if !problems.is_empty() {
+        return Err(Error::Setup(format!(
+            "{}: {}",
+            o.scenario_file.display(),
+            problems.join("; ")
+        )));
+    }
+    let missing = |what: &str, p: &Path, flag: &str, env: &str| {
+        Error::Setup(format!(
+            "the {what} binary is not at {}: run `cargo build --workspace` (or `make build`), \
+             or pass {flag} / set {env}",
+            p.display()
+        ))
+    };
+    if o.platform == PlatformKind::Local && !o.operator_bin.is_file() {
+        return Err(missing(
+            "etcd-operator",
+            &o.operator_bin,
+            "--operator-bin",
+            "SOAK_OPERATOR_BIN",
+        ));
+    }
+    if o.scenario.chaos.is_some() && !o.chaos_bin.is_file() {
+        return Err(missing(
+            "chaos-monkey",
+            &o.chaos_bin,
+            "--chaos-bin",
+            "SOAK_CHAOS_BIN",
+        ));
+    }
+    if o.platform == PlatformKind::Local {
+        let s = &o.scenario;
+        let in_file = |e: Error| Error::Setup(format!("{}: {e}", o.scenario_file.display()));
+        local::check_etcd(&s.cluster.version, "cluster.version", &o.etcd_binaries)
+            .map_err(in_file)?;
+        for (i, c) in s.changes.iter().enumerate() {
+            if let Some(v) = &c.version {
+                local::check_etcd(v, &format!("changes[{i}].version"), &o.etcd_binaries)
+                    .map_err(in_file)?;
+            }
+        }
+        if let Some(w) = &o.work_dir {
+            local::check_work_dir(w)?;
+        }
+    }
+    Ok(())
+}
+
+/// What a scenario asks of the platform that the platform cannot do, each
+/// as `field: why; what to do`.
+pub fn platform_problems(s: &Scenario, platform: PlatformKind) -> Vec<String> {
+    let mut p = Vec::new();
+    if platform != PlatformKind::Kube {
+        return p;
+    }
+    if s.chaos
+        .as_ref()
+        .is_some_and(|c| c.fault == Some(crate::scenario::FaultKind::Pause))
+    {
+        p.push(
+            "chaos.fault: pause works on the local platform only (the chaos monkey cannot \
+             stop a process inside a pod); use kill or destroy with --platform kube"
+                .to_string(),
+        );
+    }
+    let instead = "use a scenario without backups (such as \
+                   scenarios/kill-one-every-30s-kube.yaml) or --platform local";
+    if s.cluster.backup.is_some() {
+        p.push(format!(
+            "cluster.backup: the operator's Kubernetes platform has no backups yet and refuses \
+             spec.backup as invalid, so the cluster would never be created; remove \
+             cluster.backup (and bounds.maxBackupAge), or {instead}"
+        ));
+    }
+    if s.cluster.restore.is_some() {
+        p.push(format!(
+            "cluster.restore: the operator's Kubernetes platform cannot restore from a backup \
+             yet and refuses spec.restore as invalid; remove cluster.restore, or {instead}"
+        ));
+    }
+    if s.bounds.max_backup_age.is_some() {
+        p.push(format!(
+            "bounds.maxBackupAge: there are no backups on Kubernetes, so no backup age to \
+             bound; remove it, or {instead}"
+        ));
+    }
+    p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scenario(extra_cluster: &str, extra_bounds: &str) -> Scenario {
+        let text = format!(
+            "name: t\nduration: 60s\n\
+             cluster: {{name: t, size: 3, version: \"3.4.23\"{extra_cluster}}}\n\
+             chaos: {{killInterval: 10s}}\n\
+             bounds: {{recoveryP99: 5s, recoveryMax: 10s, availability: 0.9{extra_bounds}}}\n"
+        );
+        let s = crate::scenario::parse(Path::new("t.yaml"), &text).expect("parses");
+        crate::scenario::validate(&s).expect("valid");
+        s
+    }
+
+    #[test]
+    fn backups_restores_and_backup_age_are_refused_on_kube_only() {
+        let backups = scenario(
+            ", backup: {interval: 10s, maxBackups: 3}",
+            ", maxBackupAge: 30s",
+        );
+        assert!(platform_problems(&backups, PlatformKind::Local).is_empty());
+        let p = platform_problems(&backups, PlatformKind::Kube);
+        assert_eq!(p.len(), 2, "{p:?}");
+        assert!(
+            p[0].starts_with("cluster.backup: ")
+                && p[0].contains("refuses spec.backup")
+                && p[0].contains("scenarios/kill-one-every-30s-kube.yaml"),
+            "{}",
+            p[0]
+        );
+        assert!(p[1].starts_with("bounds.maxBackupAge: "), "{}", p[1]);
+
+        let restore = scenario(", restore: {backup: b1}", "");
+        let p = platform_problems(&restore, PlatformKind::Kube);
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(p[0].starts_with("cluster.restore: "), "{}", p[0]);
+
+        assert!(platform_problems(&scenario("", ""), PlatformKind::Kube).is_empty());
+    }
+
+    #[test]
+    fn the_kube_rejection_names_the_file_and_is_bad_input() {
+        let o = Options {
+            scenario: scenario(", backup: {interval: 10s, maxBackups: 3}", ""),
+            scenario_file: "scenarios/x.yaml".into(),
+            platform: PlatformKind::Kube,
+            out: "/nonexistent/out".into(),
+            seed: None,
+            operator_bin: "/nonexistent/etcd-operator".into(),
+            chaos_bin: "/nonexistent/chaos-monkey".into(),
+            etcd_binaries: "/nonexistent".into(),
+            work_dir: None,
+            kubeconfig: None,
+            namespace: "default".into(),
+            tty: false,
+        };
+        match check_binaries(&o) {
+            Err(Error::Setup(m)) => {
+                assert!(m.starts_with("scenarios/x.yaml: cluster.backup: "), "{m}");
+            }
+            other => panic!("expected a Setup error, got {other:?}"),
+        }
+    }
+}
