@@ -15,6 +15,7 @@ pub mod manifest;
 pub mod observe;
 pub mod plan;
 pub mod platform;
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod validate;
 pub mod version;
