@@ -138,6 +138,15 @@ impl Hand {
     }
 }
 
+/// A hand-run member never outlives the benchmark, also when it panics.
+impl Drop for Hand {
+    fn drop(&mut self) {
+        if let Some(p) = self.process.take() {
+            let _ = process::signal(&p, rustix::process::Signal::KILL);
+        }
+    }
+}
+
 /// Operator process CPU time (user + system) in seconds and RSS in MiB.
 pub fn usage(pid: u32) -> (f64, f64) {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
