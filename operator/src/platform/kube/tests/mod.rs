@@ -4,8 +4,10 @@
 pub(crate) mod api;
 mod builders;
 mod changes;
+pub(crate) mod fake;
 pub(crate) mod fixtures;
 mod members;
 mod platform;
+mod rbac;
 mod reconcile;
 mod scenario;
