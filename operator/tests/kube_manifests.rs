@@ -202,3 +202,100 @@ print("example matches the CRD schema")
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// glibc of the base images and build machines the operator image is
+/// made with; an unknown one fails the test until it is added here.
+fn glibc_of(image_or_runner: &str) -> Option<(u32, u32)> {
+    let known = [
+        ("debian:12", (2, 36)),
+        ("debian:bookworm", (2, 36)),
+        ("debian:13", (2, 41)),
+        ("debian:trixie", (2, 41)),
+        ("ubuntu:22.04", (2, 35)),
+        ("ubuntu:24.04", (2, 39)),
+        ("ubuntu-22.04", (2, 35)),
+        ("ubuntu-24.04", (2, 39)),
+        ("ubuntu-latest", (2, 39)),
+    ];
+    known
+        .iter()
+        .find(|(name, _)| {
+            image_or_runner == *name
+                || image_or_runner
+                    .strip_prefix(name)
+                    .is_some_and(|rest| rest.starts_with('-') || rest.starts_with('.'))
+        })
+        .map(|(_, v)| *v)
+}
+
+fn this_machines_glibc() -> Option<(u32, u32)> {
+    let out = Command::new("ldd").arg("--version").output().ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let first = text.lines().next()?;
+    if !first.contains("GLIBC") && !first.contains("GNU libc") {
+        return None;
+    }
+    let (major, minor) = first.split_whitespace().last()?.split_once('.')?;
+    Some((major.parse().ok()?, minor.parse().ok()?))
+}
+
+#[test]
+fn the_operator_image_runs_binaries_built_here_and_in_ci() {
+    let dockerfile = std::fs::read_to_string(root().join("kind-config/Dockerfile"))
+        .expect("kind-config/Dockerfile");
+    let lines: Vec<&str> = dockerfile
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.starts_with('#'))
+        .collect();
+    let base = lines
+        .iter()
+        .rev()
+        .find_map(|l| l.strip_prefix("FROM "))
+        .and_then(|l| l.split_whitespace().next())
+        .expect("a FROM line");
+    let base_glibc = glibc_of(base).unwrap_or_else(|| panic!("unknown base image {base}"));
+    let workflow = std::fs::read_to_string(root().join("ci/workflows/soak-kind.yml"))
+        .expect("ci/workflows/soak-kind.yml");
+    let runner = workflow
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("runs-on:"))
+        .map(str::trim)
+        .expect("runs-on");
+    let mut builders = vec![(
+        format!("the workflow's runner {runner}"),
+        glibc_of(runner).unwrap_or_else(|| panic!("unknown runner {runner}")),
+    )];
+    if let Some(here) = this_machines_glibc() {
+        builders.push(("this machine".into(), here));
+    }
+    for (builder, glibc) in builders {
+        assert!(
+            base_glibc >= glibc,
+            "{base} has glibc {base_glibc:?}, older than {builder}'s {glibc:?}: a binary \
+             built there may not start in the image"
+        );
+    }
+    // The binary is tried at build time, as the user the pod runs as.
+    let copy = lines
+        .iter()
+        .position(|l| l.starts_with("COPY target/release/etcd-operator "))
+        .expect("the release binary is copied in");
+    let tried = lines
+        .iter()
+        .position(|l| {
+            l.starts_with("RUN") && l.contains("etcd-operator") && l.contains("--version")
+        })
+        .expect("a RUN that starts the binary");
+    assert!(tried > copy);
+    assert!(lines.contains(&"USER 65532:65532"), "{dockerfile}");
+    // Only the binary goes into the build context.
+    let ignore = std::fs::read_to_string(root().join("kind-config/Dockerfile.dockerignore"))
+        .expect("kind-config/Dockerfile.dockerignore");
+    let rules: Vec<&str> = ignore
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect();
+    assert_eq!(rules, ["*", "!target/release/etcd-operator"]);
+}
