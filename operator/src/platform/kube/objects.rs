@@ -24,10 +24,18 @@ pub const LABEL_RETIRED: &str = "etcdoperator.dev/retired";
 /// Label on a retired member's claim: the cluster it belonged to (its
 /// [`LABEL_CLUSTER`] is dropped so it is no member any more).
 pub const LABEL_RETIRED_FROM: &str = "etcdoperator.dev/retired-from";
-/// Size requested for each member's data volume. A fixed default for now:
-/// etcd's default space quota is 2 GiB, but test and soak clusters stay far
-/// below 1 GiB; a spec field can come later.
-pub const DATA_CLAIM_SIZE: &str = "1Gi";
+/// Size requested for each member's data volume. A fixed default for now
+/// (a spec field can come later), sized for etcd's defaults so that a full
+/// database raises etcd's NOSPACE alarm (writes refused, recoverable by
+/// compaction and defragmentation) before the volume fills up (etcd cannot
+/// write its WAL and stops, on every member at about the same time): the
+/// database up to [`ETCD_DEFAULT_QUOTA`], a second copy of it while a
+/// snapshot from the leader is received (`member/snap/*.snap.db`), and the
+/// WAL (5 files of 64 MiB kept, one more preallocated). Volumes of kind's
+/// local-path class are not limited; most others are.
+pub const DATA_CLAIM_SIZE: &str = "5Gi";
+/// etcd's default `--quota-backend-bytes` (3.4 and 3.5).
+pub const ETCD_DEFAULT_QUOTA: u64 = 2 << 30;
 /// Storage class of the data volumes: `None`, the cluster's default class
 /// (kind: `standard`, local-path). A fixed default for now.
 pub const DATA_CLAIM_CLASS: Option<&str> = None;
@@ -251,6 +259,19 @@ mod tests {
                 "size {size}"
             );
         }
+    }
+
+    #[test]
+    fn a_data_volume_holds_what_etcd_writes_at_its_default_quota() {
+        let gib: u64 = DATA_CLAIM_SIZE
+            .strip_suffix("Gi")
+            .and_then(|n| n.parse().ok())
+            .expect("a size in Gi");
+        let wal = 6 * (64 << 20);
+        assert!(
+            gib << 30 >= 2 * ETCD_DEFAULT_QUOTA + wal,
+            "{DATA_CLAIM_SIZE}"
+        );
     }
 
     #[test]

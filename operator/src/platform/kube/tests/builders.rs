@@ -167,7 +167,7 @@ fn claim_holds_the_config_and_a_fixed_size() {
     assert_eq!(c["metadata"]["ownerReferences"][0]["uid"], UID);
     assert_eq!(
         c["spec"],
-        json!({"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}})
+        json!({"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "5Gi"}}})
     );
     assert!(c["metadata"]["annotations"]["etcdoperator.dev/member-config"].is_string());
 }
