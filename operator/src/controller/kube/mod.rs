@@ -271,6 +271,23 @@ fn error_policy(obj: Arc<EtcdCluster>, err: &Error, ctx: Arc<Context>) -> Action
     Action::requeue(wait)
 }
 
+/// What to say when the operator does not run in a pod (no
+/// `KUBERNETES_SERVICE_HOST`, which the kubelet sets in every container):
+/// it reaches members at their cluster DNS names, which resolve only in the
+/// cluster, so from outside every member looks down.
+pub fn outside_cluster_warning(service_host: Option<&str>) -> Option<String> {
+    if service_host.is_some_and(|h| !h.trim().is_empty()) {
+        return None;
+    }
+    Some(
+        "not running in a pod: etcd members are reached at their cluster DNS names \
+         (NAME-N.NAME.NAMESPACE.svc), which resolve only inside the cluster; from here every \
+         member will look down and clusters will show as Degraded. Run the operator in the \
+         cluster (deploy/operator.yaml), or where cluster DNS resolves and pod IPs are routed"
+            .to_string(),
+    )
+}
+
 /// Runs until `shutdown` resolves (then lets running reconciles finish).
 /// Members keep running after it returns.
 pub async fn run(
@@ -305,6 +322,10 @@ pub async fn run(
         let _ = stop_tx.send(());
     });
     let owned = || watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}"));
+    let service_host = std::env::var("KUBERNETES_SERVICE_HOST").ok();
+    if let Some(warning) = outside_cluster_warning(service_host.as_deref()) {
+        tracing::warn!("{warning}");
+    }
     tracing::info!(
         namespace = opts.namespace.as_deref().unwrap_or("(all)"),
         image = %opts.image,

@@ -157,3 +157,13 @@ fn requeue_and_backoff_are_bounded() {
     assert_eq!(backoff(2), Duration::from_secs(1));
     assert_eq!(backoff(100), Duration::from_secs(30));
 }
+
+#[test]
+fn outside_the_cluster_it_says_members_cannot_be_reached() {
+    assert_eq!(outside_cluster_warning(Some("10.96.0.1")), None);
+    for host in [None, Some(""), Some(" ")] {
+        let w = outside_cluster_warning(host).expect("a warning");
+        assert!(w.contains("NAME-N.NAME.NAMESPACE.svc"), "{w}");
+        assert!(w.contains("deploy/operator.yaml"), "{w}");
+    }
+}
