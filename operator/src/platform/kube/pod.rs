@@ -158,6 +158,11 @@ fn etcd_container(c: &StoredConfig, repository: &str) -> Container {
         ]),
         readiness_probe: Some(readiness),
         liveness_probe: Some(liveness),
+        // etcd logs to stderr and writes no termination message: why a
+        // member failed to start (a data folder it cannot write, a name that
+        // does not resolve, a removed member) then shows in the pod's
+        // status and `kubectl describe pod`.
+        termination_message_policy: Some("FallbackToLogsOnError".into()),
         // Requests only: a memory limit would OOM-kill etcd on a spike.
         resources: Some(ResourceRequirements {
             requests: Some(BTreeMap::from([

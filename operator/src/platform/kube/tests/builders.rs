@@ -69,6 +69,7 @@ fn member_pod_runs_etcd_with_the_local_flags_on_its_dns_name() {
     assert_eq!(p["spec"]["subdomain"], "demo");
     assert_eq!(p["spec"]["restartPolicy"], "Always");
     assert_eq!(p["spec"]["enableServiceLinks"], false);
+    assert_eq!(c["terminationMessagePolicy"], "FallbackToLogsOnError");
 }
 
 #[test]
