@@ -48,11 +48,13 @@ pub fn image(repository: &str, version: Version) -> String {
     format!("{repository}:v{version}")
 }
 
-/// Whether etcd serves `/readyz` and `/livez` (3.5.11+, 3.4.29+; 3.5.1
-/// and 3.4.23 answer them with 404).
+/// Whether the readiness probe may use `/readyz`: etcd 3.5.11 added it
+/// (CHANGELOG-3.5; 3.5.1 answers 404). 3.4 keeps `/health`, which every
+/// 3.4 and 3.5 serves: a backport to a late 3.4 patch is not confirmed
+/// here, and a probe path that answers 404 would leave the member never
+/// Ready (no client traffic, and its data never counted as worth keeping).
 pub fn has_readyz(v: Version) -> bool {
     match (v.major, v.minor) {
-        (3, 4) => v.patch >= 29,
         (3, 5) => v.patch >= 11,
         (major, minor) => (major, minor) > (3, 5),
     }
@@ -290,7 +292,8 @@ mod tests {
     fn readyz_only_where_etcd_serves_it() {
         for (v, path) in [
             (Version::new(3, 4, 23), "/health"),
-            (Version::new(3, 4, 29), "/readyz"),
+            (Version::new(3, 4, 29), "/health"),
+            (Version::new(3, 4, 40), "/health"),
             (Version::new(3, 5, 1), "/health"),
             (Version::new(3, 5, 11), "/readyz"),
             (Version::new(3, 6, 0), "/readyz"),
