@@ -194,6 +194,11 @@ impl Fake {
         lock(&self.store).insert(key, object);
     }
 
+    /// Whether there is an object at `path`.
+    pub fn has(&self, path: &str) -> bool {
+        lock(&self.store).contains_key(path)
+    }
+
     /// Takes the object at `path` away.
     pub fn remove(&self, path: &str) -> Option<Value> {
         lock(&self.store).remove(path)

@@ -10,4 +10,5 @@ mod members;
 mod platform;
 mod rbac;
 mod reconcile;
+mod restart;
 mod scenario;

@@ -50,15 +50,15 @@ fn allows(rules: &Value, group: &str, resource: &str, verb: &str) -> bool {
     })
 }
 
-fn collection(resource: &str) -> String {
+pub(super) fn collection(resource: &str) -> String {
     format!("/api/v1/namespaces/default/{resource}")
 }
 
-fn clusters_path() -> &'static str {
+pub(super) fn clusters_path() -> &'static str {
     "/apis/etcdoperator.dev/v1alpha1/namespaces/default/etcdclusters"
 }
 
-fn stored(r: &EtcdCluster) -> Value {
+pub(super) fn stored(r: &EtcdCluster) -> Value {
     let mut v = serde_json::to_value(r).expect("json");
     v["metadata"]["uid"] = json!(format!("uid-{}", r.metadata.name.as_deref().unwrap_or("")));
     v["metadata"]["generation"] = json!(1);
@@ -71,7 +71,7 @@ fn with_name(mut r: EtcdCluster, name: &str) -> EtcdCluster {
 }
 
 /// Every pod of the store becomes ready.
-fn all_ready(fake: &Fake) {
+pub(super) fn all_ready(fake: &Fake) {
     for i in 0..3 {
         for cluster in ["demo", "eph"] {
             let path = format!("{}/{cluster}-{i}", collection("pods"));
