@@ -167,3 +167,14 @@ fn outside_the_cluster_it_says_members_cannot_be_reached() {
         assert!(w.contains("deploy/operator.yaml"), "{w}");
     }
 }
+
+#[test]
+fn event_notes_fit_the_api_servers_limit_in_bytes() {
+    assert_eq!(event_note("short"), "short");
+    let wide = "é".repeat(1000);
+    let note = event_note(&wide);
+    assert!(note.len() <= NOTE_MAX_BYTES, "{}", note.len());
+    assert!(note.len() >= NOTE_MAX_BYTES - 1);
+    assert!(note.chars().all(|c| c == 'é'));
+    assert_eq!(event_note(&"a".repeat(2000)).len(), NOTE_MAX_BYTES);
+}
