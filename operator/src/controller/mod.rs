@@ -154,8 +154,6 @@ pub struct Cluster<P> {
     spec: SpecState,
     record: ClusterRecord,
     crashes: Crashes,
-    /// The last observation found no quorum.
-    quorum_lost: bool,
     /// Backups already hashed while quorum was lost: name -> ((size,
     /// modified), good).
     checked_backups: HashMap<String, ((u64, Option<std::time::SystemTime>), bool)>,
@@ -190,7 +188,6 @@ impl<P: Platform> Cluster<P> {
             },
             record,
             crashes: Crashes::default(),
-            quorum_lost: false,
             checked_backups: HashMap::new(),
             last_error: None,
             errors_in_row: 0,
@@ -244,11 +241,7 @@ impl<P: Platform> Cluster<P> {
 
     /// One pass of observe -> plan -> act -> status.
     pub async fn reconcile(&mut self) -> Outcome {
-        let looping = self.crashes.looping(if self.quorum_lost {
-            CRASH_LOOP_EXITS_WITHOUT_QUORUM
-        } else {
-            CRASH_LOOP_EXITS
-        });
+        let looping = self.crashes.looping(CRASH_LOOP_EXITS);
         let obs = match observe(
             &*self.platform,
             &self.clients,
@@ -270,8 +263,15 @@ impl<P: Platform> Cluster<P> {
             self.crashes.healthy(&m.name);
         }
         self.remember(&obs).await;
-        self.quorum_lost = obs.observed.bootstrapped && !obs.observed.membership_known;
-        if self.quorum_lost {
+        if obs.observed.bootstrapped && !obs.observed.membership_known {
+            // Without quorum a member's data is given up only on the longer
+            // proof (see CRASH_LOOP_EXITS_WITHOUT_QUORUM).
+            let looping = self.crashes.looping(CRASH_LOOP_EXITS_WITHOUT_QUORUM);
+            for m in &mut obs.observed.members {
+                if let Some(p) = m.platform.as_mut() {
+                    p.crash_looping &= looping.contains(&m.name);
+                }
+            }
             obs.observed.backup_available = self.backup_available();
         }
         self.offer_backup_sources(&obs);
