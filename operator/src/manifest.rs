@@ -166,7 +166,8 @@ pub fn parse(text: &str) -> Result<Vec<EtcdCluster>, (Vec<String>, String)> {
             .map(|docs| docs.into_iter().filter_map(|d| d.metadata?.name).collect())
             .unwrap_or_default()
     };
-    let docs: Vec<Doc> = serde_saphyr::from_multiple(text).map_err(|e| (names(), describe(&e)))?;
+    let docs: Vec<Doc> =
+        serde_saphyr::from_multiple(text).map_err(|e| (names(), describe(&e, text)))?;
     if docs.is_empty() {
         return Err((Vec::new(), "the file holds no EtcdCluster document".into()));
     }
@@ -199,15 +200,25 @@ pub fn parse(text: &str) -> Result<Vec<EtcdCluster>, (Vec<String>, String)> {
 }
 
 /// The first line of a parse error ("line 5 column 3: unknown field ..."),
-/// without the source snippet the YAML parser appends.
-fn describe(e: &serde_saphyr::Error) -> String {
+/// without the source snippet the YAML parser appends, and the source line
+/// it points at, so a bare "invalid i64" still shows the field.
+fn describe(e: &serde_saphyr::Error, source: &str) -> String {
     let text = e.to_string();
     let line = text.lines().next().unwrap_or_default().trim();
     let line = line.strip_prefix("error: ").unwrap_or(line);
     if line.is_empty() {
-        "not a valid EtcdCluster manifest".into()
-    } else {
-        line.to_string()
+        return "not a valid EtcdCluster manifest".into();
+    }
+    let at = line
+        .strip_prefix("line ")
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse::<usize>().ok())
+        .and_then(|n| source.lines().nth(n.checked_sub(1)?))
+        .map(str::trim)
+        .filter(|l| !l.is_empty());
+    match at {
+        Some(at) => format!("{line} (at `{at}`)"),
+        None => line.to_string(),
     }
 }
 
