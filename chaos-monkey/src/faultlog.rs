@@ -1,12 +1,18 @@
 //! Where fault records go: the fault log file (the operator library's
 //! format, one JSON line each, read by the soak runner), one human line
 //! each on standard error, and a copy in memory for the run's summary.
+//!
+//! A line may carry one field the library's record does not have,
+//! `roleSource` (`etcd` or `status`: where its role came from), last; the
+//! library's reader (`faults::read`, which soak uses) ignores it.
 
 use std::fs::OpenOptions;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use etcd_operator::faults::{self, Fault, FaultRecord, Role};
+use etcd_operator::faults::{Fault, FaultRecord, Role};
+
+use crate::roles::RoleSource;
 
 /// The fault log cannot be written.
 #[derive(Debug, thiserror::Error)]
@@ -23,6 +29,7 @@ pub struct FaultLog {
     out: Option<(PathBuf, Box<dyn Write + Send>)>,
     human: bool,
     records: Vec<FaultRecord>,
+    sources: Vec<Option<RoleSource>>,
 }
 
 impl std::fmt::Debug for FaultLog {
@@ -57,6 +64,7 @@ impl FaultLog {
             out,
             human: true,
             records: Vec::new(),
+            sources: Vec::new(),
         })
     }
 
@@ -67,21 +75,33 @@ impl FaultLog {
             out: None,
             human: false,
             records: Vec::new(),
+            sources: Vec::new(),
         }
     }
 
-    /// Writes one record (flushed at once, so a reader sees it now).
+    /// Writes one record whose role has no known source.
     pub fn write(&mut self, record: FaultRecord) -> Result<(), Error> {
+        self.write_sourced(record, None)
+    }
+
+    /// Writes one record (flushed at once, so a reader sees it now), with
+    /// where its role came from.
+    pub fn write_sourced(
+        &mut self,
+        record: FaultRecord,
+        role_source: Option<RoleSource>,
+    ) -> Result<(), Error> {
         if self.human {
-            eprintln!("{}", human(&record));
+            eprintln!("{}", human_sourced(&record, role_source));
         }
         if let Some((path, out)) = &mut self.out {
-            faults::append(out, &record).map_err(|source| Error {
+            append(out, &record, role_source).map_err(|source| Error {
                 path: path.clone(),
                 source,
             })?;
         }
         self.records.push(record);
+        self.sources.push(role_source);
         Ok(())
     }
 
@@ -97,6 +117,12 @@ impl FaultLog {
         &self.records
     }
 
+    /// Where the role of each record came from, in the order of
+    /// [`FaultLog::records`].
+    pub fn role_sources(&self) -> &[Option<RoleSource>] {
+        &self.sources
+    }
+
     /// Faults written so far (resumes do not count).
     pub fn faults(&self) -> usize {
         self.records
@@ -106,17 +132,52 @@ impl FaultLog {
     }
 }
 
+/// The record as a JSON line in the library's format, `roleSource` last
+/// when known.
+pub fn json_line(record: &FaultRecord, role_source: Option<RoleSource>) -> io::Result<String> {
+    let mut line = serde_json::to_string(record).map_err(io::Error::other)?;
+    if let Some(source) = role_source
+        && line.ends_with('}')
+    {
+        line.pop();
+        line.push_str(",\"roleSource\":");
+        line.push_str(&serde_json::to_string(source.as_str()).map_err(io::Error::other)?);
+        line.push('}');
+    }
+    Ok(line)
+}
+
+fn append(
+    out: &mut impl Write,
+    record: &FaultRecord,
+    role_source: Option<RoleSource>,
+) -> io::Result<()> {
+    let mut line = json_line(record, role_source)?;
+    line.push('\n');
+    out.write_all(line.as_bytes())?;
+    out.flush()
+}
+
 /// `chaos-monkey: kill demo/demo-1 (leader): injected`
 pub fn human(r: &FaultRecord) -> String {
+    human_sourced(r, None)
+}
+
+/// The same, saying where the role came from when it was not etcd:
+/// `chaos-monkey: kill demo/demo-1 (leader, from EtcdCluster status): injected`
+pub fn human_sourced(r: &FaultRecord, role_source: Option<RoleSource>) -> String {
     let what = match r.fault {
         Fault::Kill => "kill",
         Fault::Destroy => "destroy",
         Fault::Pause => "pause",
         Fault::Resume => "resume",
     };
-    let role = match r.role {
-        Role::Unknown => "role unknown",
-        other => role_name(other),
+    let role = match (r.role, role_source) {
+        (Role::Unknown, _) => "role unknown".to_string(),
+        (other, Some(RoleSource::Status)) => {
+            format!("{}, from EtcdCluster status", role_name(other))
+        }
+        (other, _) => role_name(other).to_string(),
     };
     let whom = if r.cluster.is_empty() {
         r.member.clone()
@@ -139,6 +200,7 @@ pub fn role_name(role: Role) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use etcd_operator::faults;
 
     #[test]
     fn file_gets_json_lines_in_the_library_format() {
@@ -179,6 +241,46 @@ mod tests {
     }
 
     #[test]
+    fn the_role_source_is_one_more_field_the_library_reads_past() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("faults.jsonl");
+        let mut log = FaultLog::open(Some(&path)).expect("open");
+        let status = FaultRecord::now(Fault::Kill, "a", "a-1", Role::Leader, "injected");
+        let etcd = FaultRecord::now(Fault::Kill, "a", "a-2", Role::Follower, "injected");
+        let unknown = FaultRecord::now(Fault::Kill, "a", "a-0", Role::Unknown, "injected");
+        log.write_sourced(status.clone(), Some(RoleSource::Status))
+            .expect("write");
+        log.write_sourced(etcd.clone(), Some(RoleSource::Etcd))
+            .expect("write");
+        log.write(unknown.clone()).expect("write");
+        let text = std::fs::read_to_string(&path).expect("read");
+        let lines: Vec<&str> = text.lines().collect();
+        let plain = |r: &FaultRecord| serde_json::to_string(r).expect("json");
+        let status_plain = plain(&status);
+        let want = format!(
+            "{},\"roleSource\":\"status\"}}",
+            status_plain.trim_end_matches('}')
+        );
+        assert_eq!(lines[0], want);
+        assert!(
+            lines[1].ends_with(",\"roleSource\":\"etcd\"}"),
+            "{}",
+            lines[1]
+        );
+        assert_eq!(lines[2], plain(&unknown));
+        // Every line is one JSON object, and the library reads them all.
+        for l in &lines {
+            let v: serde_json::Value = serde_json::from_str(l).expect("json line");
+            assert!(v.is_object());
+        }
+        assert_eq!(faults::read(&path).expect("read"), [status, etcd, unknown]);
+        assert_eq!(
+            log.role_sources(),
+            [Some(RoleSource::Status), Some(RoleSource::Etcd), None]
+        );
+    }
+
+    #[test]
     fn human_lines() {
         let r = FaultRecord::now(Fault::Kill, "demo", "demo-1", Role::Leader, "injected");
         assert_eq!(
@@ -187,6 +289,14 @@ mod tests {
         );
         let op = FaultRecord::now(Fault::Kill, "", "etcd-operator", Role::Unknown, "dry-run");
         assert_eq!(human(&op), "chaos-monkey: kill etcd-operator: dry-run");
+        assert_eq!(
+            human_sourced(&r, Some(RoleSource::Status)),
+            "chaos-monkey: kill demo/demo-1 (leader, from EtcdCluster status): injected"
+        );
+        assert_eq!(
+            human_sourced(&r, Some(RoleSource::Etcd)),
+            "chaos-monkey: kill demo/demo-1 (leader): injected"
+        );
     }
 
     #[test]
