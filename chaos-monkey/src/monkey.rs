@@ -13,8 +13,9 @@ use crate::cli::FaultKind;
 use crate::config::Config;
 use crate::faultlog::{self, FaultLog};
 use crate::rng::{Rng, Stream};
+use crate::roles::RoleSource;
 use crate::select::{self, Target};
-use crate::target::{self, MemberKey, Platform};
+use crate::target::{self, MemberKey, ObservedCluster, Platform};
 
 /// Why a run could not go on.
 #[derive(Debug, thiserror::Error)]
@@ -90,6 +91,7 @@ impl Summary {
 struct Paused<H> {
     key: MemberKey,
     role: Role,
+    role_source: Option<RoleSource>,
     handle: H,
     until: Instant,
 }
@@ -168,17 +170,26 @@ async fn check_selection<P: Platform>(platform: &P, cfg: &Config) -> Result<(), 
     Ok(())
 }
 
-/// `cluster/member:role` of every member a tick may hit (for debug logs,
+/// `cluster/member:role` of every member a tick may hit, `:role(status)`
+/// for a role taken from the operator's published status (for debug logs,
 /// and for telling why two runs of one seed chose differently).
-fn candidates(views: &[select::ClusterView]) -> String {
+fn candidates<H>(observed: &[ObservedCluster<H>]) -> String {
     let mut out = Vec::new();
-    for c in views {
-        for m in c.members.iter().filter(|m| m.running && m.eligible) {
+    for c in observed {
+        for m in c
+            .members
+            .iter()
+            .filter(|m| m.view.running && m.view.eligible)
+        {
+            let from = match m.role_source {
+                Some(RoleSource::Status) => "(status)",
+                _ => "",
+            };
             out.push(format!(
-                "{}/{}:{}",
+                "{}/{}:{}{from}",
                 c.name,
-                m.name,
-                faultlog::role_name(m.role)
+                m.view.name,
+                faultlog::role_name(m.view.role)
             ));
         }
     }
@@ -294,7 +305,7 @@ impl<P: Platform> Run<'_, P> {
         let picks = select::choose(cfg.seed, tick, &views, cfg.target, budget);
         tracing::debug!(
             "tick {tick}: candidates [{}] victims [{}]",
-            candidates(&views),
+            candidates(&observed),
             picks
                 .iter()
                 .map(|p| format!(
@@ -330,37 +341,40 @@ impl<P: Platform> Run<'_, P> {
             if let Some(h) = &m.handle {
                 hits.push((
                     (c.name.clone(), m.view.name.clone()),
-                    m.view.role,
+                    (m.view.role, m.role_source),
                     h.clone(),
                 ));
             }
         }
-        let mut records: Vec<FaultRecord> = hits
+        let mut records: Vec<(FaultRecord, Option<RoleSource>)> = hits
             .iter()
-            .map(|((c, m), role, _)| FaultRecord::now(fault, c, m, *role, "dry-run"))
+            .map(|((c, m), (role, source), _)| {
+                (FaultRecord::now(fault, c, m, *role, "dry-run"), *source)
+            })
             .collect();
         if !cfg.dry_run {
             let results = futures::future::join_all(
                 hits.iter().map(|(_, _, h)| self.platform.inject(fault, h)),
             )
             .await;
-            for (record, r) in records.iter_mut().zip(&results) {
+            for ((record, _), r) in records.iter_mut().zip(&results) {
                 record.outcome = outcome(r);
             }
             let until = Instant::now() + cfg.pause_for;
-            for ((key, role, handle), r) in hits.into_iter().zip(results) {
+            for ((key, (role, role_source), handle), r) in hits.into_iter().zip(results) {
                 if fault == Fault::Pause && r.is_ok() {
                     self.paused.push(Paused {
                         key,
                         role,
+                        role_source,
                         handle,
                         until,
                     });
                 }
             }
         }
-        for r in records {
-            self.log.write(r)?;
+        for (r, source) in records {
+            self.log.write_sourced(r, source)?;
         }
         Ok(())
     }
@@ -386,6 +400,7 @@ impl<P: Platform> Run<'_, P> {
                 self.paused.push(Paused {
                     key: (String::new(), op.name),
                     role: Role::Unknown,
+                    role_source: None,
                     handle: op.handle,
                     until: Instant::now() + self.cfg.pause_for,
                 });
@@ -404,16 +419,13 @@ impl<P: Platform> Run<'_, P> {
         let mut records = Vec::new();
         for p in due {
             let r = self.platform.resume(&p.handle).await;
-            records.push(FaultRecord::now(
-                Fault::Resume,
-                &p.key.0,
-                &p.key.1,
-                p.role,
-                &outcome(&r),
+            records.push((
+                FaultRecord::now(Fault::Resume, &p.key.0, &p.key.1, p.role, &outcome(&r)),
+                p.role_source,
             ));
         }
-        for r in records {
-            self.log.write(r)?;
+        for (r, source) in records {
+            self.log.write_sourced(r, source)?;
         }
         Ok(())
     }
@@ -435,7 +447,7 @@ impl<P: Platform> Run<'_, P> {
                 left.push(name);
             }
             let record = FaultRecord::now(Fault::Resume, &p.key.0, &p.key.1, p.role, &outcome(&r));
-            if let Err(e) = self.log.write(record) {
+            if let Err(e) = self.log.write_sourced(record, p.role_source) {
                 tracing::error!("{e}");
             }
         }

@@ -73,6 +73,8 @@ impl Platform for Fake {
                                     eligible: running,
                                 },
                                 handle: Some(key),
+                                role_source: (*role != Role::Unknown)
+                                    .then_some(crate::roles::RoleSource::Etcd),
                             }
                         })
                         .collect(),

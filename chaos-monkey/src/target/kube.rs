@@ -8,12 +8,20 @@
 //! first deletes the member's PersistentVolumeClaims (labelled the same
 //! way; Kubernetes removes a claim once no pod uses it), then the pod.
 //! Roles are asked of etcd at `http://POD_IP:2379` when the pod has an IP
-//! this machine can reach; otherwise they are unknown.
+//! this machine can reach. A member etcd gives no answer for (pod IPs are
+//! not reachable from outside the cluster) takes its role from the
+//! operator's published status of the cluster (the `EtcdCluster` named by
+//! the pod's cluster label, same namespace), judged by
+//! [`roles::from_status`]; failing that it is unknown.
 
 use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use etcd_operator::crd::{LABEL_CLUSTER, LABEL_MANAGED_BY, LABEL_MEMBER, LABEL_NAME, MANAGED_BY};
+use etcd_operator::crd::{
+    EtcdCluster, EtcdClusterStatus, LABEL_CLUSTER, LABEL_MANAGED_BY, LABEL_MEMBER, LABEL_NAME,
+    MANAGED_BY,
+};
 use etcd_operator::etcd::Clients;
 use etcd_operator::faults::{Fault, Role};
 use etcd_operator::plan::member_order;
@@ -22,13 +30,15 @@ use kube::api::{Api, DeleteParams, ListParams, Preconditions};
 use kube::{Client, ResourceExt};
 
 use super::{Error, MemberKey, Observed, ObservedCluster, Operator, Platform, old_enough};
-use crate::roles::{self, Ask};
+use crate::roles::{self, Ask, RoleSource, Seen};
 use crate::select::MemberView;
 
 /// etcd's client port in a member pod.
 pub const CLIENT_PORT: u16 = 2379;
 /// Value of `app.kubernetes.io/name` on the operator's pod.
 pub const OPERATOR_NAME: &str = "etcd-operator";
+/// How long reading a cluster's published status may take.
+pub const STATUS_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The member pods of one namespace.
 #[derive(Clone)]
@@ -36,7 +46,10 @@ pub struct Kube {
     client: Client,
     namespace: String,
     selector: Option<String>,
-    clients: std::sync::Arc<Clients>,
+    clients: Arc<Clients>,
+    /// Clusters whose roles were already said to come from their status
+    /// (said once at info level; every tick at debug).
+    told: Arc<Mutex<HashSet<String>>>,
 }
 
 impl std::fmt::Debug for Kube {
@@ -68,7 +81,8 @@ impl Kube {
             client,
             namespace,
             selector: selector.filter(|s| !s.trim().is_empty()),
-            clients: std::sync::Arc::new(Clients::new(roles::STATUS_TIMEOUT)),
+            clients: Arc::new(Clients::new(roles::STATUS_TIMEOUT)),
+            told: Arc::default(),
         }
     }
 
@@ -105,6 +119,78 @@ impl Kube {
                 what: format!("cannot list pods in {} matching {selector}", self.namespace),
                 source,
             })
+    }
+
+    /// The status the operator published for `cluster`; `None` when there
+    /// is none or it cannot be read (said in the logs: roles stay unknown,
+    /// the tick goes on).
+    async fn published(&self, cluster: &str) -> Option<EtcdClusterStatus> {
+        let api: Api<EtcdCluster> = Api::namespaced(self.client.clone(), &self.namespace);
+        let what = format!(
+            "EtcdCluster {}/{cluster} (for the roles etcd did not give)",
+            self.namespace
+        );
+        match tokio::time::timeout(STATUS_READ_TIMEOUT, api.get_opt(cluster)).await {
+            Err(_) => {
+                tracing::warn!("cannot read {what}: no answer within {STATUS_READ_TIMEOUT:?}");
+                None
+            }
+            Ok(Ok(Some(c))) => {
+                if c.status.is_none() {
+                    tracing::debug!("{what} has no status yet");
+                }
+                c.status
+            }
+            Ok(Ok(None)) => {
+                tracing::debug!("{what} does not exist");
+                None
+            }
+            Ok(Err(kube::Error::Api(s))) if s.code == 403 => {
+                tracing::warn!(
+                    "cannot read {what}: forbidden; the monkey needs get on \
+                     etcdclusters.etcdoperator.dev ({})",
+                    s.message
+                );
+                None
+            }
+            Ok(Err(e)) => {
+                tracing::warn!("cannot read {what}: {e}");
+                None
+            }
+        }
+    }
+
+    /// Says where the roles of `cluster` came from when some came from its
+    /// published status.
+    fn tell(&self, cluster: &str, members: &[Observed<Handle>]) {
+        let from_status: Vec<String> = members
+            .iter()
+            .filter(|m| m.role_source == Some(RoleSource::Status))
+            .map(|m| {
+                format!(
+                    "{}:{}",
+                    m.view.name,
+                    crate::faultlog::role_name(m.view.role)
+                )
+            })
+            .collect();
+        if from_status.is_empty() {
+            return;
+        }
+        let first = self
+            .told
+            .lock()
+            .map(|mut t| t.insert(cluster.to_string()))
+            .unwrap_or(false);
+        let line = format!(
+            "roles of cluster {cluster} from its EtcdCluster status (etcd did not answer at the pod IPs): {}",
+            from_status.join(" ")
+        );
+        if first {
+            tracing::info!("{line}");
+        } else {
+            tracing::debug!("{line}");
+        }
     }
 
     async fn delete_pod(&self, h: &Handle) -> Result<(), Error> {
@@ -164,6 +250,40 @@ fn started(pod: &Pod) -> Option<SystemTime> {
         .or(pod.metadata.creation_timestamp.as_ref())?;
     let ms = u64::try_from(t.0.as_millisecond()).ok()?;
     Some(UNIX_EPOCH + Duration::from_millis(ms))
+}
+
+/// Since when the etcd container runs: the latest container start (a
+/// container restarted in place keeps its pod's start time), else the
+/// pod's start.
+fn running_since(pod: &Pod) -> Option<SystemTime> {
+    let containers = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .into_iter()
+        .flatten();
+    let latest = containers
+        .filter_map(|c| c.state.as_ref()?.running.as_ref()?.started_at.as_ref())
+        .filter_map(|t| u64::try_from(t.0.as_millisecond()).ok())
+        .max()
+        .map(|ms| UNIX_EPOCH + Duration::from_millis(ms));
+    latest.or_else(|| started(pod))
+}
+
+/// Whether a container of the pod runs (true when the pod does not say):
+/// a pod can be Running while its container crash-loops.
+fn container_running(pod: &Pod) -> bool {
+    match pod
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+    {
+        None => true,
+        Some(cs) if cs.is_empty() => true,
+        Some(cs) => cs
+            .iter()
+            .any(|c| c.state.as_ref().is_some_and(|s| s.running.is_some())),
+    }
 }
 
 fn client_url(pod: &Pod) -> Option<String> {
@@ -228,12 +348,18 @@ impl Platform for Kube {
             pods.sort_by(|(a, _), (b, _)| member_order(a, b));
             let mut members = Vec::new();
             let mut asks = Vec::new();
+            let mut seen = Vec::new();
             for (member, pod) in &pods {
                 let key = (cluster.clone(), member.clone());
                 let up = running(pod) && !paused.contains(&key);
                 asks.push(Ask {
                     name: member.clone(),
                     url: if up { client_url(pod) } else { None },
+                });
+                seen.push(Seen {
+                    name: member.clone(),
+                    running: up && container_running(pod),
+                    since: running_since(pod),
                 });
                 members.push(Observed {
                     view: MemberView {
@@ -243,12 +369,26 @@ impl Platform for Kube {
                         eligible: up && old_enough(started(pod), min_age, now),
                     },
                     handle: up.then(|| handle(pod, Some(key))),
+                    role_source: None,
                 });
             }
-            let roles = roles::lookup(&self.clients, &asks).await;
-            for (m, role) in members.iter_mut().zip(roles) {
+            let mut roles = roles::lookup(&self.clients, &asks).await;
+            let sources = if roles.contains(&Role::Unknown) {
+                match self.published(&cluster).await {
+                    Some(status) => {
+                        let published = roles::from_status(&status, &seen, SystemTime::now());
+                        roles::fill(&mut roles, &published)
+                    }
+                    None => roles::etcd_sources(&roles),
+                }
+            } else {
+                roles::etcd_sources(&roles)
+            };
+            for ((m, role), source) in members.iter_mut().zip(roles).zip(sources) {
                 m.view.role = role;
+                m.role_source = source;
             }
+            self.tell(&cluster, &members);
             out.push(ObservedCluster {
                 name: cluster,
                 members,
@@ -323,5 +463,38 @@ mod tests {
         assert!(!running(&pod(
             serde_json::json!({"status": {"phase": "Pending"}})
         )));
+    }
+
+    #[test]
+    fn since_when_etcd_runs() {
+        let p = pod(serde_json::json!({
+            "metadata": {"name": "demo-0"},
+            "status": {"phase": "Running", "startTime": "2026-01-01T00:00:10Z"}
+        }));
+        let secs = |t: Option<SystemTime>| {
+            t.and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+                .map(|d| d.as_secs())
+        };
+        // No container statuses: the pod's start, and nothing says it is down.
+        assert_eq!(secs(running_since(&p)), Some(1_767_225_610));
+        assert!(container_running(&p));
+        // Restarted in place: the container's start.
+        let restarted = pod(serde_json::json!({
+            "status": {"phase": "Running", "startTime": "2026-01-01T00:00:10Z",
+                "containerStatuses": [{"name": "etcd", "image": "etcd", "imageID": "",
+                    "ready": true, "restartCount": 1,
+                    "state": {"running": {"startedAt": "2026-01-01T00:05:00Z"}}}]}
+        }));
+        assert_eq!(secs(running_since(&restarted)), Some(1_767_225_900));
+        assert!(container_running(&restarted));
+        // Crash-looping in a Running pod: etcd does not run.
+        let looping = pod(serde_json::json!({
+            "status": {"phase": "Running", "startTime": "2026-01-01T00:00:10Z",
+                "containerStatuses": [{"name": "etcd", "image": "etcd", "imageID": "",
+                    "ready": false, "restartCount": 4,
+                    "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]}
+        }));
+        assert!(!container_running(&looping));
+        assert_eq!(secs(running_since(&looping)), Some(1_767_225_610));
     }
 }

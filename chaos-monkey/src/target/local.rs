@@ -100,11 +100,14 @@ impl Local {
                     process: p,
                     data_dir: Some(self.layout.data_dir(cluster, &name)),
                 }),
+                role_source: None,
             });
         }
         let roles = roles::lookup(&self.clients, &asks).await;
-        for (m, role) in members.iter_mut().zip(roles) {
+        let sources = roles::etcd_sources(&roles);
+        for ((m, role), source) in members.iter_mut().zip(roles).zip(sources) {
             m.view.role = role;
+            m.role_source = source;
         }
         Ok(ObservedCluster {
             name: cluster.to_string(),

@@ -13,6 +13,7 @@ use std::time::{Duration, SystemTime};
 
 use etcd_operator::faults::Fault;
 
+use crate::roles::RoleSource;
 use crate::select::{ClusterView, MemberView};
 
 pub mod kube;
@@ -55,6 +56,8 @@ pub struct Observed<H> {
     pub view: MemberView,
     /// Its process or pod, when it runs.
     pub handle: Option<H>,
+    /// Where `view.role` came from (`None` while it is unknown).
+    pub role_source: Option<RoleSource>,
 }
 
 /// A cluster as observed; members in the operator's order.

@@ -2,7 +2,7 @@
 //! request is asserted exactly (method, path with query, JSON body) and
 //! answered, the way controller-rs's `ApiServerVerifier` does.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use chaos_monkey::cli::FaultKind;
 use chaos_monkey::config::PlatformConfig;
@@ -17,6 +17,8 @@ use tower_test::mock;
 
 pub const NS: &str = "chaos";
 pub const WAIT: Duration = Duration::from_secs(30);
+/// The longest a whole mocked run may take.
+pub const RUN_WAIT: Duration = Duration::from_secs(120);
 /// `app.kubernetes.io/managed-by=etcd-operator,etcdoperator.dev/cluster`, URL-encoded.
 pub const MEMBERS: &str =
     "app.kubernetes.io%2Fmanaged-by%3Detcd-operator%2Cetcdoperator.dev%2Fcluster";
@@ -60,6 +62,31 @@ impl Server {
             .await;
     }
 
+    /// Expects the EtcdCluster `name` to be read (for the roles etcd did
+    /// not give) and answers that there is none.
+    pub async fn no_etcdcluster(&mut self, name: &str) {
+        let gone = api_status(
+            404,
+            "NotFound",
+            &format!("etcdclusters.etcdoperator.dev \"{name}\" not found"),
+        );
+        self.expect(
+            Method::GET,
+            &etcdcluster_uri(name),
+            None,
+            StatusCode::NOT_FOUND,
+            gone,
+        )
+        .await;
+    }
+
+    /// Expects the EtcdCluster `name` to be read and answers it with
+    /// `status` (`Value::Null`: none published yet).
+    pub async fn etcdcluster(&mut self, name: &str, status: Value) {
+        self.get(&etcdcluster_uri(name), etcdcluster(name, status))
+            .await;
+    }
+
     /// Expects the client to send nothing more.
     pub async fn done(mut self) {
         let next = tokio::time::timeout(WAIT, self.0.next_request())
@@ -88,6 +115,62 @@ pub fn pod(cluster: &str, member: &str, phase: &str) -> Value {
         },
         "status": {"phase": phase, "startTime": "2026-01-01T00:00:00Z"},
     })
+}
+
+/// A `Status` error reply of the API server.
+pub fn api_status(code: u16, reason: &str, message: &str) -> Value {
+    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+           "message": message, "reason": reason, "code": code})
+}
+
+pub fn etcdcluster_uri(name: &str) -> String {
+    format!("/apis/etcdoperator.dev/v1alpha1/namespaces/{NS}/etcdclusters/{name}")
+}
+
+/// An EtcdCluster as the operator keeps it, with `status` (none when null).
+pub fn etcdcluster(name: &str, status: Value) -> Value {
+    let mut c = json!({
+        "apiVersion": "etcdoperator.dev/v1alpha1",
+        "kind": "EtcdCluster",
+        "metadata": {"name": name, "namespace": NS, "uid": format!("uid-cluster-{name}")},
+        "spec": {"size": 3, "version": "3.5.17"},
+    });
+    if !status.is_null() {
+        c["status"] = status;
+    }
+    c
+}
+
+/// A published status of members `name-0..name-{size-1}`: `leader` the
+/// leader (if any), observed at `observed_at`.
+pub fn published(name: &str, size: usize, leader: Option<usize>, observed_at: SystemTime) -> Value {
+    let members: Vec<Value> = (0..size)
+        .map(|i| {
+            let m = format!("{name}-{i}");
+            json!({
+                "name": m,
+                "clientURL": format!("http://{m}.{name}.{NS}.svc:2379"),
+                "peerURL": format!("http://{m}.{name}.{NS}.svc:2380"),
+                "ready": true,
+                "leader": leader == Some(i),
+            })
+        })
+        .collect();
+    let mut s = json!({
+        "phase": "Running",
+        "members": members,
+        "readyMembers": size,
+        "observedAt": humantime::format_rfc3339_millis(observed_at).to_string(),
+    });
+    if let Some(i) = leader {
+        s["leader"] = json!(format!("{name}-{i}"));
+    }
+    s
+}
+
+/// RFC 3339 of `t`, as the API server writes times.
+pub fn rfc3339(t: SystemTime) -> String {
+    humantime::format_rfc3339_seconds(t).to_string()
 }
 
 pub fn list(kind: &str, items: Vec<Value>) -> Value {
@@ -141,13 +224,31 @@ where
     F: std::future::Future<Output = ()> + Send + 'static,
 {
     let (svc, handle) = mock::pair::<Request<Body>, Response<Body>>();
-    let server = tokio::spawn(script(Server(handle)));
+    // The script ends early only when it fails (it waits for the client to
+    // go otherwise): that stops the monkey, which would tick on forever
+    // against a server that is gone.
+    let (script_over, stop) = tokio::sync::oneshot::channel::<()>();
+    let script = script(Server(handle));
+    let server = tokio::spawn(async move {
+        let _over = script_over;
+        script.await;
+    });
     let client = kube::Client::new(svc, "default");
     let kube = Kube::new(client, Some(NS.into()), selector.map(String::from));
     assert_eq!(kube.namespace(), NS);
     let mut log = FaultLog::in_memory();
-    let r = chaos_monkey::run(&kube, &cfg, &mut log, std::future::pending()).await;
+    let shutdown = async {
+        let _ = stop.await;
+    };
+    let r =
+        tokio::time::timeout(RUN_WAIT, chaos_monkey::run(&kube, &cfg, &mut log, shutdown)).await;
     drop(kube);
-    server.await.expect("the API server script passed");
+    if let Err(e) = server.await {
+        match e.try_into_panic() {
+            Ok(panic) => std::panic::resume_unwind(panic),
+            Err(e) => panic!("the API server script: {e}"),
+        }
+    }
+    let r = r.unwrap_or_else(|_| panic!("the monkey did not stop within {RUN_WAIT:?}"));
     (r, log)
 }
