@@ -54,11 +54,12 @@ pub async fn observe<P: Platform>(
     crash_looping: &HashSet<String>,
 ) -> platform::Result<Observation> {
     let pm = platform.members(cluster).await?;
+    // The operator's own calls go to `call_url` (a pod's IP on
+    // Kubernetes); the status publishes `client_url`.
     let statuses: Vec<Option<etcd::MemberStatus>> = join_all(pm.iter().map(|m| async {
-        if m.running {
-            clients.status(&m.addr.client_url).await.ok()
-        } else {
-            None
+        match &m.call_url {
+            Some(url) if m.running => clients.status(url).await.ok(),
+            _ => None,
         }
     }))
     .await;
@@ -71,9 +72,8 @@ pub async fn observe<P: Platform>(
         .max_by_key(|s| s.raft_term)
         .map(|s| s.leader);
     let answering = pm.iter().zip(&statuses).filter_map(|(m, s)| {
-        s.as_ref()
-            .filter(|s| s.leader != 0)
-            .map(|s| (m.addr.client_url.clone(), s.id))
+        let url = m.call_url.clone()?;
+        s.as_ref().filter(|s| s.leader != 0).map(|s| (url, s.id))
     });
     let mut sources: Vec<(String, u64)> = answering.collect();
     sources.sort_by_key(|(_, id)| Some(*id) != leader_id);

@@ -134,6 +134,23 @@ pub struct PlatformMember {
     pub bootstrap: bool,
     /// When it was last started.
     pub started_at: Option<SystemTime>,
+    /// Where the operator itself reaches the member's client port (status,
+    /// member list, membership changes): the client URL locally; on
+    /// Kubernetes `http://POD_IP:2379`, so a re-created pod is reached at
+    /// once, not through DNS answers cached for its predecessor. `None`
+    /// while it cannot be reached (a pod without an IP yet). The published
+    /// status keeps `addr.client_url`.
+    pub call_url: Option<String>,
+}
+
+/// `http://HOST:PORT` for an IP address or a host name; IPv6 addresses in
+/// brackets.
+pub fn http_url(host: &str, port: u16) -> String {
+    match host.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V6(ip)) => format!("http://[{ip}]:{port}"),
+        Ok(ip) => format!("http://{ip}:{port}"),
+        Err(_) => format!("http://{host}:{port}"),
+    }
 }
 
 /// What the operator keeps about a cluster between reconciles and restarts.

@@ -33,7 +33,7 @@ use crate::platform;
 use crate::platform::kube::{self as kplatform, KubePlatform, KubeVersions};
 use crate::validate::validate;
 
-/// Timeout of a member's status call (in-cluster DNS and network).
+/// Timeout of a member's status call (to the pod's IP, in-cluster).
 pub const STATUS_TIMEOUT: Duration = Duration::from_secs(1);
 /// Right after a step, the cluster is looked at again this soon.
 pub const AFTER_STEP: Duration = Duration::from_millis(10);
@@ -288,17 +288,18 @@ fn error_policy(obj: Arc<EtcdCluster>, err: &Error, ctx: Arc<Context>) -> Action
 
 /// What to say when the operator does not run in a pod (no
 /// `KUBERNETES_SERVICE_HOST`, which the kubelet sets in every container):
-/// it reaches members at their cluster DNS names, which resolve only in the
-/// cluster, so from outside every member looks down.
+/// it reaches members at their pod IPs, which are routed only in the
+/// cluster (and members talk to each other at DNS names that resolve only
+/// there), so from outside every member looks down.
 pub fn outside_cluster_warning(service_host: Option<&str>) -> Option<String> {
     if service_host.is_some_and(|h| !h.trim().is_empty()) {
         return None;
     }
     Some(
-        "not running in a pod: etcd members are reached at their cluster DNS names \
-         (NAME-N.NAME.NAMESPACE.svc), which resolve only inside the cluster; from here every \
-         member will look down and clusters will show as Degraded. Run the operator in the \
-         cluster (deploy/operator.yaml), or where cluster DNS resolves and pod IPs are routed"
+        "not running in a pod: etcd members are reached at their pod IPs, which are routed \
+         only inside the cluster (not from a kind host); from here every member will look \
+         down and clusters will show as Degraded. Run the operator in the cluster \
+         (deploy/operator.yaml), or where pod IPs are routed"
             .to_string(),
     )
 }

@@ -13,7 +13,8 @@ use super::Error;
 use super::config::{StoredConfig, started};
 use super::pod::{CONTAINER, DATA_VOLUME};
 use crate::crd::LABEL_MEMBER;
-use crate::platform::PlatformMember;
+use crate::platform::local::addr::CLIENT_PORT;
+use crate::platform::{PlatformMember, http_url};
 
 /// Where a member's started mark goes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -43,6 +44,16 @@ pub fn owned_by(meta: &ObjectMeta, uid: &str) -> bool {
 pub fn pod_running(pod: &Pod) -> bool {
     let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
     pod.metadata.deletion_timestamp.is_none() && !matches!(phase, Some("Failed" | "Succeeded"))
+}
+
+/// Where the operator reaches etcd in the pod: `http://POD_IP:2379`
+/// (IPv6 in brackets), `None` until the pod has an IP.
+pub fn pod_url(pod: &Pod) -> Option<String> {
+    let status = pod.status.as_ref()?;
+    let listed = status.pod_ips.iter().flatten().map(|p| p.ip.as_str());
+    let ip = status.pod_ip.as_deref().into_iter().chain(listed);
+    let ip = ip.map(str::trim).find(|ip| !ip.is_empty())?;
+    Some(http_url(ip, CLIENT_PORT))
 }
 
 /// A pod whose Ready condition is true.
@@ -155,6 +166,7 @@ fn member(
             version: config.version,
             bootstrap: config.bootstrap,
             started_at: pod.and_then(started_at),
+            call_url: pod.filter(|_| running).and_then(pod_url),
         },
         mark,
     })

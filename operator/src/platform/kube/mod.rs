@@ -17,6 +17,10 @@
 //!   [`FIELD_MANAGER`]; marks and relabels are merge patches.
 //! * The record is a ConfigMap `CLUSTER-etcd-operator`; the status is
 //!   applied to the resource's status subresource.
+//! * Members advertise (and the status publishes) their DNS names through
+//!   the headless Service, but the operator calls them at their pod IPs
+//!   ([`members::pod_url`]): CoreDNS caches answers, "not found" included,
+//!   for 30 s, so a re-created pod would be reached late by name.
 
 pub mod config;
 pub mod error;

@@ -246,6 +246,7 @@ impl Platform for LocalPlatform {
                     .started_at
                     .as_deref()
                     .and_then(|t| humantime::parse_rfc3339_weak(t).ok()),
+                call_url: Some(record.addr.client_url.clone()),
                 addr: record.addr,
             });
         }

@@ -119,6 +119,13 @@ impl Seen {
         self
     }
 
+    /// The pod has the IP `ip` (as `podIP` and `podIPs`).
+    pub fn ip(mut self, ip: &str) -> Seen {
+        self.0["status"]["podIP"] = json!(ip);
+        self.0["status"]["podIPs"] = json!([{"ip": ip}]);
+        self
+    }
+
     /// The pod is in `phase`.
     pub fn phase(mut self, phase: &str) -> Seen {
         self.0["status"]["phase"] = json!(phase);

@@ -121,3 +121,48 @@ fn an_unreadable_config_is_an_error_naming_the_object() {
         "{e}"
     );
 }
+
+#[test]
+fn the_operator_calls_a_running_pod_at_its_ip() {
+    let claim = Seen::claim("demo-0", "3.5.1").started();
+    let ready = Seen::pod("demo-0", "3.5.1", Persistent).ready();
+    let f = one(
+        &[ready.clone().ip("10.244.1.7")],
+        std::slice::from_ref(&claim),
+    );
+    assert_eq!(f.member.call_url.as_deref(), Some("http://10.244.1.7:2379"));
+    assert_eq!(
+        f.member.addr.client_url, "http://demo-0.demo.default.svc:2379",
+        "the published client URL stays the DNS name"
+    );
+    let f = one(
+        &[ready.clone().ip("fd00:10:244::7")],
+        std::slice::from_ref(&claim),
+    );
+    assert_eq!(
+        f.member.call_url.as_deref(),
+        Some("http://[fd00:10:244::7]:2379")
+    );
+    // Pending without an IP, or on its way out: not called at all.
+    let pending = Seen::pod("demo-0", "3.5.1", Persistent);
+    let f = one(&[pending], std::slice::from_ref(&claim));
+    assert!(f.member.running);
+    assert_eq!(f.member.call_url, None);
+    let f = one(&[ready.ip("10.244.1.7").terminating()], &[claim]);
+    assert_eq!(f.member.call_url, None);
+}
+
+#[test]
+fn urls_of_ips_and_names() {
+    use crate::platform::http_url;
+    assert_eq!(http_url("10.0.0.1", 2379), "http://10.0.0.1:2379");
+    assert_eq!(http_url("fd00::1", 2379), "http://[fd00::1]:2379");
+    assert_eq!(
+        http_url("::ffff:10.0.0.1", 2379),
+        "http://[::ffff:10.0.0.1]:2379"
+    );
+    assert_eq!(
+        http_url("demo-0.demo.default.svc", 2379),
+        "http://demo-0.demo.default.svc:2379"
+    );
+}
