@@ -103,7 +103,7 @@ pub async fn observe<P: Platform>(
         let runtime = Runtime {
             running: m.running,
             has_data: m.has_data,
-            crash_looping: crash_looping.contains(&m.addr.name),
+            crash_looping: m.crash_looping || crash_looping.contains(&m.addr.name),
             version: m.version,
             bootstrap: m.bootstrap,
         };

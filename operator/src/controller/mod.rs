@@ -356,21 +356,28 @@ impl<P: Platform> Cluster<P> {
     }
 
     /// A line for status about members failing at start, with the reason
-    /// from their log.
-    async fn failing_note(&self) -> Option<String> {
+    /// from their log, and members not ready for a reason the platform
+    /// reports (a pod stuck Pending, a container the kubelet restarts).
+    async fn failing_note(&self, obs: &Observation) -> Option<String> {
         let failing = self.crashes.failing();
-        if failing.is_empty() {
-            return None;
-        }
         let mut parts = Vec::new();
-        for (member, n) in failing {
-            let hint = self.platform.failure_hint(&self.name, &member).await;
+        for (member, n) in &failing {
+            let hint = self.platform.failure_hint(&self.name, member).await;
             let why = hint.map(|h| format!(": {h}")).unwrap_or_default();
             parts.push(format!(
                 "member {member} failed {n} time(s) right after start{why}"
             ));
         }
-        Some(parts.join("; "))
+        let troubled = obs.platform.iter().filter_map(|p| {
+            let name = &p.addr.name;
+            let problem = p.problem.as_ref()?;
+            let ready = obs.members.iter().any(|m| &m.name == name && m.ready);
+            (!ready && !failing.iter().any(|(f, _)| f == name)).then_some((name, problem))
+        });
+        for (member, problem) in troubled {
+            parts.push(format!("member {member}: {problem}"));
+        }
+        (!parts.is_empty()).then(|| parts.join("; "))
     }
 
     /// Backoff after errors: 100 ms doubling to 2 s.
@@ -417,7 +424,7 @@ impl<P: Platform> Cluster<P> {
     }
 
     async fn publish(&mut self, obs: &Observation, step: Option<&Step>) {
-        let failing = self.failing_note().await;
+        let failing = self.failing_note(obs).await;
         let previous = self.published.as_ref().map(|(s, _)| s);
         let resource = status::build(self, obs, step, previous, failing);
         let Some(status) = resource.status.clone() else {

@@ -141,6 +141,19 @@ pub struct PlatformMember {
     /// while it cannot be reached (a pod without an IP yet). The published
     /// status keeps `addr.client_url`.
     pub call_url: Option<String>,
+    /// The platform restarts the member by itself (the kubelet does, on
+    /// Kubernetes) and it keeps failing right after start: reported as not
+    /// running, and its data is not trusted, as the controller's own
+    /// crash-loop rule decides for members it restarts itself. Always
+    /// false locally, where the controller restarts members and counts
+    /// their exits.
+    pub crash_looping: bool,
+    /// What keeps it from running or getting ready, as the platform sees
+    /// it (on Kubernetes: a pod that cannot be scheduled, an image that
+    /// cannot be pulled, a container in CrashLoopBackOff and its last
+    /// termination message). `None` locally, where a member failing at
+    /// start has its log read instead ([`Platform::failure_hint`]).
+    pub problem: Option<String>,
 }
 
 /// `http://HOST:PORT` for an IP address or a host name; IPv6 addresses in

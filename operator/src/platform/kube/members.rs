@@ -3,15 +3,15 @@
 //! Pure: what needs a write (the started mark) is returned, not done.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 
 use super::Error;
 use super::config::{StoredConfig, started};
-use super::pod::{CONTAINER, DATA_VOLUME};
+use super::trouble::{crash_looping, etcd_container, problem, to_system_time, uses_empty_dir};
 use crate::crd::LABEL_MEMBER;
 use crate::platform::local::addr::CLIENT_PORT;
 use crate::platform::{PlatformMember, http_url};
@@ -40,10 +40,18 @@ pub fn owned_by(meta: &ObjectMeta, uid: &str) -> bool {
     meta.owner_references.iter().flatten().any(|o| o.uid == uid)
 }
 
-/// A pod that runs or will (not being deleted, not failed or done).
-pub fn pod_running(pod: &Pod) -> bool {
+/// A pod that is there: not being deleted, not failed or done (it runs,
+/// or will, or the kubelet restarts it).
+fn pod_alive(pod: &Pod) -> bool {
     let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
     pod.metadata.deletion_timestamp.is_none() && !matches!(phase, Some("Failed" | "Succeeded"))
+}
+
+/// A pod that runs or will: alive, and not crash looping (see
+/// [`super::trouble`]); a crash-looping pod is deleted before its member
+/// is started again.
+pub fn pod_running(pod: &Pod) -> bool {
+    pod_alive(pod) && !crash_looping(pod)
 }
 
 /// Where the operator reaches etcd in the pod: `http://POD_IP:2379`
@@ -65,27 +73,11 @@ pub fn pod_ready(pod: &Pod) -> bool {
         .any(|c| c.type_ == "Ready" && c.status == "True")
 }
 
-/// Whether the pod's data volume is an emptyDir.
-fn uses_empty_dir(pod: &Pod) -> bool {
-    let volumes = pod.spec.as_ref().and_then(|s| s.volumes.as_ref());
-    let mut volumes = volumes.into_iter().flatten();
-    volumes.any(|v| v.name == DATA_VOLUME && v.empty_dir.is_some())
-}
-
-fn to_system_time(t: &Time) -> Option<SystemTime> {
-    let ms = u64::try_from(t.0.as_millisecond()).ok()?;
-    Some(UNIX_EPOCH + Duration::from_millis(ms))
-}
-
 /// When etcd last started in the pod (its container, else the pod).
 fn started_at(pod: &Pod) -> Option<SystemTime> {
     let status = pod.status.as_ref()?;
-    let container = status
-        .container_statuses
-        .iter()
-        .flatten()
-        .find(|c| c.name == CONTAINER)
-        .and_then(|c| c.state.as_ref()?.running.as_ref()?.started_at.as_ref());
+    let container =
+        etcd_container(pod).and_then(|c| c.state.as_ref()?.running.as_ref()?.started_at.as_ref());
     container
         .or(status.start_time.as_ref())
         .and_then(to_system_time)
@@ -130,6 +122,7 @@ fn member(
         None => None,
     };
     let running = pod.is_some_and(pod_running);
+    let looping = pod.is_some_and(|p| pod_alive(p) && crash_looping(p));
     // The version it runs while its pod runs, else the one it will run.
     let config = match (&pod_config, &claim_config) {
         (Some(p), _) if running => p,
@@ -167,6 +160,8 @@ fn member(
             bootstrap: config.bootstrap,
             started_at: pod.and_then(started_at),
             call_url: pod.filter(|_| running).and_then(pod_url),
+            crash_looping: looping,
+            problem: pod.filter(|_| !ready).and_then(problem),
         },
         mark,
     })

@@ -21,6 +21,10 @@
 //!   the headless Service, but the operator calls them at their pod IPs
 //!   ([`members::pod_url`]): CoreDNS caches answers, "not found" included,
 //!   for 30 s, so a re-created pod would be reached late by name.
+//! * The kubelet restarts a failing etcd in place; [`trouble`] reads the
+//!   pod's status for a crash loop (the member is then not running and its
+//!   data not trusted, as the controller judges members it restarts
+//!   itself) and for why a pod is stuck (unschedulable, image pull).
 
 pub mod config;
 pub mod error;
@@ -28,6 +32,7 @@ pub mod members;
 pub mod objects;
 pub mod pod;
 mod shared;
+pub mod trouble;
 mod writes;
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 /// line, else the last zap line at error level or above ("message:
 /// error"), else the last plain line that is not part of a stack trace
 /// (flag errors are printed that way).
-pub(super) fn failure_hint(log: &str) -> Option<String> {
+pub(crate) fn failure_hint(log: &str) -> Option<String> {
     let lines: Vec<&str> = log
         .lines()
         .map(str::trim_end)

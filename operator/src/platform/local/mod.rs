@@ -7,7 +7,7 @@
 
 pub mod addr;
 pub mod binaries;
-mod hints;
+pub(crate) mod hints;
 pub mod layout;
 pub mod process;
 mod state;
@@ -247,6 +247,8 @@ impl Platform for LocalPlatform {
                     .as_deref()
                     .and_then(|t| humantime::parse_rfc3339_weak(t).ok()),
                 call_url: Some(record.addr.client_url.clone()),
+                crash_looping: false,
+                problem: None,
                 addr: record.addr,
             });
         }

@@ -199,6 +199,11 @@ impl Fake {
         lock(&self.store).contains_key(path)
     }
 
+    /// The object at `path`.
+    pub fn get(&self, path: &str) -> Option<Value> {
+        lock(&self.store).get(path).cloned()
+    }
+
     /// Takes the object at `path` away.
     pub fn remove(&self, path: &str) -> Option<Value> {
         lock(&self.store).remove(path)

@@ -85,13 +85,13 @@ pub struct Seen(pub Value);
 impl Seen {
     /// Member `name`'s pod, scheduled, not ready.
     pub fn pod(name: &str, version: &str, storage: StoragePolicy) -> Seen {
-        let pod = member_pod(
-            "demo",
-            &stored(name, version),
-            storage,
-            DEFAULT_IMAGE,
-            &owner(),
-        );
+        Seen::pod_of(&stored(name, version), storage)
+    }
+
+    /// The pod of the member `config` records, scheduled, not ready.
+    pub fn pod_of(config: &StoredConfig, storage: StoragePolicy) -> Seen {
+        let name = &config.addr.name;
+        let pod = member_pod("demo", config, storage, DEFAULT_IMAGE, &owner());
         let mut v = serde_json::to_value(pod).expect("pod");
         v["metadata"]["uid"] = json!(format!("pod-{name}"));
         v["metadata"]["namespace"] = json!("default");
@@ -101,7 +101,14 @@ impl Seen {
 
     /// Member `name`'s volume claim, bound, never started.
     pub fn claim(name: &str, version: &str) -> Seen {
-        let claim = data_claim("demo", &stored(name, version), &owner());
+        Seen::claim_of(&stored(name, version))
+    }
+
+    /// The volume claim of the member `config` records, bound, never
+    /// started.
+    pub fn claim_of(config: &StoredConfig) -> Seen {
+        let name = &config.addr.name;
+        let claim = data_claim("demo", config, &owner());
         let mut v = serde_json::to_value(claim).expect("claim");
         v["metadata"]["uid"] = json!(format!("claim-{name}"));
         v["metadata"]["namespace"] = json!("default");
@@ -123,6 +130,57 @@ impl Seen {
     pub fn ip(mut self, ip: &str) -> Seen {
         self.0["status"]["podIP"] = json!(ip);
         self.0["status"]["podIPs"] = json!([{"ip": ip}]);
+        self
+    }
+
+    /// The pod runs, not ready: etcd failed `restarts` times, the last run
+    /// lasting `ran_secs` and ending with `exit_code` and `message` (the
+    /// termination message), and the kubelet holds off the next restart.
+    pub fn crash_loop(
+        mut self,
+        restarts: i32,
+        exit_code: i32,
+        ran_secs: u32,
+        message: &str,
+    ) -> Seen {
+        self.0["status"]["phase"] = json!("Running");
+        self.0["status"]["conditions"] = json!([
+            {"type": "PodScheduled", "status": "True"},
+            {"type": "Ready", "status": "False", "reason": "ContainersNotReady"},
+        ]);
+        self.0["status"]["containerStatuses"] = json!([{
+            "name": "etcd", "image": "quay.io/coreos/etcd:v3.5.1", "imageID": "",
+            "ready": false, "restartCount": restarts,
+            "state": {"waiting": {
+                "reason": "CrashLoopBackOff",
+                "message": "back-off 40s restarting failed container=etcd pod=demo-2_default(x)",
+            }},
+            "lastState": {"terminated": {
+                "exitCode": exit_code, "reason": "Error", "message": message,
+                "startedAt": "2026-01-01T00:00:00Z",
+                "finishedAt": format!("2026-01-01T00:{:02}:{:02}Z", ran_secs / 60, ran_secs % 60),
+            }},
+        }]);
+        self
+    }
+
+    /// The etcd container waits (it never ran) for `reason`.
+    pub fn waiting(mut self, reason: &str, message: &str) -> Seen {
+        self.0["status"]["conditions"] = json!([{"type": "PodScheduled", "status": "True"}]);
+        self.0["status"]["containerStatuses"] = json!([{
+            "name": "etcd", "image": "quay.io/coreos/etcd:v3.5.1", "imageID": "",
+            "ready": false, "restartCount": 0,
+            "state": {"waiting": {"reason": reason, "message": message}},
+        }]);
+        self
+    }
+
+    /// The scheduler cannot place the pod.
+    pub fn unschedulable(mut self, message: &str) -> Seen {
+        self.0["status"]["conditions"] = json!([{
+            "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+            "message": message,
+        }]);
         self
     }
 

@@ -166,3 +166,122 @@ fn urls_of_ips_and_names() {
         "http://demo-0.demo.default.svc:2379"
     );
 }
+
+const FATAL: &str = "{\"level\":\"info\",\"msg\":\"starting\"}\n\
+    {\"level\":\"fatal\",\"msg\":\"failed to recover v3 backend from snapshot\",\"error\":\"database file (/var/lib/etcd/data/member/snap/db) of the backend is missing\"}\n";
+
+#[test]
+fn a_persistent_member_crash_loops_after_three_fast_failures() {
+    let claim = Seen::claim("demo-2", "3.5.1").started();
+    let pod = |restarts| {
+        Seen::pod("demo-2", "3.5.1", Persistent)
+            .crash_loop(restarts, 1, 1, FATAL)
+            .ip("10.244.1.9")
+    };
+    let f = one(&[pod(2)], std::slice::from_ref(&claim));
+    assert!(
+        f.member.running && !f.member.crash_looping,
+        "the kubelet retries"
+    );
+    let problem = f.member.problem.expect("a problem");
+    assert_eq!(
+        problem,
+        "CrashLoopBackOff: restarted 2 time(s), last exit code 1: failed to recover v3 backend \
+         from snapshot: database file (/var/lib/etcd/data/member/snap/db) of the backend is \
+         missing"
+    );
+    let f = one(&[pod(3)], std::slice::from_ref(&claim));
+    assert!(!f.member.running && f.member.crash_looping, "{f:?}");
+    assert!(
+        f.member.has_data,
+        "the claim is still there: the plan decides"
+    );
+    assert_eq!(f.member.call_url, None);
+    assert!(
+        f.member
+            .problem
+            .is_some_and(|p| p.starts_with("CrashLoopBackOff: restarted 3"))
+    );
+}
+
+#[test]
+fn slow_failures_and_kills_are_no_crash_loop() {
+    let claim = Seen::claim("demo-2", "3.5.1").started();
+    for (exit, ran) in [(1, 600), (137, 1), (143, 1)] {
+        let pod = Seen::pod("demo-2", "3.5.1", Persistent).crash_loop(9, exit, ran, "");
+        let f = one(&[pod], std::slice::from_ref(&claim));
+        assert!(
+            f.member.running && !f.member.crash_looping,
+            "exit {exit} after {ran} s"
+        );
+        let problem = f.member.problem.expect("a problem");
+        assert_eq!(
+            problem,
+            format!("CrashLoopBackOff: restarted 9 time(s), last exit code {exit}")
+        );
+    }
+}
+
+#[test]
+fn an_empty_dir_member_in_crash_loop_back_off_is_down() {
+    let pod = Seen::pod("demo-0", "3.5.1", Ephemeral)
+        .started()
+        .crash_loop(1, 1, 1, "panic: boom\n\ngoroutine 1 [running]:\n");
+    let f = one(&[pod], &[]);
+    assert!(!f.member.running && f.member.crash_looping && !f.member.has_data);
+    assert_eq!(
+        f.member.problem.as_deref(),
+        Some("CrashLoopBackOff: restarted 1 time(s), last exit code 1: panic: boom")
+    );
+}
+
+#[test]
+fn pods_stuck_pending_say_why() {
+    let claim = Seen::claim("demo-0", "3.5.1");
+    let message = "0/1 nodes are available: pod has unbound immediate PersistentVolumeClaims.";
+    let f = one(
+        &[Seen::pod("demo-0", "3.5.1", Persistent).unschedulable(message)],
+        std::slice::from_ref(&claim),
+    );
+    assert!(f.member.running, "it will run once scheduled");
+    assert_eq!(f.member.problem, Some(format!("Pending: {message}")));
+    for reason in ["ImagePullBackOff", "ErrImagePull"] {
+        let pull = "Back-off pulling image \"quay.io/coreos/etcd:v3.5.1\"";
+        let pod = Seen::pod("demo-0", "3.5.1", Persistent).waiting(reason, pull);
+        let f = one(&[pod], std::slice::from_ref(&claim));
+        assert!(f.member.running && !f.member.crash_looping);
+        assert_eq!(f.member.problem, Some(format!("{reason}: {pull}")));
+    }
+    let creating = Seen::pod("demo-0", "3.5.1", Persistent).waiting("ContainerCreating", "");
+    assert_eq!(
+        one(&[creating], std::slice::from_ref(&claim))
+            .member
+            .problem,
+        None
+    );
+    let ready = Seen::pod("demo-0", "3.5.1", Persistent).ready();
+    assert_eq!(one(&[ready], &[claim]).member.problem, None);
+}
+
+#[test]
+fn a_long_termination_message_is_cut() {
+    let long = "x".repeat(5000);
+    let pod = Seen::pod("demo-0", "3.5.1", Persistent).crash_loop(1, 2, 1, &long);
+    let f = one(&[pod], &[]);
+    let problem = f.member.problem.expect("a problem");
+    assert!(problem.chars().count() <= 303, "{}", problem.len());
+    assert!(problem.ends_with("..."));
+}
+
+#[test]
+fn an_evicted_pod_says_so() {
+    let mut pod = Seen::pod("demo-0", "3.5.1", Persistent).phase("Failed");
+    pod.0["status"]["reason"] = "Evicted".into();
+    pod.0["status"]["message"] = "The node was low on resource: ephemeral-storage.".into();
+    let f = one(&[pod], &[Seen::claim("demo-0", "3.5.1").started()]);
+    assert!(!f.member.running && !f.member.crash_looping);
+    assert_eq!(
+        f.member.problem.as_deref(),
+        Some("Failed: Evicted: The node was low on resource: ephemeral-storage.")
+    );
+}

@@ -1,0 +1,186 @@
+//! Members the kubelet cannot run, against the fake API server: one pass
+//! of `Cluster<KubePlatform>` says why in the status's Degraded condition,
+//! and a crash-looping member without quorum is re-created in place (its
+//! pod deleted and applied again), not started over and over as a pod that
+//! still "runs".
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::Method;
+use kube::Resource;
+use serde_json::Value;
+
+use super::fake::{Fake, fake};
+use super::fixtures::{Seen, platform_for, resource};
+use super::rbac::{clusters_path, collection};
+use crate::controller::Cluster;
+use crate::controller::kube::spec_state;
+use crate::crd::{EtcdCluster, StoragePolicy::Persistent};
+use crate::etcd::Clients;
+use crate::plan::{Step, Wait};
+use crate::platform::ClusterRecord;
+use crate::platform::kube::objects::record_config_map;
+
+/// etcd's log tail as the kubelet keeps it (`FallbackToLogsOnError`).
+pub(super) const FATAL: &str = "{\"level\":\"info\",\"msg\":\"starting an etcd server\"}\n\
+    {\"level\":\"fatal\",\"msg\":\"discovery failed\",\"error\":\"member 8e9e05c52164694d has already been bootstrapped\"}\n";
+
+pub(super) fn resource_path() -> String {
+    format!("{}/demo", clusters_path())
+}
+
+/// The resource in the store, so its status can be read back.
+pub(super) fn put_resource(fake: &Fake, r: &EtcdCluster) {
+    fake.put(clusters_path(), serde_json::to_value(r).expect("json"));
+}
+
+/// The record of a cluster that formed with demo-0..2.
+pub(super) fn put_record(fake: &Fake, r: &EtcdCluster, initial: Vec<crate::platform::MemberAddr>) {
+    let record = ClusterRecord {
+        token: "demo-token".into(),
+        bootstrapped: true,
+        next_index: 3,
+        initial,
+        generation: 1,
+        spec_json: serde_json::to_string(&r.spec).expect("json"),
+        last_voters: 3,
+        ..ClusterRecord::default()
+    };
+    let owner = r.controller_owner_ref(&()).expect("owner");
+    let json = serde_json::to_string(&record).expect("json");
+    let cm = record_config_map("demo", json, &owner);
+    fake.put(
+        &collection("configmaps"),
+        serde_json::to_value(cm).expect("json"),
+    );
+}
+
+/// The published condition of `type_`.
+pub(super) fn condition(fake: &Fake, type_: &str) -> Value {
+    let r = fake.get(&resource_path()).expect("the resource");
+    let conditions = r["status"]["conditions"].as_array().cloned();
+    conditions
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == type_)
+        .unwrap_or_else(|| panic!("no {type_} condition in {:#}", r["status"]))
+}
+
+#[tokio::test]
+async fn members_stuck_pending_or_crashing_say_why_in_status() {
+    let (client, fake) = fake();
+    let r = resource(3, "3.5.1", Persistent);
+    put_resource(&fake, &r);
+    let unbound = "0/1 nodes are available: pod has unbound immediate PersistentVolumeClaims. \
+                   preemption: 0/1 nodes are available: 1 Preemption is not helpful for \
+                   scheduling.";
+    let pull = "Back-off pulling image \"quay.io/coreos/etcd:v3.5.1\"";
+    let pods = [
+        Seen::pod("demo-0", "3.5.1", Persistent).unschedulable(unbound),
+        Seen::pod("demo-1", "3.5.1", Persistent).waiting("ImagePullBackOff", pull),
+        Seen::pod("demo-2", "3.5.1", Persistent)
+            .crash_loop(2, 1, 1, FATAL)
+            .ip("10.244.0.12"),
+    ];
+    for (i, pod) in pods.into_iter().enumerate() {
+        fake.put(&collection("pods"), pod.json());
+        let claim = Seen::claim(&format!("demo-{i}"), "3.5.1");
+        fake.put(&collection("persistentvolumeclaims"), claim.json());
+    }
+    let platform = Arc::new(platform_for(client, &r));
+    // Nothing answers at 10.244.0.12 here; a short timeout keeps the pass short.
+    let clients = Arc::new(Clients::new(Duration::from_millis(200)));
+    let mut cluster = Cluster::new("demo", platform, clients, None, spec_state(&r))
+        .await
+        .expect("the cluster");
+    let out = cluster.reconcile().await;
+    assert_eq!(
+        out.step,
+        Some(Step::Wait(Wait::Forming)),
+        "every member has a pod: nothing to do but wait"
+    );
+    let degraded = condition(&fake, "Degraded");
+    assert_eq!(degraded["status"], "True");
+    assert_eq!(degraded["reason"], "MemberFailing");
+    let message = degraded["message"].as_str().expect("a message");
+    for want in [
+        format!("member demo-0: Pending: {unbound}"),
+        format!("member demo-1: ImagePullBackOff: {pull}"),
+        "member demo-2: CrashLoopBackOff: restarted 2 time(s), last exit code 1: discovery \
+         failed: member 8e9e05c52164694d has already been bootstrapped"
+            .to_string(),
+    ] {
+        assert!(message.contains(&want), "{want}\nnot in\n{message}");
+    }
+}
+
+#[tokio::test]
+async fn without_quorum_a_crash_looping_member_is_re_created_in_place() {
+    let (client, fake) = fake();
+    let r = resource(3, "3.5.1", Persistent);
+    put_resource(&fake, &r);
+    let initial = (0..3)
+        .map(|i| super::fixtures::stored(&format!("demo-{i}"), "3.5.1").addr)
+        .collect();
+    put_record(&fake, &r, initial);
+    // The others run, but nothing answers at their IPs: no quorum.
+    let nobody = crate::platform::local::addr::allocate("kube-trouble-nobody", &HashSet::new())
+        .expect("a free loopback address")
+        .to_string();
+    for i in 0..2 {
+        let name = format!("demo-{i}");
+        let pod = Seen::pod(&name, "3.5.1", Persistent).ready().ip(&nobody);
+        fake.put(&collection("pods"), pod.json());
+        let claim = Seen::claim(&name, "3.5.1").started();
+        fake.put(&collection("persistentvolumeclaims"), claim.json());
+    }
+    let looping = Seen::pod("demo-2", "3.5.1", Persistent)
+        .started()
+        .crash_loop(3, 1, 1, FATAL)
+        .ip("10.244.0.12");
+    fake.put(&collection("pods"), looping.json());
+    let claim = Seen::claim("demo-2", "3.5.1").started();
+    fake.put(&collection("persistentvolumeclaims"), claim.json());
+
+    let platform = Arc::new(platform_for(client, &r));
+    let clients = Arc::new(Clients::new(Duration::from_millis(200)));
+    let mut cluster = Cluster::new("demo", platform, clients, None, spec_state(&r))
+        .await
+        .expect("the cluster");
+    let out = cluster.reconcile().await;
+    // Without quorum three fast failures do not condemn a member's data:
+    // it is started again in place.
+    assert_eq!(
+        out.step,
+        Some(Step::Start {
+            member: "demo-2".into()
+        })
+    );
+    let pod_path = format!("{}/demo-2", collection("pods"));
+    let deleted = fake
+        .requests()
+        .iter()
+        .any(|s| s.method == Method::DELETE && s.path == pod_path);
+    assert!(deleted, "the crash-looping pod was deleted");
+    let pod = fake.get(&pod_path).expect("a new pod");
+    assert!(
+        pod["status"].is_null(),
+        "the pod is the new one, not yet seen by a kubelet: {:#}",
+        pod["status"]
+    );
+    assert!(
+        fake.has(&format!(
+            "{}/demo-2-data",
+            collection("persistentvolumeclaims")
+        )),
+        "its claim stays"
+    );
+    let degraded = condition(&fake, "Degraded");
+    let message = degraded["message"].as_str().expect("a message");
+    assert!(
+        message.contains("member demo-2: CrashLoopBackOff: restarted 3 time(s)"),
+        "{message}"
+    );
+}
