@@ -273,31 +273,41 @@ fn unreachable_a(phases: [&str; 3]) -> Vec<Value> {
         .collect()
 }
 
-#[tokio::test]
-async fn leader_target_takes_the_leader_from_the_status_when_pod_ips_do_not_answer() {
-    let cfg = config(FaultKind::Kill, Target::Leader, 1);
-    let pods = list("PodList", unreachable_a(["Running"; 3]));
-    let (r, log) = run_mocked(cfg, None, |mut s| async move {
-        let status = || published("a", 3, Some(2), SystemTime::now());
-        s.get(&pods_uri(MEMBERS), pods.clone()).await;
-        s.get(&pods_uri(&in_clusters("a")), pods.clone()).await;
-        s.etcdcluster("a", status()).await;
-        // Tick 0: the status names a-2, which runs: its pod is deleted.
-        s.get(&pods_uri(MEMBERS), pods.clone()).await;
-        s.get(&pods_uri(&in_clusters("a")), pods).await;
-        s.etcdcluster("a", status()).await;
-        let uri = format!("/api/v1/namespaces/{NS}/pods/a-2?");
+/// Runs the monkey for one fault while the pods' IPs do not answer and the
+/// published status names a-`leader`: the check before tick 0 and tick 0
+/// each list the pods and read the status; tick 0 deletes `victim`.
+async fn one_kill_with_the_status(
+    cfg: Config,
+    pods: Value,
+    leader: usize,
+    victim: String,
+) -> (Result<chaos_monkey::Summary, Error>, chaos_monkey::FaultLog) {
+    run_mocked(cfg, None, |mut s| async move {
+        let status = || published("a", 3, Some(leader), SystemTime::now());
+        for _ in 0..2 {
+            s.get(&pods_uri(MEMBERS), pods.clone()).await;
+            s.get(&pods_uri(&in_clusters("a")), pods.clone()).await;
+            s.etcdcluster("a", status()).await;
+        }
+        let uri = format!("/api/v1/namespaces/{NS}/pods/{victim}?");
         s.expect(
             Method::DELETE,
             &uri,
-            Some(grace0("a-2")),
+            Some(grace0(&victim)),
             StatusCode::OK,
-            pod("a", "a-2", "Running"),
+            pod("a", &victim, "Running"),
         )
         .await;
         s.done().await;
     })
-    .await;
+    .await
+}
+
+#[tokio::test]
+async fn leader_target_takes_the_leader_from_the_status_when_pod_ips_do_not_answer() {
+    let cfg = config(FaultKind::Kill, Target::Leader, 1);
+    let pods = list("PodList", unreachable_a(["Running"; 3]));
+    let (r, log) = one_kill_with_the_status(cfg, pods, 2, "a-2".into()).await;
     assert_eq!(r.expect("run").stop, Stop::MaxFaults);
     assert_eq!(log.records().len(), 1);
     let rec = &log.records()[0];
@@ -336,26 +346,7 @@ async fn follower_target_takes_followers_from_the_status() {
     assert_ne!(victim, "a-1");
     let v = victim.clone();
     let pods = list("PodList", unreachable_a(["Running"; 3]));
-    let (r, log) = run_mocked(cfg, None, |mut s| async move {
-        let status = || published("a", 3, Some(1), SystemTime::now());
-        s.get(&pods_uri(MEMBERS), pods.clone()).await;
-        s.get(&pods_uri(&in_clusters("a")), pods.clone()).await;
-        s.etcdcluster("a", status()).await;
-        s.get(&pods_uri(MEMBERS), pods.clone()).await;
-        s.get(&pods_uri(&in_clusters("a")), pods).await;
-        s.etcdcluster("a", status()).await;
-        let uri = format!("/api/v1/namespaces/{NS}/pods/{v}?");
-        s.expect(
-            Method::DELETE,
-            &uri,
-            Some(grace0(&v)),
-            StatusCode::OK,
-            pod("a", &v, "Running"),
-        )
-        .await;
-        s.done().await;
-    })
-    .await;
+    let (r, log) = one_kill_with_the_status(cfg, pods, 1, v).await;
     r.expect("run");
     let rec = &log.records()[0];
     assert_eq!(
@@ -394,26 +385,7 @@ async fn a_stale_status_leader_that_is_down_makes_no_roles() {
     let victim = random_victim(&cfg, [true, false, true]);
     let v = victim.clone();
     let pods = list("PodList", unreachable_a(["Running", "Pending", "Running"]));
-    let (r, log) = run_mocked(cfg, None, |mut s| async move {
-        let status = || published("a", 3, Some(1), SystemTime::now());
-        s.get(&pods_uri(MEMBERS), pods.clone()).await;
-        s.get(&pods_uri(&in_clusters("a")), pods.clone()).await;
-        s.etcdcluster("a", status()).await;
-        s.get(&pods_uri(MEMBERS), pods.clone()).await;
-        s.get(&pods_uri(&in_clusters("a")), pods).await;
-        s.etcdcluster("a", status()).await;
-        let uri = format!("/api/v1/namespaces/{NS}/pods/{v}?");
-        s.expect(
-            Method::DELETE,
-            &uri,
-            Some(grace0(&v)),
-            StatusCode::OK,
-            pod("a", &v, "Running"),
-        )
-        .await;
-        s.done().await;
-    })
-    .await;
+    let (r, log) = one_kill_with_the_status(cfg, pods, 1, v).await;
     r.expect("run");
     let rec = &log.records()[0];
     assert_eq!(
