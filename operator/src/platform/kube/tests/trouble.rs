@@ -68,6 +68,13 @@ pub(super) fn condition(fake: &Fake, type_: &str) -> Value {
         .unwrap_or_else(|| panic!("no {type_} condition in {:#}", r["status"]))
 }
 
+/// A loopback address where nothing listens (tests use loopback only).
+fn nobody() -> String {
+    crate::platform::local::addr::allocate("kube-trouble-nobody", &HashSet::new())
+        .expect("a free loopback address")
+        .to_string()
+}
+
 #[tokio::test]
 async fn members_stuck_pending_or_crashing_say_why_in_status() {
     let (client, fake) = fake();
@@ -82,7 +89,7 @@ async fn members_stuck_pending_or_crashing_say_why_in_status() {
         Seen::pod("demo-1", "3.5.1", Persistent).waiting("ImagePullBackOff", pull),
         Seen::pod("demo-2", "3.5.1", Persistent)
             .crash_loop(2, 1, 1, FATAL)
-            .ip("10.244.0.12"),
+            .ip(&nobody()),
     ];
     for (i, pod) in pods.into_iter().enumerate() {
         fake.put(&collection("pods"), pod.json());
@@ -90,7 +97,7 @@ async fn members_stuck_pending_or_crashing_say_why_in_status() {
         fake.put(&collection("persistentvolumeclaims"), claim.json());
     }
     let platform = Arc::new(platform_for(client, &r));
-    // Nothing answers at 10.244.0.12 here; a short timeout keeps the pass short.
+    // Nothing answers at the pods' IPs; a short timeout keeps the pass short.
     let clients = Arc::new(Clients::new(Duration::from_millis(200)));
     let mut cluster = Cluster::new("demo", platform, clients, None, spec_state(&r))
         .await
@@ -126,9 +133,7 @@ async fn without_quorum_a_crash_looping_member_is_re_created_in_place() {
         .collect();
     put_record(&fake, &r, initial);
     // The others run, but nothing answers at their IPs: no quorum.
-    let nobody = crate::platform::local::addr::allocate("kube-trouble-nobody", &HashSet::new())
-        .expect("a free loopback address")
-        .to_string();
+    let nobody = nobody();
     for i in 0..2 {
         let name = format!("demo-{i}");
         let pod = Seen::pod(&name, "3.5.1", Persistent).ready().ip(&nobody);
@@ -139,7 +144,7 @@ async fn without_quorum_a_crash_looping_member_is_re_created_in_place() {
     let looping = Seen::pod("demo-2", "3.5.1", Persistent)
         .started()
         .crash_loop(3, 1, 1, FATAL)
-        .ip("10.244.0.12");
+        .ip(&nobody);
     fake.put(&collection("pods"), looping.json());
     let claim = Seen::claim("demo-2", "3.5.1").started();
     fake.put(&collection("persistentvolumeclaims"), claim.json());
