@@ -22,7 +22,7 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use etcd_operator::etcd::Clients;
-use etcd_operator::platform::InitialState;
+use etcd_operator::member::InitialState;
 use etcd_operator::platform::local::process;
 use etcd_operator::testing::{Env, manifest};
 use support::{Hand, hand, row, until_healthy, usage};
@@ -53,7 +53,7 @@ async fn member_urls(env: &Env, cluster: &str, n: usize, since: Instant) -> Vec<
             .iter()
             .filter_map(|m| env.member(cluster, m))
             .filter(|r| r.process.is_some_and(|p| process::alive(&p)))
-            .map(|r| r.addr.client_url)
+            .map(|r| r.config.addr.client_url)
             .collect();
         if urls.len() == n {
             return urls;
@@ -148,7 +148,7 @@ async fn recovery_by_operator(clients: &Clients) -> (Vec<Duration>, Vec<Duration
             .into_iter()
             .find(|m| {
                 env.member("r", m)
-                    .is_some_and(|r| r.addr.client_url == urls[victim])
+                    .is_some_and(|r| r.config.addr.client_url == urls[victim])
             })
             .unwrap();
         let pid = env.member("r", &name).unwrap().process.unwrap();
@@ -167,7 +167,7 @@ async fn recovery_by_operator(clients: &Clients) -> (Vec<Duration>, Vec<Duration
             .into_iter()
             .find(|m| {
                 env.member("r", m)
-                    .is_some_and(|r| r.addr.client_url == urls[victim])
+                    .is_some_and(|r| r.config.addr.client_url == urls[victim])
             })
             .unwrap();
         let pid = env.member("r", &name).unwrap().process.unwrap();

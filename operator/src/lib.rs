@@ -12,6 +12,7 @@ pub mod crd;
 pub mod etcd;
 pub mod faults;
 pub mod manifest;
+pub mod member;
 pub mod observe;
 pub mod plan;
 pub mod platform;

@@ -6,6 +6,8 @@
 //! panics) stops them all. Every wait is bounded ([`WAIT`]) and polls a
 //! condition.
 
+use std::collections::HashSet;
+use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -35,6 +37,24 @@ pub struct Env {
 /// The workspace's etcd binaries (installed by ci/setup).
 pub fn binaries() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../.etcd")
+}
+
+/// The etcd server of `version` among [`binaries`].
+pub fn etcd_binary(version: &str) -> PathBuf {
+    let etcd = binaries().join(version).join("etcd");
+    assert!(
+        etcd.is_file(),
+        "no etcd {version} at {} (ci/setup installs 3.4.23 and 3.5.1)",
+        etcd.display()
+    );
+    etcd
+}
+
+/// A loopback address whose etcd ports are free, stable for `seed`, not in
+/// `taken`: for a test that starts etcd by hand, or needs an address where
+/// nothing answers.
+pub fn free_loopback(seed: &str, taken: &HashSet<Ipv4Addr>) -> Ipv4Addr {
+    crate::platform::local::addr::allocate(seed, taken).expect("a free loopback address")
 }
 
 /// A binary of this workspace built beside the running test (tests live in

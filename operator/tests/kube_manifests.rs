@@ -13,12 +13,11 @@ use std::process::Command;
 use etcd_operator::controller::SpecState;
 use etcd_operator::controller::kube::spec_state;
 use etcd_operator::crd::{EtcdCluster, StoragePolicy};
-use etcd_operator::platform::kube::StoredConfig;
+use etcd_operator::member::{InitialState, MemberAddr, MemberConfig};
 use etcd_operator::platform::kube::objects::{
     client_service, data_claim, disruption_budget, peer_service, record_config_map,
 };
 use etcd_operator::platform::kube::pod::{DEFAULT_IMAGE, member_pod};
-use etcd_operator::platform::{InitialState, MemberAddr};
 use kube::Resource;
 
 /// Kubernetes versions validated against.
@@ -115,9 +114,9 @@ fn resource() -> EtcdCluster {
     r
 }
 
-fn config(member: &str) -> StoredConfig {
+fn config(member: &str) -> MemberConfig {
     let url = |port: u16| format!("http://{member}.example.default.svc:{port}");
-    StoredConfig {
+    MemberConfig {
         addr: MemberAddr {
             name: member.into(),
             peer_url: url(2380),

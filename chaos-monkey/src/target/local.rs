@@ -87,7 +87,7 @@ impl Local {
                 .and_then(|t| humantime::parse_rfc3339_weak(t).ok());
             asks.push(Ask {
                 name: name.clone(),
-                url: running.then(|| record.addr.client_url.clone()),
+                url: running.then(|| record.config.addr.client_url.clone()),
             });
             members.push(Observed {
                 view: MemberView {

@@ -11,9 +11,9 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 use etcd_operator::faults::{self, FaultRecord};
+use etcd_operator::member::{InitialState, MemberAddr, MemberConfig};
 use etcd_operator::platform::local::layout::{Layout, MemberRecord, write_json};
 use etcd_operator::platform::local::process::{self, ProcessId};
-use etcd_operator::platform::{InitialState, MemberAddr};
 
 /// The longest any condition is waited for.
 pub const WAIT: Duration = Duration::from_secs(60);
@@ -212,18 +212,20 @@ impl FakeState {
     ) -> Option<ProcessId> {
         let id = running.then(|| self.spawn(Path::new("/bin/sleep"), &["300"]));
         let record = MemberRecord {
-            addr: MemberAddr {
-                name: member.into(),
-                // Nothing listens on port 1: roles come out unknown at once.
-                peer_url: "http://127.0.0.1:1".into(),
-                client_url: "http://127.0.0.1:1".into(),
+            config: MemberConfig {
+                addr: MemberAddr {
+                    name: member.into(),
+                    // Nothing listens on port 1: roles come out unknown at once.
+                    peer_url: "http://127.0.0.1:1".into(),
+                    client_url: "http://127.0.0.1:1".into(),
+                },
+                version: "3.4.23".parse().expect("version"),
+                bootstrap: true,
+                initial_cluster: String::new(),
+                initial_state: InitialState::New,
+                token: "test".into(),
             },
             ip: std::net::Ipv4Addr::LOCALHOST,
-            version: "3.4.23".parse().expect("version"),
-            bootstrap: true,
-            initial_cluster: String::new(),
-            initial_state: InitialState::New,
-            token: "test".into(),
             process: id,
             started_at: Some(humantime::format_rfc3339_millis(started).to_string()),
         };

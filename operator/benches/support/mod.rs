@@ -9,11 +9,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use etcd_operator::etcd::Clients;
+use etcd_operator::member::flags::{Listen, etcd_args};
+use etcd_operator::member::{InitialState, MemberAddr, MemberConfig};
 use etcd_operator::platform::local::addr;
-use etcd_operator::platform::local::etcd_args;
-use etcd_operator::platform::local::layout::MemberRecord;
 use etcd_operator::platform::local::process::{self, ProcessId};
-use etcd_operator::platform::{InitialState, MemberAddr};
 use etcd_operator::version::Version;
 
 /// The longest any benchmark step may take before it is reported as failed.
@@ -86,7 +85,7 @@ pub async fn until_healthy(clients: &Clients, urls: &[String], since: Instant) -
 
 /// A hand-run etcd member (the floor's side).
 pub struct Hand {
-    pub record: MemberRecord,
+    pub record: MemberConfig,
     pub data: PathBuf,
     pub log: PathBuf,
     pub process: Option<ProcessId>,
@@ -97,7 +96,7 @@ pub fn etcd_bin() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../.etcd/3.4.23/etcd")
 }
 
-/// A member record for a hand-run member.
+/// A hand-run member's config.
 pub fn hand(dir: &Path, seed: &str, name: &str, taken: &mut HashSet<std::net::Ipv4Addr>) -> Hand {
     let ip = addr::allocate(seed, taken).unwrap();
     taken.insert(ip);
@@ -107,16 +106,13 @@ pub fn hand(dir: &Path, seed: &str, name: &str, taken: &mut HashSet<std::net::Ip
         client_url: format!("http://{ip}:2379"),
     };
     Hand {
-        record: MemberRecord {
+        record: MemberConfig {
             addr,
-            ip,
             version: Version::new(3, 4, 23),
             bootstrap: true,
             initial_cluster: String::new(),
             initial_state: InitialState::New,
             token: "floor".into(),
-            process: None,
-            started_at: None,
         },
         data: dir.join(name).join("data"),
         log: dir.join(name).join("etcd.log"),
@@ -127,7 +123,7 @@ pub fn hand(dir: &Path, seed: &str, name: &str, taken: &mut HashSet<std::net::Ip
 impl Hand {
     pub fn start(&mut self) {
         std::fs::create_dir_all(&self.data).unwrap();
-        let args = etcd_args(&self.record, &self.data);
+        let args = etcd_args(&self.record, &self.data, Listen::Advertised);
         self.process = Some(process::spawn(&etcd_bin(), &args, &self.log).unwrap());
     }
 

@@ -120,10 +120,10 @@ async fn bootstrap<P: Platform>(
                     initial_state: InitialState::New,
                     token: c.record.token.clone(),
                     bootstrap: true,
-                    restore_from: restore_from.clone(),
                 };
                 c.crashes.started(&addr.name);
-                c.platform.create(&c.name, &config).await?;
+                let restore_from = restore_from.as_deref();
+                c.platform.create(&c.name, &config, restore_from).await?;
             }
         }
     }
@@ -175,10 +175,9 @@ async fn add_learner<P: Platform>(
         initial_state: InitialState::Existing,
         token: c.record.token.clone(),
         bootstrap: false,
-        restore_from: None,
     };
     c.crashes.started(&name);
-    Ok(c.platform.create(&c.name, &config).await?)
+    Ok(c.platform.create(&c.name, &config, None).await?)
 }
 
 /// `name=peerURL,...` for `--initial-cluster`.

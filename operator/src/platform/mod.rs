@@ -16,6 +16,7 @@ use std::time::SystemTime;
 use serde::{Deserialize, Serialize};
 
 use crate::crd::EtcdCluster;
+pub use crate::member::{InitialState, MemberAddr, MemberConfig};
 use crate::version::Version;
 
 pub mod kube;
@@ -76,47 +77,6 @@ impl Error {
 pub(crate) fn io_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
     let what = what.into();
     move |source| Error::Io { what, source }
-}
-
-/// A member's place in the network.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct MemberAddr {
-    /// Member name (etcd `--name`).
-    pub name: String,
-    /// URL peers use.
-    pub peer_url: String,
-    /// URL clients use.
-    pub client_url: String,
-}
-
-/// How a member joins its cluster the first time it starts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum InitialState {
-    /// Part of a static bootstrap.
-    New,
-    /// Added to a running cluster.
-    Existing,
-}
-
-/// Everything needed to create a member.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MemberConfig {
-    /// Name and URLs (from [`Platform::allocate`]).
-    pub addr: MemberAddr,
-    /// Version to run.
-    pub version: Version,
-    /// `--initial-cluster`: `name=peerURL` for every member.
-    pub initial_cluster: String,
-    /// `--initial-cluster-state`.
-    pub initial_state: InitialState,
-    /// `--initial-cluster-token`.
-    pub token: String,
-    /// One of the bootstrap members.
-    pub bootstrap: bool,
-    /// A snapshot to restore the member's data from before its first start.
-    pub restore_from: Option<PathBuf>,
 }
 
 /// A member as the platform sees it.
@@ -230,11 +190,13 @@ pub trait Platform: Send + Sync + 'static {
         cluster: &str,
         names: &[String],
     ) -> impl Future<Output = Result<Vec<MemberAddr>>> + Send;
-    /// Creates a member and starts it.
+    /// Creates a member and starts it; with `restore_from`, its data is
+    /// first restored from that snapshot.
     fn create(
         &self,
         cluster: &str,
         config: &MemberConfig,
+        restore_from: Option<&std::path::Path>,
     ) -> impl Future<Output = Result<()>> + Send;
     /// Starts a stopped member in place (with its data, if any).
     fn start(&self, cluster: &str, member: &str) -> impl Future<Output = Result<()>> + Send;

@@ -10,10 +10,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 
 use super::Error;
-use super::config::{StoredConfig, started};
+use super::config::{self, started};
 use super::trouble::{crash_looping, etcd_container, problem, to_system_time, uses_empty_dir};
 use crate::crd::LABEL_MEMBER;
-use crate::platform::local::addr::CLIENT_PORT;
+use crate::member::CLIENT_PORT;
 use crate::platform::{PlatformMember, http_url};
 
 /// Where a member's started mark goes.
@@ -111,11 +111,11 @@ fn member(
     claim: Option<&PersistentVolumeClaim>,
 ) -> Result<Found, Error> {
     let pod_config = match pod {
-        Some(p) => StoredConfig::read(&format!("pods/{}", p.name_any()), p.annotations().into())?,
+        Some(p) => config::read(&format!("pods/{}", p.name_any()), p.annotations().into())?,
         None => None,
     };
     let claim_config = match claim {
-        Some(c) => StoredConfig::read(
+        Some(c) => config::read(
             &format!("persistentvolumeclaims/{}", c.name_any()),
             c.annotations().into(),
         )?,

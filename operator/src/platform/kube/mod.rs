@@ -46,13 +46,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::{Client, Resource, ResourceExt};
 
-pub use self::config::{ANNOTATION_CONFIG, ANNOTATION_STARTED, StoredConfig};
+pub use self::config::{ANNOTATION_CONFIG, ANNOTATION_STARTED};
 pub use self::error::Error;
 use self::members::owned_by;
 use self::objects::{RECORD_KEY, cluster_selector, member_host, record_config_map, record_name};
 use crate::crd::{EtcdCluster, StoragePolicy};
-use crate::platform::local::addr::{CLIENT_PORT, PEER_PORT};
-use crate::platform::{ClusterRecord, MemberAddr, MemberConfig, Platform, PlatformMember, Result};
+use crate::member::{CLIENT_PORT, MemberAddr, MemberConfig, PEER_PORT};
+use crate::platform::{ClusterRecord, Platform, PlatformMember, Result};
 use crate::validate::Versions;
 use crate::version::Version;
 
@@ -296,8 +296,13 @@ impl Platform for KubePlatform {
         Ok(names.iter().map(addr).collect())
     }
 
-    async fn create(&self, cluster: &str, config: &MemberConfig) -> Result<()> {
-        Ok(self.create_member(cluster, config).await?)
+    async fn create(
+        &self,
+        cluster: &str,
+        config: &MemberConfig,
+        restore_from: Option<&std::path::Path>,
+    ) -> Result<()> {
+        Ok(self.create_member(cluster, config, restore_from).await?)
     }
 
     async fn start(&self, cluster: &str, member: &str) -> Result<()> {

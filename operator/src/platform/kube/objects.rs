@@ -13,11 +13,11 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::config::{ANNOTATION_CONFIG, StoredConfig};
+use super::config::{ANNOTATION_CONFIG, to_json};
 use crate::crd::{
     LABEL_CLUSTER, LABEL_MANAGED_BY, LABEL_MEMBER, LABEL_NAME, LABEL_NAME_VALUE, MANAGED_BY,
 };
-use crate::platform::local::addr::{CLIENT_PORT, PEER_PORT};
+use crate::member::{CLIENT_PORT, MemberConfig, PEER_PORT};
 
 /// Label on a retired member's claim: the tag of the rebuild that retired it.
 pub const LABEL_RETIRED: &str = "etcdoperator.dev/retired";
@@ -117,14 +117,14 @@ pub(super) fn meta(
 /// A member's data volume claim, its config recorded on it.
 pub fn data_claim(
     cluster: &str,
-    config: &StoredConfig,
+    config: &MemberConfig,
     owner: &OwnerReference,
 ) -> PersistentVolumeClaim {
     let member = &config.addr.name;
     let mut metadata = meta(claim_name(member), member_labels(cluster, member), owner);
     metadata.annotations = Some(BTreeMap::from([(
         ANNOTATION_CONFIG.to_string(),
-        config.to_json(),
+        to_json(config),
     )]));
     PersistentVolumeClaim {
         metadata,

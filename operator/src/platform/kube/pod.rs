@@ -1,9 +1,8 @@
-//! A member's pod: etcd from `IMAGE:vVERSION` with the local platform's
-//! flags, listening on every address, named through the headless Service,
+//! A member's pod: etcd from `IMAGE:vVERSION` with the flags of every
+//! platform ([`crate::member::flags`]), listening on every address, named through the headless Service,
 //! its data on the member's claim (persistent) or an emptyDir (ephemeral).
 
 use std::collections::BTreeMap;
-use std::net::Ipv4Addr;
 use std::path::Path;
 
 use k8s_openapi::api::core::v1::{
@@ -16,12 +15,11 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::config::{ANNOTATION_CONFIG, StoredConfig};
+use super::config::{ANNOTATION_CONFIG, to_json};
 use super::objects::{claim_name, member_labels, meta, peer_service_name, selector_labels};
 use crate::crd::StoragePolicy;
-use crate::platform::local::addr::{CLIENT_PORT, PEER_PORT};
-use crate::platform::local::etcd_args;
-use crate::platform::local::layout::MemberRecord;
+use crate::member::flags::{Listen, etcd_args};
+use crate::member::{CLIENT_PORT, MemberConfig, PEER_PORT};
 use crate::version::Version;
 
 /// Default image repository; the tag is `v` and the version.
@@ -67,33 +65,11 @@ pub fn readiness_path(v: Version) -> &'static str {
     if has_readyz(v) { "/readyz" } else { "/health" }
 }
 
-/// The etcd command line of a member in a pod: the local platform's flags
-/// (so both platforms run etcd alike), listening on every address of the
-/// pod and advertising its DNS names.
-pub fn pod_args(c: &StoredConfig) -> Vec<String> {
-    let record = MemberRecord {
-        addr: c.addr.clone(),
-        ip: Ipv4Addr::UNSPECIFIED,
-        version: c.version,
-        bootstrap: c.bootstrap,
-        initial_cluster: c.initial_cluster.clone(),
-        initial_state: c.initial_state,
-        token: c.token.clone(),
-        process: None,
-        started_at: None,
-    };
-    let mut args = etcd_args(&record, Path::new(DATA_DIR));
-    let listen = |flag: &str| match flag {
-        "--listen-peer-urls" => Some(format!("http://0.0.0.0:{PEER_PORT}")),
-        "--listen-client-urls" => Some(format!("http://0.0.0.0:{CLIENT_PORT}")),
-        _ => None,
-    };
-    for i in 1..args.len() {
-        if let Some(url) = listen(&args[i - 1]) {
-            args[i] = url;
-        }
-    }
-    args
+/// The etcd command line of a member in a pod: the flags of every
+/// platform (so both platforms run etcd alike), listening on every address
+/// of the pod and advertising its DNS names.
+pub fn pod_args(c: &MemberConfig) -> Vec<String> {
+    etcd_args(c, Path::new(DATA_DIR), Listen::Everywhere)
 }
 
 fn probes(version: Version) -> (Probe, Probe) {
@@ -135,7 +111,7 @@ fn container_port(name: &str, port: u16) -> ContainerPort {
     }
 }
 
-fn etcd_container(c: &StoredConfig, repository: &str) -> Container {
+fn etcd_container(c: &MemberConfig, repository: &str) -> Container {
     let (readiness, liveness) = probes(c.version);
     Container {
         name: CONTAINER.into(),
@@ -230,7 +206,7 @@ fn spread(cluster: &str) -> Affinity {
 /// A member's pod. `repository` is the etcd image without its tag.
 pub fn member_pod(
     cluster: &str,
-    config: &StoredConfig,
+    config: &MemberConfig,
     storage: StoragePolicy,
     repository: &str,
     owner: &OwnerReference,
@@ -239,7 +215,7 @@ pub fn member_pod(
     let mut metadata = meta(member.clone(), member_labels(cluster, member), owner);
     metadata.annotations = Some(BTreeMap::from([(
         ANNOTATION_CONFIG.to_string(),
-        config.to_json(),
+        to_json(config),
     )]));
     Pod {
         metadata,

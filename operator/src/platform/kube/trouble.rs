@@ -104,7 +104,7 @@ fn cut(text: &str) -> String {
 /// termination message, else its last line.
 fn termination_hint(t: &ContainerStateTerminated) -> Option<String> {
     let message = t.message.as_deref().unwrap_or_default();
-    crate::platform::local::hints::failure_hint(message)
+    crate::member::hints::failure_hint(message)
         .or_else(|| {
             let last = message.lines().rev().find(|l| !l.trim().is_empty())?;
             Some(last.trim().to_string())

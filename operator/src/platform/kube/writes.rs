@@ -13,14 +13,14 @@ use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::config::{ANNOTATION_CONFIG, ANNOTATION_STARTED, StoredConfig};
+use super::config::{self, ANNOTATION_CONFIG, ANNOTATION_STARTED};
 use super::error::is_not_found;
 use super::members::{Mark, owned_by, pod_running};
 use super::objects::{claim_name, data_claim};
 use super::pod::{CONTAINER, image, member_pod, readiness_path};
 use super::{Error, FIELD_MANAGER, KubePlatform, Registration};
 use crate::crd::StoragePolicy;
-use crate::platform::MemberConfig;
+use crate::member::MemberConfig;
 use crate::version::Version;
 
 /// How long a deleted pod may take to go before the call gives up as busy.
@@ -133,15 +133,25 @@ impl KubePlatform {
         }
     }
 
+    /// Creates a member; restoring from a snapshot is not supported on
+    /// Kubernetes yet.
     pub(super) async fn create_member(
         &self,
         cluster: &str,
         config: &MemberConfig,
+        restore_from: Option<&std::path::Path>,
     ) -> Result<(), Error> {
         let reg = self.registration(cluster)?;
-        let stored = StoredConfig::from_config(config)?;
+        if let Some(path) = restore_from {
+            return Err(Error::Unsupported(format!(
+                "member {}: restoring from a snapshot ({}) is not supported on the Kubernetes \
+                 platform yet",
+                config.addr.name,
+                path.display()
+            )));
+        }
         self.ensure_shared(cluster).await?;
-        let name = &stored.addr.name;
+        let name = &config.addr.name;
         if let Some(pod) = self.get::<Pod>(name).await? {
             Self::ours(&reg, &pod.metadata, &format!("pod {name}"))?;
             if pod_running(&pod) {
@@ -159,10 +169,10 @@ impl KubePlatform {
                     )));
                 }
             }
-            self.apply(&claim, &data_claim(cluster, &stored, &reg.owner))
+            self.apply(&claim, &data_claim(cluster, config, &reg.owner))
                 .await?;
         }
-        let pod = member_pod(cluster, &stored, reg.storage, &self.image, &reg.owner);
+        let pod = member_pod(cluster, config, reg.storage, &self.image, &reg.owner);
         self.apply(name, &pod).await
     }
 
@@ -187,21 +197,21 @@ impl KubePlatform {
             }
         }
         let from_claim = match &claim {
-            Some(c) => StoredConfig::read(
+            Some(c) => config::read(
                 &format!("persistentvolumeclaims/{claim_name}"),
                 c.annotations().into(),
             )?,
             None => None,
         };
         let from_pod = match &pod {
-            Some(p) => StoredConfig::read(&format!("pods/{member}"), p.annotations().into())?,
+            Some(p) => config::read(&format!("pods/{member}"), p.annotations().into())?,
             None => None,
         };
         let no_member = || Error::NoMember {
             cluster: cluster.into(),
             member: member.into(),
         };
-        let config = from_claim.or(from_pod).ok_or_else(no_member)?;
+        let recorded = from_claim.or(from_pod).ok_or_else(no_member)?;
         if let Some(p) = &pod {
             self.clear_pod(p).await?;
         }
@@ -211,7 +221,7 @@ impl KubePlatform {
             None => StoragePolicy::Ephemeral,
         };
         tracing::info!(%cluster, %member, "re-creating the pod from its recorded config");
-        let pod = member_pod(cluster, &config, storage, &self.image, &reg.owner);
+        let pod = member_pod(cluster, &recorded, storage, &self.image, &reg.owner);
         self.apply(member, &pod).await
     }
 
@@ -230,17 +240,15 @@ impl KubePlatform {
             return self.upgrade_in_place(cluster, member, pod, version).await;
         };
         let object = format!("persistentvolumeclaims/{claim_name}");
-        let mut config =
-            StoredConfig::read(&object, claim.annotations().into())?.ok_or_else(|| {
-                Error::Config {
-                    object,
-                    message: format!("no annotation {ANNOTATION_CONFIG}"),
-                }
+        let mut recorded =
+            config::read(&object, claim.annotations().into())?.ok_or_else(|| Error::Config {
+                object,
+                message: format!("no annotation {ANNOTATION_CONFIG}"),
             })?;
-        config.version = version;
+        recorded.version = version;
         // The claim says what the member runs next before the pod goes, so
         // an upgrade cut short is finished by the next start.
-        let annotations = serde_json::json!({ANNOTATION_CONFIG: config.to_json()});
+        let annotations = serde_json::json!({ANNOTATION_CONFIG: config::to_json(&recorded)});
         let patch = serde_json::json!({"metadata": {"annotations": annotations}});
         self.merge::<PersistentVolumeClaim>(&claim_name, Patch::Merge(patch))
             .await?;
@@ -249,7 +257,7 @@ impl KubePlatform {
         }
         let pod = member_pod(
             cluster,
-            &config,
+            &recorded,
             StoragePolicy::Persistent,
             &self.image,
             &reg.owner,
@@ -275,13 +283,13 @@ impl KubePlatform {
         };
         let pod = pod.ok_or_else(no_member)?;
         let object = format!("pods/{member}");
-        let mut config =
-            StoredConfig::read(&object, pod.annotations().into())?.ok_or_else(no_member)?;
-        let from = config.version;
-        config.version = version;
+        let mut recorded =
+            config::read(&object, pod.annotations().into())?.ok_or_else(no_member)?;
+        let from = recorded.version;
+        recorded.version = version;
         if pod_running(&pod) && readiness_path(from) == readiness_path(version) {
             let patch = serde_json::json!({
-                "metadata": {"annotations": {ANNOTATION_CONFIG: config.to_json()}},
+                "metadata": {"annotations": {ANNOTATION_CONFIG: config::to_json(&recorded)}},
                 "spec": {"containers": [{"name": CONTAINER, "image": image(&self.image, version)}]},
             });
             return self.merge::<Pod>(member, Patch::Strategic(patch)).await;

@@ -7,10 +7,7 @@ use std::collections::HashSet;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddrV4, TcpListener};
 
-/// etcd's client port.
-pub const CLIENT_PORT: u16 = 2379;
-/// etcd's peer port.
-pub const PEER_PORT: u16 = 2380;
+use crate::member::{CLIENT_PORT, PEER_PORT};
 
 /// Picks a free loopback address for `seed` (stable for the same seed while
 /// the address is free), skipping `taken` and 127.0.0.0/16.

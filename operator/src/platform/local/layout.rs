@@ -21,8 +21,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::process::ProcessId;
-use crate::platform::{InitialState, MemberAddr};
-use crate::version::Version;
+use crate::member::MemberConfig;
 
 /// Paths inside a state folder.
 #[derive(Clone, Debug)]
@@ -30,24 +29,17 @@ pub struct Layout {
     root: PathBuf,
 }
 
-/// What the local platform keeps about a member.
+/// What the local platform keeps about a member: its [`MemberConfig`]
+/// (flattened: the file's fields are the config's, then the local ones),
+/// its loopback address and its process.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MemberRecord {
-    /// Name and URLs.
-    pub addr: MemberAddr,
+    /// What it was created with and runs.
+    #[serde(flatten)]
+    pub config: MemberConfig,
     /// Its loopback address.
     pub ip: Ipv4Addr,
-    /// Version it runs.
-    pub version: Version,
-    /// One of the bootstrap members.
-    pub bootstrap: bool,
-    /// `--initial-cluster` it was created with.
-    pub initial_cluster: String,
-    /// `--initial-cluster-state` it was created with.
-    pub initial_state: InitialState,
-    /// `--initial-cluster-token`.
-    pub token: String,
     /// Its process, when one was started.
     #[serde(default)]
     pub process: Option<ProcessId>,
@@ -202,4 +194,74 @@ pub fn tail(path: &Path, lines: usize) -> String {
     let text = String::from_utf8_lossy(&buf);
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::member::{InitialState, MemberAddr};
+    use crate::version::Version;
+
+    /// A `member.json` as the operator wrote it before the member's config
+    /// became one type (`MemberRecord` listed the config's fields itself).
+    const OLD_RECORD: &str = r#"{
+  "addr": {
+    "name": "demo-1",
+    "peerUrl": "http://127.31.4.7:2380",
+    "clientUrl": "http://127.31.4.7:2379"
+  },
+  "ip": "127.31.4.7",
+  "version": "3.4.23",
+  "bootstrap": false,
+  "initialCluster": "demo-0=http://127.9.1.2:2380,demo-1=http://127.31.4.7:2380",
+  "initialState": "existing",
+  "token": "demo-4f1e2d3c4b5a6978",
+  "process": {
+    "pid": 4242,
+    "start_time": 1234567
+  },
+  "startedAt": "2026-12-01T10:00:00.123Z"
+}
+"#;
+
+    #[test]
+    fn a_record_written_before_member_config_still_loads() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let layout = Layout::new(dir.path());
+        let path = layout.member_record("demo", "demo-1");
+        std::fs::create_dir_all(path.parent().expect("a folder")).expect("mkdir");
+        std::fs::write(&path, OLD_RECORD).expect("write");
+        let record = layout
+            .read_member("demo", "demo-1")
+            .expect("readable")
+            .expect("there");
+        let want = MemberRecord {
+            config: MemberConfig {
+                addr: MemberAddr {
+                    name: "demo-1".into(),
+                    peer_url: "http://127.31.4.7:2380".into(),
+                    client_url: "http://127.31.4.7:2379".into(),
+                },
+                version: Version::new(3, 4, 23),
+                initial_cluster: "demo-0=http://127.9.1.2:2380,demo-1=http://127.31.4.7:2380"
+                    .into(),
+                initial_state: InitialState::Existing,
+                token: "demo-4f1e2d3c4b5a6978".into(),
+                bootstrap: false,
+            },
+            ip: Ipv4Addr::new(127, 31, 4, 7),
+            process: Some(ProcessId {
+                pid: 4242,
+                start_time: 1_234_567,
+            }),
+            started_at: Some("2026-12-01T10:00:00.123Z".into()),
+        };
+        assert_eq!(record, want);
+        // Written again, it has the same fields and values.
+        write_json(&path, &record).expect("write");
+        let old: serde_json::Value = serde_json::from_str(OLD_RECORD).expect("json");
+        let new: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).expect("read")).expect("json");
+        assert_eq!(old, new);
+    }
 }

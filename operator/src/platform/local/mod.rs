@@ -7,12 +7,10 @@
 
 pub mod addr;
 pub mod binaries;
-pub(crate) mod hints;
 pub mod layout;
 pub mod process;
 mod state;
 
-use self::hints::failure_hint;
 use self::state::lock;
 pub use self::state::{kill_all, running_members, running_operator};
 
@@ -29,10 +27,12 @@ use self::binaries::Binaries;
 use self::layout::{Layout, MemberRecord, read_json, tail, write_json};
 use self::process::ProcessId;
 use super::{
-    ClusterRecord, Error, Event, InitialState, MemberAddr, MemberConfig, Platform, PlatformMember,
-    Result, io_err,
+    ClusterRecord, Error, Event, MemberAddr, MemberConfig, Platform, PlatformMember, Result, io_err,
 };
 use crate::crd::EtcdCluster;
+use crate::member::flags::{Listen, etcd_args};
+use crate::member::hints::failure_hint;
+use crate::member::{CLIENT_PORT, PEER_PORT};
 use crate::version::Version;
 
 /// How long a member gets to stop on SIGTERM before SIGKILL.
@@ -98,7 +98,7 @@ impl LocalPlatform {
     }
 
     fn save_member(&self, cluster: &str, record: &MemberRecord) -> Result<()> {
-        let path = self.layout.member_record(cluster, &record.addr.name);
+        let path = self.layout.member_record(cluster, &record.config.addr.name);
         write_json(&path, record).map_err(io_err(format!("cannot write {}", path.display())))
     }
 
@@ -126,17 +126,17 @@ impl LocalPlatform {
     }
 
     fn spawn_member(&self, cluster: &str, record: &mut MemberRecord) -> Result<()> {
-        let name = record.addr.name.clone();
-        let tools = self.binaries.find(record.version).ok_or_else(|| {
+        let name = record.config.addr.name.clone();
+        let version = record.config.version;
+        let tools = self.binaries.find(version).ok_or_else(|| {
             Error::Version(format!(
-                "no etcd {} binary for member {name}; run ci/setup",
-                record.version
+                "no etcd {version} binary for member {name}; run ci/setup"
             ))
         })?;
         let data = self.layout.data_dir(cluster, &name);
         std::fs::create_dir_all(&data)
             .map_err(io_err(format!("cannot create {}", data.display())))?;
-        let args = etcd_args(record, &data);
+        let args = etcd_args(&record.config, &data, Listen::Advertised);
         let log = self.layout.log_path(cluster, &name);
         let id = process::spawn(&tools.etcd, &args, &log)
             .map_err(io_err(format!("cannot start {}", tools.etcd.display())))?;
@@ -144,7 +144,7 @@ impl LocalPlatform {
         record.started_at = Some(humantime::format_rfc3339_millis(SystemTime::now()).to_string());
         self.save_member(cluster, record)?;
         self.watch(cluster, &name, id);
-        tracing::info!(%cluster, member = %name, pid = id.pid, version = %record.version, "started etcd");
+        tracing::info!(%cluster, member = %name, pid = id.pid, %version, "started etcd");
         Ok(())
     }
 
@@ -152,22 +152,22 @@ impl LocalPlatform {
     async fn restore_data(
         &self,
         cluster: &str,
-        record: &MemberRecord,
+        config: &MemberConfig,
         snapshot: &std::path::Path,
     ) -> Result<()> {
-        let data = self.layout.data_dir(cluster, &record.addr.name);
+        let data = self.layout.data_dir(cluster, &config.addr.name);
         if data.exists() {
             std::fs::remove_dir_all(&data)
                 .map_err(io_err(format!("cannot clear {}", data.display())))?;
         }
         let target = crate::backup::tools::RestoreTarget {
-            name: &record.addr.name,
-            initial_cluster: &record.initial_cluster,
-            token: &record.token,
-            peer_url: &record.addr.peer_url,
+            name: &config.addr.name,
+            initial_cluster: &config.initial_cluster,
+            token: &config.token,
+            peer_url: &config.addr.peer_url,
             data_dir: &data,
         };
-        crate::backup::tools::restore(&self.binaries, record.version, snapshot, &target)
+        crate::backup::tools::restore(&self.binaries, config.version, snapshot, &target)
             .await
             .map_err(|e| Error::Restore(e.to_string()))
     }
@@ -194,34 +194,6 @@ impl LocalPlatform {
     }
 }
 
-/// The etcd command line of a member.
-pub fn etcd_args(r: &MemberRecord, data: &std::path::Path) -> Vec<String> {
-    let state = match r.initial_state {
-        InitialState::New => "new",
-        InitialState::Existing => "existing",
-    };
-    [
-        ("--name", r.addr.name.as_str()),
-        ("--data-dir", &data.to_string_lossy()),
-        ("--listen-peer-urls", &r.addr.peer_url),
-        ("--initial-advertise-peer-urls", &r.addr.peer_url),
-        ("--listen-client-urls", &r.addr.client_url),
-        ("--advertise-client-urls", &r.addr.client_url),
-        ("--initial-cluster", &r.initial_cluster),
-        ("--initial-cluster-state", state),
-        ("--initial-cluster-token", &r.token),
-        ("--logger", "zap"),
-        ("--log-outputs", "stderr"),
-    ]
-    .into_iter()
-    .flat_map(|(k, v)| [k.to_string(), v.to_string()])
-    // A member whose data disagrees with its peers' at the same revision
-    // refuses to start (and, failing by itself, is replaced as a crash
-    // loop) instead of serving wrong data. Boolean flags take `=`.
-    .chain(["--experimental-initial-corrupt-check=true".to_string()])
-    .collect()
-}
-
 impl Platform for LocalPlatform {
     async fn members(&self, cluster: &str) -> Result<Vec<PlatformMember>> {
         let names = self
@@ -240,16 +212,16 @@ impl Platform for LocalPlatform {
             out.push(PlatformMember {
                 has_data: self.layout.has_data(cluster, &name),
                 running: running.is_some(),
-                version: record.version,
-                bootstrap: record.bootstrap,
+                version: record.config.version,
+                bootstrap: record.config.bootstrap,
                 started_at: record
                     .started_at
                     .as_deref()
                     .and_then(|t| humantime::parse_rfc3339_weak(t).ok()),
-                call_url: Some(record.addr.client_url.clone()),
+                call_url: Some(record.config.addr.client_url.clone()),
                 crash_looping: false,
                 problem: None,
-                addr: record.addr,
+                addr: record.config.addr,
             });
         }
         Ok(out)
@@ -265,14 +237,19 @@ impl Platform for LocalPlatform {
             taken.insert(ip);
             out.push(MemberAddr {
                 name: name.clone(),
-                peer_url: format!("http://{ip}:{}", addr::PEER_PORT),
-                client_url: format!("http://{ip}:{}", addr::CLIENT_PORT),
+                peer_url: format!("http://{ip}:{PEER_PORT}"),
+                client_url: format!("http://{ip}:{CLIENT_PORT}"),
             });
         }
         Ok(out)
     }
 
-    async fn create(&self, cluster: &str, config: &MemberConfig) -> Result<()> {
+    async fn create(
+        &self,
+        cluster: &str,
+        config: &MemberConfig,
+        restore_from: Option<&std::path::Path>,
+    ) -> Result<()> {
         let name = &config.addr.name;
         if let Ok(existing) = self.record(cluster, name)
             && Self::running(&existing).is_some()
@@ -286,19 +263,14 @@ impl Platform for LocalPlatform {
             ))
         })?;
         let mut record = MemberRecord {
-            addr: config.addr.clone(),
+            config: config.clone(),
             ip,
-            version: config.version,
-            bootstrap: config.bootstrap,
-            initial_cluster: config.initial_cluster.clone(),
-            initial_state: config.initial_state,
-            token: config.token.clone(),
             process: None,
             started_at: None,
         };
         self.save_member(cluster, &record)?;
-        if let Some(snapshot) = &config.restore_from {
-            self.restore_data(cluster, &record, snapshot).await?;
+        if let Some(snapshot) = restore_from {
+            self.restore_data(cluster, config, snapshot).await?;
         }
         self.spawn_member(cluster, &mut record)
     }
@@ -318,7 +290,7 @@ impl Platform for LocalPlatform {
                 .await
                 .map_err(io_err(format!("cannot stop {member}")))?;
         }
-        record.version = version;
+        record.config.version = version;
         self.save_member(cluster, &record)?;
         self.spawn_member(cluster, &mut record)
     }

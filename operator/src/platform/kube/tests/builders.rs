@@ -3,7 +3,7 @@
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
-use super::fixtures::{Seen, UID, stored};
+use super::fixtures::{Seen, UID, config};
 use crate::crd::StoragePolicy;
 
 fn pod(version: &str, storage: StoragePolicy) -> Value {
@@ -26,7 +26,7 @@ fn member_pod_runs_etcd_with_the_local_flags_on_its_dns_name() {
         let at = args.iter().position(|a| a == f)?;
         args.get(at + 1).cloned()
     };
-    let initial = stored("demo-1", "3.5.1").initial_cluster;
+    let initial = config("demo-1", "3.5.1").initial_cluster;
     for (name, value) in [
         ("--name", "demo-1".to_string()),
         ("--data-dir", "/var/lib/etcd/data".into()),
@@ -44,19 +44,11 @@ fn member_pod_runs_etcd_with_the_local_flags_on_its_dns_name() {
         assert_eq!(flag(name), Some(value), "{name}");
     }
     // Every other flag is the local platform's, in its order.
-    let record = crate::platform::local::layout::MemberRecord {
-        addr: stored("demo-1", "3.5.1").addr,
-        ip: std::net::Ipv4Addr::UNSPECIFIED,
-        version: "3.5.1".parse().expect("version"),
-        bootstrap: true,
-        initial_cluster: stored("demo-1", "3.5.1").initial_cluster,
-        initial_state: crate::platform::InitialState::New,
-        token: "demo-token".into(),
-        process: None,
-        started_at: None,
-    };
-    let local =
-        crate::platform::local::etcd_args(&record, std::path::Path::new("/var/lib/etcd/data"));
+    let local = crate::member::flags::etcd_args(
+        &config("demo-1", "3.5.1"),
+        std::path::Path::new("/var/lib/etcd/data"),
+        crate::member::flags::Listen::Advertised,
+    );
     assert_eq!(args.len(), local.len(), "{args:?}\n{local:?}");
     let listen = ["--listen-peer-urls", "--listen-client-urls"];
     for (i, (arg, local)) in args.iter().zip(&local).enumerate() {
@@ -90,11 +82,12 @@ fn member_pod_labels_owner_and_config() {
     assert_eq!(owner["apiVersion"], "etcdoperator.dev/v1alpha1");
     assert_eq!(owner["uid"], UID);
     assert_eq!(owner["controller"], true);
-    let config = m["annotations"]["etcdoperator.dev/member-config"]
+    let recorded = m["annotations"]["etcdoperator.dev/member-config"]
         .as_str()
         .expect("config annotation");
-    let config: super::super::StoredConfig = serde_json::from_str(config).expect("config json");
-    assert_eq!(config, stored("demo-1", "3.5.1"));
+    let recorded: crate::member::MemberConfig =
+        serde_json::from_str(recorded).expect("config json");
+    assert_eq!(recorded, config("demo-1", "3.5.1"));
     // It is a valid Pod.
     let _: Pod = Seen(p.clone()).typed();
 }

@@ -6,11 +6,11 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::super::KubePlatform;
-use super::super::config::{ANNOTATION_STARTED, StoredConfig};
+use super::super::config::ANNOTATION_STARTED;
 use super::super::objects::data_claim;
 use super::super::pod::{DEFAULT_IMAGE, member_pod};
 use crate::crd::{EtcdCluster, EtcdClusterSpec, StoragePolicy};
-use crate::platform::{InitialState, MemberAddr, MemberConfig};
+use crate::member::{InitialState, MemberAddr, MemberConfig};
 use crate::version::Version;
 
 /// The uid of the test resource.
@@ -62,13 +62,7 @@ pub fn config(name: &str, version: &str) -> MemberConfig {
         initial_state: InitialState::New,
         token: "demo-token".into(),
         bootstrap: true,
-        restore_from: None,
     }
-}
-
-/// [`config`] as recorded.
-pub fn stored(name: &str, version: &str) -> StoredConfig {
-    StoredConfig::from_config(&config(name, version)).expect("no snapshot")
 }
 
 fn owner() -> k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
@@ -85,11 +79,11 @@ pub struct Seen(pub Value);
 impl Seen {
     /// Member `name`'s pod, scheduled, not ready.
     pub fn pod(name: &str, version: &str, storage: StoragePolicy) -> Seen {
-        Seen::pod_of(&stored(name, version), storage)
+        Seen::pod_of(&config(name, version), storage)
     }
 
     /// The pod of the member `config` records, scheduled, not ready.
-    pub fn pod_of(config: &StoredConfig, storage: StoragePolicy) -> Seen {
+    pub fn pod_of(config: &MemberConfig, storage: StoragePolicy) -> Seen {
         let name = &config.addr.name;
         let pod = member_pod("demo", config, storage, DEFAULT_IMAGE, &owner());
         let mut v = serde_json::to_value(pod).expect("pod");
@@ -101,12 +95,12 @@ impl Seen {
 
     /// Member `name`'s volume claim, bound, never started.
     pub fn claim(name: &str, version: &str) -> Seen {
-        Seen::claim_of(&stored(name, version))
+        Seen::claim_of(&config(name, version))
     }
 
     /// The volume claim of the member `config` records, bound, never
     /// started.
-    pub fn claim_of(config: &StoredConfig) -> Seen {
+    pub fn claim_of(config: &MemberConfig) -> Seen {
         let name = &config.addr.name;
         let claim = data_claim("demo", config, &owner());
         let mut v = serde_json::to_value(claim).expect("claim");

@@ -6,7 +6,7 @@ use http::Method;
 use serde_json::json;
 
 use super::api::{ApiServer, core, core_list, list, mock};
-use super::fixtures::{Seen, config, platform, stored};
+use super::fixtures::{Seen, config, platform};
 use super::scenario::{assert_owned, config_of, expect_new_member, expect_shared, play};
 use crate::crd::StoragePolicy;
 use crate::platform::Platform;
@@ -20,8 +20,8 @@ async fn creating_a_new_cluster_applies_services_claims_and_pods() {
             let (claim, pod) = expect_new_member(&mut api, member).await;
             assert_owned(&claim);
             assert_owned(&pod);
-            assert_eq!(config_of(&claim), stored(member, "3.5.1"));
-            assert_eq!(config_of(&pod), stored(member, "3.5.1"));
+            assert_eq!(config_of(&claim), config(member, "3.5.1"));
+            assert_eq!(config_of(&pod), config(member, "3.5.1"));
             assert_eq!(
                 claim["metadata"]["labels"]["etcdoperator.dev/member"],
                 member
@@ -52,7 +52,7 @@ async fn creating_a_new_cluster_applies_services_claims_and_pods() {
         scenario,
         |p| async move {
             for member in ["demo-0", "demo-1", "demo-0"] {
-                p.create("demo", &config(member, "3.5.1"))
+                p.create("demo", &config(member, "3.5.1"), None)
                     .await
                     .expect("created");
             }
@@ -92,7 +92,7 @@ async fn a_deleted_pod_is_recreated_from_its_surviving_claim() {
             .not_found();
         expect_shared(&mut api, 2).await;
         let pod = api.expect_apply(&core("pods", "demo-0")).await;
-        assert_eq!(config_of(&pod.body), stored("demo-0", "3.5.1"));
+        assert_eq!(config_of(&pod.body), config("demo-0", "3.5.1"));
         assert_eq!(
             pod.body["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"],
             "demo-0-data"
@@ -194,7 +194,7 @@ async fn objects_of_an_earlier_resource_are_waited_for_not_adopted() {
         scenario,
         |p| async move {
             let e = p
-                .create("demo", &config("demo-0", "3.5.1"))
+                .create("demo", &config("demo-0", "3.5.1"), None)
                 .await
                 .expect_err("busy");
             (p, e)

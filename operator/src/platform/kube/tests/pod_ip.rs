@@ -22,20 +22,10 @@ use crate::controller::Cluster;
 use crate::controller::kube::spec_state;
 use crate::crd::StoragePolicy::Persistent;
 use crate::etcd::Clients;
+use crate::member::{InitialState, MemberAddr, MemberConfig};
 use crate::plan::{RemoveWhy, Step};
-use crate::platform::kube::StoredConfig;
-use crate::platform::local::addr::allocate;
-use crate::platform::local::binaries::Binaries;
-use crate::platform::{InitialState, MemberAddr, MemberConfig};
+use crate::testing::{etcd_binary, free_loopback};
 use crate::version::Version;
-
-fn etcd_binary() -> std::path::PathBuf {
-    let v = Version::new(3, 5, 1);
-    let tools = Binaries::new(vec![crate::testing::binaries()]).find(v);
-    tools
-        .expect("etcd 3.5.1 in .etcd/ (ci/setup installs it)")
-        .etcd
-}
 
 /// Member `name` at `ip`: peers at the IP, clients told the DNS name.
 fn config(name: &str, ip: Ipv4Addr, initial_cluster: &str) -> MemberConfig {
@@ -50,7 +40,6 @@ fn config(name: &str, ip: Ipv4Addr, initial_cluster: &str) -> MemberConfig {
         initial_state: InitialState::New,
         token: "demo-token".into(),
         bootstrap: true,
-        restore_from: None,
     }
 }
 
@@ -97,12 +86,12 @@ async fn wait_healthy(clients: &Clients, urls: &[String]) {
 
 #[tokio::test]
 async fn members_are_reached_at_pod_ips_and_a_crash_loop_is_replaced() {
-    let etcd = etcd_binary();
+    let etcd = etcd_binary("3.5.1");
     let dir = tempfile::tempdir().expect("a temporary folder");
     let mut taken = HashSet::new();
     let ips: Vec<Ipv4Addr> = (0..3)
         .map(|i| {
-            let ip = allocate(&format!("kube-pod-ip/demo-{i}"), &taken).expect("a loopback");
+            let ip = free_loopback(&format!("kube-pod-ip/demo-{i}"), &taken);
             taken.insert(ip);
             ip
         })
@@ -128,15 +117,14 @@ async fn members_are_reached_at_pod_ips_and_a_crash_loop_is_replaced() {
     put_resource(&fake, &r);
     put_record(&fake, &r, configs.iter().map(|c| c.addr.clone()).collect());
     for (i, c) in configs.iter().enumerate() {
-        let stored = StoredConfig::from_config(c).expect("no snapshot");
-        let pod = Seen::pod_of(&stored, Persistent);
+        let pod = Seen::pod_of(c, Persistent);
         let pod = if i < 2 {
             pod.ready().ip(&ips[i].to_string())
         } else {
             pod.crash_loop(3, 1, 1, FATAL).ip(&ips[i].to_string())
         };
         fake.put(&collection("pods"), pod.json());
-        let claim = Seen::claim_of(&stored).started();
+        let claim = Seen::claim_of(c).started();
         fake.put(&collection("persistentvolumeclaims"), claim.json());
     }
 

@@ -86,7 +86,7 @@ pub(super) fn all_ready(fake: &Fake) {
     }
 }
 
-fn member(cluster: &str, name: &str) -> crate::platform::MemberConfig {
+fn member(cluster: &str, name: &str) -> crate::member::MemberConfig {
     let mut c = config(&name.replace("demo", cluster), "3.5.1");
     c.addr.peer_url = c.addr.peer_url.replace(".demo.", &format!(".{cluster}."));
     c.addr.client_url = c.addr.client_url.replace(".demo.", &format!(".{cluster}."));
@@ -103,11 +103,11 @@ async fn by_hand(client: kube::Client, fake: &Fake, demo: &EtcdCluster, eph: &Et
     p.register(&eph, 1).expect("registered");
     for i in 0..3 {
         // Created by the controller already: these find them running.
-        p.create("demo", &member("demo", &format!("demo-{i}")))
+        p.create("demo", &member("demo", &format!("demo-{i}")), None)
             .await
             .expect("created");
     }
-    p.create("eph", &member("eph", "demo-0"))
+    p.create("eph", &member("eph", "demo-0"), None)
         .await
         .expect("created");
     all_ready(fake);

@@ -8,7 +8,8 @@ use serde_json::Value;
 
 use super::api::{ApiServer, Call, core};
 use super::fixtures::UID;
-use crate::platform::kube::{KubePlatform, StoredConfig};
+use crate::member::MemberConfig;
+use crate::platform::kube::KubePlatform;
 
 /// Runs `call` on a platform while `scenario` plays the server, then
 /// checks that nothing else was asked.
@@ -30,7 +31,7 @@ where
     out
 }
 
-pub fn config_of(object: &Value) -> StoredConfig {
+pub fn config_of(object: &Value) -> MemberConfig {
     let json = object["metadata"]["annotations"]["etcdoperator.dev/member-config"]
         .as_str()
         .expect("config annotation");

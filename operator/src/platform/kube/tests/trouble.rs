@@ -70,9 +70,7 @@ pub(super) fn condition(fake: &Fake, type_: &str) -> Value {
 
 /// A loopback address where nothing listens (tests use loopback only).
 fn nobody() -> String {
-    crate::platform::local::addr::allocate("kube-trouble-nobody", &HashSet::new())
-        .expect("a free loopback address")
-        .to_string()
+    crate::testing::free_loopback("kube-trouble-nobody", &HashSet::new()).to_string()
 }
 
 #[tokio::test]
@@ -129,7 +127,7 @@ async fn without_quorum_a_crash_looping_member_is_re_created_in_place() {
     let r = resource(3, "3.5.1", Persistent);
     put_resource(&fake, &r);
     let initial = (0..3)
-        .map(|i| super::fixtures::stored(&format!("demo-{i}"), "3.5.1").addr)
+        .map(|i| super::fixtures::config(&format!("demo-{i}"), "3.5.1").addr)
         .collect();
     put_record(&fake, &r, initial);
     // The others run, but nothing answers at their IPs: no quorum.

@@ -1,10 +1,11 @@
-//! Why a member failed, read from the end of its etcd log.
+//! Why a member failed, read from the end of its etcd log (a local log
+//! file, or a pod's termination message).
 
 /// The reason etcd gave for failing, from the end of its log: a Go panic
 /// line, else the last zap line at error level or above ("message:
 /// error"), else the last plain line that is not part of a stack trace
 /// (flag errors are printed that way).
-pub(crate) fn failure_hint(log: &str) -> Option<String> {
+pub fn failure_hint(log: &str) -> Option<String> {
     let lines: Vec<&str> = log
         .lines()
         .map(str::trim_end)

@@ -1,0 +1,61 @@
+//! A member whatever runs it: its etcd configuration ([`MemberConfig`],
+//! the one type the local platform's member record, the Kubernetes pod
+//! annotation and the etcd command line are built from), etcd's standard
+//! ports, the command line itself ([`flags`]) and why etcd failed, read
+//! from its log ([`hints`]). Neither platform owns this module; both use it.
+
+pub mod flags;
+pub mod hints;
+
+use serde::{Deserialize, Serialize};
+
+use crate::version::Version;
+
+/// etcd's client port.
+pub const CLIENT_PORT: u16 = 2379;
+/// etcd's peer port.
+pub const PEER_PORT: u16 = 2380;
+
+/// A member's place in the network.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MemberAddr {
+    /// Member name (etcd `--name`).
+    pub name: String,
+    /// URL peers use.
+    pub peer_url: String,
+    /// URL clients use.
+    pub client_url: String,
+}
+
+/// How a member joins its cluster the first time it starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum InitialState {
+    /// Part of a static bootstrap.
+    New,
+    /// Added to a running cluster.
+    Existing,
+}
+
+/// What a member is created and run with: everything etcd's command line
+/// says about it. Recorded as JSON (camelCase, fields in this order) in the
+/// local platform's `member.json` and in the Kubernetes annotation
+/// `etcdoperator.dev/member-config`; records written before this type
+/// existed have the same fields and still load.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MemberConfig {
+    /// Name and URLs (from [`crate::platform::Platform::allocate`]).
+    pub addr: MemberAddr,
+    /// Version to run.
+    pub version: Version,
+    /// `--initial-cluster`: `name=peerURL` for every member.
+    pub initial_cluster: String,
+    /// `--initial-cluster-state`.
+    pub initial_state: InitialState,
+    /// `--initial-cluster-token`.
+    pub token: String,
+    /// One of the bootstrap members.
+    pub bootstrap: bool,
+}
