@@ -55,6 +55,11 @@ impl Error {
             ErrorKind::NotFound => "not_found",
         }
     }
+
+    /// etcd refused the request; it is worth asking again soon.
+    pub fn is_refused(&self) -> bool {
+        matches!(self.kind, ErrorKind::Refused(_))
+    }
 }
 
 /// A member's own view, from the maintenance Status call.

@@ -44,6 +44,12 @@ impl Error {
             Error::NoBackup => "no_backup",
         }
     }
+
+    /// etcd refused a membership change (for a few seconds after a member
+    /// reconnects); it will accept soon.
+    pub fn is_refused(&self) -> bool {
+        matches!(self, Error::Etcd(e) if e.is_refused())
+    }
 }
 
 /// Carries out `step`.
@@ -186,4 +192,29 @@ fn initial_cluster<'a>(members: impl Iterator<Item = &'a MemberAddr>) -> String 
         .map(|m| format!("{}={}", m.name, m.peer_url))
         .collect::<Vec<_>>()
         .join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::Error;
+    use crate::etcd::{self, ErrorKind};
+
+    fn etcd_error(kind: ErrorKind) -> Error {
+        Error::Etcd(etcd::Error {
+            op: "member add",
+            url: "http://127.0.0.1:2379".into(),
+            kind,
+        })
+    }
+
+    #[test]
+    fn only_a_refusal_by_etcd_is_retried_soon() {
+        assert!(etcd_error(ErrorKind::Refused("unhealthy cluster".into())).is_refused());
+        assert!(!etcd_error(ErrorKind::Timeout(Duration::from_secs(1))).is_refused());
+        assert!(!etcd_error(ErrorKind::Unreachable("connection refused".into())).is_refused());
+        let platform = Error::Platform(crate::platform::Error::Version("refused".into()));
+        assert!(!platform.is_refused());
+    }
 }

@@ -321,7 +321,7 @@ impl<P: Platform> Cluster<P> {
                 }
             }
             Err(e) => {
-                let refused = e.category() == "refused";
+                let refused = e.is_refused();
                 self.failed(format!("{step} failed: {e}"));
                 // etcd refuses membership changes for a few seconds after a
                 // member reconnects; it will accept soon, so ask often.

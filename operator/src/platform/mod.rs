@@ -57,7 +57,11 @@ pub enum Error {
     Version(String),
     /// A member's data could not be restored from a snapshot.
     #[error("{0}")]
-    Restore(String),
+    Restore(#[source] crate::backup::Error),
+    /// The Kubernetes platform failed; its own category and source are
+    /// kept (an API error, a busy object, an unreadable annotation...).
+    #[error(transparent)]
+    Kube(#[from] kube::Error),
 }
 
 impl Error {
@@ -69,6 +73,7 @@ impl Error {
             Error::NoMember { .. } => "no_member",
             Error::Version(_) => "version",
             Error::Restore(_) => "restore",
+            Error::Kube(e) => e.category(),
         }
     }
 }

@@ -1,9 +1,6 @@
-//! What goes wrong on the Kubernetes platform, and how it reaches the
-//! controller as a [`crate::platform::Error`].
-
-use std::path::PathBuf;
-
-use crate::platform;
+//! What goes wrong on the Kubernetes platform. It reaches the controller
+//! whole, as [`crate::platform::Error::Kube`]: category, message and source
+//! kept.
 
 /// A failed Kubernetes platform call.
 #[derive(Debug, thiserror::Error)]
@@ -69,30 +66,6 @@ impl Error {
     }
 }
 
-/// `platform::Error` has no Kubernetes variant (the trait is shared with
-/// the local platform), so API and busy errors travel as `Io` errors whose
-/// source is this error (`std::error::Error::source` then downcasts to it).
-impl From<Error> for platform::Error {
-    fn from(e: Error) -> Self {
-        match e {
-            Error::Config { object, message } => platform::Error::Record {
-                path: PathBuf::from(object),
-                message,
-            },
-            Error::NoMember { cluster, member } => platform::Error::NoMember { cluster, member },
-            Error::Unsupported(m) => platform::Error::Restore(m),
-            Error::Api { what, source } => platform::Error::Io {
-                what,
-                source: std::io::Error::other(source),
-            },
-            e @ (Error::Unregistered(_) | Error::Busy(_)) => platform::Error::Io {
-                what: format!("kubernetes platform ({})", e.category()),
-                source: std::io::Error::other(e),
-            },
-        }
-    }
-}
-
 /// Whether an API error is a 404.
 pub(crate) fn is_not_found(e: &::kube::Error) -> bool {
     matches!(e, ::kube::Error::Api(s) if s.is_not_found())
@@ -101,23 +74,29 @@ pub(crate) fn is_not_found(e: &::kube::Error) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::platform;
 
     #[test]
-    fn converts_with_a_readable_message() {
-        let busy = Error::Busy("pod demo-0 is terminating".into());
-        assert_eq!(busy.category(), "busy");
-        let p: platform::Error = busy.into();
-        assert_eq!(p.category(), "io");
-        assert_eq!(
-            p.to_string(),
-            "kubernetes platform (busy): pod demo-0 is terminating"
-        );
+    fn reaches_the_controller_with_its_category_message_and_source() {
+        let p: platform::Error = Error::Busy("pod demo-0 is terminating".into()).into();
+        assert_eq!(p.category(), "busy");
+        assert_eq!(p.to_string(), "pod demo-0 is terminating");
+        assert!(matches!(p, platform::Error::Kube(Error::Busy(_))));
         let cfg: platform::Error = Error::Config {
             object: "pods/demo-0".into(),
             message: "bad json".into(),
         }
         .into();
-        assert_eq!(cfg.category(), "record");
-        assert_eq!(cfg.to_string(), "pods/demo-0: unreadable record: bad json");
+        assert_eq!(cfg.category(), "config");
+        assert_eq!(
+            cfg.to_string(),
+            "pods/demo-0: unreadable member config: bad json"
+        );
+        let status = ::kube::core::Status::failure("pods is forbidden", "Forbidden");
+        let refused = ::kube::Error::Api(status.with_code(403).boxed());
+        let api: platform::Error = Error::api("cannot list the pods of demo")(refused).into();
+        assert_eq!(api.category(), "kube_api");
+        let source = std::error::Error::source(&api).expect("the API error");
+        assert!(source.to_string().contains("forbidden"), "{source}");
     }
 }

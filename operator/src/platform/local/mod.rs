@@ -169,7 +169,7 @@ impl LocalPlatform {
         };
         crate::backup::tools::restore(&self.binaries, config.version, snapshot, &target)
             .await
-            .map_err(|e| Error::Restore(e.to_string()))
+            .map_err(Error::Restore)
     }
 
     fn running(record: &MemberRecord) -> Option<ProcessId> {

@@ -149,6 +149,29 @@ async fn a_ready_member_is_marked_started_once() {
 }
 
 #[tokio::test]
+async fn restoring_a_member_from_a_snapshot_is_refused_before_any_request() {
+    let (client, api) = mock();
+    let err = play(
+        platform(client),
+        |api: ApiServer| async move { api },
+        |p| async move {
+            let snapshot = std::path::Path::new("/backups/x.db");
+            let config = config("demo-0", "3.5.1");
+            let e = p.create("demo", &config, Some(snapshot)).await;
+            (p, e.expect_err("unsupported"))
+        },
+        api,
+    )
+    .await;
+    assert_eq!(err.category(), "unsupported");
+    assert!(
+        err.to_string()
+            .contains("member demo-0: restoring from a snapshot (/backups/x.db) is not supported"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
 async fn deleting_a_member_deletes_its_pod_at_once_and_its_claim() {
     let (client, api) = mock();
     let scenario = |mut api: ApiServer| async move {
