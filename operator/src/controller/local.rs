@@ -417,7 +417,11 @@ async fn work(mut cluster: Cluster<LocalPlatform>, mut rx: mpsc::UnboundedReceiv
         }
         for m in pending {
             match m {
-                Msg::Spec(s) => cluster.set_spec(*s).await,
+                Msg::Spec(s) => {
+                    if let Err(e) = cluster.set_spec(*s).await {
+                        tracing::error!(cluster = %cluster.name(), "cannot take the new spec: {e}");
+                    }
+                }
                 Msg::Exited { member, crashed } => {
                     tracing::info!(cluster = %cluster.name(), %member, crashed, "member process exited");
                     cluster.member_exited(&member, crashed);

@@ -145,6 +145,25 @@ impl Crashes {
     }
 }
 
+/// Hands the platform the resource `spec` came with, if any (a manifest
+/// that cannot be read has none), saying whether its members may be acted
+/// on (a valid spec, not paused).
+async fn prepare<P: Platform>(
+    platform: &P,
+    cluster: &str,
+    spec: &SpecState,
+    voters: usize,
+) -> crate::platform::Result<()> {
+    let (resource, active) = match spec {
+        SpecState::Valid { resource, spec, .. } => (Some(resource), !spec.paused),
+        SpecState::Invalid { resource, .. } => (resource.as_ref(), false),
+    };
+    match resource {
+        Some(r) => platform.prepare(cluster, r, voters, active).await,
+        None => Ok(()),
+    }
+}
+
 /// One cluster under management.
 #[derive(Debug)]
 pub struct Cluster<P> {
@@ -177,6 +196,9 @@ impl<P: Platform> Cluster<P> {
         backup_env: Option<Arc<BackupEnv>>,
         spec: SpecState,
     ) -> crate::platform::Result<Self> {
+        // The platform takes the resource first: on Kubernetes its uid tells
+        // this cluster's record from an earlier resource's of the same name.
+        prepare(&*platform, name, &spec, 0).await?;
         let record = platform.load_record(name).await?.unwrap_or_default();
         let mut cluster = Cluster {
             name: name.to_string(),
@@ -197,7 +219,7 @@ impl<P: Platform> Cluster<P> {
             schedule: None,
             revision_saved: None,
         };
-        cluster.set_spec(spec).await;
+        cluster.take_spec(spec).await;
         Ok(cluster)
     }
 
@@ -211,8 +233,17 @@ impl<P: Platform> Cluster<P> {
         &self.record
     }
 
-    /// Takes a new spec; a changed valid spec bumps the generation.
-    pub async fn set_spec(&mut self, spec: SpecState) {
+    /// Takes a new spec, handing the platform its resource first
+    /// ([`Platform::prepare`]; on an error the spec is not taken); a
+    /// changed valid spec bumps the generation.
+    pub async fn set_spec(&mut self, spec: SpecState) -> crate::platform::Result<()> {
+        let voters = self.record.last_voters;
+        prepare(&*self.platform, &self.name, &spec, voters).await?;
+        self.take_spec(spec).await;
+        Ok(())
+    }
+
+    async fn take_spec(&mut self, spec: SpecState) {
         if let SpecState::Valid {
             resource, source, ..
         } = &spec
@@ -437,7 +468,7 @@ impl<P: Platform> Cluster<P> {
         if fresh {
             return;
         }
-        match self.platform.save_status(&resource).await {
+        match self.platform.save_status(&self.name, &resource).await {
             Ok(()) => self.published = Some((status, Instant::now())),
             Err(e) => tracing::warn!(cluster = %self.name, "cannot publish status: {e}"),
         }

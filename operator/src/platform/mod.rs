@@ -184,9 +184,30 @@ pub enum Event {
     },
 }
 
-/// Where members run. Every call is idempotent: a call repeated after a
-/// crash, or for a member already in the asked-for state, does no harm.
+/// Where members run. Every call names the cluster it is for, and is
+/// idempotent: a call repeated after a crash, or for a member already in
+/// the asked-for state, does no harm.
 pub trait Platform: Send + Sync + 'static {
+    /// Takes the cluster's resource, before each reconcile pass and before
+    /// any other call about the cluster. `voters` is how many voting
+    /// members it had at the last member list read (0: unknown). `active`:
+    /// its spec is valid and not paused, so members may be created: what
+    /// they share is readied. On Kubernetes the resource's uid owns every
+    /// object created from then on, its spec says the storage, and the
+    /// Services and the disruption budget are applied (the budget protects
+    /// the larger of `voters` and `spec.size`); locally there is nothing
+    /// to do.
+    fn prepare(
+        &self,
+        cluster: &str,
+        resource: &EtcdCluster,
+        voters: usize,
+        active: bool,
+    ) -> impl Future<Output = Result<()>> + Send;
+    /// The controller stops managing the cluster without deleting anything
+    /// (its resource is gone, and on Kubernetes what it owned goes with
+    /// it): the platform drops what it keeps in memory about it.
+    fn forget(&self, cluster: &str);
     /// Every member of `cluster` the platform has.
     fn members(&self, cluster: &str) -> impl Future<Output = Result<Vec<PlatformMember>>> + Send;
     /// Picks URLs for new members with these names (nothing is created).
@@ -237,7 +258,11 @@ pub trait Platform: Send + Sync + 'static {
         record: &ClusterRecord,
     ) -> impl Future<Output = Result<()>> + Send;
     /// Publishes the cluster's status (the whole resource, status set).
-    fn save_status(&self, cluster: &EtcdCluster) -> impl Future<Output = Result<()>> + Send;
+    fn save_status(
+        &self,
+        cluster: &str,
+        resource: &EtcdCluster,
+    ) -> impl Future<Output = Result<()>> + Send;
     /// Why a member last failed, from the end of its log, for the status of
     /// a member that keeps failing at start (`None` where no log is kept).
     fn failure_hint(

@@ -29,8 +29,8 @@ use kube::{Api, Client, Resource, ResourceExt};
 use super::{Cluster, SpecState};
 use crate::crd::{EtcdCluster, LABEL_MANAGED_BY, MANAGED_BY};
 use crate::etcd::Clients;
-use crate::platform;
-use crate::platform::kube::{self as kplatform, KubePlatform, KubeVersions};
+use crate::platform::kube::{KubePlatform, KubeVersions};
+use crate::platform::{self, Platform};
 use crate::validate::validate;
 
 /// Timeout of a member's status call (to the pod's IP, in-cluster).
@@ -47,12 +47,10 @@ pub const MANAGER: &str = "etcd-operator";
 /// Why a reconcile or the controller failed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// The platform failed (loading the record).
+    /// The platform failed (taking the resource, its shared objects,
+    /// loading the record).
     #[error(transparent)]
     Platform(#[from] platform::Error),
-    /// The Kubernetes platform failed (registering, shared objects).
-    #[error(transparent)]
-    Kube(#[from] kplatform::Error),
     /// The resource lacks a namespace or a uid.
     #[error("EtcdCluster {0}: the resource has no {1}")]
     Incomplete(String, &'static str),
@@ -63,7 +61,6 @@ impl Error {
     pub fn category(&self) -> &'static str {
         match self {
             Error::Platform(e) => e.category(),
-            Error::Kube(e) => e.category(),
             Error::Incomplete(..) => "incomplete",
         }
     }
@@ -217,8 +214,6 @@ async fn reconcile(obj: Arc<EtcdCluster>, ctx: Arc<Context>) -> Result<Action, E
     let platform = ctx.platform(&namespace);
     let managed = ctx.managed(&key, &uid);
     let mut m = managed.lock().await;
-    let voters = m.cluster.as_ref().map_or(0, |c| c.record().last_voters);
-    platform.register(&obj, voters)?;
     let spec = spec_state(&obj);
     match &spec {
         SpecState::Invalid { message, .. } if m.reported.as_ref() != Some(message) => {
@@ -226,15 +221,11 @@ async fn reconcile(obj: Arc<EtcdCluster>, ctx: Arc<Context>) -> Result<Action, E
             m.reported = Some(message.clone());
         }
         SpecState::Invalid { .. } => {}
-        SpecState::Valid { spec, .. } => {
-            m.reported = None;
-            if !spec.paused {
-                platform.ensure_shared(&name).await?;
-            }
-        }
+        SpecState::Valid { .. } => m.reported = None,
     }
+    // Either way the platform takes the resource first (Platform::prepare).
     if let Some(cluster) = m.cluster.as_mut() {
-        cluster.set_spec(spec).await;
+        cluster.set_spec(spec).await?;
     } else {
         let clients = ctx.clients.clone();
         m.cluster = Some(Cluster::new(&name, platform.clone(), clients, None, spec).await?);

@@ -14,11 +14,11 @@ pub enum Error {
         #[source]
         source: ::kube::Error,
     },
-    /// The controller has not registered the cluster's resource, so the
-    /// platform does not know its owner (uid) nor its storage policy.
+    /// The controller has not handed the platform the cluster's resource,
+    /// so it knows neither its owner (uid) nor its storage policy.
     #[error(
         "cluster {0} is not registered with the Kubernetes platform; \
-         KubePlatform::register must be called with its EtcdCluster first"
+         Platform::prepare must be called with its EtcdCluster first"
     )]
     Unregistered(String),
     /// A member's recorded config (an annotation) cannot be read.

@@ -44,7 +44,7 @@ use std::sync::Mutex;
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, ListParams, Patch, PatchParams};
-use kube::{Client, Resource, ResourceExt};
+use kube::{Client, Resource};
 
 pub use self::config::{ANNOTATION_CONFIG, ANNOTATION_STARTED};
 pub use self::error::Error;
@@ -119,14 +119,13 @@ impl KubePlatform {
         &self.namespace
     }
 
-    /// Takes (or updates) a cluster's resource: its uid owns every object
-    /// created from now on, and its spec says the storage. `voters` is how
-    /// many voting members the cluster had at the last look (0: unknown);
-    /// the disruption budget protects the larger of it and `spec.size`, so
-    /// it never lets a drain take quorum while a scale-down is under way.
-    /// Must be called before any other call about the cluster.
-    pub fn register(&self, resource: &EtcdCluster, voters: usize) -> Result<(), Error> {
-        let name = resource.name_any();
+    /// Takes (or updates) a cluster's resource (see [`Platform::prepare`]):
+    /// its uid owns every object created from now on, and its spec says the
+    /// storage. The disruption budget protects the larger of `voters` and
+    /// `spec.size`, so it never lets a drain take quorum while a scale-down
+    /// is under way.
+    fn register(&self, name: &str, resource: &EtcdCluster, voters: usize) -> Result<(), Error> {
+        let name = name.to_string();
         let owner = resource
             .controller_owner_ref(&())
             .ok_or_else(|| Error::Unregistered(format!("{name} (the resource has no uid)")))?;
@@ -148,12 +147,6 @@ impl KubePlatform {
             },
         );
         Ok(())
-    }
-
-    /// Forgets a cluster (its resource is gone).
-    pub fn forget(&self, cluster: &str) {
-        let mut clusters = self.clusters.lock().unwrap_or_else(|e| e.into_inner());
-        clusters.remove(cluster);
     }
 
     fn registration(&self, cluster: &str) -> Result<Registration, Error> {
@@ -258,8 +251,7 @@ impl KubePlatform {
         self.apply(&record_name(cluster), &cm).await
     }
 
-    async fn status(&self, resource: &EtcdCluster) -> Result<(), Error> {
-        let name = resource.name_any();
+    async fn status(&self, name: &str, resource: &EtcdCluster) -> Result<(), Error> {
         let mut status = resource.status.clone().unwrap_or_default();
         // The resource's own generation, as kubectl users expect (the
         // record counts spec changes its own way).
@@ -272,7 +264,7 @@ impl KubePlatform {
             "status": status,
         });
         self.api::<EtcdCluster>()
-            .patch_status(&name, &Self::apply_params(), &Patch::Apply(&patch))
+            .patch_status(name, &Self::apply_params(), &Patch::Apply(&patch))
             .await
             .map_err(Error::api(format!("cannot apply the status of {name}")))?;
         Ok(())
@@ -280,6 +272,25 @@ impl KubePlatform {
 }
 
 impl Platform for KubePlatform {
+    async fn prepare(
+        &self,
+        cluster: &str,
+        resource: &EtcdCluster,
+        voters: usize,
+        active: bool,
+    ) -> Result<()> {
+        self.register(cluster, resource, voters)?;
+        if active {
+            self.ensure_shared(cluster).await?;
+        }
+        Ok(())
+    }
+
+    fn forget(&self, cluster: &str) {
+        let mut clusters = self.clusters.lock().unwrap_or_else(|e| e.into_inner());
+        clusters.remove(cluster);
+    }
+
     async fn members(&self, cluster: &str) -> Result<Vec<PlatformMember>> {
         Ok(self.members_of(cluster).await?)
     }
@@ -333,7 +344,7 @@ impl Platform for KubePlatform {
         Ok(self.save(cluster, record).await?)
     }
 
-    async fn save_status(&self, cluster: &EtcdCluster) -> Result<()> {
-        Ok(self.status(cluster).await?)
+    async fn save_status(&self, cluster: &str, resource: &EtcdCluster) -> Result<()> {
+        Ok(self.status(cluster, resource).await?)
     }
 }

@@ -14,13 +14,15 @@ use super::objects::{
 };
 use super::{Error, KubePlatform};
 use crate::crd::{LABEL_CLUSTER, LABEL_MANAGED_BY, MANAGED_BY};
+use crate::platform::Platform;
 
 impl KubePlatform {
     /// Applies the headless and client Services and the disruption budget
-    /// unless they were applied for this resource and size already. The
-    /// controller calls it on every spec it reconciles (so a resize updates
-    /// the budget); the first member's create calls it too.
-    pub async fn ensure_shared(&self, cluster: &str) -> Result<(), Error> {
+    /// unless they were applied for this resource and size already.
+    /// [`crate::platform::Platform::prepare`] calls it for every active spec
+    /// the controller reconciles (so a resize updates the budget); a
+    /// member's create and start call it too.
+    pub(super) async fn ensure_shared(&self, cluster: &str) -> Result<(), Error> {
         let reg = self.registration(cluster)?;
         if reg.shared == Some(reg.size) {
             return Ok(());

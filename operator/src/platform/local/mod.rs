@@ -195,6 +195,15 @@ impl LocalPlatform {
 }
 
 impl Platform for LocalPlatform {
+    /// Nothing to do: a member's process and folder are all it needs.
+    async fn prepare(&self, _: &str, _: &EtcdCluster, _: usize, _: bool) -> Result<()> {
+        Ok(())
+    }
+
+    /// Nothing is kept in memory about a cluster (the exit watchers end
+    /// with their processes).
+    fn forget(&self, _: &str) {}
+
     async fn members(&self, cluster: &str) -> Result<Vec<PlatformMember>> {
         let names = self
             .layout
@@ -364,10 +373,9 @@ impl Platform for LocalPlatform {
         failure_hint(&self.log_tail(cluster, member, 20))
     }
 
-    async fn save_status(&self, cluster: &EtcdCluster) -> Result<()> {
-        let name = cluster.metadata.name.as_deref().unwrap_or_default();
-        let path = self.layout.status_path(name);
-        write_json(&path, cluster).map_err(io_err(format!("cannot write {}", path.display())))
+    async fn save_status(&self, cluster: &str, resource: &EtcdCluster) -> Result<()> {
+        let path = self.layout.status_path(cluster);
+        write_json(&path, resource).map_err(io_err(format!("cannot write {}", path.display())))
     }
 }
 

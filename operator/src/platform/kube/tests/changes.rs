@@ -148,7 +148,7 @@ async fn record_and_status_are_applied_to_owned_objects() {
                 observed_generation: Some(2),
                 ..EtcdClusterStatus::default()
             });
-            p.save_status(&r).await.expect("status");
+            p.save_status("demo", &r).await.expect("status");
             (p, (loaded, foreign))
         },
         api,
@@ -226,11 +226,10 @@ async fn the_budget_protects_the_members_still_there_during_a_scale_down() {
         p,
         scenario,
         |p| async move {
-            p.register(&one, 3).expect("registered");
-            p.ensure_shared("demo").await.expect("applied");
-            p.ensure_shared("demo").await.expect("nothing new to apply");
-            p.register(&one, 1).expect("registered");
-            p.ensure_shared("demo").await.expect("applied");
+            p.prepare("demo", &one, 3, true).await.expect("applied");
+            let again = p.prepare("demo", &one, 3, true).await;
+            again.expect("nothing new to apply");
+            p.prepare("demo", &one, 1, true).await.expect("applied");
             (p, ())
         },
         api,

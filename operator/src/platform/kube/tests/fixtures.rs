@@ -40,7 +40,8 @@ pub fn platform(client: Client) -> KubePlatform {
 /// A platform on `client` with `r` registered.
 pub fn platform_for(client: Client, r: &EtcdCluster) -> KubePlatform {
     let p = KubePlatform::new(client, "default", DEFAULT_IMAGE);
-    p.register(r, 0).expect("a resource with a uid");
+    let name = r.metadata.name.as_deref().expect("a name");
+    p.register(name, r, 0).expect("a resource with a uid");
     p
 }
 

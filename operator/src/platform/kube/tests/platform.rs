@@ -6,7 +6,7 @@ use http::Method;
 use serde_json::json;
 
 use super::api::{ApiServer, core, core_list, list, mock};
-use super::fixtures::{Seen, config, platform};
+use super::fixtures::{Seen, config, platform, resource};
 use super::scenario::{assert_owned, config_of, expect_new_member, expect_shared, play};
 use crate::crd::StoragePolicy;
 use crate::platform::Platform;
@@ -250,7 +250,8 @@ async fn a_service_of_the_same_name_that_is_not_ours_is_left_alone() {
         platform(client),
         scenario,
         |p| async move {
-            let e = p.ensure_shared("demo").await.expect_err("busy");
+            let demo = resource(3, "3.5.1", StoragePolicy::Persistent);
+            let e = p.prepare("demo", &demo, 0, true).await.expect_err("busy");
             (p, e)
         },
         api,

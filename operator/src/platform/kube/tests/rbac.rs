@@ -99,8 +99,10 @@ async fn by_hand(client: kube::Client, fake: &Fake, demo: &EtcdCluster, eph: &Et
     demo.metadata.uid = Some("uid-demo".into());
     let mut eph = eph.clone();
     eph.metadata.uid = Some("uid-eph".into());
-    p.register(&demo, 3).expect("registered");
-    p.register(&eph, 1).expect("registered");
+    p.prepare("demo", &demo, 3, false)
+        .await
+        .expect("registered");
+    p.prepare("eph", &eph, 1, false).await.expect("registered");
     for i in 0..3 {
         // Created by the controller already: these find them running.
         p.create("demo", &member("demo", &format!("demo-{i}")), None)
@@ -125,7 +127,7 @@ async fn by_hand(client: kube::Client, fake: &Fake, demo: &EtcdCluster, eph: &Et
     p.start("demo", "demo-1").await.expect("re-created");
     p.delete("demo", "demo-2").await.expect("deleted");
     p.load_record("demo").await.expect("record");
-    p.save_status(&demo).await.expect("status");
+    p.save_status("demo", &demo).await.expect("status");
     p.retire_members("demo", "2026-01-01T00:00:00Z")
         .await
         .expect("retired");

@@ -23,8 +23,24 @@ fn record_of(cm: &Value) -> ClusterRecord {
 }
 
 async fn scenario(mut api: ApiServer) -> ApiServer {
+    // Cluster::new hands the platform the resource first (Platform::prepare):
+    // its spec is valid and not paused, so the Services and the budget are
+    // applied before anything else, as the controller did before it took
+    // the cluster over; the members' creates find them applied.
+    let pdb = "/apis/policy/v1/namespaces/default/poddisruptionbudgets/demo";
+    let shared = [
+        core("services", "demo"),
+        core("services", "demo-client"),
+        pdb.into(),
+    ];
+    for path in &shared {
+        api.expect(Method::GET, path).await.not_found();
+    }
+    for path in &shared {
+        api.expect_apply(path).await.echo();
+    }
     let cm = core("configmaps", "demo-etcd-operator");
-    // Cluster::new: no record yet; the new spec is saved (generation 1).
+    // Then no record yet; the new spec is saved (generation 1).
     api.expect(Method::GET, &cm).await.not_found();
     let first = api.expect_apply(&cm).await;
     assert_eq!(record_of(&first.body).generation, 1);
@@ -52,18 +68,6 @@ async fn scenario(mut api: ApiServer) -> ApiServer {
         record.initial[2].peer_url,
         "http://demo-2.demo.default.svc:2380"
     );
-    let pdb = "/apis/policy/v1/namespaces/default/poddisruptionbudgets/demo";
-    let shared = [
-        core("services", "demo"),
-        core("services", "demo-client"),
-        pdb.into(),
-    ];
-    for path in &shared {
-        api.expect(Method::GET, path).await.not_found();
-    }
-    for path in &shared {
-        api.expect_apply(path).await.echo();
-    }
     let initial_cluster = "demo-0=http://demo-0.demo.default.svc:2380,\
                            demo-1=http://demo-1.demo.default.svc:2380,\
                            demo-2=http://demo-2.demo.default.svc:2380";
