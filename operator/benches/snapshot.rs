@@ -11,7 +11,8 @@ mod support;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use etcd_operator::backup::snapshot::{self, Source};
+use etcd_operator::backup::Source;
+use etcd_operator::backup::snapshot;
 use etcd_operator::platform::local::binaries::Binaries;
 use etcd_operator::testing::{Env, client_urls, manifest};
 use support::stats;

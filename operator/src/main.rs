@@ -270,7 +270,7 @@ fn backups(args: BackupArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn backup_now(args: BackupArgs) -> anyhow::Result<ExitCode> {
-    let binaries = Binaries::new(args.etcd_binaries);
+    let binaries = std::sync::Arc::new(Binaries::new(args.etcd_binaries));
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -278,7 +278,7 @@ fn backup_now(args: BackupArgs) -> anyhow::Result<ExitCode> {
     match rt.block_on(cli::backup::take_now(
         &args.state_dir,
         &args.cluster,
-        &binaries,
+        binaries,
     )) {
         Ok(meta) => {
             let mut text = format!(

@@ -1,16 +1,21 @@
 //! Backups: etcd snapshots taken through the maintenance API, verified,
 //! kept on a policy ("every 30 minutes, keep the last 3"), and restored into
-//! new clusters or after a quorum loss.
+//! new clusters or after a quorum loss. The controller reaches them through
+//! a [`BackupStore`] ([`store`]), which each platform provides.
 //!
-//! A backup is two files in the backup folder: `NAME.db`, the snapshot as
-//! etcd streams it (the database followed by the SHA-256 of the database),
-//! and `NAME.json`, its [`BackupMeta`]. A snapshot is streamed to a hidden
-//! temporary file, fsynced and renamed into place; only then is the meta
-//! written, so a `NAME.db` without a `NAME.json` is never trusted.
+//! The local store's format is here: a backup is two files in the backup
+//! folder, `NAME.db`, the snapshot as etcd streams it (the database followed
+//! by the SHA-256 of the database), and `NAME.json`, its [`BackupMeta`]. A
+//! snapshot is streamed to a hidden temporary file, fsynced and renamed into
+//! place; only then is the meta written, so a `NAME.db` without a
+//! `NAME.json` is never trusted.
 
 pub mod schedule;
 pub mod snapshot;
+pub mod store;
 pub mod tools;
+
+pub use self::store::{BackupStore, Location, RestoreSource, Source};
 
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
@@ -68,6 +73,9 @@ pub enum Error {
     /// No member to take a backup from.
     #[error("no ready member to take a backup from")]
     NoMember,
+    /// The platform keeps no backups (yet).
+    #[error("{0}")]
+    Unsupported(String),
 }
 
 impl Error {
@@ -80,6 +88,7 @@ impl Error {
             Error::Tool(_) => "tool",
             Error::NotFound { .. } => "not_found",
             Error::NoMember => "no_member",
+            Error::Unsupported(_) => "unsupported",
         }
     }
 }
@@ -218,19 +227,6 @@ pub fn check_file(path: &Path, expected: Option<&str>) -> Result<String> {
     Ok(hex)
 }
 
-/// The newest backup in `dir` that still checks out; damaged ones are
-/// skipped (and named in the returned list of problems).
-pub fn newest_good(dir: &Path) -> Result<(Option<BackupMeta>, Vec<String>)> {
-    let mut problems = Vec::new();
-    for meta in list(dir)? {
-        match check_file(&meta.path(dir), Some(&meta.sha256)) {
-            Ok(_) => return Ok((Some(meta), problems)),
-            Err(e) => problems.push(e.to_string()),
-        }
-    }
-    Ok((None, problems))
-}
-
 /// Finds a backup by name in any of `dirs`, or takes `name` as a path.
 /// Either way the file must check out as a snapshot.
 pub fn resolve(name: &str, dirs: &[PathBuf]) -> Result<PathBuf> {
@@ -273,7 +269,7 @@ pub fn resolve(name: &str, dirs: &[PathBuf]) -> Result<PathBuf> {
     })
 }
 
-/// What retention did.
+/// What retention did ([`BackupStore::retain`]).
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Retained {
     /// Backups deleted, newest first.
@@ -283,40 +279,6 @@ pub struct Retained {
     /// Backups kept that do not check out (newer than the oldest good one
     /// kept; listed as damaged until they age out).
     pub damaged: Vec<String>,
-}
-
-/// Keeps the newest `keep` backups of `dir` that check out (at least one),
-/// and deletes every backup older than the oldest of those, plus leftovers
-/// of interrupted backups. A damaged backup never counts, so the last good
-/// one is never deleted. Reads every kept file: call it off the runtime.
-pub fn retain(dir: &Path, keep: usize) -> Result<Retained> {
-    let keep = keep.max(1);
-    let mut out = Retained::default();
-    for meta in list(dir)? {
-        if out.good.len() < keep {
-            match check_file(&meta.path(dir), Some(&meta.sha256)) {
-                Ok(_) => out.good.push(meta.name),
-                Err(_) => out.damaged.push(meta.name),
-            }
-            continue;
-        }
-        for path in [meta.path(dir), dir.join(format!("{}.json", meta.name))] {
-            match std::fs::remove_file(&path) {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => return Err(io_err(format!("cannot delete {}", path.display()))(e)),
-            }
-        }
-        out.deleted.push(meta.name);
-    }
-    if let Ok(entries) = std::fs::read_dir(dir) {
-        for e in entries.flatten() {
-            if e.file_name().to_string_lossy().starts_with(".tmp-") {
-                let _ = std::fs::remove_file(e.path());
-            }
-        }
-    }
-    Ok(out)
 }
 
 /// Writes a backup's meta beside its snapshot.
@@ -330,17 +292,18 @@ fn to_hex(bytes: &[u8]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// A fake snapshot: content plus its SHA-256, as etcd sends it.
-    fn fake_snapshot(path: &Path, content: &[u8]) {
+    pub(crate) fn fake_snapshot(path: &Path, content: &[u8]) {
         let mut data = content.to_vec();
         data.extend_from_slice(&Sha256::digest(content));
         std::fs::write(path, data).expect("write");
     }
 
-    fn meta(name: &str, unix_ms: u64, sha256: String) -> BackupMeta {
+    /// The meta of a backup of `demo` named `name`.
+    pub(crate) fn meta(name: &str, unix_ms: u64, sha256: String) -> BackupMeta {
         BackupMeta {
             name: name.into(),
             cluster: "demo".into(),
@@ -370,52 +333,5 @@ mod tests {
         assert!(e.to_string().contains("trailer"), "{e}");
         std::fs::write(&p, b"not a snapshot at all, just some text here").expect("write");
         assert!(check_file(&p, None).is_err());
-    }
-
-    #[test]
-    fn retention_keeps_newest_and_skips_damaged_for_restore() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        for (i, name) in ["b1", "b2", "b3", "b4"].iter().enumerate() {
-            let p = dir.path().join(format!("{name}.db"));
-            fake_snapshot(&p, name.as_bytes());
-            let sha = check_file(&p, None).expect("good");
-            write_meta(dir.path(), &meta(name, i as u64, sha)).expect("meta");
-        }
-        std::fs::write(dir.path().join(".tmp-x"), b"partial").expect("tmp");
-        let r = retain(dir.path(), 2).expect("retain");
-        assert_eq!(r.deleted, ["b2", "b1"]);
-        assert_eq!(r.good, ["b4", "b3"]);
-        let names: Vec<String> = list(dir.path())
-            .expect("list")
-            .into_iter()
-            .map(|m| m.name)
-            .collect();
-        assert_eq!(names, ["b4", "b3"]);
-        assert!(!dir.path().join(".tmp-x").exists());
-        // Damage the newest: restore falls back to the older good one.
-        std::fs::write(
-            dir.path().join("b4.db"),
-            b"garbage garbage garbage garbage garbage",
-        )
-        .expect("write");
-        let (good, problems) = newest_good(dir.path()).expect("newest");
-        assert_eq!(good.map(|m| m.name).as_deref(), Some("b3"));
-        assert_eq!(problems.len(), 1);
-        assert!(resolve("b4", &[dir.path().to_path_buf()]).is_err());
-        assert!(resolve("b3", &[dir.path().to_path_buf()]).is_ok());
-        let e = resolve("nope", &[dir.path().to_path_buf()]).expect_err("missing");
-        assert!(e.to_string().contains("b3"), "{e}");
-        // Retention does not count the damaged one: with one to keep, the
-        // good b3 stays (b4 too, newer, listed as damaged).
-        let r = retain(dir.path(), 1).expect("retain");
-        assert_eq!(
-            r,
-            Retained {
-                deleted: vec![],
-                good: vec!["b3".into()],
-                damaged: vec!["b4".into()],
-            }
-        );
-        assert!(dir.path().join("b3.db").is_file());
     }
 }

@@ -3,19 +3,17 @@
 //! the members that are ready; the task takes a backup when one is due
 //! (the newest good backup's time plus the interval, so the schedule
 //! survives an operator restart), retries failures with backoff, applies
-//! retention, and keeps a [`BackupStatus`] for the cluster's status.
+//! retention, and keeps a [`BackupStatus`] for the cluster's status. Every
+//! backup goes through the cluster's [`BackupStore`].
 
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::snapshot::{Source, take};
-use super::{list, retain};
+use super::{BackupStore, Location, Source};
 use crate::crd::BackupStatus;
-use crate::platform::local::binaries::Binaries;
 use crate::validate::BackupPolicy;
 
 /// A member backups may be taken from: (name, client URL).
@@ -25,42 +23,36 @@ pub type Candidate = (String, String);
 #[derive(Debug)]
 pub struct Schedule {
     policy: BackupPolicy,
-    dir: PathBuf,
+    location: Location,
     candidates: watch::Sender<Vec<Candidate>>,
     status: Arc<Mutex<BackupStatus>>,
     task: JoinHandle<()>,
 }
 
 impl Schedule {
-    /// Starts backing `cluster` up into `dir` on `policy`.
-    pub fn start(
-        cluster: &str,
-        policy: BackupPolicy,
-        dir: PathBuf,
-        binaries: Arc<Binaries>,
-    ) -> Self {
+    /// Starts backing a cluster up into `location` of `store` on `policy`.
+    pub fn start<S: BackupStore>(policy: BackupPolicy, location: Location, store: Arc<S>) -> Self {
         let (candidates, rx) = watch::channel(Vec::new());
         let status = Arc::new(Mutex::new(BackupStatus::default()));
         let task = tokio::spawn(run(
-            cluster.to_string(),
             policy.clone(),
-            dir.clone(),
-            binaries,
+            location.clone(),
+            store,
             rx,
             status.clone(),
         ));
         Schedule {
             policy,
-            dir,
+            location,
             candidates,
             status,
             task,
         }
     }
 
-    /// Whether this schedule runs `policy` into `dir`.
-    pub fn runs(&self, policy: &BackupPolicy, dir: &std::path::Path) -> bool {
-        self.policy == *policy && self.dir == dir
+    /// Whether this schedule runs `policy` into `location`.
+    pub fn runs(&self, policy: &BackupPolicy, location: &Location) -> bool {
+        self.policy == *policy && self.location == *location
     }
 
     /// The members backups may come from now, preferred first (empty when
@@ -79,11 +71,6 @@ impl Schedule {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
-    }
-
-    /// The backup folder.
-    pub fn dir(&self) -> &std::path::Path {
-        &self.dir
     }
 }
 
@@ -107,30 +94,18 @@ fn rfc3339(ms: u64) -> String {
     humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
 }
 
-/// [`retain`] on a blocking thread (it reads every kept backup).
-async fn retained(dir: &std::path::Path, keep: usize) -> super::Result<super::Retained> {
-    let dir = dir.to_path_buf();
-    tokio::task::spawn_blocking(move || retain(&dir, keep))
-        .await
-        .unwrap_or_else(|e| {
-            Err(super::Error::Tool(format!(
-                "retention stopped unexpectedly: {e}"
-            )))
-        })
-}
-
-async fn run(
-    cluster: String,
+async fn run<S: BackupStore>(
     policy: BackupPolicy,
-    dir: PathBuf,
-    binaries: Arc<Binaries>,
+    location: Location,
+    store: Arc<S>,
     mut candidates: watch::Receiver<Vec<Candidate>>,
     status: Arc<Mutex<BackupStatus>>,
 ) {
+    let cluster = &location.cluster;
     let set =
         |f: &dyn Fn(&mut BackupStatus)| f(&mut status.lock().unwrap_or_else(|e| e.into_inner()));
     let interval_ms = u64::try_from(policy.interval.as_millis()).unwrap_or(u64::MAX);
-    let mut damaged = match retained(&dir, policy.max_backups).await {
+    let mut damaged = match store.retain(&location, policy.max_backups).await {
         Ok(r) => r.damaged,
         Err(e) => {
             tracing::warn!(%cluster, "retention failed: {e}");
@@ -140,7 +115,7 @@ async fn run(
     let mut failures: u32 = 0;
     let mut source_index = 0usize;
     loop {
-        let kept = list(&dir).unwrap_or_default();
+        let kept = store.list(&location).await.unwrap_or_default();
         let due = kept
             .first()
             .map_or(0, |m| m.unix_ms.saturating_add(interval_ms));
@@ -157,7 +132,7 @@ async fn run(
         let wait = due.saturating_sub(now_ms());
         if wait > 0 {
             tokio::time::sleep(Duration::from_millis(wait)).await;
-            continue; // re-read the folder: a manual backup may have come in
+            continue; // list again: a manual backup may have come in
         }
         let offered = candidates.borrow_and_update().clone();
         if offered.is_empty() {
@@ -169,14 +144,14 @@ async fn run(
         }
         let (member, url) = &offered[source_index % offered.len()];
         let source = Source { member, url };
-        match take(&cluster, source, &dir, &binaries).await {
+        match store.save(&location, source).await {
             Ok(meta) => {
                 failures = 0;
                 tracing::info!(
                     %cluster, backup = %meta.name, revision = meta.revision, bytes = meta.size,
                     from = %meta.member, "backup taken and verified"
                 );
-                match retained(&dir, policy.max_backups).await {
+                match store.retain(&location, policy.max_backups).await {
                     Ok(r) => {
                         if !r.deleted.is_empty() {
                             tracing::info!(%cluster, "retention deleted {}", r.deleted.join(", "));

@@ -1,5 +1,6 @@
-//! Taking one backup: stream a snapshot from a member into a temporary
-//! file, fsync, rename, verify, write the meta.
+//! Taking one backup into a folder (the local store's save): stream a
+//! snapshot from a member into a temporary file, fsync, rename, verify,
+//! write the meta.
 
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -8,20 +9,11 @@ use etcd_client::{Client, ConnectOptions};
 use sha2::{Digest, Sha256};
 use tokio::io::AsyncWriteExt;
 
-use super::{BackupMeta, Error, Result, check_file, io_err, to_hex, tools, write_meta};
+use super::{BackupMeta, Error, Result, Source, check_file, io_err, to_hex, tools, write_meta};
 use crate::platform::local::binaries::Binaries;
 
 /// Longest pause between two chunks of a snapshot before giving up.
 const STALL: Duration = Duration::from_secs(30);
-
-/// The member a backup is taken from.
-#[derive(Clone, Copy, Debug)]
-pub struct Source<'a> {
-    /// Member name.
-    pub member: &'a str,
-    /// Its client URL.
-    pub url: &'a str,
-}
 
 /// What streaming a snapshot produced.
 #[derive(Clone, Debug)]

@@ -3,11 +3,13 @@
 //! no running operator.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::status;
 use super::table::render;
-use crate::backup::{self, BackupMeta, snapshot};
+use crate::backup::{self, BackupMeta, BackupStore, Location, Source};
 use crate::crd::EtcdCluster;
+use crate::platform::local::backups::LocalBackups;
 use crate::platform::local::binaries::Binaries;
 
 /// Why a backup command failed.
@@ -21,15 +23,20 @@ pub enum Error {
     Backup(#[from] backup::Error),
 }
 
-/// The backup folder and retention of a published cluster.
-fn folder(state_dir: &Path, cluster: &EtcdCluster) -> (PathBuf, Option<usize>) {
+/// Where a published cluster's backups are kept, and its retention.
+fn location(cluster: &EtcdCluster) -> (Location, Option<usize>) {
     let name = cluster.metadata.name.as_deref().unwrap_or_default();
     let b = cluster.spec.backup.as_ref();
     let path = b
         .and_then(|b| b.location.as_ref()?.path.as_ref())
         .map(PathBuf::from);
     let keep = b.and_then(|b| usize::try_from(b.max_backups).ok());
-    (backup::backup_dir(state_dir, name, path.as_deref()), keep)
+    let location = Location {
+        cluster: name.to_string(),
+        path,
+        claim: None,
+    };
+    (location, keep)
 }
 
 /// A backup and the result of checking its file again now.
@@ -40,7 +47,10 @@ pub type Checked = (BackupMeta, Result<(), String>);
 /// default folder, `STATE/backups/NAME`.
 pub fn list(state_dir: &Path, cluster: &str) -> Result<(PathBuf, Vec<Checked>), Error> {
     let dir = match status::load(state_dir, Some(cluster)) {
-        Ok(mut found) => folder(state_dir, &found.remove(0)).0,
+        Ok(mut found) => {
+            let (location, _) = location(&found.remove(0));
+            backup::backup_dir(state_dir, cluster, location.path.as_deref())
+        }
         Err(status::Error::NoCluster { .. })
             if backup::backup_dir(state_dir, cluster, None).is_dir() =>
         {
@@ -93,10 +103,11 @@ pub fn table(backups: &[Checked]) -> String {
 pub async fn take_now(
     state_dir: &Path,
     cluster: &str,
-    binaries: &Binaries,
+    binaries: Arc<Binaries>,
 ) -> Result<BackupMeta, Error> {
     let resource = status::load(state_dir, Some(cluster))?.remove(0);
-    let (dir, keep) = folder(state_dir, &resource);
+    let (location, keep) = location(&resource);
+    let store = LocalBackups::new(state_dir, binaries);
     let mut members: Vec<_> = resource
         .status
         .iter()
@@ -107,14 +118,14 @@ pub async fn take_now(
     members.sort_by_key(|m| m.leader);
     let mut last = backup::Error::NoMember;
     for m in &members {
-        let source = snapshot::Source {
+        let source = Source {
             member: &m.name,
             url: &m.client_url,
         };
-        match snapshot::take(cluster, source, &dir, binaries).await {
+        match store.save(&location, source).await {
             Ok(meta) => {
                 if let Some(keep) = keep {
-                    let r = backup::retain(&dir, keep)?;
+                    let r = store.retain(&location, keep).await?;
                     for name in &r.damaged {
                         eprintln!("warning: backup {name} is damaged and not counted as kept");
                     }

@@ -98,7 +98,7 @@ async fn bootstrap<P: Platform>(
     obs: &Observation,
     spec: &ValidSpec,
 ) -> Result<(), Error> {
-    let restore_from = c.restore_source(spec)?;
+    let restore_from = c.restore_source(spec).await?;
     if c.record.initial.is_empty() {
         let first = c.record.next_index;
         let names: Vec<String> = (first..first + u32::try_from(spec.size).unwrap_or(1))
@@ -128,7 +128,7 @@ async fn bootstrap<P: Platform>(
                     bootstrap: true,
                 };
                 c.crashes.started(&addr.name);
-                let restore_from = restore_from.as_deref();
+                let restore_from = restore_from.as_ref();
                 c.platform.create(&c.name, &config, restore_from).await?;
             }
         }

@@ -1,96 +1,48 @@
 //! The controller's side of backups: running a cluster's schedule, choosing
 //! the snapshot a bootstrap restores from, and rebuilding a cluster whose
-//! quorum is lost for good.
+//! quorum is lost for good. Every backup goes through the platform's
+//! [`BackupStore`]: nothing here touches files or etcd tools.
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::SystemTime;
 
 use super::act::Error;
 use super::{Cluster, SpecState};
-use crate::backup::{self, BackupMeta, schedule::Schedule};
+use crate::backup::schedule::Schedule;
+use crate::backup::{BackupStore, Location, RestoreSource};
 use crate::crd::RecoveryStatus;
 use crate::observe::Observation;
 use crate::platform::Platform;
-use crate::platform::local::binaries::Binaries;
 use crate::validate::ValidSpec;
 
-/// Where backups live and the tools that check and restore them.
-#[derive(Debug)]
-pub struct BackupEnv {
-    /// The operator's state folder (default backup folders are below it).
-    pub state_dir: PathBuf,
-    /// etcd tools.
-    pub binaries: Arc<Binaries>,
-}
-
-impl BackupEnv {
-    /// The backup folder of `cluster` under `spec`.
-    pub fn dir(&self, cluster: &str, spec: &ValidSpec) -> PathBuf {
-        let path = spec.backup.as_ref().and_then(|b| b.path.as_deref());
-        backup::backup_dir(&self.state_dir, cluster, path)
-    }
-
-    /// Folders a backup name is looked up in: the cluster's own, then every
-    /// default backup folder (a new cluster restores another's backups).
-    pub fn lookup_dirs(&self, cluster: &str, spec: &ValidSpec) -> Vec<PathBuf> {
-        let mut dirs = vec![self.dir(cluster, spec)];
-        if let Ok(entries) = std::fs::read_dir(self.state_dir.join("backups")) {
-            let mut more: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
-            more.sort();
-            more.retain(|d| *d != dirs[0]);
-            dirs.extend(more);
-        }
-        dirs
-    }
-
-    /// Copies a snapshot into the cluster's folder, so retention cannot take
-    /// it away while members are restored from it.
-    fn stash(&self, cluster: &str, snapshot: &Path) -> Result<PathBuf, Error> {
-        let dest = self
-            .state_dir
-            .join("clusters")
-            .join(cluster)
-            .join("restore.db");
-        if let Some(dir) = dest.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| backup_io(&dest, e))?;
-        }
-        std::fs::copy(snapshot, &dest).map_err(|e| backup_io(&dest, e))?;
-        Ok(dest)
-    }
-}
-
-fn backup_io(path: &Path, source: std::io::Error) -> Error {
-    Error::Backup(backup::Error::Io {
-        what: format!("cannot copy the snapshot to {}", path.display()),
-        source,
-    })
-}
-
 impl<P: Platform> Cluster<P> {
+    /// Where the cluster's backups are kept under `spec`.
+    fn backup_location(&self, spec: &ValidSpec) -> Location {
+        Location::of(&self.name, spec.backup.as_ref())
+    }
+
     /// Starts, restarts or stops the backup schedule to match the spec.
     pub(super) fn sync_schedule(&mut self) {
-        let (SpecState::Valid { spec, .. }, Some(env)) = (&self.spec, &self.backup_env) else {
+        let SpecState::Valid { spec, .. } = &self.spec else {
             return;
         };
         let Some(policy) = &spec.backup else {
             self.schedule = None;
             return;
         };
-        let dir = env.dir(&self.name, spec);
-        if self.schedule.as_ref().is_some_and(|s| s.runs(policy, &dir)) {
+        let location = self.backup_location(spec);
+        if self
+            .schedule
+            .as_ref()
+            .is_some_and(|s| s.runs(policy, &location))
+        {
             return;
         }
+        let store = self.platform.backups();
         tracing::info!(
-            cluster = %self.name, dir = %dir.display(), interval = ?policy.interval,
+            cluster = %self.name, dir = %store.describe(&location), interval = ?policy.interval,
             keep = policy.max_backups, "backup schedule"
         );
-        self.schedule = Some(Schedule::start(
-            &self.name,
-            policy.clone(),
-            dir,
-            env.binaries.clone(),
-        ));
+        self.schedule = Some(Schedule::start(policy.clone(), location, store));
     }
 
     /// Offers the ready members (followers first) to the schedule.
@@ -112,57 +64,41 @@ impl<P: Platform> Cluster<P> {
         );
     }
 
-    /// Whether a verified backup exists to rebuild from.
-    ///
-    /// Only asked while quorum is lost, and only worth an answer when the
-    /// spec allows a rebuild. Each file is hashed once: the answer is kept
-    /// by name, size and modification time, so a long wait without quorum
-    /// does not re-read the backups every pass.
-    pub(super) fn backup_available(&mut self) -> bool {
-        let (SpecState::Valid { spec, .. }, Some(env)) = (&self.spec, &self.backup_env) else {
+    /// Whether a verified backup exists to rebuild from. Only asked while
+    /// quorum is lost, and only worth an answer when the spec allows a
+    /// rebuild (the store remembers what it checked, see
+    /// [`BackupStore::any_good`]).
+    pub(super) async fn backup_available(&self) -> bool {
+        let SpecState::Valid { spec, .. } = &self.spec else {
             return false;
         };
         if !spec.restore_from_backup {
             return false;
         }
-        let dir = env.dir(&self.name, spec);
-        let Ok(metas) = backup::list(&dir) else {
-            return false;
-        };
-        for meta in metas {
-            let path = meta.path(&dir);
-            let Ok(stat) = std::fs::metadata(&path) else {
-                continue;
-            };
-            let key = (stat.len(), stat.modified().ok());
-            let good = match self.checked_backups.get(&meta.name) {
-                Some((k, good)) if *k == key => *good,
-                _ => {
-                    let good = backup::check_file(&path, Some(&meta.sha256)).is_ok();
-                    self.checked_backups.insert(meta.name.clone(), (key, good));
-                    good
-                }
-            };
-            if good {
-                return true;
-            }
-        }
-        false
+        let location = self.backup_location(spec);
+        self.platform.backups().any_good(&location).await
     }
 
     /// The snapshot a new bootstrap restores every member from: the one a
     /// recovery chose, or `spec.restore` for a cluster created from a backup.
-    pub(super) fn restore_source(&mut self, spec: &ValidSpec) -> Result<Option<PathBuf>, Error> {
+    pub(super) async fn restore_source(
+        &mut self,
+        spec: &ValidSpec,
+    ) -> Result<Option<RestoreSource>, Error> {
         if self.record.restore_from.is_some() || !self.record.initial.is_empty() {
             return Ok(self.record.restore_from.clone());
         }
-        let (Some(name), Some(env)) = (&spec.restore, &self.backup_env) else {
+        let Some(name) = &spec.restore else {
             return Ok(None);
         };
-        let found = backup::resolve(name, &env.lookup_dirs(&self.name, spec))?;
-        let stashed = env.stash(&self.name, &found)?;
-        tracing::info!(cluster = %self.name, from = %found.display(), "creating the cluster from a backup");
-        self.record.restore_from = Some(stashed);
+        let location = self.backup_location(spec);
+        let staged = self
+            .platform
+            .backups()
+            .open_for_restore(&location, name)
+            .await?;
+        tracing::info!(cluster = %self.name, backup = %name, "creating the cluster from a backup");
+        self.record.restore_from = Some(staged);
         self.record.created_from = Some(name.clone());
         Ok(self.record.restore_from.clone())
     }
@@ -170,14 +106,14 @@ impl<P: Platform> Cluster<P> {
     /// Rebuilds a cluster whose quorum is lost for good from the newest
     /// verified backup, and records what was lost.
     pub(super) async fn rebuild_from_backup(&mut self, spec: &ValidSpec) -> Result<(), Error> {
-        let env = self.backup_env.as_ref().ok_or(Error::NoBackup)?;
-        let dir = env.dir(&self.name, spec);
-        let (meta, skipped) = backup::newest_good(&dir)?;
+        let store = self.platform.backups();
+        let location = self.backup_location(spec);
+        let (meta, skipped) = store.newest_good(&location).await?;
         for p in &skipped {
             tracing::error!(cluster = %self.name, "skipping a damaged backup: {p}");
         }
-        let meta: BackupMeta = meta.ok_or(Error::NoBackup)?;
-        let stashed = env.stash(&self.name, &meta.path(&dir))?;
+        let meta = meta.ok_or(Error::NoBackup)?;
+        let staged = store.open_for_restore(&location, &meta.name).await?;
         let now = SystemTime::now();
         let tag = humantime::format_rfc3339_seconds(now)
             .to_string()
@@ -203,7 +139,7 @@ impl<P: Platform> Cluster<P> {
         );
         self.record.bootstrapped = false;
         self.record.initial.clear();
-        self.record.restore_from = Some(stashed);
+        self.record.restore_from = Some(staged);
         self.record.last_recovery = Some(recovery);
         // The rebuilt cluster starts at the backup's revision: a later loss
         // is measured from there, not from the old cluster's history.
@@ -212,10 +148,10 @@ impl<P: Platform> Cluster<P> {
         Ok(())
     }
 
-    /// Once a bootstrap from a snapshot formed, the stashed copy goes.
+    /// Once a bootstrap from a snapshot formed, the copy set aside goes.
     pub(super) async fn restore_done(&mut self) {
-        if let Some(path) = self.record.restore_from.take() {
-            let _ = std::fs::remove_file(&path);
+        if let Some(source) = self.record.restore_from.take() {
+            self.platform.backups().close_restore(&source).await;
             self.save_record().await;
         }
     }

@@ -14,8 +14,8 @@ use notify::{RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::{BackupEnv, Cluster, SpecState};
-use crate::backup;
+use super::{Cluster, SpecState};
+use crate::backup::{BackupStore, Location};
 use crate::etcd::Clients;
 use crate::manifest::{self, Loaded};
 use crate::platform::local::LocalPlatform;
@@ -128,15 +128,10 @@ pub async fn run(
         state = %opts.state_dir.display(),
         "etcd-operator running on the local platform"
     );
-    let backups = Arc::new(BackupEnv {
-        state_dir: opts.state_dir.clone(),
-        binaries: opts.binaries.clone(),
-    });
     let mut ctl = Local {
         opts,
         platform,
         clients,
-        backups,
         workers: HashMap::new(),
         missing_since: HashMap::new(),
         problems_written: None,
@@ -174,7 +169,6 @@ struct Local {
     opts: Options,
     platform: Arc<LocalPlatform>,
     clients: Arc<Clients>,
-    backups: Arc<BackupEnv>,
     workers: HashMap<String, Worker>,
     missing_since: HashMap<String, Instant>,
     /// What the problems file holds, to rewrite it only on change.
@@ -318,9 +312,10 @@ impl Local {
             .is_some_and(|r| r.bootstrapped || !r.initial.is_empty());
         match (&spec.restore, &record) {
             (Some(source), _) if !created => {
-                backup::resolve(source, &self.backups.lookup_dirs(name, spec))
-                    .map(|_| ())
-                    .map_err(|e| format!("spec.restore.backup: {e}; nothing was created"))
+                let location = Location::of(name, spec.backup.as_ref());
+                let store = self.platform.backups();
+                let found = store.check_restorable(&location, source).await;
+                found.map_err(|e| format!("spec.restore.backup: {e}; nothing was created"))
             }
             (restore, Some(r)) if created && *restore != r.created_from => Err(format!(
                 "spec.restore.backup: a cluster is restored only when it is created, and {name} \
@@ -358,13 +353,7 @@ impl Local {
             }
             return;
         }
-        let cluster = Cluster::new(
-            name,
-            self.platform.clone(),
-            self.clients.clone(),
-            Some(self.backups.clone()),
-            spec,
-        );
+        let cluster = Cluster::new(name, self.platform.clone(), self.clients.clone(), spec);
         let cluster = match cluster.await {
             Ok(c) => c,
             Err(e) => {

@@ -7,16 +7,16 @@
 
 pub mod act;
 pub mod backups;
+mod crashes;
 pub mod kube;
 pub mod local;
 pub mod status;
 
-use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub use self::backups::BackupEnv;
+use self::crashes::Crashes;
 use crate::backup::schedule::Schedule;
 use crate::crd::{EtcdCluster, EtcdClusterStatus};
 use crate::etcd::Clients;
@@ -78,73 +78,6 @@ pub struct Outcome {
     pub next: Duration,
 }
 
-/// Starts and fast exits of members, for crash-loop detection and backoff.
-#[derive(Debug, Default)]
-struct Crashes {
-    members: HashMap<String, (Instant, u32)>,
-}
-
-impl Crashes {
-    fn started(&mut self, member: &str) {
-        let fast = self.members.get(member).map_or(0, |(_, n)| *n);
-        self.members
-            .insert(member.to_string(), (Instant::now(), fast));
-    }
-
-    fn exited(&mut self, member: &str, crashed: bool) {
-        if let Some((at, n)) = self.members.get_mut(member) {
-            *n = if crashed && at.elapsed() < CRASH_WINDOW {
-                *n + 1
-            } else {
-                0
-            };
-        }
-    }
-
-    /// A member that is healthy well after its last start is no longer
-    /// failing.
-    fn healthy(&mut self, member: &str) {
-        if let Some((at, n)) = self.members.get_mut(member)
-            && at.elapsed() >= CRASH_WINDOW
-        {
-            *n = 0;
-        }
-    }
-
-    /// Members that failed by themselves soon after their last start.
-    fn failing(&self) -> Vec<(String, u32)> {
-        let mut out: Vec<(String, u32)> = self
-            .members
-            .iter()
-            .filter(|(_, (_, n))| *n > 0)
-            .map(|(m, (_, n))| (m.clone(), *n))
-            .collect();
-        out.sort();
-        out
-    }
-
-    fn looping(&self, exits: u32) -> HashSet<String> {
-        let looping = self.members.iter().filter(|(_, (_, n))| *n >= exits);
-        looping.map(|(m, _)| m.clone()).collect()
-    }
-
-    /// How long to hold off restarting `member`: 200 ms after its first
-    /// crash soon after start, doubling up to 5 s.
-    fn hold_off(&self, member: &str) -> Duration {
-        match self.members.get(member) {
-            Some((at, n)) if *n > 0 => {
-                let wait = Duration::from_millis(100 << (*n).min(6)).min(Duration::from_secs(5));
-                wait.saturating_sub(at.elapsed())
-            }
-            _ => Duration::ZERO,
-        }
-    }
-
-    fn forget(&mut self, member: &str) {
-        self.members.remove(member);
-    }
-}
-
 /// Hands the platform the resource `spec` came with, if any (a manifest
 /// that cannot be read has none), saying whether its members may be acted
 /// on (a valid spec, not paused).
@@ -173,27 +106,22 @@ pub struct Cluster<P> {
     spec: SpecState,
     record: ClusterRecord,
     crashes: Crashes,
-    /// Backups already hashed while quorum was lost: name -> ((size,
-    /// modified), good).
-    checked_backups: HashMap<String, ((u64, Option<std::time::SystemTime>), bool)>,
     last_error: Option<String>,
     errors_in_row: u32,
     /// A lost member was removed and its replacement is on its way.
     replacing: bool,
     published: Option<(EtcdClusterStatus, Instant)>,
-    backup_env: Option<Arc<BackupEnv>>,
     schedule: Option<Schedule>,
     revision_saved: Option<Instant>,
 }
 
 impl<P: Platform> Cluster<P> {
     /// Takes over cluster `name` (loading its record, if it has one).
-    /// `backup_env` is where backups go (none: backups are not supported).
+    /// Its backups go to the platform's store ([`Platform::backups`]).
     pub async fn new(
         name: &str,
         platform: Arc<P>,
         clients: Arc<Clients>,
-        backup_env: Option<Arc<BackupEnv>>,
         spec: SpecState,
     ) -> crate::platform::Result<Self> {
         // The platform takes the resource first: on Kubernetes its uid tells
@@ -210,12 +138,10 @@ impl<P: Platform> Cluster<P> {
             },
             record,
             crashes: Crashes::default(),
-            checked_backups: HashMap::new(),
             last_error: None,
             errors_in_row: 0,
             replacing: false,
             published: None,
-            backup_env,
             schedule: None,
             revision_saved: None,
         };
@@ -303,7 +229,7 @@ impl<P: Platform> Cluster<P> {
                     p.crash_looping &= looping.contains(&m.name);
                 }
             }
-            obs.observed.backup_available = self.backup_available();
+            obs.observed.backup_available = self.backup_available().await;
         }
         self.offer_backup_sources(&obs);
         let step = match &self.spec {

@@ -3,18 +3,21 @@
 //! loopback addresses, and a Kubernetes platform runs them as pods (a pod
 //! and its volume are one member, as a process and its data folder are here).
 //!
-//! A platform keeps, per member, the configuration it was created with
+//! A platform keeps, per member, the [`MemberConfig`] it was created with
 //! (name, URLs, version, initial cluster), so a member can be started again
 //! in place at any time, and reports whether it runs and whether its data
 //! survived. It also stores the cluster's record and status (a folder
-//! locally, the resource's status on Kubernetes).
+//! locally, the resource's status on Kubernetes), and provides the
+//! [`BackupStore`] the cluster's backups go through.
 
 use std::future::Future;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
+use crate::backup::{BackupStore, RestoreSource};
 use crate::crd::EtcdCluster;
 pub use crate::member::{InitialState, MemberAddr, MemberConfig};
 use crate::version::Version;
@@ -160,7 +163,7 @@ pub struct ClusterRecord {
     pub last_revision: i64,
     /// The snapshot the (next) bootstrap restores every member from.
     #[serde(default)]
-    pub restore_from: Option<PathBuf>,
+    pub restore_from: Option<RestoreSource>,
     /// The `spec.restore.backup` the cluster was created from.
     #[serde(default)]
     pub created_from: Option<String>,
@@ -188,6 +191,11 @@ pub enum Event {
 /// idempotent: a call repeated after a crash, or for a member already in
 /// the asked-for state, does no harm.
 pub trait Platform: Send + Sync + 'static {
+    /// Where this platform keeps backups.
+    type Backups: BackupStore;
+    /// The backup store: every backup, check and restore of the controller
+    /// goes through it.
+    fn backups(&self) -> Arc<Self::Backups>;
     /// Takes the cluster's resource, before each reconcile pass and before
     /// any other call about the cluster. `voters` is how many voting
     /// members it had at the last member list read (0: unknown). `active`:
@@ -216,13 +224,13 @@ pub trait Platform: Send + Sync + 'static {
         cluster: &str,
         names: &[String],
     ) -> impl Future<Output = Result<Vec<MemberAddr>>> + Send;
-    /// Creates a member and starts it; with `restore_from`, its data is
-    /// first restored from that snapshot.
+    /// Creates a member and starts it; with `restore_from` (a snapshot
+    /// its backup store set aside), its data is first restored from it.
     fn create(
         &self,
         cluster: &str,
         config: &MemberConfig,
-        restore_from: Option<&std::path::Path>,
+        restore_from: Option<&RestoreSource>,
     ) -> impl Future<Output = Result<()>> + Send;
     /// Starts a stopped member in place (with its data, if any).
     fn start(&self, cluster: &str, member: &str) -> impl Future<Output = Result<()>> + Send;

@@ -228,7 +228,7 @@ async fn reconcile(obj: Arc<EtcdCluster>, ctx: Arc<Context>) -> Result<Action, E
         cluster.set_spec(spec).await?;
     } else {
         let clients = ctx.clients.clone();
-        m.cluster = Some(Cluster::new(&name, platform.clone(), clients, None, spec).await?);
+        m.cluster = Some(Cluster::new(&name, platform.clone(), clients, spec).await?);
     }
     let Some(cluster) = m.cluster.as_mut() else {
         return Ok(Action::requeue(MIN_POLL));

@@ -26,6 +26,7 @@
 //!   data not trusted, as the controller judges members it restarts
 //!   itself) and for why a pod is stuck (unschedulable, image pull).
 
+pub mod backups;
 pub mod config;
 pub mod error;
 pub mod members;
@@ -39,17 +40,19 @@ mod writes;
 pub(crate) mod tests;
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::{Client, Resource};
 
+use self::backups::KubeBackups;
 pub use self::config::{ANNOTATION_CONFIG, ANNOTATION_STARTED};
 pub use self::error::Error;
 use self::members::owned_by;
 use self::objects::{RECORD_KEY, cluster_selector, member_host, record_config_map, record_name};
+use crate::backup::RestoreSource;
 use crate::crd::{EtcdCluster, StoragePolicy};
 use crate::member::{CLIENT_PORT, MemberAddr, MemberConfig, PEER_PORT};
 use crate::platform::{ClusterRecord, Platform, PlatformMember, Result};
@@ -91,6 +94,7 @@ pub struct KubePlatform {
     namespace: String,
     image: String,
     clusters: Mutex<HashMap<String, Registration>>,
+    backups: Arc<KubeBackups>,
 }
 
 impl std::fmt::Debug for KubePlatform {
@@ -111,6 +115,7 @@ impl KubePlatform {
             namespace: namespace.into(),
             image: image.into(),
             clusters: Mutex::default(),
+            backups: Arc::default(),
         }
     }
 
@@ -272,6 +277,12 @@ impl KubePlatform {
 }
 
 impl Platform for KubePlatform {
+    type Backups = KubeBackups;
+
+    fn backups(&self) -> Arc<KubeBackups> {
+        self.backups.clone()
+    }
+
     async fn prepare(
         &self,
         cluster: &str,
@@ -311,7 +322,7 @@ impl Platform for KubePlatform {
         &self,
         cluster: &str,
         config: &MemberConfig,
-        restore_from: Option<&std::path::Path>,
+        restore_from: Option<&RestoreSource>,
     ) -> Result<()> {
         Ok(self.create_member(cluster, config, restore_from).await?)
     }

@@ -19,6 +19,7 @@ use super::members::{Mark, owned_by, pod_running};
 use super::objects::{claim_name, data_claim};
 use super::pod::{CONTAINER, image, member_pod, readiness_path};
 use super::{Error, FIELD_MANAGER, KubePlatform, Registration};
+use crate::backup::RestoreSource;
 use crate::crd::StoragePolicy;
 use crate::member::MemberConfig;
 use crate::version::Version;
@@ -139,15 +140,14 @@ impl KubePlatform {
         &self,
         cluster: &str,
         config: &MemberConfig,
-        restore_from: Option<&std::path::Path>,
+        restore_from: Option<&RestoreSource>,
     ) -> Result<(), Error> {
         let reg = self.registration(cluster)?;
-        if let Some(path) = restore_from {
+        if let Some(snapshot) = restore_from {
             return Err(Error::Unsupported(format!(
-                "member {}: restoring from a snapshot ({}) is not supported on the Kubernetes \
-                 platform yet",
-                config.addr.name,
-                path.display()
+                "member {}: restoring from a snapshot ({snapshot}) is not supported on the \
+                 Kubernetes platform yet",
+                config.addr.name
             )));
         }
         self.ensure_shared(cluster).await?;

@@ -6,6 +6,7 @@
 //! through a pidfd) without restarting them.
 
 pub mod addr;
+pub mod backups;
 pub mod binaries;
 pub mod layout;
 pub mod process;
@@ -23,12 +24,14 @@ use std::time::{Duration, SystemTime};
 
 use tokio::sync::mpsc;
 
+use self::backups::LocalBackups;
 use self::binaries::Binaries;
 use self::layout::{Layout, MemberRecord, read_json, tail, write_json};
 use self::process::ProcessId;
 use super::{
     ClusterRecord, Error, Event, MemberAddr, MemberConfig, Platform, PlatformMember, Result, io_err,
 };
+use crate::backup::RestoreSource;
 use crate::crd::EtcdCluster;
 use crate::member::flags::{Listen, etcd_args};
 use crate::member::hints::failure_hint;
@@ -43,6 +46,7 @@ const STOP_GRACE: Duration = Duration::from_secs(10);
 pub struct LocalPlatform {
     layout: Layout,
     binaries: Arc<Binaries>,
+    backups: Arc<LocalBackups>,
     events: mpsc::UnboundedSender<Event>,
     watched: Arc<Mutex<HashSet<ProcessId>>>,
     _lock: File,
@@ -63,10 +67,11 @@ impl LocalPlatform {
         )))?;
         // Absolute, so members' addresses (derived from it) differ between
         // state folders given by the same relative path.
-        let layout = Layout::new(std::fs::canonicalize(&state_dir).unwrap_or(state_dir));
+        let layout = Layout::new(std::fs::canonicalize(&state_dir).unwrap_or(state_dir.clone()));
         let lock = lock(&layout)?;
         Ok(LocalPlatform {
             layout,
+            backups: Arc::new(LocalBackups::new(state_dir, binaries.clone())),
             binaries,
             events,
             watched: Arc::default(),
@@ -153,7 +158,7 @@ impl LocalPlatform {
         &self,
         cluster: &str,
         config: &MemberConfig,
-        snapshot: &std::path::Path,
+        snapshot: &RestoreSource,
     ) -> Result<()> {
         let data = self.layout.data_dir(cluster, &config.addr.name);
         if data.exists() {
@@ -167,6 +172,7 @@ impl LocalPlatform {
             peer_url: &config.addr.peer_url,
             data_dir: &data,
         };
+        let snapshot = std::path::Path::new(snapshot.as_str());
         crate::backup::tools::restore(&self.binaries, config.version, snapshot, &target)
             .await
             .map_err(Error::Restore)
@@ -195,6 +201,12 @@ impl LocalPlatform {
 }
 
 impl Platform for LocalPlatform {
+    type Backups = LocalBackups;
+
+    fn backups(&self) -> Arc<LocalBackups> {
+        self.backups.clone()
+    }
+
     /// Nothing to do: a member's process and folder are all it needs.
     async fn prepare(&self, _: &str, _: &EtcdCluster, _: usize, _: bool) -> Result<()> {
         Ok(())
@@ -257,7 +269,7 @@ impl Platform for LocalPlatform {
         &self,
         cluster: &str,
         config: &MemberConfig,
-        restore_from: Option<&std::path::Path>,
+        restore_from: Option<&RestoreSource>,
     ) -> Result<()> {
         let name = &config.addr.name;
         if let Ok(existing) = self.record(cluster, name)

@@ -155,9 +155,9 @@ async fn restoring_a_member_from_a_snapshot_is_refused_before_any_request() {
         platform(client),
         |api: ApiServer| async move { api },
         |p| async move {
-            let snapshot = std::path::Path::new("/backups/x.db");
+            let snapshot = crate::backup::RestoreSource::new("/backups/x.db");
             let config = config("demo-0", "3.5.1");
-            let e = p.create("demo", &config, Some(snapshot)).await;
+            let e = p.create("demo", &config, Some(&snapshot)).await;
             (p, e.expect_err("unsupported"))
         },
         api,

@@ -129,7 +129,7 @@ async fn members_are_reached_at_pod_ips_and_a_crash_loop_is_replaced() {
     }
 
     let platform = Arc::new(platform_for(client, &r));
-    let mut cluster = Cluster::new("demo", platform, clients.clone(), None, spec_state(&r))
+    let mut cluster = Cluster::new("demo", platform, clients.clone(), spec_state(&r))
         .await
         .expect("the cluster");
     let out = cluster.reconcile().await;

@@ -105,7 +105,7 @@ async fn a_new_cluster_is_bootstrapped_in_one_pass() {
     let platform = Arc::new(platform_for(client, &r));
     let server = tokio::spawn(scenario(api));
     let clients = Arc::new(Clients::new(Duration::from_millis(200)));
-    let mut cluster = Cluster::new("demo", platform.clone(), clients, None, spec_state(&r))
+    let mut cluster = Cluster::new("demo", platform.clone(), clients, spec_state(&r))
         .await
         .expect("the cluster");
     let out = cluster.reconcile().await;

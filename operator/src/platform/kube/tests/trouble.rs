@@ -97,7 +97,7 @@ async fn members_stuck_pending_or_crashing_say_why_in_status() {
     let platform = Arc::new(platform_for(client, &r));
     // Nothing answers at the pods' IPs; a short timeout keeps the pass short.
     let clients = Arc::new(Clients::new(Duration::from_millis(200)));
-    let mut cluster = Cluster::new("demo", platform, clients, None, spec_state(&r))
+    let mut cluster = Cluster::new("demo", platform, clients, spec_state(&r))
         .await
         .expect("the cluster");
     let out = cluster.reconcile().await;
@@ -149,7 +149,7 @@ async fn without_quorum_a_crash_looping_member_is_re_created_in_place() {
 
     let platform = Arc::new(platform_for(client, &r));
     let clients = Arc::new(Clients::new(Duration::from_millis(200)));
-    let mut cluster = Cluster::new("demo", platform, clients, None, spec_state(&r))
+    let mut cluster = Cluster::new("demo", platform, clients, spec_state(&r))
         .await
         .expect("the cluster");
     let out = cluster.reconcile().await;

@@ -1,0 +1,230 @@
+//! The backup port: where a cluster's backups are kept, behind its platform
+//! ([`crate::platform::Platform::backups`]). The controller and the
+//! schedule save, list, verify, delete and restore backups through a
+//! [`BackupStore`] and never touch files or etcd tools themselves; the rules
+//! that must hold on every platform (retention never deletes the last good
+//! backup, a rebuild takes the newest backup that checks out) are written
+//! once, here, on top of those calls.
+
+use std::fmt;
+use std::future::Future;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use super::{BackupMeta, Result, Retained};
+use crate::validate::BackupPolicy;
+
+/// Where a cluster's backups are kept, as its spec says
+/// (`spec.backup.location`); a store resolves it (a folder locally).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Location {
+    /// The cluster (backups are named after it, and its default place).
+    pub cluster: String,
+    /// `spec.backup.location.path`: a folder (local platform).
+    pub path: Option<PathBuf>,
+    /// `spec.backup.location.persistentVolumeClaim` (Kubernetes).
+    pub claim: Option<String>,
+}
+
+impl Location {
+    /// The backups of `cluster` under `policy` (none: the default place).
+    pub fn of(cluster: &str, policy: Option<&BackupPolicy>) -> Self {
+        Location {
+            cluster: cluster.to_string(),
+            path: policy.and_then(|p| p.path.clone()),
+            claim: policy.and_then(|p| p.persistent_volume_claim.clone()),
+        }
+    }
+}
+
+/// The member a backup is taken from.
+#[derive(Clone, Copy, Debug)]
+pub struct Source<'a> {
+    /// Member name.
+    pub member: &'a str,
+    /// Its client URL.
+    pub url: &'a str,
+}
+
+/// A snapshot a store set aside for a cluster's bootstrap to restore every
+/// member from ([`BackupStore::open_for_restore`]), as the store names it
+/// (locally the path of a copy in the cluster's state folder). The
+/// controller keeps it in the cluster's record and hands it to
+/// [`crate::platform::Platform::create`]; only the store and its platform
+/// read it. Serialized as a plain string.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct RestoreSource(String);
+
+impl RestoreSource {
+    /// A source named `name` by its store.
+    pub fn new(name: impl Into<String>) -> Self {
+        RestoreSource(name.into())
+    }
+
+    /// The store's name for it.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for RestoreSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Where backups are kept: a folder of snapshot files locally. A backup
+/// is a snapshot as etcd streams it (the database, then its SHA-256) and
+/// its [`BackupMeta`], written only once the snapshot is complete and
+/// verified, so a backup without its meta is never trusted.
+pub trait BackupStore: Send + Sync + 'static {
+    /// Where `location` is, in words for logs and messages.
+    fn describe(&self, location: &Location) -> String;
+
+    /// Takes a backup: streams a snapshot from `source`, verifies it (its
+    /// SHA-256 trailer, and the etcd tools agree on it) and records its
+    /// meta.
+    fn save(
+        &self,
+        location: &Location,
+        source: Source<'_>,
+    ) -> impl Future<Output = Result<BackupMeta>> + Send;
+
+    /// Every backup that has its meta, newest first.
+    fn list(&self, location: &Location) -> impl Future<Output = Result<Vec<BackupMeta>>> + Send;
+
+    /// Checks a backup again: its trailer, and its hash against the meta.
+    fn verify(
+        &self,
+        location: &Location,
+        backup: &BackupMeta,
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// Deletes a backup (already gone is done).
+    fn delete(
+        &self,
+        location: &Location,
+        backup: &BackupMeta,
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// Drops what interrupted saves left behind (nothing, where a save
+    /// leaves nothing).
+    fn sweep(&self, location: &Location) -> impl Future<Output = ()> + Send {
+        let _ = location;
+        async {}
+    }
+
+    /// Whether `backup` (a name, or locally a snapshot file's path) can
+    /// be restored into the cluster of `location`: it is found (in
+    /// `location`, or in another cluster's default place) and checks out.
+    fn check_restorable(
+        &self,
+        location: &Location,
+        backup: &str,
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// Finds and checks `backup` as [`Self::check_restorable`] does, and
+    /// sets a copy aside for the bootstrap of the cluster of `location`,
+    /// so that retention cannot take it while members restore from it.
+    fn open_for_restore(
+        &self,
+        location: &Location,
+        backup: &str,
+    ) -> impl Future<Output = Result<RestoreSource>> + Send;
+
+    /// Drops the copy once the bootstrap it was for has formed.
+    fn close_restore(&self, source: &RestoreSource) -> impl Future<Output = ()> + Send;
+
+    /// Whether a backup that checks out exists. Asked on every pass while
+    /// quorum is lost: a store may remember its answer for a backup that
+    /// did not change.
+    fn any_good(&self, location: &Location) -> impl Future<Output = bool> + Send {
+        async move {
+            for meta in self.list(location).await.unwrap_or_default() {
+                if self.verify(location, &meta).await.is_ok() {
+                    return true;
+                }
+            }
+            false
+        }
+    }
+
+    /// The newest backup that still checks out; the damaged ones newer
+    /// than it are skipped and described in the returned list.
+    fn newest_good(
+        &self,
+        location: &Location,
+    ) -> impl Future<Output = Result<(Option<BackupMeta>, Vec<String>)>> + Send {
+        async move {
+            let mut problems = Vec::new();
+            for meta in self.list(location).await? {
+                match self.verify(location, &meta).await {
+                    Ok(()) => return Ok((Some(meta), problems)),
+                    Err(e) => problems.push(e.to_string()),
+                }
+            }
+            Ok((None, problems))
+        }
+    }
+
+    /// Keeps the newest `keep` backups that check out (at least one), and
+    /// deletes every backup older than the oldest of those, then sweeps. A
+    /// damaged backup never counts, so the last good one is never deleted.
+    fn retain(
+        &self,
+        location: &Location,
+        keep: usize,
+    ) -> impl Future<Output = Result<Retained>> + Send {
+        async move {
+            let keep = keep.max(1);
+            let mut out = Retained::default();
+            for meta in self.list(location).await? {
+                if out.good.len() < keep {
+                    match self.verify(location, &meta).await {
+                        Ok(()) => out.good.push(meta.name),
+                        Err(_) => out.damaged.push(meta.name),
+                    }
+                    continue;
+                }
+                self.delete(location, &meta).await?;
+                out.deleted.push(meta.name);
+            }
+            self.sweep(location).await;
+            Ok(out)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::platform::ClusterRecord;
+
+    #[test]
+    fn a_record_restoring_from_a_snapshot_path_still_loads() {
+        // `restoreFrom` was a path before it became a RestoreSource.
+        let old = r#"{"token":"demo-1","bootstrapped":false,"nextIndex":3,"generation":1,
+                      "restoreFrom":"/state/clusters/demo/restore.db"}"#;
+        let record: ClusterRecord = serde_json::from_str(old).expect("an old record");
+        let source = record.restore_from.clone().expect("a source");
+        assert_eq!(source.as_str(), "/state/clusters/demo/restore.db");
+        let json = serde_json::to_value(&record).expect("json");
+        assert_eq!(json["restoreFrom"], "/state/clusters/demo/restore.db");
+    }
+
+    #[test]
+    fn a_location_is_what_the_spec_says() {
+        let policy = BackupPolicy {
+            interval: std::time::Duration::from_secs(60),
+            max_backups: 2,
+            path: Some("b".into()),
+            persistent_volume_claim: None,
+        };
+        let loc = Location::of("demo", Some(&policy));
+        assert_eq!(loc.path.as_deref(), Some(std::path::Path::new("b")));
+        assert_eq!(Location::of("demo", None).path, None);
+        assert_ne!(loc, Location::of("demo", None));
+    }
+}

@@ -1,0 +1,251 @@
+//! The local platform's backups: a folder of snapshot files per cluster
+//! (the spec's `location.path`, relative to the state folder, else
+//! `STATE/backups/CLUSTER`), in the format of [`crate::backup`], verified
+//! with the SHA-256 trailer and `etcdutl`/`etcdctl snapshot status`.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use super::binaries::Binaries;
+use crate::backup::{
+    self, BackupMeta, BackupStore, Error, Location, RestoreSource, Result, Source, check_file,
+    io_err, snapshot,
+};
+
+/// A snapshot file as last seen: its size and modification time.
+type FileKey = (u64, Option<SystemTime>);
+
+/// Backups in folders under (or named relative to) a state folder.
+#[derive(Debug)]
+pub struct LocalBackups {
+    state_dir: PathBuf,
+    binaries: Arc<Binaries>,
+    /// What [`BackupStore::any_good`] found for each file, while unchanged.
+    checked: Mutex<HashMap<PathBuf, (FileKey, bool)>>,
+}
+
+impl LocalBackups {
+    /// Backups of the operator whose state folder is `state_dir`, checked
+    /// and restored with `binaries`.
+    pub fn new(state_dir: impl Into<PathBuf>, binaries: Arc<Binaries>) -> Self {
+        LocalBackups {
+            state_dir: state_dir.into(),
+            binaries,
+            checked: Mutex::default(),
+        }
+    }
+
+    /// The folder of `location`.
+    pub fn dir(&self, location: &Location) -> PathBuf {
+        backup::backup_dir(&self.state_dir, &location.cluster, location.path.as_deref())
+    }
+
+    /// What [`BackupStore::any_good`] found for `path` when it was `key`.
+    fn remembered(&self, path: &std::path::Path, key: FileKey) -> Option<bool> {
+        let checked = self.checked.lock().unwrap_or_else(|e| e.into_inner());
+        checked
+            .get(path)
+            .filter(|(k, _)| *k == key)
+            .map(|(_, g)| *g)
+    }
+
+    /// Folders a backup name is looked up in: the cluster's own, then every
+    /// default backup folder (a new cluster restores another's backups).
+    fn lookup_dirs(&self, location: &Location) -> Vec<PathBuf> {
+        let mut dirs = vec![self.dir(location)];
+        if let Ok(entries) = std::fs::read_dir(self.state_dir.join("backups")) {
+            let mut more: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+            more.sort();
+            more.retain(|d| *d != dirs[0]);
+            dirs.extend(more);
+        }
+        dirs
+    }
+}
+
+impl BackupStore for LocalBackups {
+    fn describe(&self, location: &Location) -> String {
+        self.dir(location).display().to_string()
+    }
+
+    async fn save(&self, location: &Location, source: Source<'_>) -> Result<BackupMeta> {
+        let dir = self.dir(location);
+        snapshot::take(&location.cluster, source, &dir, &self.binaries).await
+    }
+
+    async fn list(&self, location: &Location) -> Result<Vec<BackupMeta>> {
+        backup::list(&self.dir(location))
+    }
+
+    async fn verify(&self, location: &Location, backup: &BackupMeta) -> Result<()> {
+        let path = backup.path(&self.dir(location));
+        let sha = backup.sha256.clone();
+        tokio::task::spawn_blocking(move || check_file(&path, Some(&sha)))
+            .await
+            .map_err(|e| Error::Tool(format!("verification task failed: {e}")))?
+            .map(|_| ())
+    }
+
+    async fn delete(&self, location: &Location, backup: &BackupMeta) -> Result<()> {
+        let dir = self.dir(location);
+        for path in [backup.path(&dir), dir.join(format!("{}.json", backup.name))] {
+            match std::fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io_err(format!("cannot delete {}", path.display()))(e)),
+            }
+        }
+        Ok(())
+    }
+
+    async fn sweep(&self, location: &Location) {
+        if let Ok(entries) = std::fs::read_dir(self.dir(location)) {
+            for e in entries.flatten() {
+                if e.file_name().to_string_lossy().starts_with(".tmp-") {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
+    }
+
+    async fn check_restorable(&self, location: &Location, backup: &str) -> Result<()> {
+        backup::resolve(backup, &self.lookup_dirs(location)).map(|_| ())
+    }
+
+    /// Copies the snapshot to `STATE/clusters/CLUSTER/restore.db`.
+    async fn open_for_restore(&self, location: &Location, backup: &str) -> Result<RestoreSource> {
+        let found = backup::resolve(backup, &self.lookup_dirs(location))?;
+        let dest = self
+            .state_dir
+            .join("clusters")
+            .join(&location.cluster)
+            .join("restore.db");
+        let what = format!("cannot copy the snapshot to {}", dest.display());
+        if let Some(dir) = dest.parent() {
+            std::fs::create_dir_all(dir).map_err(io_err(what.clone()))?;
+        }
+        std::fs::copy(&found, &dest).map_err(io_err(what))?;
+        tracing::info!(cluster = %location.cluster, from = %found.display(), "snapshot set aside for a restore");
+        Ok(RestoreSource::new(dest.to_string_lossy()))
+    }
+
+    async fn close_restore(&self, source: &RestoreSource) {
+        let _ = std::fs::remove_file(source.as_str());
+    }
+
+    /// Each file is hashed once: the answer is kept by path, size and
+    /// modification time, so a long wait without quorum does not re-read
+    /// the backups every pass.
+    async fn any_good(&self, location: &Location) -> bool {
+        let dir = self.dir(location);
+        let Ok(metas) = backup::list(&dir) else {
+            return false;
+        };
+        for meta in metas {
+            let path = meta.path(&dir);
+            let Ok(stat) = std::fs::metadata(&path) else {
+                continue;
+            };
+            let key = (stat.len(), stat.modified().ok());
+            let known = self.remembered(&path, key);
+            let good = match known {
+                Some(good) => good,
+                None => {
+                    let good = self.verify(location, &meta).await.is_ok();
+                    let mut checked = self.checked.lock().unwrap_or_else(|e| e.into_inner());
+                    checked.insert(path, (key, good));
+                    good
+                }
+            };
+            if good {
+                return true;
+            }
+        }
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backup::tests::{fake_snapshot, meta};
+    use crate::backup::{Retained, write_meta};
+
+    fn store(state: &std::path::Path) -> (LocalBackups, Location) {
+        let store = LocalBackups::new(state, Arc::new(Binaries::new(vec![])));
+        (store, Location::of("demo", None))
+    }
+
+    #[tokio::test]
+    async fn retention_keeps_newest_and_skips_damaged_for_restore() {
+        let state = tempfile::tempdir().expect("tempdir");
+        let (store, loc) = store(state.path());
+        let dir = store.dir(&loc);
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        for (i, name) in ["b1", "b2", "b3", "b4"].iter().enumerate() {
+            let p = dir.join(format!("{name}.db"));
+            fake_snapshot(&p, name.as_bytes());
+            let sha = check_file(&p, None).expect("good");
+            write_meta(&dir, &meta(name, i as u64, sha)).expect("meta");
+        }
+        std::fs::write(dir.join(".tmp-x"), b"partial").expect("tmp");
+        let r = store.retain(&loc, 2).await.expect("retain");
+        assert_eq!(r.deleted, ["b2", "b1"]);
+        assert_eq!(r.good, ["b4", "b3"]);
+        let listed = store.list(&loc).await.expect("list");
+        let names: Vec<String> = listed.into_iter().map(|m| m.name).collect();
+        assert_eq!(names, ["b4", "b3"]);
+        assert!(!dir.join(".tmp-x").exists());
+        assert!(store.any_good(&loc).await);
+        // Damage the newest: restore falls back to the older good one.
+        std::fs::write(
+            dir.join("b4.db"),
+            b"garbage garbage garbage garbage garbage",
+        )
+        .expect("write");
+        let (good, problems) = store.newest_good(&loc).await.expect("newest");
+        assert_eq!(good.map(|m| m.name).as_deref(), Some("b3"));
+        assert_eq!(problems.len(), 1);
+        assert!(store.check_restorable(&loc, "b4").await.is_err());
+        assert!(store.check_restorable(&loc, "b3").await.is_ok());
+        let e = store
+            .check_restorable(&loc, "nope")
+            .await
+            .expect_err("missing");
+        assert!(e.to_string().contains("b3"), "{e}");
+        // Retention does not count the damaged one: with one to keep, the
+        // good b3 stays (b4 too, newer, listed as damaged).
+        let r = store.retain(&loc, 1).await.expect("retain");
+        assert_eq!(
+            r,
+            Retained {
+                deleted: vec![],
+                good: vec!["b3".into()],
+                damaged: vec!["b4".into()],
+            }
+        );
+        assert!(dir.join("b3.db").is_file());
+    }
+
+    #[tokio::test]
+    async fn a_backup_is_set_aside_for_a_restore_and_dropped_after() {
+        let state = tempfile::tempdir().expect("tempdir");
+        let (store, loc) = store(state.path());
+        // Another cluster's backup, in its default folder.
+        let other = store.dir(&Location::of("old", None));
+        std::fs::create_dir_all(&other).expect("mkdir");
+        fake_snapshot(&other.join("b1.db"), b"the data");
+        let sha = check_file(&other.join("b1.db"), None).expect("good");
+        write_meta(&other, &meta("b1", 1, sha)).expect("meta");
+        let source = store.open_for_restore(&loc, "b1").await.expect("found");
+        let copy = state.path().join("clusters/demo/restore.db");
+        assert_eq!(source.as_str(), copy.to_string_lossy());
+        check_file(&copy, None).expect("a good copy");
+        assert!(!store.any_good(&loc).await, "demo itself has no backup");
+        store.close_restore(&source).await;
+        assert!(!copy.exists());
+        assert!(other.join("b1.db").is_file(), "the backup itself stays");
+    }
+}
