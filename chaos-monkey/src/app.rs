@@ -34,6 +34,28 @@ pub async fn execute(
     }
 }
 
+/// `--cleanup`: removes what monkeys that are gone left behind (local: the
+/// kernel rules, tc bands and cgroups recorded under /run/chaos-monkey and
+/// chains named after a gone pid; kube: every NetworkPolicy the monkey made
+/// in the namespace). Returns a line per thing removed.
+pub async fn cleanup(args: &crate::cli::Args) -> Result<Vec<String>, Error> {
+    match args.platform {
+        crate::cli::Platform::Local => {
+            crate::net::sys::preflight().map_err(|e| Error::BadInput(e.to_string()))?;
+            crate::net::cleanup().map_err(|e| Error::Platform(e.into()))
+        }
+        crate::cli::Platform::Kube => {
+            let client = kube_client(args.kubeconfig.as_deref()).await?;
+            let kube = Kube::new(client, args.namespace.clone(), args.selector.clone());
+            let names = kube.cleanup().await?;
+            Ok(names
+                .into_iter()
+                .map(|n| format!("deleted NetworkPolicy {}/{n}", kube.namespace()))
+                .collect())
+        }
+    }
+}
+
 /// A client from `path`, or from the usual places (`$KUBECONFIG`,
 /// `~/.kube/config`, the in-cluster service account).
 pub async fn kube_client(path: Option<&Path>) -> Result<kube::Client, Error> {

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
+use serde::{Deserialize, Serialize};
 
 use crate::select::Target;
 
@@ -15,8 +16,15 @@ use crate::select::Target;
 /// (--seed), and writes one JSON line per fault to --fault-log.
 ///
 /// It stops on SIGINT/SIGTERM, after --duration or after --max-faults,
-/// resuming any member it paused first. Exit codes: 0 clean stop, 1 runtime
-/// failure, 2 bad input.
+/// resuming any member it paused and healing every network fault first.
+/// Exit codes: 0 clean stop, 1 runtime failure, 2 bad input.
+///
+/// Network faults (partition, delay, loss, blackhole-until-snapshot) on the
+/// local platform need root, `iptables` (with the cgroup, connmark and
+/// comment matches), `tc` (iproute2, with netem) and a cgroup v2 hierarchy:
+/// the monkey checks all of it at start and exits 2 naming what is missing.
+/// Its rules are named CM-PID-N (iptables chains, comment "chaos-monkey");
+/// after a SIGKILL, `chaos-monkey --cleanup` removes what is left.
 #[derive(Parser, Debug, Clone)]
 #[command(name = "chaos-monkey", version, about, long_about)]
 pub struct Args {
@@ -78,8 +86,17 @@ pub struct Args {
 
     /// What is done to a victim: `kill` (SIGKILL; the pod deleted with
     /// grace period 0), `destroy` (killed and its data wiped, as a lost node
-    /// or emptyDir) or `pause` (SIGSTOP for --pause-for, then SIGCONT; local
-    /// platform only).
+    /// or emptyDir), `pause` (SIGSTOP for --pause-for, then SIGCONT; local
+    /// platform only), `partition` (cut off from the other members for
+    /// --fault-for; --split cuts the cluster in two; on kube a
+    /// NetworkPolicy), `delay` (--latency, --latency-jitter) and `loss`
+    /// (--loss) on its links to the other members for --fault-for,
+    /// `blackhole-until-snapshot` (cut off until the leader compacted its log
+    /// past it), `corrupt` (bytes flipped in its --corrupt db or wal while
+    /// stopped, then left to restart) or `disk-full` (the keyspace filled
+    /// through it until etcd raises NOSPACE; clearing the alarm is left to
+    /// the operator). All but kill, destroy and partition: local platform
+    /// only.
     #[arg(long, value_enum, default_value = "kill", env = "CHAOS_MONKEY_FAULT")]
     pub fault: FaultKind,
 
@@ -92,6 +109,61 @@ pub struct Args {
     #[arg(long, value_name = "DURATION", default_value = "10s", env = "CHAOS_MONKEY_PAUSE_FOR",
           value_parser = positive_duration, allow_hyphen_values = true)]
     pub pause_for: Duration,
+
+    /// How long partition, delay and loss last before they are healed, and
+    /// the longest blackhole-until-snapshot waits for its snapshot. Default
+    /// 10s.
+    #[arg(long, value_name = "DURATION", env = "CHAOS_MONKEY_FAULT_FOR",
+          value_parser = positive_duration, allow_hyphen_values = true)]
+    pub fault_for: Option<Duration>,
+
+    /// --fault partition: cut the victim's cluster in two instead of
+    /// isolating the victim alone; the victim's side (the victim and members
+    /// drawn from --seed) is a `minority` ((N-1)/2 members) or a `majority`
+    /// (N/2+1). Takes --target random, leader or follower.
+    #[arg(long, value_enum, env = "CHAOS_MONKEY_SPLIT")]
+    pub split: Option<Split>,
+
+    /// --fault delay: added one-way latency on each packet between the
+    /// victim and the other members (tc netem), such as 200ms. Default 200ms.
+    #[arg(long, value_name = "DURATION", env = "CHAOS_MONKEY_LATENCY",
+          value_parser = positive_duration, allow_hyphen_values = true)]
+    pub latency: Option<Duration>,
+
+    /// --fault delay: random variation of --latency, such as 50ms (netem
+    /// jitter; not the same as --jitter, which delays ticks). Default 0s.
+    #[arg(long, value_name = "DURATION", env = "CHAOS_MONKEY_LATENCY_JITTER",
+          value_parser = duration, allow_hyphen_values = true)]
+    pub latency_jitter: Option<Duration>,
+
+    /// --fault loss: share of packets between the victim and the other
+    /// members dropped at random, such as 30% (above 0, at most 100).
+    /// Default 30%.
+    #[arg(long, value_name = "PERCENT", env = "CHAOS_MONKEY_LOSS",
+          value_parser = percent, allow_hyphen_values = true)]
+    pub loss: Option<f64>,
+
+    /// --fault corrupt: what is damaged: `db` (the last byte of a live value
+    /// in the bbolt database: silent data corruption, which etcd's initial
+    /// corruption check finds) or `wal` (a byte of a record in the newest
+    /// WAL file: etcd refuses to start). Default db.
+    #[arg(long, value_enum, env = "CHAOS_MONKEY_CORRUPT")]
+    pub corrupt: Option<CorruptPart>,
+
+    /// --fault disk-full: the most bytes written before giving up when
+    /// etcd has not raised NOSPACE, such as 4GiB (etcd's default quota is
+    /// 2GiB). Default 4GiB.
+    #[arg(long, value_name = "SIZE", env = "CHAOS_MONKEY_FILL_MAX",
+          value_parser = size, allow_hyphen_values = true)]
+    pub fill_max: Option<u64>,
+
+    /// Remove what a chaos-monkey that was killed (SIGKILL) left behind on
+    /// the local platform: its iptables chains, tc filters and netem
+    /// qdiscs on lo, and cgroups (and, with --platform kube, its
+    /// NetworkPolicies), then exit. Touches nothing of a monkey still
+    /// running.
+    #[arg(long, env = "CHAOS_MONKEY_CLEANUP")]
+    pub cleanup: bool,
 
     /// The most members one tick hits (caps minority and majority).
     #[arg(long, value_name = "N", env = "CHAOS_MONKEY_MAX_KILL", value_parser = at_least_one,
@@ -175,8 +247,9 @@ pub enum Platform {
     Kube,
 }
 
-/// What is done to a victim.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+/// What is done to a victim (also a soak scenario's `chaos.fault`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum FaultKind {
     /// SIGKILL / pod deleted with grace period 0.
     Kill,
@@ -184,6 +257,91 @@ pub enum FaultKind {
     Destroy,
     /// SIGSTOP, then SIGCONT after --pause-for.
     Pause,
+    /// Cut off from the other members for --fault-for.
+    Partition,
+    /// Latency on its links to the other members for --fault-for.
+    Delay,
+    /// Packet loss on its links to the other members for --fault-for.
+    Loss,
+    /// Cut off until the leader compacted its log past it.
+    BlackholeUntilSnapshot,
+    /// Bytes flipped in its db or WAL while stopped.
+    Corrupt,
+    /// The keyspace filled until etcd raises NOSPACE.
+    DiskFull,
+    /// Refused with the reason: etcd reads the clock through the vDSO,
+    /// which libfaketime cannot shift.
+    #[value(hide = true)]
+    ClockSkew,
+}
+
+impl FaultKind {
+    /// Its name on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FaultKind::Kill => "kill",
+            FaultKind::Destroy => "destroy",
+            FaultKind::Pause => "pause",
+            FaultKind::Partition => "partition",
+            FaultKind::Delay => "delay",
+            FaultKind::Loss => "loss",
+            FaultKind::BlackholeUntilSnapshot => "blackhole-until-snapshot",
+            FaultKind::Corrupt => "corrupt",
+            FaultKind::DiskFull => "disk-full",
+            FaultKind::ClockSkew => "clock-skew",
+        }
+    }
+
+    /// Whether it is a network fault (kernel rules, healed later).
+    pub fn network(self) -> bool {
+        matches!(
+            self,
+            FaultKind::Partition
+                | FaultKind::Delay
+                | FaultKind::Loss
+                | FaultKind::BlackholeUntilSnapshot
+        )
+    }
+}
+
+/// How `--split` cuts a cluster: the size of the victim's side.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Split {
+    /// (N-1)/2 members: the other side keeps quorum.
+    Minority,
+    /// N/2+1 members: the victim's side keeps quorum.
+    Majority,
+}
+
+impl Split {
+    /// Its name on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Split::Minority => "minority",
+            Split::Majority => "majority",
+        }
+    }
+}
+
+/// What `--fault corrupt` damages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CorruptPart {
+    /// The bbolt database (`member/snap/db`).
+    Db,
+    /// The newest WAL file (`member/wal/*.wal`).
+    Wal,
+}
+
+impl CorruptPart {
+    /// Its name on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CorruptPart::Db => "db",
+            CorruptPart::Wal => "wal",
+        }
+    }
 }
 
 /// Diagnostic log format.
@@ -220,6 +378,41 @@ pub fn probability(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
         Ok(p) if (0.0..=1.0).contains(&p) => Ok(p),
         _ => Err("expected a probability from 0 to 1, such as 0.5".into()),
+    }
+}
+
+/// A percentage above 0 and at most 100, written `30%` or `30`.
+pub fn percent(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let t = t.strip_suffix('%').unwrap_or(t).trim();
+    match t.parse::<f64>() {
+        Ok(p) if p > 0.0 && p <= 100.0 => Ok(p),
+        _ => Err("expected a percentage above 0 and at most 100, such as 30%".into()),
+    }
+}
+
+/// A byte size such as `64MiB`, `4GiB`, `500MB` or `1048576` (at least 1 MiB).
+pub fn size(s: &str) -> Result<u64, String> {
+    const HELP: &str = "expected a size such as 64MiB, 4GiB or 500MB (at least 1MiB)";
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num.parse().map_err(|_| HELP.to_string())?;
+    let mult: u64 = match unit.trim() {
+        "" | "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        "KB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        _ => return Err(HELP.into()),
+    };
+    match n.checked_mul(mult) {
+        Some(b) if b >= 1 << 20 => Ok(b),
+        _ => Err(HELP.into()),
     }
 }
 
@@ -279,6 +472,36 @@ mod tests {
         assert_eq!(at_least_one("3"), Ok(3));
         assert!(at_least_one("0").is_err());
         assert!(at_least_one("-1").is_err());
+    }
+
+    #[test]
+    fn percentages_and_sizes() {
+        assert_eq!(percent("30%"), Ok(30.0));
+        assert_eq!(percent(" 2.5 "), Ok(2.5));
+        assert_eq!(percent("100%"), Ok(100.0));
+        for bad in ["0", "0%", "-5%", "101%", "NaN", "lots", "%"] {
+            assert!(percent(bad).is_err(), "{bad}");
+        }
+        assert_eq!(size("64MiB"), Ok(64 << 20));
+        assert_eq!(size("4GiB"), Ok(4 << 30));
+        assert_eq!(size("500MB"), Ok(500_000_000));
+        assert_eq!(size("1048576"), Ok(1 << 20));
+        for bad in ["", "1KiB", "-1GiB", "5TB", "GiB", "99999999999999GiB", "1.5GiB"] {
+            assert!(size(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn fault_names_match_the_fault_log_and_the_flags() {
+        for f in FaultKind::value_variants() {
+            let flag = f.to_possible_value().expect("value");
+            assert_eq!(flag.get_name(), f.as_str());
+            let yaml = serde_json::to_string(f).expect("json");
+            assert_eq!(yaml, format!("\"{}\"", f.as_str()));
+        }
+        let a = Args::try_parse_from(["chaos-monkey", "--fault", "blackhole-until-snapshot"])
+            .expect("parses");
+        assert_eq!(a.fault, FaultKind::BlackholeUntilSnapshot);
     }
 
     #[test]

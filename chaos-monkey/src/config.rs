@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::cli::{Args, FaultKind, Platform};
+use crate::cli::{Args, CorruptPart, FaultKind, Platform, Split};
 use crate::select::Target;
 
 /// Flags that do not go together. Reported with exit code 2.
@@ -29,6 +29,139 @@ pub enum Error {
     /// A cluster name that cannot exist.
     #[error("--cluster: {0}")]
     BadClusterName(String),
+    /// A fault that makes no sense for the operator.
+    #[error("--target operator takes --fault kill or pause (--fault {0} hits etcd members)")]
+    MemberFaultOnOperator(&'static str),
+    /// A fault the Kubernetes platform cannot inject.
+    #[error("--fault {0} is not supported on kube: {1}")]
+    NotOnKube(&'static str, &'static str),
+    /// A fault option given for another fault.
+    #[error("{0} applies to --fault {1} only (this run injects --fault {2})")]
+    OptionForOtherFault(&'static str, &'static str, &'static str),
+    /// `--split` with a target that picks several members.
+    #[error(
+        "--split cuts one victim's cluster in two: it takes --target random, leader or follower \
+         (the victim's side is drawn around that member), not --target {0}"
+    )]
+    SplitTarget(&'static str),
+    /// A fault that cannot be injected honestly here.
+    #[error("--fault clock-skew is not available: {CLOCK_SKEW_WHY}")]
+    ClockSkew,
+}
+
+/// Why `--fault clock-skew` is refused.
+pub const CLOCK_SKEW_WHY: &str = "etcd is a Go program, and Go reads the clock through the \
+    kernel's vDSO, never through libc, so libfaketime (Debian's faketime) cannot shift it \
+    (tried: etcd 3.4.23 and 3.5.1 under `faketime -f +30s` log the true time); shifting a Go \
+    process's clock takes patching its vDSO through ptrace, as Chaos Mesh's TimeChaos does, \
+    which the monkey does not do";
+
+/// The options of the newer faults (network, disk), with their defaults.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FaultOptions {
+    /// How long partition, delay and loss last; the longest a
+    /// blackhole-until-snapshot waits for its snapshot.
+    pub fault_for: Duration,
+    /// `--split`: cut the cluster in two around the victim.
+    pub split: Option<Split>,
+    /// `--latency`.
+    pub latency: Duration,
+    /// `--latency-jitter`.
+    pub latency_jitter: Duration,
+    /// `--loss`, in percent (0, 100].
+    pub loss_percent: f64,
+    /// `--corrupt`.
+    pub corrupt: CorruptPart,
+    /// `--fill-max`, bytes.
+    pub fill_max: u64,
+}
+
+impl Default for FaultOptions {
+    fn default() -> Self {
+        FaultOptions {
+            fault_for: Duration::from_secs(10),
+            split: None,
+            latency: Duration::from_millis(200),
+            latency_jitter: Duration::ZERO,
+            loss_percent: 30.0,
+            corrupt: CorruptPart::Db,
+            fill_max: 4 << 30,
+        }
+    }
+}
+
+/// Why a fault cannot be injected on Kubernetes, or `None` when it can.
+pub fn kube_refusal(fault: FaultKind) -> Option<&'static str> {
+    match fault {
+        FaultKind::Kill | FaultKind::Destroy | FaultKind::Partition => None,
+        FaultKind::Pause => Some("pods cannot be SIGSTOPped through the Kubernetes API"),
+        FaultKind::Delay | FaultKind::Loss => Some(
+            "latency and loss need tc netem inside the pod's network namespace (NET_ADMIN), \
+             which the API cannot grant without privileges",
+        ),
+        FaultKind::BlackholeUntilSnapshot => Some(
+            "it needs the members' raft indexes and metrics at their pod IPs, out of reach \
+             from where the monkey runs; use --fault partition with --fault-for",
+        ),
+        FaultKind::Corrupt => Some(
+            "it needs an exec into the member's container, and this build's Kubernetes client \
+             has no exec (kube's `ws` websocket feature is not enabled)",
+        ),
+        FaultKind::DiskFull => Some(
+            "the write burst needs a client connection to a member, and pod IPs are out of \
+             reach from where the monkey runs",
+        ),
+        FaultKind::ClockSkew => Some(CLOCK_SKEW_WHY),
+    }
+}
+
+/// Checks the options of the newer faults against `--fault` and
+/// `--target`, and fills in the defaults.
+fn fault_options(a: &Args) -> Result<FaultOptions, Error> {
+    let fault = a.fault;
+    let other = |flag: &'static str, wants: &'static str| {
+        Err(Error::OptionForOtherFault(flag, wants, fault.as_str()))
+    };
+    if a.fault_for.is_some() && !fault.network() {
+        return other(
+            "--fault-for",
+            "partition, delay, loss or blackhole-until-snapshot",
+        );
+    }
+    if a.split.is_some() && fault != FaultKind::Partition {
+        return other("--split", "partition");
+    }
+    if (a.latency.is_some() || a.latency_jitter.is_some()) && fault != FaultKind::Delay {
+        let flag = if a.latency.is_some() {
+            "--latency"
+        } else {
+            "--latency-jitter"
+        };
+        return other(flag, "delay");
+    }
+    if a.loss.is_some() && fault != FaultKind::Loss {
+        return other("--loss", "loss");
+    }
+    if a.corrupt.is_some() && fault != FaultKind::Corrupt {
+        return other("--corrupt", "corrupt");
+    }
+    if a.fill_max.is_some() && fault != FaultKind::DiskFull {
+        return other("--fill-max", "disk-full");
+    }
+    if a.split.is_some() && !matches!(a.target, Target::Random | Target::Leader | Target::Follower)
+    {
+        return Err(Error::SplitTarget(a.target.as_str()));
+    }
+    let d = FaultOptions::default();
+    Ok(FaultOptions {
+        fault_for: a.fault_for.unwrap_or(d.fault_for),
+        split: a.split,
+        latency: a.latency.unwrap_or(d.latency),
+        latency_jitter: a.latency_jitter.unwrap_or(d.latency_jitter),
+        loss_percent: a.loss.unwrap_or(d.loss_percent),
+        corrupt: a.corrupt.unwrap_or(d.corrupt),
+        fill_max: a.fill_max.unwrap_or(d.fill_max),
+    })
 }
 
 /// Where the members are.
@@ -83,6 +216,8 @@ pub struct Config {
     pub max_faults: Option<usize>,
     /// Fault log file (`-` is standard output).
     pub fault_log: Option<PathBuf>,
+    /// Options of the network and disk faults.
+    pub faults: FaultOptions,
 }
 
 impl Config {
@@ -97,6 +232,19 @@ impl Config {
         if a.target == Target::Operator && a.fault == FaultKind::Destroy {
             return Err(Error::DestroyOperator);
         }
+        if a.fault == FaultKind::ClockSkew {
+            return Err(Error::ClockSkew);
+        }
+        if a.target == Target::Operator && !matches!(a.fault, FaultKind::Kill | FaultKind::Pause)
+        {
+            return Err(Error::MemberFaultOnOperator(a.fault.as_str()));
+        }
+        if a.platform == Platform::Kube
+            && let Some(why) = kube_refusal(a.fault)
+        {
+            return Err(Error::NotOnKube(a.fault.as_str(), why));
+        }
+        let faults = fault_options(&a)?;
         for name in &a.clusters {
             etcd_operator::validate::check_name(name).map_err(Error::BadClusterName)?;
         }
@@ -129,6 +277,7 @@ impl Config {
             duration: a.duration,
             max_faults: a.max_faults,
             fault_log: a.fault_log,
+            faults,
         })
     }
 }
@@ -137,10 +286,30 @@ impl Config {
     /// One line saying what the run will do.
     pub fn describe(&self) -> String {
         let d = |d: Duration| humantime::format_duration(d).to_string();
+        let o = &self.faults;
         let fault = match self.fault {
-            FaultKind::Kill => "kill".to_string(),
-            FaultKind::Destroy => "destroy".to_string(),
             FaultKind::Pause => format!("pause (for {})", d(self.pause_for)),
+            FaultKind::Partition => match o.split {
+                None => format!("partition (for {})", d(o.fault_for)),
+                Some(s) => format!(
+                    "partition into two sides, the victim's a {} (for {})",
+                    s.as_str(),
+                    d(o.fault_for)
+                ),
+            },
+            FaultKind::Delay => format!(
+                "delay {} ± {} (for {})",
+                d(o.latency),
+                d(o.latency_jitter),
+                d(o.fault_for)
+            ),
+            FaultKind::Loss => format!("loss {}% (for {})", o.loss_percent, d(o.fault_for)),
+            FaultKind::BlackholeUntilSnapshot => format!(
+                "blackhole-until-snapshot (at most {})",
+                d(o.fault_for)
+            ),
+            FaultKind::Corrupt => format!("corrupt the {} of", o.corrupt.as_str()),
+            other => other.as_str().to_string(),
         };
         let whom = match self.target {
             Target::Random => "1 random member",
@@ -222,6 +391,51 @@ mod tests {
         ));
         let c = parse(&["--cluster", "b", "--cluster", "a", "--cluster", "b"]).expect("ok");
         assert_eq!(c.clusters, ["a", "b"]);
+    }
+
+    #[test]
+    fn options_of_other_faults_are_refused_naming_the_flag() {
+        let e = parse(&["--fault", "kill", "--fault-for", "5s"]).expect_err("refused");
+        assert!(e.to_string().starts_with("--fault-for applies to --fault partition"), "{e}");
+        let e = parse(&["--fault", "partition", "--latency", "5ms"]).expect_err("refused");
+        assert_eq!(
+            e,
+            Error::OptionForOtherFault("--latency", "delay", "partition")
+        );
+        assert!(parse(&["--fault", "delay", "--loss", "5%"]).is_err());
+        assert!(parse(&["--fault", "loss", "--corrupt", "wal"]).is_err());
+        assert!(parse(&["--fault", "corrupt", "--fill-max", "64MiB"]).is_err());
+        assert!(parse(&["--fault", "kill", "--split", "minority"]).is_err());
+        assert_eq!(
+            parse(&["--fault", "partition", "--split", "minority", "--target", "minority"]),
+            Err(Error::SplitTarget("minority"))
+        );
+        let c = parse(&[
+            "--fault", "delay", "--latency", "300ms", "--latency-jitter", "20ms", "--fault-for", "3s",
+        ])
+        .expect("ok");
+        assert_eq!(c.faults.latency, Duration::from_millis(300));
+        assert_eq!(c.faults.latency_jitter, Duration::from_millis(20));
+        assert_eq!(c.faults.fault_for, Duration::from_secs(3));
+        let c = parse(&["--fault", "partition", "--split", "majority", "--target", "leader"])
+            .expect("ok");
+        assert_eq!(c.faults.split, Some(Split::Majority));
+        assert_eq!(parse(&["--fault", "loss"]).expect("ok").faults.loss_percent, 30.0);
+    }
+
+    #[test]
+    fn clock_skew_kube_and_operator_refusals() {
+        let e = parse(&["--fault", "clock-skew"]).expect_err("refused");
+        assert!(e.to_string().contains("vDSO"), "{e}");
+        for f in ["delay", "loss", "blackhole-until-snapshot", "corrupt", "disk-full"] {
+            let e = parse(&["--platform", "kube", "--fault", f]).expect_err("refused");
+            assert!(e.to_string().contains("not supported on kube"), "{f}: {e}");
+        }
+        assert!(parse(&["--platform", "kube", "--fault", "partition"]).is_ok());
+        assert_eq!(
+            parse(&["--target", "operator", "--fault", "partition"]),
+            Err(Error::MemberFaultOnOperator("partition"))
+        );
     }
 
     #[test]

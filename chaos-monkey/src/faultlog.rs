@@ -10,7 +10,7 @@ use std::fs::OpenOptions;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use etcd_operator::faults::{Fault, FaultRecord, Role};
+use etcd_operator::faults::{FaultRecord, Role};
 
 use crate::roles::RoleSource;
 
@@ -91,11 +91,25 @@ impl FaultLog {
         record: FaultRecord,
         role_source: Option<RoleSource>,
     ) -> Result<(), Error> {
+        self.write_detailed(record, role_source, None)
+    }
+
+    /// Writes one record with what exactly was done (`detail`, a field of
+    /// the monkey's own like `roleSource`).
+    pub fn write_detailed(
+        &mut self,
+        record: FaultRecord,
+        role_source: Option<RoleSource>,
+        detail: Option<&str>,
+    ) -> Result<(), Error> {
         if self.human {
-            eprintln!("{}", human_sourced(&record, role_source));
+            match detail {
+                Some(d) => eprintln!("{} ({d})", human_sourced(&record, role_source)),
+                None => eprintln!("{}", human_sourced(&record, role_source)),
+            }
         }
         if let Some((path, out)) = &mut self.out {
-            append(out, &record, role_source).map_err(|source| Error {
+            append(out, &record, role_source, detail).map_err(|source| Error {
                 path: path.clone(),
                 source,
             })?;
@@ -123,11 +137,11 @@ impl FaultLog {
         &self.sources
     }
 
-    /// Faults written so far (resumes do not count).
+    /// Faults written so far (resumes and heals do not count).
     pub fn faults(&self) -> usize {
         self.records
             .iter()
-            .filter(|r| r.fault != Fault::Resume)
+            .filter(|r| !r.fault.is_end())
             .count()
     }
 }
@@ -135,14 +149,30 @@ impl FaultLog {
 /// The record as a JSON line in the library's format, `roleSource` last
 /// when known.
 pub fn json_line(record: &FaultRecord, role_source: Option<RoleSource>) -> io::Result<String> {
+    json_line_detailed(record, role_source, None)
+}
+
+/// The same, with `detail` after `roleSource` when given.
+pub fn json_line_detailed(
+    record: &FaultRecord,
+    role_source: Option<RoleSource>,
+    detail: Option<&str>,
+) -> io::Result<String> {
     let mut line = serde_json::to_string(record).map_err(io::Error::other)?;
-    if let Some(source) = role_source
-        && line.ends_with('}')
-    {
-        line.pop();
-        line.push_str(",\"roleSource\":");
-        line.push_str(&serde_json::to_string(source.as_str()).map_err(io::Error::other)?);
-        line.push('}');
+    let mut extra = |key: &str, value: &str| -> io::Result<()> {
+        if line.ends_with('}') {
+            line.pop();
+            line.push_str(&format!(",\"{key}\":"));
+            line.push_str(&serde_json::to_string(value).map_err(io::Error::other)?);
+            line.push('}');
+        }
+        Ok(())
+    };
+    if let Some(source) = role_source {
+        extra("roleSource", source.as_str())?;
+    }
+    if let Some(d) = detail {
+        extra("detail", d)?;
     }
     Ok(line)
 }
@@ -151,8 +181,9 @@ fn append(
     out: &mut impl Write,
     record: &FaultRecord,
     role_source: Option<RoleSource>,
+    detail: Option<&str>,
 ) -> io::Result<()> {
-    let mut line = json_line(record, role_source)?;
+    let mut line = json_line_detailed(record, role_source, detail)?;
     line.push('\n');
     out.write_all(line.as_bytes())?;
     out.flush()
@@ -166,12 +197,7 @@ pub fn human(r: &FaultRecord) -> String {
 /// The same, saying where the role came from when it was not etcd:
 /// `chaos-monkey: kill demo/demo-1 (leader, from EtcdCluster status): injected`
 pub fn human_sourced(r: &FaultRecord, role_source: Option<RoleSource>) -> String {
-    let what = match r.fault {
-        Fault::Kill => "kill",
-        Fault::Destroy => "destroy",
-        Fault::Pause => "pause",
-        Fault::Resume => "resume",
-    };
+    let what = r.fault.as_str();
     let role = match (r.role, role_source) {
         (Role::Unknown, _) => "role unknown".to_string(),
         (other, Some(RoleSource::Status)) => {
@@ -200,7 +226,7 @@ pub fn role_name(role: Role) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use etcd_operator::faults;
+    use etcd_operator::faults::{self, Fault};
 
     #[test]
     fn file_gets_json_lines_in_the_library_format() {

@@ -7,14 +7,19 @@
 //!   the tick and the candidates;
 //! - [`target`]: where faults land ([`target::local`] processes,
 //!   [`target::kube`] pods) and how roles are found ([`roles`]);
+//! - [`net`] (with [`netplan`]): network faults on the local platform, kernel
+//!   rules around the members; [`disk`]: corrupt and disk-full;
 //! - [`monkey`]: the run loop; [`faultlog`]: its records; [`app`]: a run on
 //!   the configured platform.
 
 pub mod app;
 pub mod cli;
 pub mod config;
+pub mod disk;
 pub mod faultlog;
 pub mod monkey;
+pub mod net;
+pub mod netplan;
 pub mod rng;
 pub mod roles;
 pub mod select;

@@ -14,6 +14,9 @@ fn main() -> ExitCode {
     for flag in args.ignored() {
         eprintln!("warning: {flag} applies to --platform kube only; ignored");
     }
+    if args.cleanup {
+        return cleanup(&args);
+    }
     let cfg = match Config::from_args(args) {
         Ok(c) => c,
         Err(e) => {
@@ -44,7 +47,7 @@ fn run(cfg: &Config) -> anyhow::Result<ExitCode> {
         match app::execute(cfg, &mut log, shutdown).await {
             Ok(summary) => {
                 eprintln!("{}", summary.line(&log));
-                Ok(if summary.left_paused.is_empty() {
+                Ok(if summary.left_paused.is_empty() && summary.left_unhealed.is_empty() {
                     ExitCode::SUCCESS
                 } else {
                     ExitCode::from(1)
@@ -61,6 +64,40 @@ fn run(cfg: &Config) -> anyhow::Result<ExitCode> {
             }
         }
     })
+}
+
+/// `--cleanup`: removes what killed monkeys left behind, says what.
+fn cleanup(args: &Args) -> ExitCode {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match rt.block_on(app::cleanup(args)) {
+        Ok(lines) if lines.is_empty() => {
+            eprintln!("chaos-monkey: --cleanup: nothing left behind");
+            ExitCode::SUCCESS
+        }
+        Ok(lines) => {
+            for l in lines {
+                eprintln!("chaos-monkey: --cleanup: {l}");
+            }
+            ExitCode::SUCCESS
+        }
+        Err(Error::BadInput(m)) => {
+            eprintln!("error: {m}");
+            ExitCode::from(2)
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(1)
+        }
+    }
 }
 
 /// Completes on SIGINT or SIGTERM; the handlers are installed at once.

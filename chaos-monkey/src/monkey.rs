@@ -35,6 +35,8 @@ pub enum Error {
     Connect(String),
 }
 
+mod lasting;
+
 /// What ended a run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stop {
@@ -55,6 +57,8 @@ pub struct Summary {
     pub stop: Stop,
     /// Members that could not be resumed at the end (left stopped).
     pub left_paused: Vec<String>,
+    /// Network faults that could not be healed at the end (rules left).
+    pub left_unhealed: Vec<String>,
 }
 
 impl Summary {
@@ -65,10 +69,11 @@ impl Summary {
         let count = |outcome: &str| {
             records
                 .iter()
-                .filter(|r| r.fault != Fault::Resume && r.outcome.starts_with(outcome))
+                .filter(|r| !r.fault.is_end() && r.outcome.starts_with(outcome))
                 .count()
         };
         let resumes = records.iter().filter(|r| r.fault == Fault::Resume).count();
+        let heals = records.iter().filter(|r| r.fault == Fault::Heal).count();
         let stop = match self.stop {
             Stop::Signal => "stopped by signal",
             Stop::Duration => "--duration reached",
@@ -81,8 +86,14 @@ impl Summary {
             count("dry-run"),
             count("failed"),
         );
+        if heals > 0 {
+            line.push_str(&format!(", {heals} healed"));
+        }
         if !self.left_paused.is_empty() {
             line.push_str(&format!("; LEFT PAUSED: {}", self.left_paused.join(", ")));
+        }
+        if !self.left_unhealed.is_empty() {
+            line.push_str(&format!("; NOT HEALED: {}", self.left_unhealed.join(", ")));
         }
         line
     }
@@ -101,6 +112,7 @@ struct Run<'a, P: Platform> {
     cfg: &'a Config,
     log: &'a mut FaultLog,
     paused: Vec<Paused<P::Handle>>,
+    lasting: Vec<lasting::Active<P::Lasting>>,
 }
 
 /// Runs the monkey against `platform` until `shutdown` completes, the
@@ -112,20 +124,36 @@ pub async fn run<P: Platform>(
     shutdown: impl Future<Output = ()>,
 ) -> Result<Summary, Error> {
     check_selection(platform, cfg).await?;
+    let touches = platform.prepare(cfg).await.map_err(|e| match e {
+        target::Error::Setup(m) => Error::BadInput(m),
+        other => Error::Platform(other),
+    })?;
     log.announce(&cfg.describe());
+    if let Some(t) = touches {
+        log.announce(&t);
+    }
     let mut run = Run {
         platform,
         cfg,
         log,
         paused: Vec::new(),
+        lasting: Vec::new(),
     };
     let result = run.ticks(shutdown).await;
+    let why = match &result {
+        Ok((_, Stop::Signal)) => "when the monkey was stopped by a signal",
+        Ok((_, Stop::Duration)) => "when --duration ended the run",
+        Ok((_, Stop::MaxFaults)) => "at the end of the run",
+        Err(_) => "when the run failed",
+    };
+    let left_unhealed = run.heal_all(why).await;
     let left_paused = run.resume_all().await;
     let (ticks, stop) = result?;
     Ok(Summary {
         ticks,
         stop,
         left_paused,
+        left_unhealed,
     })
 }
 
@@ -201,6 +229,14 @@ fn fault_of(kind: FaultKind) -> Fault {
         FaultKind::Kill => Fault::Kill,
         FaultKind::Destroy => Fault::Destroy,
         FaultKind::Pause => Fault::Pause,
+        FaultKind::Partition => Fault::Partition,
+        FaultKind::Delay => Fault::Delay,
+        FaultKind::Loss => Fault::Loss,
+        FaultKind::BlackholeUntilSnapshot => Fault::BlackholeUntilSnapshot,
+        FaultKind::Corrupt => Fault::Corrupt,
+        FaultKind::DiskFull => Fault::DiskFull,
+        // Refused by the configuration; never reaches a tick.
+        FaultKind::ClockSkew => Fault::Kill,
     }
 }
 
@@ -226,12 +262,15 @@ impl<P: Platform> Run<'_, P> {
         let mut next = base + self.jitter(tick);
         loop {
             let spent = self.budget_spent();
-            if spent && self.paused.is_empty() {
+            if spent && self.paused.is_empty() && self.lasting.is_empty() {
                 return Ok((tick, Stop::MaxFaults));
             }
             let mut wake = if spent { None } else { Some(next) };
             for p in &self.paused {
                 wake = Some(wake.map_or(p.until, |w| w.min(p.until)));
+            }
+            if let Some(l) = self.lasting_wake(Instant::now()) {
+                wake = Some(wake.map_or(l, |w| w.min(l)));
             }
             if let Some(e) = end {
                 wake = Some(wake.map_or(e, |w| w.min(e)));
@@ -247,6 +286,7 @@ impl<P: Platform> Run<'_, P> {
                 return Ok((tick, Stop::Duration));
             }
             self.resume_due(now).await?;
+            self.heal_due(now).await?;
             if !spent && now >= next {
                 self.tick(tick).await?;
                 tick += 1;
@@ -290,6 +330,19 @@ impl<P: Platform> Run<'_, P> {
             cfg.clusters.clone()
         };
         let paused: HashSet<MemberKey> = self.paused.iter().map(|p| p.key.clone()).collect();
+        // A cluster with a network fault in force takes no other.
+        let busy = self.busy();
+        let mut names = names;
+        names.retain(|c| {
+            let free = !busy.contains(c.as_str());
+            if !free {
+                tracing::info!(tick, "cluster {c} skipped: a network fault is in force there");
+            }
+            free
+        });
+        if names.is_empty() {
+            return Ok(());
+        }
         let observed = match self
             .platform
             .observe(&names, &paused, cfg.min_age, SystemTime::now())
@@ -332,6 +385,12 @@ impl<P: Platform> Run<'_, P> {
                 cfg.target.as_str()
             );
             return Ok(());
+        }
+        if cfg.fault.network() {
+            return self.start_network(tick, &observed, &picks).await;
+        }
+        if matches!(cfg.fault, FaultKind::Corrupt | FaultKind::DiskFull) {
+            return self.damage(tick, &observed, &picks).await;
         }
         let fault = fault_of(cfg.fault);
         let mut hits = Vec::new();

@@ -16,6 +16,10 @@ pub enum Stream {
     Jitter,
     /// A tick's victims.
     Victims,
+    /// The members that join a victim on its side of a `--split`.
+    Split,
+    /// Where a `corrupt` fault flips bytes.
+    Damage,
 }
 
 impl Stream {
@@ -24,6 +28,8 @@ impl Stream {
             Stream::Fire => 0x6669_7265,
             Stream::Jitter => 0x6a69_7474,
             Stream::Victims => 0x7669_6374,
+            Stream::Split => 0x7370_6c69,
+            Stream::Damage => 0x6461_6d61,
         }
     }
 }

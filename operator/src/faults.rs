@@ -24,7 +24,85 @@ pub enum Fault {
     Pause,
     /// SIGCONT after a pause.
     Resume,
+    /// Cut off from the other members (their peer and client traffic both
+    /// ways); a `heal` record follows.
+    Partition,
+    /// Its links to the other members slowed (latency, jitter); a `heal`
+    /// record follows.
+    Delay,
+    /// Packets on its links to the other members dropped at random; a
+    /// `heal` record follows.
+    Loss,
+    /// Cut off until the leader compacted its log past it, so etcd must
+    /// send it a snapshot; a `heal` record follows.
+    #[serde(rename = "blackhole-until-snapshot")]
+    BlackholeUntilSnapshot,
+    /// Bytes flipped in its db or WAL while it was stopped; then it is
+    /// left to be started again.
+    Corrupt,
+    /// The keyspace filled through it until etcd raised its NOSPACE alarm.
+    #[serde(rename = "disk-full")]
+    DiskFull,
+    /// The end of a partition, delay, loss or blackhole: its rules removed.
+    Heal,
 }
+
+impl Fault {
+    /// Its name in the fault log.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Fault::Kill => "kill",
+            Fault::Destroy => "destroy",
+            Fault::Pause => "pause",
+            Fault::Resume => "resume",
+            Fault::Partition => "partition",
+            Fault::Delay => "delay",
+            Fault::Loss => "loss",
+            Fault::BlackholeUntilSnapshot => "blackhole-until-snapshot",
+            Fault::Corrupt => "corrupt",
+            Fault::DiskFull => "disk-full",
+            Fault::Heal => "heal",
+        }
+    }
+
+    /// Whether a later record ends it (`resume` after `pause`, `heal`
+    /// after a network fault): its recovery counts from that end.
+    pub fn lasting(self) -> bool {
+        matches!(
+            self,
+            Fault::Pause
+                | Fault::Partition
+                | Fault::Delay
+                | Fault::Loss
+                | Fault::BlackholeUntilSnapshot
+        )
+    }
+
+    /// Whether it ends a lasting fault (`resume`, `heal`).
+    pub fn is_end(self) -> bool {
+        matches!(self, Fault::Resume | Fault::Heal)
+    }
+
+    /// The fault named `name` in the fault log.
+    pub fn from_name(name: &str) -> Option<Fault> {
+        ALL.iter().copied().find(|f| f.as_str() == name)
+    }
+}
+
+/// Every fault kind.
+pub const ALL: [Fault; 11] = [
+    Fault::Kill,
+    Fault::Destroy,
+    Fault::Pause,
+    Fault::Resume,
+    Fault::Partition,
+    Fault::Delay,
+    Fault::Loss,
+    Fault::BlackholeUntilSnapshot,
+    Fault::Corrupt,
+    Fault::DiskFull,
+    Fault::Heal,
+];
 
 /// The member's role when the fault hit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -126,5 +204,16 @@ mod tests {
         let line = serde_json::to_string(&r).expect("json");
         assert!(line.contains("\"fault\":\"kill\"") && line.contains("\"role\":\"leader\""));
         assert!(line.contains("\"unixMs\":"));
+    }
+
+    #[test]
+    fn fault_names_are_the_serialized_ones() {
+        for f in ALL {
+            let json = serde_json::to_string(&f).expect("json");
+            assert_eq!(json, format!("\"{}\"", f.as_str()));
+            assert_eq!(Fault::from_name(f.as_str()), Some(f));
+            assert!(!(f.lasting() && f.is_end()), "{f:?}");
+        }
+        assert_eq!(Fault::from_name("nap"), None);
     }
 }

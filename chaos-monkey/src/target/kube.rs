@@ -29,9 +29,15 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Preconditions};
 use kube::{Client, ResourceExt};
 
-use super::{Error, MemberKey, Observed, ObservedCluster, Operator, Platform, old_enough};
+use super::{Error, MemberKey, NetPlan, Observed, ObservedCluster, Operator, Platform, old_enough};
+use crate::config::{Config, FaultOptions};
+use crate::rng::Rng;
 use crate::roles::{self, Ask, RoleSource, Seen};
 use crate::select::MemberView;
+
+mod netpol;
+
+pub use netpol::{Lasting, MANAGED_BY_MONKEY};
 
 /// etcd's client port in a member pod.
 pub const CLIENT_PORT: u16 = 2379;
@@ -412,6 +418,10 @@ impl Platform for Kube {
             Fault::Pause | Fault::Resume => Err(Error::Unsupported(
                 "pods cannot be paused through the Kubernetes API".into(),
             )),
+            other => Err(Error::Unsupported(format!(
+                "{} is not injected by inject()",
+                other.as_str()
+            ))),
         }
     }
 
@@ -419,6 +429,37 @@ impl Platform for Kube {
         Err(Error::Unsupported(
             "pods cannot be paused through the Kubernetes API".into(),
         ))
+    }
+
+    type Lasting = Lasting;
+
+    async fn prepare(&self, _cfg: &Config) -> Result<Option<String>, Error> {
+        Ok(None)
+    }
+
+    async fn start(&self, plan: &NetPlan<Handle>) -> Result<(Lasting, String), Error> {
+        self.isolate(plan).await
+    }
+
+    async fn settled(&self, _lasting: &mut Lasting) -> Option<String> {
+        None
+    }
+
+    async fn heal(&self, lasting: &Lasting) -> Result<(), Error> {
+        self.remove_policies(&lasting.policies).await
+    }
+
+    async fn damage(
+        &self,
+        fault: Fault,
+        _h: &Handle,
+        _options: &FaultOptions,
+        _rng: Rng,
+    ) -> Result<String, Error> {
+        Err(Error::Unsupported(format!(
+            "{} is not supported on kube",
+            fault.as_str()
+        )))
     }
 
     async fn operator(&self) -> Result<Option<Operator<Handle>>, Error> {

@@ -18,9 +18,15 @@ use etcd_operator::platform::local::process::{self, ProcessId};
 use etcd_operator::platform::local::running_operator;
 use rustix::process::Signal;
 
-use super::{Error, MemberKey, Observed, ObservedCluster, Operator, Platform, old_enough};
+use super::{Error, MemberKey, NetPlan, Observed, ObservedCluster, Operator, Platform, old_enough};
+use crate::config::{Config, FaultOptions};
+use crate::rng::Rng;
 use crate::roles::{self, Ask};
 use crate::select::MemberView;
+
+mod faults;
+
+pub use faults::Lasting;
 
 /// SIGKILL cannot be caught; this only bounds a process stuck in the kernel.
 const EXIT_WAIT: Duration = Duration::from_secs(30);
@@ -33,6 +39,8 @@ const OPERATOR_COMM: &str = "etcd-operator";
 pub struct Local {
     layout: Layout,
     clients: Clients,
+    /// The cgroup v2 mount, once network faults were prepared.
+    cgroup_root: std::sync::OnceLock<PathBuf>,
 }
 
 /// A process as observed.
@@ -42,6 +50,10 @@ pub struct Handle {
     pub process: ProcessId,
     /// The member's etcd data folder (`None` for the operator).
     pub data_dir: Option<PathBuf>,
+    /// The member's own loopback address (`None` for the operator).
+    pub ip: Option<std::net::Ipv4Addr>,
+    /// The member's client URL (`None` for the operator).
+    pub client_url: Option<String>,
 }
 
 impl Local {
@@ -50,6 +62,7 @@ impl Local {
         Local {
             layout: Layout::new(state_dir),
             clients: Clients::new(roles::STATUS_TIMEOUT),
+            cgroup_root: std::sync::OnceLock::new(),
         }
     }
 
@@ -99,6 +112,8 @@ impl Local {
                 handle: process.map(|p| Handle {
                     process: p,
                     data_dir: Some(self.layout.data_dir(cluster, &name)),
+                    ip: Some(record.ip),
+                    client_url: Some(record.addr.client_url.clone()),
                 }),
                 role_source: None,
             });
@@ -126,7 +141,7 @@ fn gone(h: &Handle) -> Error {
 }
 
 /// Sends `sig`; `Gone` if the process is no longer the observed one.
-fn send(h: &Handle, sig: Signal) -> Result<(), Error> {
+pub(crate) fn send(h: &Handle, sig: Signal) -> Result<(), Error> {
     match process::signal(&h.process, sig) {
         Ok(true) => Ok(()),
         Ok(false) => Err(gone(h)),
@@ -137,7 +152,7 @@ fn send(h: &Handle, sig: Signal) -> Result<(), Error> {
     }
 }
 
-async fn wait_gone(h: &Handle) -> Result<(), Error> {
+pub(crate) async fn wait_gone(h: &Handle) -> Result<(), Error> {
     match tokio::time::timeout(EXIT_WAIT, process::wait_exit(h.process)).await {
         Ok(r) => r
             .map(|_| ())
@@ -225,11 +240,43 @@ impl Platform for Local {
             Fault::Destroy => destroy(h).await,
             Fault::Pause => send(h, Signal::STOP),
             Fault::Resume => send(h, Signal::CONT),
+            other => Err(Error::Unsupported(format!(
+                "{} is not injected by inject()",
+                other.as_str()
+            ))),
         }
     }
 
     async fn resume(&self, h: &Handle) -> Result<(), Error> {
         send(h, Signal::CONT)
+    }
+
+    type Lasting = Lasting;
+
+    async fn prepare(&self, cfg: &Config) -> Result<Option<String>, Error> {
+        faults::prepare(self, cfg)
+    }
+
+    async fn start(&self, plan: &NetPlan<Handle>) -> Result<(Lasting, String), Error> {
+        faults::start(self, plan).await
+    }
+
+    async fn settled(&self, lasting: &mut Lasting) -> Option<String> {
+        faults::settled(self, lasting).await
+    }
+
+    async fn heal(&self, lasting: &Lasting) -> Result<(), Error> {
+        faults::heal(lasting)
+    }
+
+    async fn damage(
+        &self,
+        fault: Fault,
+        h: &Handle,
+        options: &FaultOptions,
+        rng: Rng,
+    ) -> Result<String, Error> {
+        faults::damage(fault, h, options, rng).await
     }
 
     async fn operator(&self) -> Result<Option<Operator<Handle>>, Error> {
@@ -257,6 +304,8 @@ impl Platform for Local {
             handle: Handle {
                 process,
                 data_dir: None,
+                ip: None,
+                client_url: None,
             },
         }))
     }

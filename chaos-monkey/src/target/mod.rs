@@ -13,6 +13,8 @@ use std::time::{Duration, SystemTime};
 
 use etcd_operator::faults::Fault;
 
+use crate::config::{Config, FaultOptions};
+use crate::rng::Rng;
 use crate::roles::RoleSource;
 use crate::select::{ClusterView, MemberView};
 
@@ -44,6 +46,49 @@ pub enum Error {
     /// The fault cannot be injected here.
     #[error("{0}")]
     Unsupported(String),
+    /// A network fault's kernel rules.
+    #[error(transparent)]
+    Net(#[from] crate::net::Error),
+    /// This machine cannot inject the fault at all (missing rights or
+    /// tools, leftovers of a killed run): exit code 2 at start.
+    #[error("{0}")]
+    Setup(String),
+}
+
+/// A network fault to start on one cluster: who is cut (or slowed) from
+/// whom.
+#[derive(Clone, Debug)]
+pub struct NetPlan<H> {
+    /// partition, delay, loss or blackhole-until-snapshot.
+    pub fault: Fault,
+    /// The cluster.
+    pub cluster: String,
+    /// Its running members: name and process or pod.
+    pub members: Vec<(String, H)>,
+    /// Pairs of indexes into `members` whose traffic is cut or slowed.
+    pub pairs: Vec<(usize, usize)>,
+    /// Indexes into `members` of the victims (the victim's side of a split).
+    pub victims: Vec<usize>,
+    /// Latency, loss and the rest.
+    pub options: FaultOptions,
+}
+
+impl<H> NetPlan<H> {
+    /// The names of the members cut from member `i`.
+    pub fn cut_from(&self, i: usize) -> Vec<&str> {
+        let mut out: Vec<&str> = self
+            .pairs
+            .iter()
+            .filter_map(|&(a, b)| match () {
+                () if a == i => Some(self.members[b].0.as_str()),
+                () if b == i => Some(self.members[a].0.as_str()),
+                () => None,
+            })
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
 }
 
 /// A (cluster, member) pair.
@@ -122,6 +167,37 @@ pub trait Platform: Send + Sync {
     fn operator(
         &self,
     ) -> impl Future<Output = Result<Option<Operator<Self::Handle>>, Error>> + Send;
+
+    /// A network fault in force, as needed to heal it.
+    type Lasting: Send + Sync + std::fmt::Debug + 'static;
+
+    /// Checks once, before the first tick, that `cfg.fault` can be injected
+    /// here (rights, tools, nothing left behind by a killed run); returns a
+    /// line saying what it will touch, if anything beyond the members.
+    fn prepare(&self, cfg: &Config) -> impl Future<Output = Result<Option<String>, Error>> + Send;
+
+    /// Starts a network fault; returns it with what it did, for the log.
+    fn start(
+        &self,
+        plan: &NetPlan<Self::Handle>,
+    ) -> impl Future<Output = Result<(Self::Lasting, String), Error>> + Send;
+
+    /// Whether a fault that ends on a condition (blackhole-until-snapshot)
+    /// may end now: `Some(why)`.
+    fn settled(&self, lasting: &mut Self::Lasting)
+    -> impl Future<Output = Option<String>> + Send;
+
+    /// Undoes a network fault; also safe on one that is half gone.
+    fn heal(&self, lasting: &Self::Lasting) -> impl Future<Output = Result<(), Error>> + Send;
+
+    /// Damages a member (corrupt, disk-full); returns what was done.
+    fn damage(
+        &self,
+        fault: Fault,
+        handle: &Self::Handle,
+        options: &FaultOptions,
+        rng: Rng,
+    ) -> impl Future<Output = Result<String, Error>> + Send;
 }
 
 /// Whether a member that started at `started` is old enough to be hit.

@@ -3,7 +3,9 @@
 //! A fault's recovery time runs from its time in the fault log to the first
 //! probe at or after it that finds the cluster healthy ([`health::assess`]).
 //! Records of one injection (several members hit at once) are one fault. A
-//! pause is measured from its resume: the member cannot heal while stopped.
+//! pause is measured from its resume, a network fault (partition, delay,
+//! loss, blackhole-until-snapshot) from its heal: the cluster is not
+//! expected to be whole while the fault lasts.
 //! Resolution: one probe interval.
 
 use std::time::Duration;
@@ -23,7 +25,7 @@ const SAME_INJECTION_MS: u64 = 100;
 pub struct FaultEvent {
     /// When (unix ms, from the fault log).
     pub at: Ms,
-    /// kill, destroy, pause or resume.
+    /// The fault log's name: kill, destroy, pause, resume, partition, heal...
     pub fault: String,
     /// Members hit.
     pub members: Vec<String>,
@@ -36,14 +38,15 @@ pub struct FaultEvent {
 impl FaultEvent {
     /// Whether its recovery is measured.
     pub fn measured(&self) -> bool {
-        self.outcome == "injected" && self.fault != "pause"
+        self.outcome == "injected" && !Fault::from_name(&self.fault).is_some_and(Fault::lasting)
     }
 
     /// Whether it is an injected fault (a resume lifts one; a spec change is
     /// none either).
     pub fn injected(&self) -> bool {
         self.outcome == "injected"
-            && !matches!(self.fault.as_str(), "resume" | "resize" | "upgrade")
+            && !Fault::from_name(&self.fault).is_some_and(Fault::is_end)
+            && !matches!(self.fault.as_str(), "resize" | "upgrade")
     }
 
     /// A spec change made by the runner, measured like a fault.
@@ -72,15 +75,6 @@ impl FaultEvent {
     }
 }
 
-fn fault_name(f: Fault) -> &'static str {
-    match f {
-        Fault::Kill => "kill",
-        Fault::Destroy => "destroy",
-        Fault::Pause => "pause",
-        Fault::Resume => "resume",
-    }
-}
-
 fn role_name(r: Role) -> &'static str {
     match r {
         Role::Leader => "leader",
@@ -96,7 +90,7 @@ pub fn group(records: &[FaultRecord]) -> Vec<FaultEvent> {
     sorted.sort_by_key(|r| r.unix_ms);
     let mut out: Vec<FaultEvent> = Vec::new();
     for r in sorted {
-        let fault = fault_name(r.fault);
+        let fault = r.fault.as_str();
         if let Some(last) = out.last_mut()
             && last.fault == fault
             && last.outcome == r.outcome

@@ -1,0 +1,477 @@
+//! Network faults on the local platform: partitions (dropped packets),
+//! latency and loss between chosen pairs of members, with kernel rules that
+//! touch only those members' traffic, and that are always removed again.
+//!
+//! Members dial each other from 127.0.0.1, so addresses alone cannot say
+//! which member a packet comes from. A fault therefore
+//! 1. moves each member it involves into a cgroup of its own
+//!    ([`cgroup`]), so the connections the member opens from then on can be
+//!    matched (`iptables -m cgroup`);
+//! 2. finds the connections the members already hold to each other
+//!    ([`sockets`]) and matches those by their exact addresses and ports;
+//! 3. marks every matched connection in conntrack (iptables chain
+//!    `CM-PID-N` in the mangle table, jumped to from OUTPUT), so both
+//!    directions of it carry the mark;
+//! 4. drops the marked packets (chain `CM-PID-N` in the filter table,
+//!    jumped to from INPUT: they vanish, as on a cut network) for a
+//!    partition, drops a random share of them for loss (the statistic
+//!    match), or sends them through `tc netem` on lo for latency ([`tc`];
+//!    needs a kernel with netem, prio and fw, checked at start).
+//!
+//! Clients (the operator, soak's load, etcdctl) are not in those cgroups:
+//! their traffic to every member goes on. What a fault changed is written to
+//! `/run/chaos-monkey/CM-PID-N.json` before it is changed, so
+//! `chaos-monkey --cleanup` can undo the work of a monkey that was killed.
+
+pub mod cgroup;
+pub mod snapshot;
+pub mod sockets;
+pub mod sys;
+pub mod tc;
+
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use etcd_operator::platform::local::process::{self, ProcessId};
+use serde::{Deserialize, Serialize};
+
+use cgroup::Moved;
+use tc::Netem;
+
+/// Where the records of applied faults are kept.
+pub const LEDGER_DIR: &str = "/run/chaos-monkey";
+/// The comment on every rule the monkey adds starts with this.
+pub const COMMENT: &str = "chaos-monkey";
+
+/// Why a network fault could not be injected or removed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Rights, a tool or a kernel feature is missing (exit code 2 at start).
+    #[error("{0}")]
+    Missing(String),
+    /// A command failed.
+    #[error("`{command}` failed: {stderr}")]
+    Command {
+        /// The command line.
+        command: String,
+        /// What it printed on standard error.
+        stderr: String,
+    },
+    /// A file operation failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// Every slot is taken.
+    #[error("{0}")]
+    Busy(String),
+    /// Rules of a monkey that is gone are still in the kernel.
+    #[error(
+        "rules left behind by a chaos-monkey that is gone: {0}; run `chaos-monkey --cleanup` \
+         to remove them"
+    )]
+    Leftovers(String),
+}
+
+/// A member a network fault involves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Member {
+    /// `cluster/member`, for logs.
+    pub name: String,
+    /// Its etcd process.
+    pub process: ProcessId,
+    /// Its own loopback address.
+    pub ip: Ipv4Addr,
+}
+
+/// What happens to the traffic between the cut pairs.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Shape {
+    /// Dropped.
+    Drop,
+    /// Dropped at random, this share (0, 1] of the packets (iptables'
+    /// statistic match, the kernel's random numbers).
+    Loss(f64),
+    /// Delayed (tc netem).
+    Netem(Netem),
+}
+
+/// A fault as it was applied: everything needed to undo it, also from
+/// another process (`--cleanup`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Applied {
+    /// `CM-PID-N`: the iptables chains' name.
+    pub tag: String,
+    /// The monkey that applied it.
+    pub owner: ProcessId,
+    /// The conntrack and packet mark.
+    pub mark: u32,
+    /// The cgroup v2 mount.
+    pub cgroup_root: PathBuf,
+    /// Members moved into cgroups.
+    pub moved: Vec<Moved>,
+    /// The tc band taken, for latency and loss.
+    pub band: Option<u8>,
+    /// Who is involved, for the fault log.
+    pub members: Vec<String>,
+}
+
+static COUNTER: AtomicU32 = AtomicU32::new(1);
+
+fn io_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
+    let what = what.into();
+    move |source| Error::Io { what, source }
+}
+
+fn me() -> Result<ProcessId, Error> {
+    let pid = i32::try_from(std::process::id()).unwrap_or(i32::MAX);
+    ProcessId::of(pid).ok_or_else(|| Error::Missing("cannot read this process's start time".into()))
+}
+
+impl Applied {
+    fn ledger_path(&self) -> PathBuf {
+        Path::new(LEDGER_DIR).join(format!("{}.json", self.tag))
+    }
+
+    fn save(&self) -> Result<(), Error> {
+        std::fs::create_dir_all(LEDGER_DIR).map_err(io_err(format!("cannot create {LEDGER_DIR}")))?;
+        etcd_operator::platform::local::layout::write_json(&self.ledger_path(), self)
+            .map_err(io_err(format!("cannot write {}", self.ledger_path().display())))
+    }
+}
+
+/// The comment on the rules of `tag`.
+pub fn comment(tag: &str) -> String {
+    format!("{COMMENT} {tag}")
+}
+
+/// Cuts (or slows) the traffic between each pair `(a, b)` of `members`, both
+/// ways. On error, whatever was applied is undone.
+pub fn apply(
+    cgroup_root: &Path,
+    members: &[Member],
+    pairs: &[(usize, usize)],
+    shape: Shape,
+) -> Result<Applied, Error> {
+    let owner = me()?;
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let tag = format!("CM-{}-{n}", owner.pid);
+    let pid_bits = u32::try_from(owner.pid).unwrap_or(0) & 0xF_FFFF;
+    let mark = 0xC000_0000 | (pid_bits << 8) | (n & 0xFF);
+    let mut applied = Applied {
+        tag,
+        owner,
+        mark,
+        cgroup_root: cgroup_root.to_path_buf(),
+        moved: Vec::new(),
+        band: None,
+        members: members.iter().map(|m| m.name.clone()).collect(),
+    };
+    applied.save()?;
+    match build(&mut applied, members, pairs, shape) {
+        Ok(()) => Ok(applied),
+        Err(e) => {
+            if let Err(undo) = heal(&applied) {
+                tracing::error!("could not undo the half-applied {}: {undo}", applied.tag);
+            }
+            Err(e)
+        }
+    }
+}
+
+fn build(
+    applied: &mut Applied,
+    members: &[Member],
+    pairs: &[(usize, usize)],
+    shape: Shape,
+) -> Result<(), Error> {
+    let mut involved: Vec<usize> = pairs.iter().flat_map(|&(a, b)| [a, b]).collect();
+    involved.sort_unstable();
+    involved.dedup();
+    let mut cgroups = vec![String::new(); members.len()];
+    for &i in &involved {
+        // One cgroup per member: the rules tell the members apart by it.
+        let name = format!("{}-{i}", applied.tag.to_lowercase());
+        let m = cgroup::move_into(&applied.cgroup_root, &members[i].process, &name)
+            .map_err(io_err(format!("cannot move {} into a cgroup", members[i].name)))?;
+        cgroups[i].clone_from(&m.to);
+        applied.moved.push(m);
+        applied.save()?;
+    }
+    let tag = applied.tag.clone();
+    let note = comment(&tag);
+    let set = format!("{:#x}", applied.mark);
+    let mut rules: Vec<Vec<String>> = Vec::new();
+    let mut rule = |matches: Vec<String>| {
+        let mut r = matches;
+        r.extend(
+            ["-m", "comment", "--comment", &note, "-j", "CONNMARK", "--set-mark", &set]
+                .map(String::from),
+        );
+        rules.push(r);
+    };
+    for &(a, b) in pairs {
+        for (from, to) in [(a, b), (b, a)] {
+            rule(vec![
+                "-d".into(),
+                format!("{}/32", members[to].ip),
+                "-m".into(),
+                "cgroup".into(),
+                "--path".into(),
+                cgroups[from].clone(),
+            ]);
+            let conns = sockets::connections_to(members[from].process.pid, &[members[to].ip])
+                .map_err(io_err(format!("cannot read the connections of {}", members[from].name)))?;
+            for c in conns {
+                rule(vec![
+                    "-p".into(),
+                    "tcp".into(),
+                    "-s".into(),
+                    format!("{}/32", c.local.ip()),
+                    "--sport".into(),
+                    c.local.port().to_string(),
+                    "-d".into(),
+                    format!("{}/32", c.remote.ip()),
+                    "--dport".into(),
+                    c.remote.port().to_string(),
+                ]);
+            }
+        }
+    }
+    let mut tail: Vec<String> = ["-m", "connmark", "--mark", &set, "-m", "comment", "--comment", &note, "-j", "MARK", "--set-mark", &set]
+        .map(String::from)
+        .to_vec();
+    rules.push(std::mem::take(&mut tail));
+    chain("mangle", "OUTPUT", &tag, &rules)?;
+    match shape {
+        Shape::Drop | Shape::Loss(_) => {
+            let mut drop: Vec<String> = ["-m", "connmark", "--mark", &set].map(String::from).to_vec();
+            if let Shape::Loss(p) = shape {
+                drop.extend(
+                    ["-m", "statistic", "--mode", "random", "--probability", &format!("{p:.4}")]
+                        .map(String::from),
+                );
+            }
+            drop.extend(["-m", "comment", "--comment", &note, "-j", "DROP"].map(String::from));
+            chain("filter", "INPUT", &tag, &[drop])?;
+        }
+        Shape::Netem(netem) => {
+            let band = tc::add(applied.mark, &netem)?;
+            applied.band = Some(band);
+            applied.save()?;
+        }
+    }
+    Ok(())
+}
+
+fn ipt(table: &str, args: &[String]) -> Result<String, Error> {
+    let mut a: Vec<String> = vec!["-w".into(), "-t".into(), table.into()];
+    a.extend_from_slice(args);
+    sys::run("iptables", &a)
+}
+
+/// Creates chain `name` in `table` with `rules`, then jumps to it first
+/// thing from `hook`.
+fn chain(table: &str, hook: &str, name: &str, rules: &[Vec<String>]) -> Result<(), Error> {
+    ipt(table, &["-N".into(), name.into()])?;
+    for r in rules {
+        let mut a = vec!["-A".to_string(), name.to_string()];
+        a.extend_from_slice(r);
+        ipt(table, &a)?;
+    }
+    ipt(table, &jump("-I", hook, name))?;
+    Ok(())
+}
+
+fn jump(op: &str, hook: &str, name: &str) -> Vec<String> {
+    let mut a = vec![op.to_string(), hook.to_string()];
+    if op == "-I" {
+        a.push("1".into());
+    }
+    a.extend(["-m", "comment", "--comment", &comment(name), "-j", name].map(String::from));
+    a
+}
+
+/// Removes the chains of `tag` and the jumps to them (missing ones are fine).
+fn remove_chains(tag: &str) -> Result<(), Error> {
+    let mut first: Option<Error> = None;
+    for (table, hook) in [("filter", "INPUT"), ("mangle", "OUTPUT")] {
+        while ipt(table, &jump("-D", hook, tag)).is_ok() {}
+        let present = ipt(table, &["-S".into()])
+            .map(|s| s.lines().any(|l| l == format!("-N {tag}")))
+            .unwrap_or(true);
+        if !present {
+            continue;
+        }
+        let r = ipt(table, &["-F".into(), tag.into()]).and_then(|_| ipt(table, &["-X".into(), tag.into()]));
+        if let Err(e) = r {
+            first.get_or_insert(e);
+        }
+    }
+    first.map_or(Ok(()), Err)
+}
+
+/// Undoes `applied`: jumps and chains, the tc band, the cgroups (members
+/// moved back), then its ledger. Every step is tried; the first error is
+/// returned.
+pub fn heal(applied: &Applied) -> Result<(), Error> {
+    let mut first: Option<Error> = None;
+    if let Err(e) = remove_chains(&applied.tag) {
+        first.get_or_insert(e);
+    }
+    if let Some(band) = applied.band
+        && let Err(e) = tc::remove(band)
+    {
+        first.get_or_insert(e);
+    }
+    for m in &applied.moved {
+        if let Err(e) = cgroup::restore(&applied.cgroup_root, m) {
+            first.get_or_insert(Error::Io {
+                what: format!("cannot move process {} back from cgroup {}", m.process.pid, m.to),
+                source: e,
+            });
+        }
+    }
+    if first.is_none() {
+        match std::fs::remove_file(applied.ledger_path()) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                first.get_or_insert(io_err(format!("cannot remove {}", applied.ledger_path().display()))(e));
+            }
+        }
+    }
+    first.map_or(Ok(()), Err)
+}
+
+/// Something a monkey left behind.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Leftover {
+    /// A ledger of a fault whose monkey is gone.
+    Ledger(Applied),
+    /// A chain with no ledger whose monkey (by the pid in its name) is gone.
+    Chain(String),
+}
+
+impl std::fmt::Display for Leftover {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Leftover::Ledger(a) => write!(
+                f,
+                "{} (pid {}, members {})",
+                a.tag,
+                a.owner.pid,
+                a.members.join(", ")
+            ),
+            Leftover::Chain(c) => write!(f, "iptables chain {c}"),
+        }
+    }
+}
+
+/// The chains named `CM-PID-N` in the filter and mangle tables.
+pub fn chains() -> Result<Vec<String>, Error> {
+    let mut out = Vec::new();
+    for table in ["filter", "mangle"] {
+        for l in ipt(table, &["-S".into()])?.lines() {
+            if let Some(c) = l.strip_prefix("-N ")
+                && owner_pid(c).is_some()
+            {
+                out.push(c.to_string());
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
+/// The pid in a chain name `CM-PID-N`.
+pub fn owner_pid(chain: &str) -> Option<i32> {
+    let rest = chain.strip_prefix("CM-")?;
+    let (pid, n) = rest.split_once('-')?;
+    n.parse::<u32>().ok()?;
+    pid.parse().ok()
+}
+
+fn ledgers() -> Vec<Applied> {
+    let Ok(dir) = std::fs::read_dir(LEDGER_DIR) else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| {
+            let text = std::fs::read_to_string(e.path()).ok()?;
+            serde_json::from_str(&text).ok()
+        })
+        .collect()
+}
+
+fn pid_alive(pid: i32) -> bool {
+    ProcessId::of(pid).is_some()
+}
+
+/// What monkeys that are gone left behind.
+pub fn leftovers() -> Result<Vec<Leftover>, Error> {
+    let ledgers = ledgers();
+    let mut out: Vec<Leftover> = ledgers
+        .iter()
+        .filter(|a| !process::alive(&a.owner))
+        .cloned()
+        .map(Leftover::Ledger)
+        .collect();
+    for c in chains()? {
+        let has_ledger = ledgers.iter().any(|a| a.tag == c);
+        if !has_ledger && owner_pid(&c).is_some_and(|p| !pid_alive(p)) {
+            out.push(Leftover::Chain(c));
+        }
+    }
+    Ok(out)
+}
+
+/// Refuses to start while a gone monkey's rules are in the kernel.
+pub fn check_clean() -> Result<(), Error> {
+    let left = leftovers()?;
+    if left.is_empty() {
+        return Ok(());
+    }
+    let list: Vec<String> = left.iter().map(ToString::to_string).collect();
+    Err(Error::Leftovers(list.join("; ")))
+}
+
+/// Removes what gone monkeys left behind; returns a line per thing removed.
+pub fn cleanup() -> Result<Vec<String>, Error> {
+    let mut done = Vec::new();
+    for l in leftovers()? {
+        match &l {
+            Leftover::Ledger(a) => heal(a)?,
+            Leftover::Chain(c) => remove_chains(c)?,
+        }
+        done.push(format!("removed {l}"));
+    }
+    Ok(done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chain_names_carry_their_owner() {
+        assert_eq!(owner_pid("CM-1234-7"), Some(1234));
+        assert_eq!(owner_pid("CM-probe-1"), None);
+        assert_eq!(owner_pid("DOCKER"), None);
+        assert_eq!(owner_pid("CM-12-x"), None);
+    }
+
+    #[test]
+    fn jumps_carry_the_comment() {
+        assert_eq!(
+            jump("-I", "OUTPUT", "CM-1-2").join(" "),
+            "-I OUTPUT 1 -m comment --comment chaos-monkey CM-1-2 -j CM-1-2"
+        );
+    }
+}
