@@ -64,7 +64,7 @@ pub fn cut(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use proptest::prelude::*;
+    use proptest::prelude::{prop_assert, prop_assert_eq, proptest};
 
     #[test]
     fn one_victim_is_cut_from_everyone_else() {

@@ -104,7 +104,14 @@ impl<P: Platform> Run<'_, P> {
         let details: Vec<String> = plan
             .victims
             .iter()
-            .map(|&v| format!("cut from {}", plan.cut_from(v).join(", ")))
+            .map(|&v| {
+                let verb = if fault == Fault::Partition || fault == Fault::BlackholeUntilSnapshot {
+                    "cut from"
+                } else {
+                    "on its links to"
+                };
+                format!("{verb} {}", plan.cut_from(v).join(", "))
+            })
             .collect();
         let mut records: Vec<(FaultRecord, Option<RoleSource>, String)> = hits
             .iter()

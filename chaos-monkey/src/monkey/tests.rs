@@ -106,6 +106,55 @@ impl Platform for Fake {
         Ok(())
     }
 
+    type Lasting = String;
+
+    async fn prepare(&self, _cfg: &Config) -> Result<Option<String>, target::Error> {
+        Ok(None)
+    }
+
+    async fn start(
+        &self,
+        plan: &target::NetPlan<MemberKey>,
+    ) -> Result<(String, String), target::Error> {
+        let victims: Vec<&str> = plan
+            .victims
+            .iter()
+            .map(|&v| plan.members[v].0.as_str())
+            .collect();
+        let call = format!("{:?} {}/{}", plan.fault, plan.cluster, victims.join(","));
+        self.calls.lock().expect("lock").push(call.clone());
+        if self.fail {
+            return Err(target::Error::Unsupported("no".into()));
+        }
+        Ok((call, "fake rules".into()))
+    }
+
+    async fn settled(&self, _lasting: &mut String) -> Option<String> {
+        None
+    }
+
+    async fn heal(&self, lasting: &String) -> Result<(), target::Error> {
+        self.calls
+            .lock()
+            .expect("lock")
+            .push(format!("Heal {lasting}"));
+        Ok(())
+    }
+
+    async fn damage(
+        &self,
+        fault: Fault,
+        h: &MemberKey,
+        _options: &crate::config::FaultOptions,
+        _rng: crate::rng::Rng,
+    ) -> Result<String, target::Error> {
+        self.calls
+            .lock()
+            .expect("lock")
+            .push(format!("{fault:?} {}/{}", h.0, h.1));
+        Ok("fake damage".into())
+    }
+
     async fn operator(&self) -> Result<Option<Operator<MemberKey>>, target::Error> {
         Ok(Some(Operator {
             name: "etcd-operator".into(),
@@ -133,6 +182,7 @@ fn config() -> Config {
         duration: None,
         max_faults: Some(5),
         fault_log: None,
+        faults: crate::config::FaultOptions::default(),
     }
 }
 
@@ -383,4 +433,93 @@ async fn jitter_delays_ticks_within_bounds() {
         took >= Duration::from_secs(300) && took < Duration::from_secs(310),
         "{took:?}"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_partition_is_healed_after_fault_for_and_logged_with_its_end() {
+    let fake = Fake::new(&[("a", 3)]);
+    let mut cfg = config();
+    cfg.fault = FaultKind::Partition;
+    cfg.target = Target::Leader;
+    cfg.max_faults = Some(2);
+    cfg.interval = Duration::from_secs(5);
+    cfg.faults.fault_for = Duration::from_secs(12);
+    let (r, log) = go(&fake, &cfg).await;
+    let s = r.expect("run");
+    assert!(s.left_unhealed.is_empty());
+    let kinds: Vec<Fault> = log.records().iter().map(|r| r.fault).collect();
+    // The cluster takes no second partition while the first is in force:
+    // the ticks at 10s and 15s skip it, the one after the heal (17s) hits.
+    assert_eq!(
+        kinds,
+        [Fault::Partition, Fault::Heal, Fault::Partition, Fault::Heal]
+    );
+    // Ticks at 5s (partition), 10s and 15s (skipped: in force), 20s.
+    assert_eq!(s.ticks, 4);
+    assert_eq!(
+        fake.calls(),
+        [
+            "Partition a/a-1",
+            "Heal Partition a/a-1",
+            "Partition a/a-1",
+            "Heal Partition a/a-1"
+        ]
+    );
+    assert_eq!(log.faults(), 2, "heals do not count as faults");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_signal_heals_what_is_in_force() {
+    let fake = Fake::new(&[("a", 3)]);
+    let mut cfg = config();
+    cfg.fault = FaultKind::Loss;
+    cfg.faults.fault_for = Duration::from_secs(3600);
+    cfg.interval = Duration::from_secs(1);
+    let mut log = FaultLog::in_memory();
+    let stop = tokio::time::sleep(Duration::from_secs(5));
+    let s = run(&fake, &cfg, &mut log, stop).await.expect("run");
+    assert_eq!(s.stop, Stop::Signal);
+    let kinds: Vec<Fault> = log.records().iter().map(|r| r.fault).collect();
+    assert_eq!(kinds, [Fault::Loss, Fault::Heal]);
+    assert!(fake.calls().last().expect("calls").starts_with("Heal Loss"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_split_puts_the_victims_side_in_one_fault() {
+    let fake = Fake::new(&[("a", 5)]);
+    let mut cfg = config();
+    cfg.fault = FaultKind::Partition;
+    cfg.target = Target::Leader;
+    cfg.max_faults = Some(1);
+    cfg.faults.split = Some(crate::cli::Split::Majority);
+    let (r, log) = go(&fake, &cfg).await;
+    r.expect("run");
+    let starts: Vec<&str> = log
+        .records()
+        .iter()
+        .filter(|r| r.fault == Fault::Partition)
+        .map(|r| r.member.as_str())
+        .collect();
+    assert_eq!(starts.len(), 3, "5 members, majority side of 3: {starts:?}");
+    assert!(starts.contains(&"a-1"), "the leader is on its side");
+    let again = Fake::new(&[("a", 5)]);
+    let (_, log2) = go(&again, &cfg).await;
+    let replay: Vec<String> = log2.records().iter().map(|r| r.member.clone()).collect();
+    let first: Vec<String> = log.records().iter().map(|r| r.member.clone()).collect();
+    assert_eq!(replay, first, "the same seed draws the same side");
+}
+
+#[tokio::test(start_paused = true)]
+async fn damage_faults_go_to_the_platform_once_per_victim() {
+    let fake = Fake::new(&[("a", 3)]);
+    let mut cfg = config();
+    cfg.fault = FaultKind::Corrupt;
+    cfg.target = Target::Follower;
+    cfg.max_faults = Some(1);
+    let (r, log) = go(&fake, &cfg).await;
+    r.expect("run");
+    assert_eq!(log.records().len(), 1);
+    assert_eq!(log.records()[0].fault, Fault::Corrupt);
+    assert_eq!(fake.calls().len(), 1);
+    assert!(fake.calls()[0].starts_with("Corrupt a/"));
 }
