@@ -119,6 +119,9 @@ pub struct Applied {
     pub band: Option<u8>,
     /// Who is involved, for the fault log.
     pub members: Vec<String>,
+    /// The state folder of the members' clusters.
+    #[serde(default)]
+    pub state_dir: Option<PathBuf>,
 }
 
 static COUNTER: AtomicU32 = AtomicU32::new(1);
@@ -154,6 +157,7 @@ pub fn comment(tag: &str) -> String {
 /// ways. On error, whatever was applied is undone.
 pub fn apply(
     cgroup_root: &Path,
+    state_dir: &Path,
     members: &[Member],
     pairs: &[(usize, usize)],
     shape: Shape,
@@ -171,6 +175,7 @@ pub fn apply(
         moved: Vec::new(),
         band: None,
         members: members.iter().map(|m| m.name.clone()).collect(),
+        state_dir: Some(state_dir.to_path_buf()),
     };
     applied.save()?;
     match build(&mut applied, members, pairs, shape) {
@@ -298,7 +303,7 @@ fn jump(op: &str, hook: &str, name: &str) -> Vec<String> {
 }
 
 /// Removes the chains of `tag` and the jumps to them (missing ones are fine).
-fn remove_chains(tag: &str) -> Result<(), Error> {
+pub fn remove_chains(tag: &str) -> Result<(), Error> {
     let mut first: Option<Error> = None;
     for (table, hook) in [("filter", "INPUT"), ("mangle", "OUTPUT")] {
         while ipt(table, &jump("-D", hook, tag)).is_ok() {}
@@ -432,14 +437,37 @@ pub fn leftovers() -> Result<Vec<Leftover>, Error> {
     Ok(out)
 }
 
-/// Refuses to start while a gone monkey's rules are in the kernel.
-pub fn check_clean() -> Result<(), Error> {
+/// Refuses to start while a gone monkey's rules on the members of
+/// `state_dir` are in the kernel; returns a warning naming those of other
+/// state folders (other monkeys' business).
+pub fn check_clean(state_dir: &Path) -> Result<Option<String>, Error> {
     let left = leftovers()?;
-    if left.is_empty() {
-        return Ok(());
+    let (mine, other): (Vec<Leftover>, Vec<Leftover>) = left.into_iter().partition(|l| match l {
+        Leftover::Ledger(a) => a
+            .state_dir
+            .as_deref()
+            .is_none_or(|d| same_dir(d, state_dir)),
+        Leftover::Chain(_) => false,
+    });
+    if !mine.is_empty() {
+        let list: Vec<String> = mine.iter().map(ToString::to_string).collect();
+        return Err(Error::Leftovers(list.join("; ")));
     }
-    let list: Vec<String> = left.iter().map(ToString::to_string).collect();
-    Err(Error::Leftovers(list.join("; ")))
+    Ok((!other.is_empty()).then(|| {
+        let list: Vec<String> = other.iter().map(ToString::to_string).collect();
+        format!(
+            "rules of gone monkeys on other members are in the kernel (not touched; \
+             chaos-monkey --cleanup removes them): {}",
+            list.join("; ")
+        )
+    }))
+}
+
+fn same_dir(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => a == b,
+    }
 }
 
 /// Removes what gone monkeys left behind; returns a line per thing removed.

@@ -23,6 +23,11 @@ const METRICS_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The value of metric `name` (no labels) at `client_url`/metrics.
 pub async fn metric(client_url: &str, name: &str) -> Option<f64> {
+    parse_metric(&metrics(client_url).await?, name)
+}
+
+/// The text of `client_url`/metrics.
+async fn metrics(client_url: &str) -> Option<String> {
     let hostport = client_url.strip_prefix("http://")?.trim_end_matches('/');
     let fetch = async {
         let mut s = tokio::net::TcpStream::connect(hostport).await.ok()?;
@@ -32,8 +37,18 @@ pub async fn metric(client_url: &str, name: &str) -> Option<f64> {
         s.read_to_string(&mut body).await.ok()?;
         Some(body)
     };
-    let body = tokio::time::timeout(METRICS_TIMEOUT, fetch).await.ok()??;
-    parse_metric(&body, name)
+    tokio::time::timeout(METRICS_TIMEOUT, fetch).await.ok()?
+}
+
+/// The sum of metric `name` over all its labels at `client_url`/metrics.
+pub async fn metric_labelled(client_url: &str, name: &str) -> Option<f64> {
+    let body = metrics(client_url).await?;
+    let values: Vec<f64> = body
+        .lines()
+        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
+        .filter_map(|l| l.rsplit(' ').next()?.parse().ok())
+        .collect();
+    (!values.is_empty()).then(|| values.iter().sum())
 }
 
 /// The value of an unlabelled metric in Prometheus text.

@@ -211,6 +211,7 @@ pub fn config(fault: FaultKind, target: Target, max_faults: usize) -> Config {
         duration: None,
         max_faults: Some(max_faults),
         fault_log: None,
+        faults: chaos_monkey::config::FaultOptions::default(),
     }
 }
 

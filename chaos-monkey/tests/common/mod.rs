@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+pub mod etcd;
 pub mod kube_api;
 
 use std::path::{Path, PathBuf};
@@ -198,6 +199,14 @@ impl FakeState {
     pub fn spawn(&mut self, bin: &Path, args: &[&str]) -> ProcessId {
         let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
         let id = process::spawn(bin, &args, &self.dir.path().join("procs.log")).expect("spawn");
+        self.procs.push(id);
+        id
+    }
+
+    /// Starts `bin` with `args` as a tracked process logging to `log`.
+    pub fn spawn_logged(&mut self, bin: &Path, args: &[&str], log: &Path) -> ProcessId {
+        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        let id = process::spawn(bin, &args, log).expect("spawn");
         self.procs.push(id);
         id
     }

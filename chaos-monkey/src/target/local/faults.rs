@@ -36,7 +36,9 @@ pub fn prepare(local: &Local, cfg: &Config) -> Result<Option<String>, Error> {
         return Ok(None);
     }
     let root = net::sys::preflight().map_err(setup)?;
-    net::check_clean().map_err(setup)?;
+    if let Some(warning) = net::check_clean(local.state_dir()).map_err(setup)? {
+        tracing::warn!("{warning}");
+    }
     let netem = cfg.fault == FaultKind::Delay;
     if netem {
         tc::check().map_err(setup)?;
@@ -44,7 +46,7 @@ pub fn prepare(local: &Local, cfg: &Config) -> Result<Option<String>, Error> {
     let line = format!(
         "network faults touch: iptables chains CM-{pid}-N (mangle OUTPUT and filter INPUT, \
          comment \"{c} CM-{pid}-N\"), a cgroup cm-{pid}-n-i per member involved under {root}{tc}, records in {ledger}; \
-         the kernel holds no rules of a gone monkey",
+         the kernel holds no rules a gone monkey left on these members",
         pid = std::process::id(),
         c = net::COMMENT,
         root = root.display(),
@@ -92,7 +94,9 @@ pub async fn start(local: &Local, plan: &NetPlan<Handle>) -> Result<(Lasting, St
         _ => Shape::Drop,
     };
     let pairs = plan.pairs.clone();
-    let applied = tokio::task::spawn_blocking(move || net::apply(&root, &members, &pairs, shape))
+    let state = local.state_dir().to_path_buf();
+    let applied =
+        tokio::task::spawn_blocking(move || net::apply(&root, &state, &members, &pairs, shape))
         .await
         .map_err(|e| Error::Unsupported(format!("the rule task failed: {e}")))??;
     let mut watch = None;

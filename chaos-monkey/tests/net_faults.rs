@@ -1,0 +1,265 @@
+//! Network faults against real 3-member etcd clusters on loopback: each is
+//! injected, seen in etcd's own view (a new leader, "no leader" on the
+//! member cut off, a snapshot sent), healed, and the kernel's rule list is
+//! checked clean afterwards (a guard removes the monkey's rules when a test
+//! fails). Needs root and iptables, as the faults do.
+
+mod common;
+
+use std::time::Duration;
+
+use common::etcd::{Cluster, RulesGuard};
+use common::{Monkey, records, wait_for};
+use etcd_operator::faults::{Fault, Role};
+
+fn no_leader(c: &Cluster, i: usize) -> bool {
+    c.statuses()[i]
+        .as_ref()
+        .is_some_and(|s| s.leader == 0 || s.errors.iter().any(|e| e.contains("no leader")))
+}
+
+/// Runs the monkey with `args` against `c`, once, with a guard.
+fn monkey(c: &Cluster, log: &std::path::Path, args: &[&str]) -> (Monkey, RulesGuard) {
+    let mut all = vec![
+        "--state-dir",
+        c.state_arg(),
+        "--kill-interval",
+        "100ms",
+        "--max-faults",
+        "1",
+        "--fault-log",
+        log.to_str().expect("utf-8"),
+        "--seed",
+        "5",
+    ];
+    all.extend_from_slice(args);
+    let m = Monkey::start(&all);
+    let guard = RulesGuard(m.pid());
+    (m, guard)
+}
+
+#[test]
+fn partition_of_the_leader_elects_another_and_heals_clean() {
+    let c = Cluster::start(3, &[]);
+    let old = c.wait_leader();
+    let log = c.state.dir.path().join("faults.jsonl");
+    let (m, guard) = monkey(
+        &c,
+        &log,
+        &["--fault", "partition", "--target", "leader", "--fault-for", "4s"],
+    );
+    let pid = m.pid();
+    wait_for("the partition record", || {
+        records(&log).into_iter().find(|r| r.fault == Fault::Partition)
+    });
+    // etcd's view: the others elect a new leader, the old one has none.
+    wait_for("a new leader among the others, none on the old one", || {
+        let s = c.statuses();
+        let others: Vec<_> = (0..3).filter(|&i| i != old).collect();
+        let lead = s[others[0]].as_ref()?.leader;
+        let agreed = others.iter().all(|&i| {
+            s[i].as_ref()
+                .is_some_and(|m| m.leader == lead && lead != 0 && lead != s[old].as_ref().map_or(0, |o| o.id))
+        });
+        (agreed && no_leader(&c, old)).then_some(())
+    });
+    let done = m.wait();
+    assert_eq!(done.code(), Some(0), "{}", done.stderr);
+    RulesGuard::clean(pid).expect("the kernel holds none of the monkey's rules");
+    drop(guard);
+    let recs = records(&log);
+    let kinds: Vec<(Fault, Role)> = recs.iter().map(|r| (r.fault, r.role)).collect();
+    assert_eq!(
+        kinds,
+        [(Fault::Partition, Role::Leader), (Fault::Heal, Role::Leader)]
+    );
+    assert!(recs.iter().all(|r| r.member == c.names[old] && r.injected()), "{recs:?}");
+    // Healed: all three agree on one leader again.
+    c.wait_leader();
+}
+
+#[test]
+fn a_split_cuts_the_cluster_in_two_sides() {
+    let c = Cluster::start(3, &[]);
+    c.wait_leader();
+    let log = c.state.dir.path().join("faults.jsonl");
+    let (m, guard) = monkey(
+        &c,
+        &log,
+        &[
+            "--fault", "partition", "--split", "majority", "--target", "follower", "--fault-for",
+            "4s",
+        ],
+    );
+    let pid = m.pid();
+    let side = wait_for("the two records of the victim's side", || {
+        let r: Vec<String> = records(&log)
+            .into_iter()
+            .filter(|r| r.fault == Fault::Partition)
+            .map(|r| r.member)
+            .collect();
+        (r.len() == 2).then_some(r)
+    });
+    let lone = (0..3).find(|&i| !side.contains(&c.names[i])).expect("the other side");
+    wait_for("the lone member has no leader", || no_leader(&c, lone).then_some(()));
+    let done = m.wait();
+    assert_eq!(done.code(), Some(0), "{}", done.stderr);
+    RulesGuard::clean(pid).expect("clean");
+    drop(guard);
+    c.wait_leader();
+}
+
+#[test]
+fn full_loss_on_a_followers_links_leaves_it_without_a_leader() {
+    let c = Cluster::start(3, &[]);
+    c.wait_leader();
+    let log = c.state.dir.path().join("faults.jsonl");
+    let (m, guard) = monkey(
+        &c,
+        &log,
+        &["--fault", "loss", "--loss", "100%", "--target", "follower", "--fault-for", "4s"],
+    );
+    let pid = m.pid();
+    let r = wait_for("the loss record", || {
+        records(&log).into_iter().find(|r| r.fault == Fault::Loss)
+    });
+    assert_eq!(r.role, Role::Follower);
+    let victim = c.index(&r.member);
+    wait_for("the follower loses its leader", || no_leader(&c, victim).then_some(()));
+    let done = m.wait();
+    assert_eq!(done.code(), Some(0), "{}", done.stderr);
+    RulesGuard::clean(pid).expect("clean");
+    drop(guard);
+    c.wait_leader();
+}
+
+#[test]
+fn a_killed_monkeys_rules_block_the_next_start_until_cleanup() {
+    let c = Cluster::start(3, &[]);
+    c.wait_leader();
+    let log = c.state.dir.path().join("faults.jsonl");
+    let (m, guard) = monkey(
+        &c,
+        &log,
+        &["--fault", "partition", "--target", "follower", "--fault-for", "10m"],
+    );
+    let pid = m.pid();
+    let r = wait_for("the partition record", || {
+        records(&log).into_iter().find(|r| r.fault == Fault::Partition)
+    });
+    let victim = c.index(&r.member);
+    m.signal(rustix::process::Signal::KILL);
+    let _ = m.wait();
+    assert!(RulesGuard::clean(pid).is_err(), "SIGKILL leaves the rules");
+    // A new monkey refuses to start while they are there.
+    let again = common::run(&[
+        "--state-dir", c.state_arg(), "--fault", "partition", "--kill-interval", "1s",
+        "--max-faults", "1",
+    ]);
+    assert_eq!(again.code(), Some(2), "{}", again.stderr);
+    assert!(again.stderr.contains("--cleanup"), "{}", again.stderr);
+    let cleanup = common::run(&["--cleanup"]);
+    assert_eq!(cleanup.code(), Some(0), "{}", cleanup.stderr);
+    RulesGuard::clean(pid).expect("clean after --cleanup");
+    drop(guard);
+    wait_for("the victim rejoins", || (!no_leader(&c, victim)).then_some(()));
+    c.wait_leader();
+}
+
+#[test]
+fn sigterm_heals_before_the_monkey_exits() {
+    let c = Cluster::start(3, &[]);
+    c.wait_leader();
+    let log = c.state.dir.path().join("faults.jsonl");
+    let (m, guard) = monkey(
+        &c,
+        &log,
+        &["--fault", "partition", "--target", "leader", "--fault-for", "10m"],
+    );
+    let pid = m.pid();
+    wait_for("the partition record", || {
+        records(&log).into_iter().find(|r| r.fault == Fault::Partition)
+    });
+    m.signal(rustix::process::Signal::TERM);
+    let done = m.wait();
+    assert_eq!(done.code(), Some(0), "{}", done.stderr);
+    RulesGuard::clean(pid).expect("clean");
+    drop(guard);
+    let heal = records(&log).into_iter().find(|r| r.fault == Fault::Heal).expect("heal");
+    assert!(heal.injected(), "{heal:?}");
+    c.wait_leader();
+}
+
+#[test]
+fn blackhole_until_snapshot_waits_for_the_leaders_compaction() {
+    // A snapshot every 100 entries: the leader compacts past the victim
+    // once it is 5000 (etcd's catch-up entries) + 100 entries ahead.
+    let c = Cluster::start(3, &["--snapshot-count", "100"]);
+    let leader = c.wait_leader();
+    let log = c.state.dir.path().join("faults.jsonl");
+    let (m, guard) = monkey(
+        &c,
+        &log,
+        &["--fault", "blackhole-until-snapshot", "--target", "follower", "--fault-for", "2m"],
+    );
+    let pid = m.pid();
+    let r = wait_for("the blackhole record", || {
+        records(&log).into_iter().find(|r| r.fault == Fault::BlackholeUntilSnapshot)
+    });
+    let victim = c.index(&r.member);
+    assert_ne!(victim, leader);
+    let rt = common::etcd::rt();
+    rt.block_on(async {
+        let client = etcd_client::Client::connect([c.url(leader)], None).await.expect("client");
+        let mut tasks = Vec::new();
+        for w in 0..16 {
+            let mut kv = client.kv_client();
+            tasks.push(tokio::spawn(async move {
+                for i in 0..360 {
+                    kv.put(format!("k{w}-{i}"), "v", None).await.expect("put");
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.expect("writer");
+        }
+    });
+    let done = m.wait();
+    assert_eq!(done.code(), Some(0), "{}", done.stderr);
+    RulesGuard::clean(pid).expect("clean");
+    drop(guard);
+    let line = std::fs::read_to_string(&log).expect("log");
+    assert!(line.contains("compacted past the victim"), "{line}");
+    // etcd's view: the victim received a snapshot and caught up.
+    wait_for("the victim received a snapshot", || {
+        let m = rt.block_on(chaos_monkey::net::snapshot::metric_labelled(
+            &c.url(victim),
+            "etcd_network_snapshot_receive_success",
+        ))?;
+        (m >= 1.0).then_some(())
+    });
+    wait_for("the victim caught up", || {
+        let s = c.statuses();
+        let l = s[leader].as_ref()?.revision;
+        (s[victim].as_ref()?.revision == l).then_some(())
+    });
+}
+
+#[test]
+fn delay_is_refused_with_the_reason_when_the_kernel_has_no_netem() {
+    let config = std::process::Command::new("zcat").arg("/proc/config.gz").output();
+    let has_netem = config
+        .map(|o| String::from_utf8_lossy(&o.stdout).contains("CONFIG_NET_SCH_NETEM=y"))
+        .unwrap_or(true);
+    if has_netem {
+        eprintln!("this kernel has netem: nothing to check here");
+        return;
+    }
+    let c = Cluster::start(1, &[]);
+    let done = common::run(&[
+        "--state-dir", c.state_arg(), "--fault", "delay", "--kill-interval", "1s",
+    ]);
+    assert_eq!(done.code(), Some(2), "{}", done.stderr);
+    assert!(done.stderr.contains("CONFIG_NET_SCH_NETEM"), "{}", done.stderr);
+    let _ = Duration::ZERO;
+}
