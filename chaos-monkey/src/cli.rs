@@ -144,9 +144,11 @@ pub struct Args {
     pub loss: Option<f64>,
 
     /// --fault corrupt: what is damaged: `db` (the last byte of a live value
-    /// in the bbolt database: silent data corruption, which etcd's initial
-    /// corruption check finds) or `wal` (a byte of a record in the newest
-    /// WAL file: etcd refuses to start). Default db.
+    /// in the bbolt database: silent data corruption; the member starts,
+    /// its KV hash differs, and etcd's periodic check,
+    /// --experimental-corrupt-check-time, raises a CORRUPT alarm) or `wal` (a
+    /// byte of a record in the newest WAL file: etcd refuses to start, "crc
+    /// mismatch"). Default db.
     #[arg(long, value_enum, env = "CHAOS_MONKEY_CORRUPT")]
     pub corrupt: Option<CorruptPart>,
 

@@ -27,7 +27,8 @@ fn flip(path: &Path, offset: u64) -> io::Result<u8> {
 /// Damages the etcd data under `data_dir` (the member's `--data-dir`): in
 /// the db, the last byte of one live value of the `key` bucket (a value's
 /// last byte is its user value's, so the record still decodes: silent
-/// corruption); in the WAL, a byte in the middle of one record of the newest
+/// corruption, which etcd 3.4.23's initial check at start lets through and
+/// its periodic hash check finds); in the WAL, a byte in the middle of one record of the newest
 /// file (its CRC no longer matches). Which one comes from `rng`. Returns
 /// what was done, for the fault log.
 pub fn corrupt(data_dir: &Path, part: CorruptPart, rng: &mut Rng) -> io::Result<String> {
