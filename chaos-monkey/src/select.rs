@@ -7,8 +7,11 @@ use etcd_operator::faults::Role;
 
 use crate::rng::{Rng, Stream};
 
-/// Which members a tick aims at.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum)]
+/// Which members a tick aims at (also a soak scenario's `chaos.target`).
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum Target {
     /// One random member of the selected clusters.
     Random,

@@ -52,6 +52,24 @@ pub fn args(
     if let Some(d) = c.pause_for {
         flag("pause-for", d.flag());
     }
+    if let Some(d) = c.fault_for {
+        flag("fault-for", d.flag());
+    }
+    if let Some(sp) = c.split {
+        flag("split", sp.as_str().into());
+    }
+    if let Some(d) = c.latency {
+        flag("latency", d.flag());
+    }
+    if let Some(d) = c.latency_jitter {
+        flag("latency-jitter", d.flag());
+    }
+    if let Some(l) = c.loss {
+        flag("loss", format!("{l}%"));
+    }
+    if let Some(p) = c.corrupt {
+        flag("corrupt", p.as_str().into());
+    }
     if let Some(n) = c.max_kill {
         flag("max-kill", n.to_string());
     }
@@ -118,6 +136,34 @@ mod tests {
              --target majority --fault pause --pause-for 1500ms --max-kill 2 --probability 0.5 \
              --seed 9 --duration 60000ms --fault-log /o/f.jsonl --dry-run --allow-quorum-loss"
         );
+        let net = Chaos {
+            kill_interval: Dur(Duration::from_secs(30)),
+            target: Some(Target::Leader),
+            fault: Some(FaultKind::Partition),
+            fault_for: Some(Dur(Duration::from_secs(8))),
+            split: Some(crate::scenario::Split::Minority),
+            ..Chaos::default()
+        };
+        let a = args(
+            &net,
+            Where::Local(Path::new("/s")),
+            "demo",
+            Path::new("f"),
+            None,
+            Duration::from_secs(60),
+        );
+        assert!(
+            a.join(" ")
+                .contains("--target leader --fault partition --fault-for 8000ms --split minority"),
+            "{a:?}"
+        );
+        let loss = Chaos {
+            fault: Some(FaultKind::Loss),
+            loss: Some(30.0),
+            ..net
+        };
+        let a = args(&loss, Where::Local(Path::new("/s")), "d", Path::new("f"), None, Duration::from_secs(1));
+        assert!(a.join(" ").contains("--loss 30%"), "{a:?}");
         let a = args(
             &c,
             Where::Kube(None, "soak"),

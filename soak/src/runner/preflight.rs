@@ -65,15 +65,14 @@ pub fn platform_problems(s: &Scenario, platform: PlatformKind) -> Vec<String> {
     if platform != PlatformKind::Kube {
         return p;
     }
-    if s.chaos
-        .as_ref()
-        .is_some_and(|c| c.fault == Some(crate::scenario::FaultKind::Pause))
+    if let Some(fault) = s.chaos.as_ref().and_then(|c| c.fault)
+        && let Some(why) = chaos_monkey::config::kube_refusal(fault)
     {
-        p.push(
-            "chaos.fault: pause works on the local platform only (the chaos monkey cannot \
-             stop a process inside a pod); use kill or destroy with --platform kube"
-                .to_string(),
-        );
+        p.push(format!(
+            "chaos.fault: {} is not supported on kube ({why}); use kill, destroy or partition \
+             with --platform kube",
+            fault.as_str()
+        ));
     }
     let instead = "use a scenario without backups (such as \
                    scenarios/kill-one-every-30s-kube.yaml) or --platform local";

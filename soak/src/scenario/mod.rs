@@ -285,66 +285,37 @@ pub struct Chaos {
     /// Allow faults that take a majority down (`--allow-quorum-loss`).
     #[serde(default)]
     pub allow_quorum_loss: bool,
+    /// How long partition, delay and loss last (`--fault-for`); the longest
+    /// blackhole-until-snapshot waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fault_for: Option<Dur>,
+    /// Cut the cluster in two, the victim's side a minority or majority
+    /// (`--split`, with fault: partition).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split: Option<Split>,
+    /// Added latency (`--latency`, with fault: delay).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<Dur>,
+    /// Its variation (`--latency-jitter`, with fault: delay).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_jitter: Option<Dur>,
+    /// Percent of packets dropped (`--loss`, with fault: loss), (0, 100].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss: Option<f64>,
+    /// What `fault: corrupt` damages: db or wal (`--corrupt`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub corrupt: Option<CorruptPart>,
     /// Wait this long after the cluster is Running before the first fault
     /// (the runner starts the monkey late); default 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_after: Option<Dur>,
 }
 
-/// `--target` of the chaos monkey.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Target {
-    /// Any member.
-    Random,
-    /// The raft leader.
-    Leader,
-    /// A follower.
-    Follower,
-    /// A minority of members.
-    Minority,
-    /// A majority of members (needs allowQuorumLoss).
-    Majority,
-    /// The operator process.
-    Operator,
-}
-
-impl Target {
-    /// The flag value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Target::Random => "random",
-            Target::Leader => "leader",
-            Target::Follower => "follower",
-            Target::Minority => "minority",
-            Target::Majority => "majority",
-            Target::Operator => "operator",
-        }
-    }
-}
-
-/// `--fault` of the chaos monkey.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum FaultKind {
-    /// SIGKILL.
-    Kill,
-    /// SIGKILL and wipe the data.
-    Destroy,
-    /// SIGSTOP for pauseFor, then SIGCONT.
-    Pause,
-}
-
-impl FaultKind {
-    /// The flag value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FaultKind::Kill => "kill",
-            FaultKind::Destroy => "destroy",
-            FaultKind::Pause => "pause",
-        }
-    }
-}
+/// `--target` and `--fault` of the chaos monkey: the monkey's own types
+/// (their YAML names are the flags' values), with `--split` and
+/// `--corrupt`.
+pub use chaos_monkey::cli::{CorruptPart, FaultKind, Split};
+pub use chaos_monkey::select::Target;
 
 /// How the cluster is probed.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
