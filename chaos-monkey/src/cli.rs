@@ -397,9 +397,7 @@ pub fn percent(s: &str) -> Result<f64, String> {
 pub fn size(s: &str) -> Result<u64, String> {
     const HELP: &str = "expected a size such as 64MiB, 4GiB or 500MB (at least 1MiB)";
     let t = s.trim();
-    let split = t
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(t.len());
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
     let n: u64 = num.parse().map_err(|_| HELP.to_string())?;
     let mult: u64 = match unit.trim() {
@@ -488,7 +486,15 @@ mod tests {
         assert_eq!(size("4GiB"), Ok(4 << 30));
         assert_eq!(size("500MB"), Ok(500_000_000));
         assert_eq!(size("1048576"), Ok(1 << 20));
-        for bad in ["", "1KiB", "-1GiB", "5TB", "GiB", "99999999999999GiB", "1.5GiB"] {
+        for bad in [
+            "",
+            "1KiB",
+            "-1GiB",
+            "5TB",
+            "GiB",
+            "99999999999999GiB",
+            "1.5GiB",
+        ] {
             assert!(size(bad).is_err(), "{bad}");
         }
     }

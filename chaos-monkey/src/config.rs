@@ -235,8 +235,7 @@ impl Config {
         if a.fault == FaultKind::ClockSkew {
             return Err(Error::ClockSkew);
         }
-        if a.target == Target::Operator && !matches!(a.fault, FaultKind::Kill | FaultKind::Pause)
-        {
+        if a.target == Target::Operator && !matches!(a.fault, FaultKind::Kill | FaultKind::Pause) {
             return Err(Error::MemberFaultOnOperator(a.fault.as_str()));
         }
         if a.platform == Platform::Kube
@@ -304,10 +303,9 @@ impl Config {
                 d(o.fault_for)
             ),
             FaultKind::Loss => format!("loss {}% (for {})", o.loss_percent, d(o.fault_for)),
-            FaultKind::BlackholeUntilSnapshot => format!(
-                "blackhole-until-snapshot (at most {})",
-                d(o.fault_for)
-            ),
+            FaultKind::BlackholeUntilSnapshot => {
+                format!("blackhole-until-snapshot (at most {})", d(o.fault_for))
+            }
             FaultKind::Corrupt => format!("corrupt the {} of", o.corrupt.as_str()),
             other => other.as_str().to_string(),
         };
@@ -396,7 +394,11 @@ mod tests {
     #[test]
     fn options_of_other_faults_are_refused_naming_the_flag() {
         let e = parse(&["--fault", "kill", "--fault-for", "5s"]).expect_err("refused");
-        assert!(e.to_string().starts_with("--fault-for applies to --fault partition"), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("--fault-for applies to --fault partition"),
+            "{e}"
+        );
         let e = parse(&["--fault", "partition", "--latency", "5ms"]).expect_err("refused");
         assert_eq!(
             e,
@@ -407,27 +409,57 @@ mod tests {
         assert!(parse(&["--fault", "corrupt", "--fill-max", "64MiB"]).is_err());
         assert!(parse(&["--fault", "kill", "--split", "minority"]).is_err());
         assert_eq!(
-            parse(&["--fault", "partition", "--split", "minority", "--target", "minority"]),
+            parse(&[
+                "--fault",
+                "partition",
+                "--split",
+                "minority",
+                "--target",
+                "minority"
+            ]),
             Err(Error::SplitTarget("minority"))
         );
         let c = parse(&[
-            "--fault", "delay", "--latency", "300ms", "--latency-jitter", "20ms", "--fault-for", "3s",
+            "--fault",
+            "delay",
+            "--latency",
+            "300ms",
+            "--latency-jitter",
+            "20ms",
+            "--fault-for",
+            "3s",
         ])
         .expect("ok");
         assert_eq!(c.faults.latency, Duration::from_millis(300));
         assert_eq!(c.faults.latency_jitter, Duration::from_millis(20));
         assert_eq!(c.faults.fault_for, Duration::from_secs(3));
-        let c = parse(&["--fault", "partition", "--split", "majority", "--target", "leader"])
-            .expect("ok");
+        let c = parse(&[
+            "--fault",
+            "partition",
+            "--split",
+            "majority",
+            "--target",
+            "leader",
+        ])
+        .expect("ok");
         assert_eq!(c.faults.split, Some(Split::Majority));
-        assert_eq!(parse(&["--fault", "loss"]).expect("ok").faults.loss_percent, 30.0);
+        assert_eq!(
+            parse(&["--fault", "loss"]).expect("ok").faults.loss_percent,
+            30.0
+        );
     }
 
     #[test]
     fn clock_skew_kube_and_operator_refusals() {
         let e = parse(&["--fault", "clock-skew"]).expect_err("refused");
         assert!(e.to_string().contains("vDSO"), "{e}");
-        for f in ["delay", "loss", "blackhole-until-snapshot", "corrupt", "disk-full"] {
+        for f in [
+            "delay",
+            "loss",
+            "blackhole-until-snapshot",
+            "corrupt",
+            "disk-full",
+        ] {
             let e = parse(&["--platform", "kube", "--fault", f]).expect_err("refused");
             assert!(e.to_string().contains("not supported on kube"), "{f}: {e}");
         }

@@ -139,10 +139,7 @@ impl FaultLog {
 
     /// Faults written so far (resumes and heals do not count).
     pub fn faults(&self) -> usize {
-        self.records
-            .iter()
-            .filter(|r| !r.fault.is_end())
-            .count()
+        self.records.iter().filter(|r| !r.fault.is_end()).count()
     }
 }
 

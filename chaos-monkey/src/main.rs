@@ -47,11 +47,13 @@ fn run(cfg: &Config) -> anyhow::Result<ExitCode> {
         match app::execute(cfg, &mut log, shutdown).await {
             Ok(summary) => {
                 eprintln!("{}", summary.line(&log));
-                Ok(if summary.left_paused.is_empty() && summary.left_unhealed.is_empty() {
-                    ExitCode::SUCCESS
-                } else {
-                    ExitCode::from(1)
-                })
+                Ok(
+                    if summary.left_paused.is_empty() && summary.left_unhealed.is_empty() {
+                        ExitCode::SUCCESS
+                    } else {
+                        ExitCode::from(1)
+                    },
+                )
             }
             Err(Error::BadInput(message)) => {
                 eprintln!("error: {message}");

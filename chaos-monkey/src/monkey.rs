@@ -336,7 +336,10 @@ impl<P: Platform> Run<'_, P> {
         names.retain(|c| {
             let free = !busy.contains(c.as_str());
             if !free {
-                tracing::info!(tick, "cluster {c} skipped: a network fault is in force there");
+                tracing::info!(
+                    tick,
+                    "cluster {c} skipped: a network fault is in force there"
+                );
             }
             free
         });

@@ -73,15 +73,24 @@ mod tests {
         assert_eq!(c.pairs, [(1, 0), (1, 2)]);
         // Two victims are cut from each other too, once.
         let c = cut(&[0, 3], &[0, 1, 2, 3, 4], 5, None, &mut Rng::new(1)).expect("cut");
-        assert_eq!(c.pairs, [(0, 1), (0, 2), (0, 3), (0, 4), (3, 1), (3, 2), (3, 4)]);
+        assert_eq!(
+            c.pairs,
+            [(0, 1), (0, 2), (0, 3), (0, 4), (3, 1), (3, 2), (3, 4)]
+        );
         // Alone, nothing to cut.
         assert!(cut(&[0], &[0], 3, None, &mut Rng::new(1)).is_none());
     }
 
     #[test]
     fn splits_have_the_asked_sizes() {
-        let c = cut(&[2], &[0, 1, 2, 3, 4], 5, Some(Split::Minority), &mut Rng::new(9))
-            .expect("cut");
+        let c = cut(
+            &[2],
+            &[0, 1, 2, 3, 4],
+            5,
+            Some(Split::Minority),
+            &mut Rng::new(9),
+        )
+        .expect("cut");
         assert_eq!(c.victims.len(), 2);
         assert!(c.victims.contains(&2));
         assert_eq!(c.pairs.len(), 2 * 3);

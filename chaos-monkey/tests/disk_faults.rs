@@ -33,32 +33,58 @@ fn put_some(c: &Cluster, leader: usize) {
 fn corrupt_and_restart(part: &str, fails: bool) -> (Cluster, usize, String, String) {
     let mut c = Cluster::start(
         3,
-        &["--experimental-initial-corrupt-check", "--experimental-corrupt-check-time", "1s"],
+        &[
+            "--experimental-initial-corrupt-check",
+            "--experimental-corrupt-check-time",
+            "1s",
+        ],
     );
     let leader = c.wait_leader();
     put_some(&c, leader);
     // Every member at the same revision before the damage.
     wait_for("equal revisions", || {
         let s = c.statuses();
-        let r: Vec<i64> = s.iter().filter_map(|m| m.as_ref().map(|m| m.revision)).collect();
+        let r: Vec<i64> = s
+            .iter()
+            .filter_map(|m| m.as_ref().map(|m| m.revision))
+            .collect();
         (r.len() == 3 && r.iter().all(|x| *x == r[0])).then_some(())
     });
     let log = c.state.dir.path().join("faults.jsonl");
     let done = run(&[
-        "--state-dir", c.state_arg(), "--fault", "corrupt", "--corrupt", part, "--target",
-        "follower", "--kill-interval", "100ms", "--max-faults", "1", "--fault-log",
+        "--state-dir",
+        c.state_arg(),
+        "--fault",
+        "corrupt",
+        "--corrupt",
+        part,
+        "--target",
+        "follower",
+        "--kill-interval",
+        "100ms",
+        "--max-faults",
+        "1",
+        "--fault-log",
         log.to_str().expect("utf-8"),
     ]);
     assert_eq!(done.code(), Some(0), "{}", done.stderr);
     let rec = records(&log).into_iter().next().expect("a record");
-    assert_eq!((rec.fault, rec.outcome.as_str()), (Fault::Corrupt, "injected"), "{rec:?}");
+    assert_eq!(
+        (rec.fault, rec.outcome.as_str()),
+        (Fault::Corrupt, "injected"),
+        "{rec:?}"
+    );
     let victim = c.index(&rec.member);
     let line = std::fs::read_to_string(&log).expect("log");
     // Stopped by the fault; started again here, on the damaged files.
-    let before = std::fs::read_to_string(c.log(victim)).unwrap_or_default().len();
+    let before = std::fs::read_to_string(c.log(victim))
+        .unwrap_or_default()
+        .len();
     let id: ProcessId = c.spawn(victim, "existing");
     if fails {
-        wait_for("the damaged member to give up", || (!process::alive(&id)).then_some(()));
+        wait_for("the damaged member to give up", || {
+            (!process::alive(&id)).then_some(())
+        });
     }
     let text = std::fs::read_to_string(c.log(victim)).expect("member log");
     (c, victim, text[before..].to_string(), line)
@@ -83,7 +109,10 @@ fn a_corrupt_db_is_silent_until_etcds_hash_check_raises_corrupt() {
             Some(out)
         })
     });
-    let others: Vec<u32> = (0..3).filter(|&i| i != victim).map(|i| hashes[i].1).collect();
+    let others: Vec<u32> = (0..3)
+        .filter(|&i| i != victim)
+        .map(|i| hashes[i].1)
+        .collect();
     assert_eq!(others[0], others[1], "{hashes:?}");
     assert_ne!(hashes[victim].1, others[0], "{hashes:?}");
     wait_for("a CORRUPT alarm", || {
@@ -123,22 +152,41 @@ fn disk_full_fills_the_keyspace_until_etcd_raises_nospace() {
     c.wait_leader();
     let log = c.state.dir.path().join("faults.jsonl");
     let done = run(&[
-        "--state-dir", c.state_arg(), "--fault", "disk-full", "--fill-max", "256MiB",
-        "--kill-interval", "100ms", "--max-faults", "1", "--fault-log",
+        "--state-dir",
+        c.state_arg(),
+        "--fault",
+        "disk-full",
+        "--fill-max",
+        "256MiB",
+        "--kill-interval",
+        "100ms",
+        "--max-faults",
+        "1",
+        "--fault-log",
         log.to_str().expect("utf-8"),
     ]);
     assert_eq!(done.code(), Some(0), "{}", done.stderr);
     let rec = records(&log).into_iter().next().expect("a record");
-    assert_eq!((rec.fault, rec.outcome.as_str()), (Fault::DiskFull, "injected"), "{rec:?}");
+    assert_eq!(
+        (rec.fault, rec.outcome.as_str()),
+        (Fault::DiskFull, "injected"),
+        "{rec:?}"
+    );
     // etcd's own view: the alarm list holds NOSPACE, and a put is refused.
     let (alarms, put) = rt().block_on(async {
-        let mut client = etcd_client::Client::connect([c.url(0)], None).await.expect("client");
+        let mut client = etcd_client::Client::connect([c.url(0)], None)
+            .await
+            .expect("client");
         let a = client
             .alarm(AlarmAction::Get, AlarmType::None, None::<AlarmOptions>)
             .await
             .expect("alarm list");
         let kinds: Vec<AlarmType> = a.alarms().iter().map(|m| m.alarm()).collect();
-        let put = client.put("after", "x", None).await.map(|_| ()).map_err(|e| e.to_string());
+        let put = client
+            .put("after", "x", None)
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string());
         (kinds, put)
     });
     assert!(alarms.contains(&AlarmType::Nospace), "{alarms:?}");

@@ -472,15 +472,25 @@ async fn partition_creates_a_network_policy_and_deletes_it_after_fault_for() {
         s.get(&pods_uri(&in_clusters("a")), cluster_a()).await;
         s.etcdcluster("a", Value::Null).await;
         let name = format!("chaos-monkey-{v}-{}-1", std::process::id());
-        let others: Vec<String> = (0..3).map(|i| format!("a-{i}")).filter(|m| *m != v).collect();
+        let others: Vec<String> = (0..3)
+            .map(|i| format!("a-{i}"))
+            .filter(|m| *m != v)
+            .collect();
         let others: Vec<&str> = others.iter().map(String::as_str).collect();
         let policy = isolation(&name, &v, &others);
         let uri = format!("/apis/networking.k8s.io/v1/namespaces/{NS}/networkpolicies?");
-        s.expect(Method::POST, &uri, Some(policy.clone()), StatusCode::CREATED, policy.clone())
-            .await;
+        s.expect(
+            Method::POST,
+            &uri,
+            Some(policy.clone()),
+            StatusCode::CREATED,
+            policy.clone(),
+        )
+        .await;
         // Healed after --fault-for.
         let del = format!("/apis/networking.k8s.io/v1/namespaces/{NS}/networkpolicies/{name}?");
-        s.expect(Method::DELETE, &del, None, StatusCode::OK, policy).await;
+        s.expect(Method::DELETE, &del, None, StatusCode::OK, policy)
+            .await;
         s.done().await;
     })
     .await;
@@ -493,9 +503,16 @@ async fn partition_creates_a_network_policy_and_deletes_it_after_fault_for() {
         .collect();
     assert_eq!(
         kinds,
-        [(Fault::Partition, victim.as_str()), (Fault::Heal, victim.as_str())]
+        [
+            (Fault::Partition, victim.as_str()),
+            (Fault::Heal, victim.as_str())
+        ]
     );
-    assert!(log.records().iter().all(|r| r.injected()), "{:?}", log.records());
+    assert!(
+        log.records().iter().all(|r| r.injected()),
+        "{:?}",
+        log.records()
+    );
 }
 
 #[tokio::test]
@@ -525,5 +542,11 @@ async fn a_refused_network_policy_is_a_failed_fault_and_nothing_to_heal() {
     let recs = log.records();
     assert_eq!(recs.len(), 1, "{recs:?}");
     assert_eq!(recs[0].fault, Fault::Partition);
-    assert!(recs[0].outcome.starts_with("failed: cannot create NetworkPolicy"), "{}", recs[0].outcome);
+    assert!(
+        recs[0]
+            .outcome
+            .starts_with("failed: cannot create NetworkPolicy"),
+        "{}",
+        recs[0].outcome
+    );
 }

@@ -46,11 +46,20 @@ fn partition_of_the_leader_elects_another_and_heals_clean() {
     let (m, guard) = monkey(
         &c,
         &log,
-        &["--fault", "partition", "--target", "leader", "--fault-for", "4s"],
+        &[
+            "--fault",
+            "partition",
+            "--target",
+            "leader",
+            "--fault-for",
+            "4s",
+        ],
     );
     let pid = m.pid();
     wait_for("the partition record", || {
-        records(&log).into_iter().find(|r| r.fault == Fault::Partition)
+        records(&log)
+            .into_iter()
+            .find(|r| r.fault == Fault::Partition)
     });
     // etcd's view: the others elect a new leader, the old one has none.
     wait_for("a new leader among the others, none on the old one", || {
@@ -58,8 +67,9 @@ fn partition_of_the_leader_elects_another_and_heals_clean() {
         let others: Vec<_> = (0..3).filter(|&i| i != old).collect();
         let lead = s[others[0]].as_ref()?.leader;
         let agreed = others.iter().all(|&i| {
-            s[i].as_ref()
-                .is_some_and(|m| m.leader == lead && lead != 0 && lead != s[old].as_ref().map_or(0, |o| o.id))
+            s[i].as_ref().is_some_and(|m| {
+                m.leader == lead && lead != 0 && lead != s[old].as_ref().map_or(0, |o| o.id)
+            })
         });
         (agreed && no_leader(&c, old)).then_some(())
     });
@@ -71,9 +81,16 @@ fn partition_of_the_leader_elects_another_and_heals_clean() {
     let kinds: Vec<(Fault, Role)> = recs.iter().map(|r| (r.fault, r.role)).collect();
     assert_eq!(
         kinds,
-        [(Fault::Partition, Role::Leader), (Fault::Heal, Role::Leader)]
+        [
+            (Fault::Partition, Role::Leader),
+            (Fault::Heal, Role::Leader)
+        ]
     );
-    assert!(recs.iter().all(|r| r.member == c.names[old] && r.injected()), "{recs:?}");
+    assert!(
+        recs.iter()
+            .all(|r| r.member == c.names[old] && r.injected()),
+        "{recs:?}"
+    );
     // Healed: all three agree on one leader again.
     c.wait_leader();
 }
@@ -87,7 +104,13 @@ fn a_split_cuts_the_cluster_in_two_sides() {
         &c,
         &log,
         &[
-            "--fault", "partition", "--split", "majority", "--target", "follower", "--fault-for",
+            "--fault",
+            "partition",
+            "--split",
+            "majority",
+            "--target",
+            "follower",
+            "--fault-for",
             "4s",
         ],
     );
@@ -100,8 +123,12 @@ fn a_split_cuts_the_cluster_in_two_sides() {
             .collect();
         (r.len() == 2).then_some(r)
     });
-    let lone = (0..3).find(|&i| !side.contains(&c.names[i])).expect("the other side");
-    wait_for("the lone member has no leader", || no_leader(&c, lone).then_some(()));
+    let lone = (0..3)
+        .find(|&i| !side.contains(&c.names[i]))
+        .expect("the other side");
+    wait_for("the lone member has no leader", || {
+        no_leader(&c, lone).then_some(())
+    });
     let done = m.wait();
     assert_eq!(done.code(), Some(0), "{}", done.stderr);
     RulesGuard::clean(pid).expect("clean");
@@ -117,7 +144,16 @@ fn full_loss_on_a_followers_links_leaves_it_without_a_leader() {
     let (m, guard) = monkey(
         &c,
         &log,
-        &["--fault", "loss", "--loss", "100%", "--target", "follower", "--fault-for", "4s"],
+        &[
+            "--fault",
+            "loss",
+            "--loss",
+            "100%",
+            "--target",
+            "follower",
+            "--fault-for",
+            "4s",
+        ],
     );
     let pid = m.pid();
     let r = wait_for("the loss record", || {
@@ -125,7 +161,9 @@ fn full_loss_on_a_followers_links_leaves_it_without_a_leader() {
     });
     assert_eq!(r.role, Role::Follower);
     let victim = c.index(&r.member);
-    wait_for("the follower loses its leader", || no_leader(&c, victim).then_some(()));
+    wait_for("the follower loses its leader", || {
+        no_leader(&c, victim).then_some(())
+    });
     let done = m.wait();
     assert_eq!(done.code(), Some(0), "{}", done.stderr);
     RulesGuard::clean(pid).expect("clean");
@@ -141,11 +179,20 @@ fn a_killed_monkeys_rules_block_the_next_start_until_cleanup() {
     let (m, guard) = monkey(
         &c,
         &log,
-        &["--fault", "partition", "--target", "follower", "--fault-for", "10m"],
+        &[
+            "--fault",
+            "partition",
+            "--target",
+            "follower",
+            "--fault-for",
+            "10m",
+        ],
     );
     let pid = m.pid();
     let r = wait_for("the partition record", || {
-        records(&log).into_iter().find(|r| r.fault == Fault::Partition)
+        records(&log)
+            .into_iter()
+            .find(|r| r.fault == Fault::Partition)
     });
     let victim = c.index(&r.member);
     m.signal(rustix::process::Signal::KILL);
@@ -153,8 +200,14 @@ fn a_killed_monkeys_rules_block_the_next_start_until_cleanup() {
     assert!(RulesGuard::clean(pid).is_err(), "SIGKILL leaves the rules");
     // A new monkey refuses to start while they are there.
     let again = common::run(&[
-        "--state-dir", c.state_arg(), "--fault", "partition", "--kill-interval", "1s",
-        "--max-faults", "1",
+        "--state-dir",
+        c.state_arg(),
+        "--fault",
+        "partition",
+        "--kill-interval",
+        "1s",
+        "--max-faults",
+        "1",
     ]);
     assert_eq!(again.code(), Some(2), "{}", again.stderr);
     assert!(again.stderr.contains("--cleanup"), "{}", again.stderr);
@@ -162,7 +215,9 @@ fn a_killed_monkeys_rules_block_the_next_start_until_cleanup() {
     assert_eq!(cleanup.code(), Some(0), "{}", cleanup.stderr);
     RulesGuard::clean(pid).expect("clean after --cleanup");
     drop(guard);
-    wait_for("the victim rejoins", || (!no_leader(&c, victim)).then_some(()));
+    wait_for("the victim rejoins", || {
+        (!no_leader(&c, victim)).then_some(())
+    });
     c.wait_leader();
 }
 
@@ -174,18 +229,30 @@ fn sigterm_heals_before_the_monkey_exits() {
     let (m, guard) = monkey(
         &c,
         &log,
-        &["--fault", "partition", "--target", "leader", "--fault-for", "10m"],
+        &[
+            "--fault",
+            "partition",
+            "--target",
+            "leader",
+            "--fault-for",
+            "10m",
+        ],
     );
     let pid = m.pid();
     wait_for("the partition record", || {
-        records(&log).into_iter().find(|r| r.fault == Fault::Partition)
+        records(&log)
+            .into_iter()
+            .find(|r| r.fault == Fault::Partition)
     });
     m.signal(rustix::process::Signal::TERM);
     let done = m.wait();
     assert_eq!(done.code(), Some(0), "{}", done.stderr);
     RulesGuard::clean(pid).expect("clean");
     drop(guard);
-    let heal = records(&log).into_iter().find(|r| r.fault == Fault::Heal).expect("heal");
+    let heal = records(&log)
+        .into_iter()
+        .find(|r| r.fault == Fault::Heal)
+        .expect("heal");
     assert!(heal.injected(), "{heal:?}");
     c.wait_leader();
 }
@@ -200,17 +267,28 @@ fn blackhole_until_snapshot_waits_for_the_leaders_compaction() {
     let (m, guard) = monkey(
         &c,
         &log,
-        &["--fault", "blackhole-until-snapshot", "--target", "follower", "--fault-for", "2m"],
+        &[
+            "--fault",
+            "blackhole-until-snapshot",
+            "--target",
+            "follower",
+            "--fault-for",
+            "2m",
+        ],
     );
     let pid = m.pid();
     let r = wait_for("the blackhole record", || {
-        records(&log).into_iter().find(|r| r.fault == Fault::BlackholeUntilSnapshot)
+        records(&log)
+            .into_iter()
+            .find(|r| r.fault == Fault::BlackholeUntilSnapshot)
     });
     let victim = c.index(&r.member);
     assert_ne!(victim, leader);
     let rt = common::etcd::rt();
     rt.block_on(async {
-        let client = etcd_client::Client::connect([c.url(leader)], None).await.expect("client");
+        let client = etcd_client::Client::connect([c.url(leader)], None)
+            .await
+            .expect("client");
         let mut tasks = Vec::new();
         for w in 0..16 {
             let mut kv = client.kv_client();
@@ -247,7 +325,9 @@ fn blackhole_until_snapshot_waits_for_the_leaders_compaction() {
 
 #[test]
 fn delay_is_refused_with_the_reason_when_the_kernel_has_no_netem() {
-    let config = std::process::Command::new("zcat").arg("/proc/config.gz").output();
+    let config = std::process::Command::new("zcat")
+        .arg("/proc/config.gz")
+        .output();
     let has_netem = config
         .map(|o| String::from_utf8_lossy(&o.stdout).contains("CONFIG_NET_SCH_NETEM=y"))
         .unwrap_or(true);
@@ -257,9 +337,18 @@ fn delay_is_refused_with_the_reason_when_the_kernel_has_no_netem() {
     }
     let c = Cluster::start(1, &[]);
     let done = common::run(&[
-        "--state-dir", c.state_arg(), "--fault", "delay", "--kill-interval", "1s",
+        "--state-dir",
+        c.state_arg(),
+        "--fault",
+        "delay",
+        "--kill-interval",
+        "1s",
     ]);
     assert_eq!(done.code(), Some(2), "{}", done.stderr);
-    assert!(done.stderr.contains("CONFIG_NET_SCH_NETEM"), "{}", done.stderr);
+    assert!(
+        done.stderr.contains("CONFIG_NET_SCH_NETEM"),
+        "{}",
+        done.stderr
+    );
     let _ = Duration::ZERO;
 }

@@ -81,7 +81,11 @@ fn pause_faults_are_refused_on_kube() {
     let (_d, path) = scenario(&text);
     let o = run(&["run", &path, "--platform", "kube"], &[]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(stderr(&o).contains("pause is not supported on kube"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("pause is not supported on kube"),
+        "{}",
+        stderr(&o)
+    );
     let text = GOOD.replace(
         "chaos: {killInterval: 5s}",
         "chaos: {killInterval: 5s, fault: disk-full}",
@@ -89,7 +93,11 @@ fn pause_faults_are_refused_on_kube() {
     let (_d, path) = scenario(&text);
     let o = run(&["run", &path, "--platform", "kube"], &[]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(stderr(&o).contains("disk-full is not supported on kube"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("disk-full is not supported on kube"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
@@ -102,8 +110,14 @@ fn options_of_another_fault_are_refused_naming_the_field() {
     let o = run(&["run", &path], &[]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     let e = stderr(&o);
-    assert!(e.contains("chaos.faultFor: applies only with fault: partition"), "{e}");
-    assert!(e.contains("chaos.loss: must be above 0 and at most 100"), "{e}");
+    assert!(
+        e.contains("chaos.faultFor: applies only with fault: partition"),
+        "{e}"
+    );
+    assert!(
+        e.contains("chaos.loss: must be above 0 and at most 100"),
+        "{e}"
+    );
 }
 
 #[test]

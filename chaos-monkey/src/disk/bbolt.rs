@@ -63,7 +63,9 @@ struct Db<'a> {
 impl Db<'_> {
     /// The bytes of page `id` (with its overflow pages).
     fn page(&self, id: u64) -> io::Result<(u64, Vec<u8>)> {
-        let at = id.checked_mul(self.page_size).ok_or_else(|| bad("page id out of range"))?;
+        let at = id
+            .checked_mul(self.page_size)
+            .ok_or_else(|| bad("page id out of range"))?;
         let mut head = vec![0u8; HEADER as usize];
         self.file.read_exact_at(&mut head, at)?;
         let overflow = u64::from(u32_at(&head, 12)?);
@@ -131,17 +133,24 @@ impl Db<'_> {
                 let ksize = usize::try_from(u32_at(&buf, e + 8)?).map_err(|_| bad("ksize"))?;
                 let vsize = usize::try_from(u32_at(&buf, e + 12)?).map_err(|_| bad("vsize"))?;
                 let k = e + pos;
-                let key = buf.get(k..k + ksize).ok_or_else(|| bad("key out of page"))?;
+                let key = buf
+                    .get(k..k + ksize)
+                    .ok_or_else(|| bad("key out of page"))?;
                 if u32_at(&buf, e)? & BUCKET_LEAF == 0 || key != name {
                     continue;
                 }
                 let v = k + ksize;
-                let value = buf.get(v..v + vsize).ok_or_else(|| bad("value out of page"))?;
+                let value = buf
+                    .get(v..v + vsize)
+                    .ok_or_else(|| bad("value out of page"))?;
                 let broot = u64_at(value, 0)?;
                 if broot != 0 {
                     return self.page(broot).map(Some);
                 }
-                let inline = value.get(16..).ok_or_else(|| bad("inline bucket"))?.to_vec();
+                let inline = value
+                    .get(16..)
+                    .ok_or_else(|| bad("inline bucket"))?
+                    .to_vec();
                 return Ok(Some((at + v as u64 + 16, inline)));
             }
         }

@@ -52,7 +52,9 @@ pub async fn fill(client_url: &str, data_dir: &Path, max: u64) -> Result<String,
     let opts = ConnectOptions::new()
         .with_connect_timeout(TIMEOUT)
         .with_timeout(TIMEOUT);
-    let client = Client::connect([client_url], Some(opts)).await.map_err(etcd)?;
+    let client = Client::connect([client_url], Some(opts))
+        .await
+        .map_err(etcd)?;
     let value = vec![b'x'; VALUE];
     let mut written: u64 = 0;
     let mut n: u64 = 0;

@@ -42,9 +42,12 @@ pub fn newest(dir: &std::path::Path) -> io::Result<std::path::PathBuf> {
         .filter(|p| p.extension().is_some_and(|x| x == "wal"))
         .collect();
     files.sort();
-    files
-        .pop()
-        .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("no .wal file in {}", dir.display())))
+    files.pop().ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("no .wal file in {}", dir.display()),
+        )
+    })
 }
 
 #[cfg(test)]

@@ -45,7 +45,13 @@ impl<P: Platform> Run<'_, P> {
     pub(super) fn lasting_wake(&self, now: Instant) -> Option<Instant> {
         self.lasting
             .iter()
-            .map(|a| if a.polls { a.until.min(now + POLL) } else { a.until })
+            .map(|a| {
+                if a.polls {
+                    a.until.min(now + POLL)
+                } else {
+                    a.until
+                }
+            })
             .min()
     }
 
@@ -73,7 +79,11 @@ impl<P: Platform> Run<'_, P> {
         let mut rng = Rng::for_tick(cfg.seed, tick, Stream::Split);
         let Some(cut) = netplan::cut(&mine, &running, c.members.len(), cfg.faults.split, &mut rng)
         else {
-            tracing::info!(tick, "nothing to cut: {} has no other running member", c.name);
+            tracing::info!(
+                tick,
+                "nothing to cut: {} has no other running member",
+                c.name
+            );
             return Ok(());
         };
         // Indexes into the plan's members (the running ones).
@@ -215,7 +225,11 @@ impl<P: Platform> Run<'_, P> {
         for a in std::mem::take(&mut self.lasting) {
             let r = self.platform.heal(&a.lasting).await;
             if let Err(e) = &r {
-                left.push(format!("{} of {} ({e}; run chaos-monkey --cleanup)", a.fault.as_str(), a.cluster));
+                left.push(format!(
+                    "{} of {} ({e}; run chaos-monkey --cleanup)",
+                    a.fault.as_str(),
+                    a.cluster
+                ));
             }
             if let Err(e) = self.log_heal(&a, &r, why) {
                 tracing::error!("{e}");
@@ -253,7 +267,8 @@ impl<P: Platform> Run<'_, P> {
                     Err(e) => rec.outcome = format!("failed: {e}"),
                 }
             }
-            self.log.write_detailed(rec, m.role_source, detail.as_deref())?;
+            self.log
+                .write_detailed(rec, m.role_source, detail.as_deref())?;
         }
         Ok(())
     }

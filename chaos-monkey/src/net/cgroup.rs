@@ -64,7 +64,10 @@ pub fn move_into(root: &Path, process: &ProcessId, name: &str) -> io::Result<Mov
 pub fn restore(root: &Path, m: &Moved) -> io::Result<()> {
     if process::alive(&m.process)
         && current(m.process.pid).is_ok_and(|now| now == m.to)
-        && let Err(e) = std::fs::write(dir(root, &m.from).join("cgroup.procs"), m.process.pid.to_string())
+        && let Err(e) = std::fs::write(
+            dir(root, &m.from).join("cgroup.procs"),
+            m.process.pid.to_string(),
+        )
         && process::alive(&m.process)
     {
         return Err(e);

@@ -142,9 +142,11 @@ impl Applied {
     }
 
     fn save(&self) -> Result<(), Error> {
-        std::fs::create_dir_all(LEDGER_DIR).map_err(io_err(format!("cannot create {LEDGER_DIR}")))?;
-        etcd_operator::platform::local::layout::write_json(&self.ledger_path(), self)
-            .map_err(io_err(format!("cannot write {}", self.ledger_path().display())))
+        std::fs::create_dir_all(LEDGER_DIR)
+            .map_err(io_err(format!("cannot create {LEDGER_DIR}")))?;
+        etcd_operator::platform::local::layout::write_json(&self.ledger_path(), self).map_err(
+            io_err(format!("cannot write {}", self.ledger_path().display())),
+        )
     }
 }
 
@@ -202,8 +204,9 @@ fn build(
     for &i in &involved {
         // One cgroup per member: the rules tell the members apart by it.
         let name = format!("{}-{i}", applied.tag.to_lowercase());
-        let m = cgroup::move_into(&applied.cgroup_root, &members[i].process, &name)
-            .map_err(io_err(format!("cannot move {} into a cgroup", members[i].name)))?;
+        let m = cgroup::move_into(&applied.cgroup_root, &members[i].process, &name).map_err(
+            io_err(format!("cannot move {} into a cgroup", members[i].name)),
+        )?;
         cgroups[i].clone_from(&m.to);
         applied.moved.push(m);
         applied.save()?;
@@ -215,8 +218,17 @@ fn build(
     let mut rule = |matches: Vec<String>| {
         let mut r = matches;
         r.extend(
-            ["-m", "comment", "--comment", &note, "-j", "CONNMARK", "--set-mark", &set]
-                .map(String::from),
+            [
+                "-m",
+                "comment",
+                "--comment",
+                &note,
+                "-j",
+                "CONNMARK",
+                "--set-mark",
+                &set,
+            ]
+            .map(String::from),
         );
         rules.push(r);
     };
@@ -231,7 +243,10 @@ fn build(
                 cgroups[from].clone(),
             ]);
             let conns = sockets::connections_to(members[from].process.pid, &[members[to].ip])
-                .map_err(io_err(format!("cannot read the connections of {}", members[from].name)))?;
+                .map_err(io_err(format!(
+                    "cannot read the connections of {}",
+                    members[from].name
+                )))?;
             for c in conns {
                 rule(vec![
                     "-p".into(),
@@ -248,18 +263,40 @@ fn build(
             }
         }
     }
-    let mut tail: Vec<String> = ["-m", "connmark", "--mark", &set, "-m", "comment", "--comment", &note, "-j", "MARK", "--set-mark", &set]
-        .map(String::from)
-        .to_vec();
+    let mut tail: Vec<String> = [
+        "-m",
+        "connmark",
+        "--mark",
+        &set,
+        "-m",
+        "comment",
+        "--comment",
+        &note,
+        "-j",
+        "MARK",
+        "--set-mark",
+        &set,
+    ]
+    .map(String::from)
+    .to_vec();
     rules.push(std::mem::take(&mut tail));
     chain("mangle", "OUTPUT", &tag, &rules)?;
     match shape {
         Shape::Drop | Shape::Loss(_) => {
-            let mut drop: Vec<String> = ["-m", "connmark", "--mark", &set].map(String::from).to_vec();
+            let mut drop: Vec<String> = ["-m", "connmark", "--mark", &set]
+                .map(String::from)
+                .to_vec();
             if let Shape::Loss(p) = shape {
                 drop.extend(
-                    ["-m", "statistic", "--mode", "random", "--probability", &format!("{p:.4}")]
-                        .map(String::from),
+                    [
+                        "-m",
+                        "statistic",
+                        "--mode",
+                        "random",
+                        "--probability",
+                        &format!("{p:.4}"),
+                    ]
+                    .map(String::from),
                 );
             }
             drop.extend(["-m", "comment", "--comment", &note, "-j", "DROP"].map(String::from));
@@ -313,7 +350,8 @@ pub fn remove_chains(tag: &str) -> Result<(), Error> {
         if !present {
             continue;
         }
-        let r = ipt(table, &["-F".into(), tag.into()]).and_then(|_| ipt(table, &["-X".into(), tag.into()]));
+        let r = ipt(table, &["-F".into(), tag.into()])
+            .and_then(|_| ipt(table, &["-X".into(), tag.into()]));
         if let Err(e) = r {
             first.get_or_insert(e);
         }
@@ -337,7 +375,10 @@ pub fn heal(applied: &Applied) -> Result<(), Error> {
     for m in &applied.moved {
         if let Err(e) = cgroup::restore(&applied.cgroup_root, m) {
             first.get_or_insert(Error::Io {
-                what: format!("cannot move process {} back from cgroup {}", m.process.pid, m.to),
+                what: format!(
+                    "cannot move process {} back from cgroup {}",
+                    m.process.pid, m.to
+                ),
                 source: e,
             });
         }
@@ -347,7 +388,10 @@ pub fn heal(applied: &Applied) -> Result<(), Error> {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => {
-                first.get_or_insert(io_err(format!("cannot remove {}", applied.ledger_path().display()))(e));
+                first.get_or_insert(io_err(format!(
+                    "cannot remove {}",
+                    applied.ledger_path().display()
+                ))(e));
             }
         }
     }

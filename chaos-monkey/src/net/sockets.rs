@@ -123,8 +123,10 @@ mod tests {
             conns.iter().any(|c| c.remote.port() == addr.port()),
             "{conns:?}"
         );
-        assert!(connections_to(pid, &[Ipv4Addr::new(127, 9, 9, 9)])
-            .expect("read /proc")
-            .is_empty());
+        assert!(
+            connections_to(pid, &[Ipv4Addr::new(127, 9, 9, 9)])
+                .expect("read /proc")
+                .is_empty()
+        );
     }
 }

@@ -79,11 +79,10 @@ fn lock() -> Result<Locked, Error> {
         .write(true)
         .open(LOCK)
         .map_err(io(&format!("cannot open {LOCK}")))?;
-    flock(&f, FlockOperation::LockExclusive)
-        .map_err(|e| Error::Io {
-            what: format!("cannot lock {LOCK}"),
-            source: e.into(),
-        })?;
+    flock(&f, FlockOperation::LockExclusive).map_err(|e| Error::Io {
+        what: format!("cannot lock {LOCK}"),
+        source: e.into(),
+    })?;
     Ok(Locked { _file: f })
 }
 
@@ -125,7 +124,11 @@ fn root_state(root: &str) -> Result<bool, Error> {
 }
 
 /// Kernel options latency needs.
-const KERNEL: [&str; 3] = ["CONFIG_NET_SCH_NETEM", "CONFIG_NET_SCH_PRIO", "CONFIG_NET_CLS_FW"];
+const KERNEL: [&str; 3] = [
+    "CONFIG_NET_SCH_NETEM",
+    "CONFIG_NET_SCH_PRIO",
+    "CONFIG_NET_CLS_FW",
+];
 
 /// The options of [`KERNEL`] that the running kernel's configuration
 /// (`/proc/config.gz`) says are missing; empty when it cannot be read.
@@ -175,7 +178,15 @@ pub fn add(mark: u32, netem: &Netem) -> Result<u8, Error> {
         )));
     };
     let mut args: Vec<String> = [
-        "qdisc", "add", "dev", "lo", "parent", &class(band), "handle", &netem_handle(band), "netem",
+        "qdisc",
+        "add",
+        "dev",
+        "lo",
+        "parent",
+        &class(band),
+        "handle",
+        &netem_handle(band),
+        "netem",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -185,8 +196,21 @@ pub fn add(mark: u32, netem: &Netem) -> Result<u8, Error> {
     let filter = cmd(
         "tc",
         &[
-            "filter", "add", "dev", "lo", "parent", ROOT, "protocol", "ip", "prio",
-            &band.to_string(), "handle", &format!("{mark:#x}"), "fw", "classid", &class(band),
+            "filter",
+            "add",
+            "dev",
+            "lo",
+            "parent",
+            ROOT,
+            "protocol",
+            "ip",
+            "prio",
+            &band.to_string(),
+            "handle",
+            &format!("{mark:#x}"),
+            "fw",
+            "classid",
+            &class(band),
         ],
     );
     if let Err(e) = filter {
@@ -213,7 +237,15 @@ fn remove_locked(band: u8) -> Result<(), Error> {
         cmd(
             "tc",
             &[
-                "filter", "del", "dev", "lo", "parent", ROOT, "protocol", "ip", "prio",
+                "filter",
+                "del",
+                "dev",
+                "lo",
+                "parent",
+                ROOT,
+                "protocol",
+                "ip",
+                "prio",
                 &band.to_string(),
             ],
         )?;

@@ -184,8 +184,7 @@ pub trait Platform: Send + Sync {
 
     /// Whether a fault that ends on a condition (blackhole-until-snapshot)
     /// may end now: `Some(why)`.
-    fn settled(&self, lasting: &mut Self::Lasting)
-    -> impl Future<Output = Option<String>> + Send;
+    fn settled(&self, lasting: &mut Self::Lasting) -> impl Future<Output = Option<String>> + Send;
 
     /// Undoes a network fault; also safe on one that is half gone.
     fn heal(&self, lasting: &Self::Lasting) -> impl Future<Output = Result<(), Error>> + Send;

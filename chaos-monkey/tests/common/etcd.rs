@@ -34,7 +34,9 @@ fn addresses(n: usize) -> Vec<Ipv4Addr> {
     let b = 1 + (seed % 250) as u8;
     let c = 1 + ((seed >> 8) % 250) as u8;
     let base = 1 + ((seed >> 16) % 200) as u8;
-    (0..n).map(|i| Ipv4Addr::new(127, b, c, base + i as u8)).collect()
+    (0..n)
+        .map(|i| Ipv4Addr::new(127, b, c, base + i as u8))
+        .collect()
 }
 
 impl Cluster {
@@ -133,8 +135,11 @@ impl Cluster {
                     .to_string(),
             ),
         };
-        write_json(&self.state.layout().member_record("net", &self.names[i]), &record)
-            .expect("member record");
+        write_json(
+            &self.state.layout().member_record("net", &self.names[i]),
+            &record,
+        )
+        .expect("member record");
         id
     }
 
@@ -165,13 +170,17 @@ impl Cluster {
             if !all {
                 return None;
             }
-            s.iter().position(|m| m.as_ref().is_some_and(|m| m.id == leader))
+            s.iter()
+                .position(|m| m.as_ref().is_some_and(|m| m.id == leader))
         })
     }
 
     /// Index of member `name`.
     pub fn index(&self, name: &str) -> usize {
-        self.names.iter().position(|n| n == name).expect("a member of net")
+        self.names
+            .iter()
+            .position(|n| n == name)
+            .expect("a member of net")
     }
 }
 

@@ -162,7 +162,14 @@ mod tests {
             loss: Some(30.0),
             ..net
         };
-        let a = args(&loss, Where::Local(Path::new("/s")), "d", Path::new("f"), None, Duration::from_secs(1));
+        let a = args(
+            &loss,
+            Where::Local(Path::new("/s")),
+            "d",
+            Path::new("f"),
+            None,
+            Duration::from_secs(1),
+        );
         assert!(a.join(" ").contains("--loss 30%"), "{a:?}");
         let a = args(
             &c,

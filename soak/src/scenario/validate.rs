@@ -195,19 +195,52 @@ pub fn validate(s: &Scenario) -> Result<(), Vec<String>> {
         if fault == FaultKind::ClockSkew {
             err(
                 "chaos.fault",
-                format!("clock-skew is not available: {}", chaos_monkey::config::CLOCK_SKEW_WHY),
+                format!(
+                    "clock-skew is not available: {}",
+                    chaos_monkey::config::CLOCK_SKEW_WHY
+                ),
             );
         }
         if c.fault_for.is_some_and(|d| d.get() == zero) {
             err("chaos.faultFor", "must be more than 0s".into());
         }
         let only = [
-            ("chaos.faultFor", c.fault_for.is_some(), fault.network(), "partition, delay, loss or blackhole-until-snapshot"),
-            ("chaos.split", c.split.is_some(), fault == FaultKind::Partition, "partition"),
-            ("chaos.latency", c.latency.is_some(), fault == FaultKind::Delay, "delay"),
-            ("chaos.latencyJitter", c.latency_jitter.is_some(), fault == FaultKind::Delay, "delay"),
-            ("chaos.loss", c.loss.is_some(), fault == FaultKind::Loss, "loss"),
-            ("chaos.corrupt", c.corrupt.is_some(), fault == FaultKind::Corrupt, "corrupt"),
+            (
+                "chaos.faultFor",
+                c.fault_for.is_some(),
+                fault.network(),
+                "partition, delay, loss or blackhole-until-snapshot",
+            ),
+            (
+                "chaos.split",
+                c.split.is_some(),
+                fault == FaultKind::Partition,
+                "partition",
+            ),
+            (
+                "chaos.latency",
+                c.latency.is_some(),
+                fault == FaultKind::Delay,
+                "delay",
+            ),
+            (
+                "chaos.latencyJitter",
+                c.latency_jitter.is_some(),
+                fault == FaultKind::Delay,
+                "delay",
+            ),
+            (
+                "chaos.loss",
+                c.loss.is_some(),
+                fault == FaultKind::Loss,
+                "loss",
+            ),
+            (
+                "chaos.corrupt",
+                c.corrupt.is_some(),
+                fault == FaultKind::Corrupt,
+                "corrupt",
+            ),
         ];
         for (field, given, fits, wants) in only {
             if given && !fits {
@@ -217,12 +250,21 @@ pub fn validate(s: &Scenario) -> Result<(), Vec<String>> {
         if let Some(l) = c.loss
             && !(l > 0.0 && l <= 100.0)
         {
-            err("chaos.loss", format!("must be above 0 and at most 100 (percent), got {l}"));
+            err(
+                "chaos.loss",
+                format!("must be above 0 and at most 100 (percent), got {l}"),
+            );
         }
         if c.split.is_some()
-            && !matches!(c.target.unwrap_or(Target::Random), Target::Random | Target::Leader | Target::Follower)
+            && !matches!(
+                c.target.unwrap_or(Target::Random),
+                Target::Random | Target::Leader | Target::Follower
+            )
         {
-            err("chaos.split", "takes target random, leader or follower".into());
+            err(
+                "chaos.split",
+                "takes target random, leader or follower".into(),
+            );
         }
         if c.dry_run && s.bounds.min_faults > 0 {
             err(

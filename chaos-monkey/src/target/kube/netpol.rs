@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use etcd_operator::crd::{LABEL_CLUSTER, LABEL_MEMBER};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 
 use super::{Handle, Kube};
 use crate::target::{Error, NetPlan};
@@ -32,7 +32,13 @@ pub struct Lasting {
 }
 
 /// The policy that cuts `member` of `cluster` from `blocked` members.
-pub fn policy(name: &str, namespace: &str, cluster: &str, member: &str, blocked: &[&str]) -> NetworkPolicy {
+pub fn policy(
+    name: &str,
+    namespace: &str,
+    cluster: &str,
+    member: &str,
+    blocked: &[&str],
+) -> NetworkPolicy {
     let peers = serde_json::json!([
         {"podSelector": {"matchExpressions": [
             {"key": LABEL_MEMBER, "operator": "NotIn", "values": blocked}
@@ -114,10 +120,14 @@ impl Kube {
     /// namespace; returns their names.
     pub async fn cleanup(&self) -> Result<Vec<String>, Error> {
         let lp = ListParams::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY_MONKEY}"));
-        let list = self.policies().list(&lp).await.map_err(|source| Error::Kube {
-            what: format!("cannot list NetworkPolicies in {}", self.namespace),
-            source,
-        })?;
+        let list = self
+            .policies()
+            .list(&lp)
+            .await
+            .map_err(|source| Error::Kube {
+                what: format!("cannot list NetworkPolicies in {}", self.namespace),
+                source,
+            })?;
         let names: Vec<String> = list.items.iter().map(|p| p.name_any()).collect();
         self.remove_policies(&names).await?;
         Ok(names)

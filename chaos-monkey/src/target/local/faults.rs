@@ -51,7 +51,10 @@ pub fn prepare(local: &Local, cfg: &Config) -> Result<Option<String>, Error> {
         c = net::COMMENT,
         root = root.display(),
         tc = if netem {
-            format!(", tc on lo (prio root {}, a netem band per fault)", tc::ROOT)
+            format!(
+                ", tc on lo (prio root {}, a netem band per fault)",
+                tc::ROOT
+            )
         } else {
             String::new()
         },
@@ -62,9 +65,8 @@ pub fn prepare(local: &Local, cfg: &Config) -> Result<Option<String>, Error> {
 }
 
 fn member(name: &str, h: &Handle) -> Result<net::Member, Error> {
-    let ip = h
-        .ip
-        .ok_or_else(|| Error::Unsupported(format!("{name} has no address of its own")))?;
+    let ip =
+        h.ip.ok_or_else(|| Error::Unsupported(format!("{name} has no address of its own")))?;
     Ok(net::Member {
         name: name.to_string(),
         process: h.process,
@@ -97,8 +99,8 @@ pub async fn start(local: &Local, plan: &NetPlan<Handle>) -> Result<(Lasting, St
     let state = local.state_dir().to_path_buf();
     let applied =
         tokio::task::spawn_blocking(move || net::apply(&root, &state, &members, &pairs, shape))
-        .await
-        .map_err(|e| Error::Unsupported(format!("the rule task failed: {e}")))??;
+            .await
+            .map_err(|e| Error::Unsupported(format!("the rule task failed: {e}")))??;
     let mut watch = None;
     if plan.fault == Fault::BlackholeUntilSnapshot {
         let victim = plan.victims.first().and_then(|&v| plan.members.get(v));
@@ -131,7 +133,11 @@ pub async fn start(local: &Local, plan: &NetPlan<Handle>) -> Result<(Lasting, St
     let what = match shape {
         Shape::Drop => "packets dropped".to_string(),
         Shape::Loss(p) => format!("{:.1}% of the packets dropped at random", p * 100.0),
-        Shape::Netem(n) => format!("netem {} on tc band {}", n.args().join(" "), applied.band.unwrap_or(0)),
+        Shape::Netem(n) => format!(
+            "netem {} on tc band {}",
+            n.args().join(" "),
+            applied.band.unwrap_or(0)
+        ),
     };
     let detail = format!(
         "{what}; iptables chains {}{}",
@@ -175,13 +181,18 @@ pub async fn damage(
             let part = options.corrupt;
             let dir = data.clone();
             let done =
-                tokio::task::spawn_blocking(move || crate::disk::corrupt(&dir, part, &mut rng)).await;
+                tokio::task::spawn_blocking(move || crate::disk::corrupt(&dir, part, &mut rng))
+                    .await;
             let done = match done {
                 Ok(Ok(d)) => d,
                 Ok(Err(e)) => {
                     let _ = send(h, Signal::CONT);
                     return Err(Error::Io {
-                        what: format!("cannot corrupt the {} under {}", part.as_str(), data.display()),
+                        what: format!(
+                            "cannot corrupt the {} under {}",
+                            part.as_str(),
+                            data.display()
+                        ),
                         source: e,
                     });
                 }
