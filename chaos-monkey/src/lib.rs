@@ -17,6 +17,7 @@ pub mod cli;
 pub mod config;
 pub mod disk;
 pub mod faultlog;
+pub mod kinds;
 pub mod monkey;
 pub mod net;
 pub mod netplan;

@@ -1,0 +1,123 @@
+//! The options of the network and disk faults: their defaults, which fault
+//! each belongs to, and the faults Kubernetes cannot take.
+
+use std::time::Duration;
+
+use super::Error;
+use crate::cli::{Args, CorruptPart, FaultKind, Split};
+use crate::select::Target;
+
+/// Why `--fault clock-skew` is refused.
+pub const CLOCK_SKEW_WHY: &str = "etcd is a Go program, and Go reads the clock through the \
+    kernel's vDSO, never through libc, so libfaketime (Debian's faketime) cannot shift it \
+    (tried: etcd 3.4.23 and 3.5.1 under `faketime -f +30s` log the true time); shifting a Go \
+    process's clock takes patching its vDSO through ptrace, as Chaos Mesh's TimeChaos does, \
+    which the monkey does not do";
+
+/// The options of the newer faults (network, disk), with their defaults.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FaultOptions {
+    /// How long partition, delay and loss last; the longest a
+    /// blackhole-until-snapshot waits for its snapshot.
+    pub fault_for: Duration,
+    /// `--split`: cut the cluster in two around the victim.
+    pub split: Option<Split>,
+    /// `--latency`.
+    pub latency: Duration,
+    /// `--latency-jitter`.
+    pub latency_jitter: Duration,
+    /// `--loss`, in percent (0, 100].
+    pub loss_percent: f64,
+    /// `--corrupt`.
+    pub corrupt: CorruptPart,
+    /// `--fill-max`, bytes.
+    pub fill_max: u64,
+}
+
+impl Default for FaultOptions {
+    fn default() -> Self {
+        FaultOptions {
+            fault_for: Duration::from_secs(10),
+            split: None,
+            latency: Duration::from_millis(200),
+            latency_jitter: Duration::ZERO,
+            loss_percent: 30.0,
+            corrupt: CorruptPart::Db,
+            fill_max: 4 << 30,
+        }
+    }
+}
+
+/// Why a fault cannot be injected on Kubernetes, or `None` when it can.
+pub fn kube_refusal(fault: FaultKind) -> Option<&'static str> {
+    match fault {
+        FaultKind::Kill | FaultKind::Destroy | FaultKind::Partition => None,
+        FaultKind::Pause => Some("pods cannot be SIGSTOPped through the Kubernetes API"),
+        FaultKind::Delay | FaultKind::Loss => Some(
+            "latency and loss need tc netem inside the pod's network namespace (NET_ADMIN), \
+             which the API cannot grant without privileges",
+        ),
+        FaultKind::BlackholeUntilSnapshot => Some(
+            "it needs the members' raft indexes and metrics at their pod IPs, out of reach \
+             from where the monkey runs; use --fault partition with --fault-for",
+        ),
+        FaultKind::Corrupt => Some(
+            "it needs an exec into the member's container, and this build's Kubernetes client \
+             has no exec (kube's `ws` websocket feature is not enabled)",
+        ),
+        FaultKind::DiskFull => Some(
+            "the write burst needs a client connection to a member, and pod IPs are out of \
+             reach from where the monkey runs",
+        ),
+        FaultKind::ClockSkew => Some(CLOCK_SKEW_WHY),
+    }
+}
+
+/// Checks the options of the newer faults against `--fault` and
+/// `--target`, and fills in the defaults.
+pub(super) fn fault_options(a: &Args) -> Result<FaultOptions, Error> {
+    let fault = a.fault;
+    let other = |flag: &'static str, wants: &'static str| {
+        Err(Error::OptionForOtherFault(flag, wants, fault.as_str()))
+    };
+    if a.fault_for.is_some() && !fault.network() {
+        return other(
+            "--fault-for",
+            "partition, delay, loss or blackhole-until-snapshot",
+        );
+    }
+    if a.split.is_some() && fault != FaultKind::Partition {
+        return other("--split", "partition");
+    }
+    if (a.latency.is_some() || a.latency_jitter.is_some()) && fault != FaultKind::Delay {
+        let flag = if a.latency.is_some() {
+            "--latency"
+        } else {
+            "--latency-jitter"
+        };
+        return other(flag, "delay");
+    }
+    if a.loss.is_some() && fault != FaultKind::Loss {
+        return other("--loss", "loss");
+    }
+    if a.corrupt.is_some() && fault != FaultKind::Corrupt {
+        return other("--corrupt", "corrupt");
+    }
+    if a.fill_max.is_some() && fault != FaultKind::DiskFull {
+        return other("--fill-max", "disk-full");
+    }
+    if a.split.is_some() && !matches!(a.target, Target::Random | Target::Leader | Target::Follower)
+    {
+        return Err(Error::SplitTarget(a.target.as_str()));
+    }
+    let d = FaultOptions::default();
+    Ok(FaultOptions {
+        fault_for: a.fault_for.unwrap_or(d.fault_for),
+        split: a.split,
+        latency: a.latency.unwrap_or(d.latency),
+        latency_jitter: a.latency_jitter.unwrap_or(d.latency_jitter),
+        loss_percent: a.loss.unwrap_or(d.loss_percent),
+        corrupt: a.corrupt.unwrap_or(d.corrupt),
+        fill_max: a.fill_max.unwrap_or(d.fill_max),
+    })
+}
