@@ -35,7 +35,7 @@ pub async fn execute(
 }
 
 /// `--cleanup`: removes what monkeys that are gone left behind (local: the
-/// kernel rules, tc bands and cgroups recorded under /run/chaos-monkey and
+/// kernel rules and cgroups recorded under /run/chaos-monkey and
 /// chains named after a gone pid; kube: every NetworkPolicy the monkey made
 /// in the namespace). Returns a line per thing removed.
 pub async fn cleanup(args: &crate::cli::Args) -> Result<Vec<String>, Error> {

@@ -20,9 +20,10 @@ use crate::select::Target;
 /// Exit codes: 0 clean stop, 1 runtime failure, 2 bad input.
 ///
 /// Network faults (partition, delay, loss, blackhole-until-snapshot) on the
-/// local platform need root, `iptables` (with the cgroup, connmark and
-/// comment matches), `tc` (iproute2, with netem) and a cgroup v2 hierarchy:
-/// the monkey checks all of it at start and exits 2 naming what is missing.
+/// local platform need root, `iptables` (with the cgroup, connmark,
+/// statistic and comment matches and the NFQUEUE target) and a cgroup v2
+/// hierarchy: the monkey checks all of it at start and exits 2 naming what
+/// is missing.
 /// Its rules are named CM-PID-N (iptables chains, comment "chaos-monkey");
 /// after a SIGKILL, `chaos-monkey --cleanup` removes what is left.
 #[derive(Parser, Debug, Clone)]
@@ -125,13 +126,15 @@ pub struct Args {
     pub split: Option<Split>,
 
     /// --fault delay: added one-way latency on each packet between the
-    /// victim and the other members (tc netem), such as 200ms. Default 200ms.
+    /// victim and the other members (held in the monkey through an
+    /// NFQUEUE), such as 200ms. Default 200ms.
     #[arg(long, value_name = "DURATION", env = "CHAOS_MONKEY_LATENCY",
           value_parser = positive_duration, allow_hyphen_values = true)]
     pub latency: Option<Duration>,
 
-    /// --fault delay: random variation of --latency, such as 50ms (netem
-    /// jitter; not the same as --jitter, which delays ticks). Default 0s.
+    /// --fault delay: random variation of --latency, such as 50ms (each
+    /// packet's drawn from --seed; not the same as --jitter, which delays
+    /// ticks). Default 0s.
     #[arg(long, value_name = "DURATION", env = "CHAOS_MONKEY_LATENCY_JITTER",
           value_parser = duration, allow_hyphen_values = true)]
     pub latency_jitter: Option<Duration>,
@@ -160,8 +163,7 @@ pub struct Args {
     pub fill_max: Option<u64>,
 
     /// Remove what a chaos-monkey that was killed (SIGKILL) left behind on
-    /// the local platform: its iptables chains, tc filters and netem
-    /// qdiscs on lo, and cgroups (and, with --platform kube, its
+    /// the local platform: its iptables chains and cgroups (and, with --platform kube, its
     /// NetworkPolicies), then exit. Touches nothing of a monkey still
     /// running.
     #[arg(long, env = "CHAOS_MONKEY_CLEANUP")]

@@ -54,7 +54,7 @@ pub fn kube_refusal(fault: FaultKind) -> Option<&'static str> {
         FaultKind::Kill | FaultKind::Destroy | FaultKind::Partition => None,
         FaultKind::Pause => Some("pods cannot be SIGSTOPped through the Kubernetes API"),
         FaultKind::Delay | FaultKind::Loss => Some(
-            "latency and loss need tc netem inside the pod's network namespace (NET_ADMIN), \
+            "latency and loss need packet rules inside the pod's network namespace (NET_ADMIN), \
              which the API cannot grant without privileges",
         ),
         FaultKind::BlackholeUntilSnapshot => Some(

@@ -101,6 +101,7 @@ impl<P: Platform> Run<'_, P> {
             pairs: cut.pairs.iter().map(|&(a, b)| (at(a), at(b))).collect(),
             victims: cut.victims.iter().map(|&v| at(v)).collect(),
             options: cfg.faults.clone(),
+            seed: Rng::for_tick(cfg.seed, tick, Stream::Damage).next_u64(),
         };
         let hits: Vec<Hit> = cut
             .victims

@@ -15,8 +15,8 @@
 //! 4. drops the marked packets (chain `CM-PID-N` in the filter table,
 //!    jumped to from INPUT: they vanish, as on a cut network) for a
 //!    partition, drops a random share of them for loss (the statistic
-//!    match), or sends them through `tc netem` on lo for latency ([`tc`];
-//!    needs a kernel with netem, prio and fw, checked at start).
+//!    match), or queues them (NFQUEUE) to the monkey, which holds each for
+//!    the latency ([`delay`]).
 //!
 //! Clients (the operator, soak's load, etcdctl) are not in those cgroups:
 //! their traffic to every member goes on. What a fault changed is written to
@@ -24,11 +24,11 @@
 //! `chaos-monkey --cleanup` can undo the work of a monkey that was killed.
 
 pub mod cgroup;
+pub mod delay;
 mod leftovers;
 pub mod snapshot;
 pub mod sockets;
 pub mod sys;
-pub mod tc;
 
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
@@ -39,7 +39,6 @@ use serde::{Deserialize, Serialize};
 
 use cgroup::Moved;
 pub use leftovers::{Leftover, chains, check_clean, cleanup, leftovers, owner_pid};
-use tc::Netem;
 
 /// Where the records of applied faults are kept.
 pub const LEDGER_DIR: &str = "/run/chaos-monkey";
@@ -98,8 +97,16 @@ pub enum Shape {
     /// Dropped at random, this share (0, 1] of the packets (iptables'
     /// statistic match, the kernel's random numbers).
     Loss(f64),
-    /// Delayed (tc netem).
-    Netem(Netem),
+    /// Held for a latency (plus or minus a jitter) in the monkey
+    /// ([`delay`]); the jitter drawn from `seed`.
+    Delay {
+        /// Added one-way latency.
+        latency: std::time::Duration,
+        /// Its variation.
+        jitter: std::time::Duration,
+        /// Seed of the jitter.
+        seed: u64,
+    },
 }
 
 /// A fault as it was applied: everything needed to undo it, also from
@@ -117,8 +124,8 @@ pub struct Applied {
     pub cgroup_root: PathBuf,
     /// Members moved into cgroups.
     pub moved: Vec<Moved>,
-    /// The tc band taken, for latency and loss.
-    pub band: Option<u8>,
+    /// The NFQUEUE number, for latency.
+    pub queue: Option<u16>,
     /// Who is involved, for the fault log.
     pub members: Vec<String>,
     /// The state folder of the members' clusters.
@@ -177,7 +184,7 @@ pub fn apply(
         mark,
         cgroup_root: cgroup_root.to_path_buf(),
         moved: Vec::new(),
-        band: None,
+        queue: None,
         members: members.iter().map(|m| m.name.clone()).collect(),
         state_dir: Some(state_dir.to_path_buf()),
     };
@@ -216,101 +223,97 @@ fn build(
     let tag = applied.tag.clone();
     let note = comment(&tag);
     let set = format!("{:#x}", applied.mark);
-    let mut rules: Vec<Vec<String>> = Vec::new();
-    let mut rule = |matches: Vec<String>| {
+    let strs = |a: &[&str]| -> Vec<String> { a.iter().map(|s| (*s).to_string()).collect() };
+    let with = |matches: Vec<String>, target: &[&str]| -> Vec<String> {
         let mut r = matches;
-        r.extend(
-            [
-                "-m",
-                "comment",
-                "--comment",
-                &note,
-                "-j",
-                "CONNMARK",
-                "--set-mark",
-                &set,
-            ]
-            .map(String::from),
-        );
-        rules.push(r);
+        r.extend(strs(&["-m", "comment", "--comment", &note]));
+        r.extend(strs(target));
+        r
     };
+    // Each matched packet gets the mark, and its connection too (so the
+    // packets of a new connection that no rule names, its replies, follow).
+    let mark = ["-j", "MARK", "--set-mark", set.as_str()];
+    let mut rules: Vec<Vec<String>> = Vec::new();
     for &(a, b) in pairs {
         for (from, to) in [(a, b), (b, a)] {
-            rule(vec![
-                "-d".into(),
-                format!("{}/32", members[to].ip),
-                "-m".into(),
-                "cgroup".into(),
-                "--path".into(),
-                cgroups[from].clone(),
-            ]);
+            // Connections the member opens from now on, by its cgroup.
+            rules.push(with(
+                vec![
+                    "-d".into(),
+                    format!("{}/32", members[to].ip),
+                    "-m".into(),
+                    "cgroup".into(),
+                    "--path".into(),
+                    cgroups[from].clone(),
+                ],
+                &mark,
+            ));
+            // Connections it holds already, by their addresses and ports,
+            // both ways (conntrack may not have seen their start).
             let conns = sockets::connections_to(members[from].process.pid, &[members[to].ip])
                 .map_err(io_err(format!(
                     "cannot read the connections of {}",
                     members[from].name
                 )))?;
             for c in conns {
-                rule(vec![
-                    "-p".into(),
-                    "tcp".into(),
-                    "-s".into(),
-                    format!("{}/32", c.local.ip()),
-                    "--sport".into(),
-                    c.local.port().to_string(),
-                    "-d".into(),
-                    format!("{}/32", c.remote.ip()),
-                    "--dport".into(),
-                    c.remote.port().to_string(),
-                ]);
+                for (src, dst) in [(c.local, c.remote), (c.remote, c.local)] {
+                    rules.push(with(
+                        vec![
+                            "-p".into(),
+                            "tcp".into(),
+                            "-s".into(),
+                            format!("{}/32", src.ip()),
+                            "--sport".into(),
+                            src.port().to_string(),
+                            "-d".into(),
+                            format!("{}/32", dst.ip()),
+                            "--dport".into(),
+                            dst.port().to_string(),
+                        ],
+                        &mark,
+                    ));
+                }
             }
         }
     }
-    let mut tail: Vec<String> = [
-        "-m",
-        "connmark",
-        "--mark",
-        &set,
-        "-m",
-        "comment",
-        "--comment",
-        &note,
-        "-j",
-        "MARK",
-        "--set-mark",
-        &set,
-    ]
-    .map(String::from)
-    .to_vec();
-    rules.push(std::mem::take(&mut tail));
+    rules.push(with(
+        strs(&["-m", "mark", "--mark", &set]),
+        &["-j", "CONNMARK", "--save-mark"],
+    ));
+    rules.push(with(strs(&["-m", "connmark", "--mark", &set]), &mark));
+    if let Shape::Delay { .. } = shape {
+        let q = queue_of(applied.mark).to_string();
+        rules.push(with(
+            strs(&["-m", "mark", "--mark", &set]),
+            &["-j", "NFQUEUE", "--queue-num", &q, "--queue-bypass"],
+        ));
+        applied.queue = Some(queue_of(applied.mark));
+        applied.save()?;
+    }
     chain("mangle", "OUTPUT", &tag, &rules)?;
     match shape {
         Shape::Drop | Shape::Loss(_) => {
-            let mut drop: Vec<String> = ["-m", "connmark", "--mark", &set]
-                .map(String::from)
-                .to_vec();
+            let mut m: Vec<String> = strs(&["-m", "mark", "--mark", &set]);
             if let Shape::Loss(p) = shape {
-                drop.extend(
-                    [
-                        "-m",
-                        "statistic",
-                        "--mode",
-                        "random",
-                        "--probability",
-                        &format!("{p:.4}"),
-                    ]
-                    .map(String::from),
-                );
+                m.extend(strs(&[
+                    "-m",
+                    "statistic",
+                    "--mode",
+                    "random",
+                    "--probability",
+                    &format!("{p:.4}"),
+                ]));
             }
-            drop.extend(["-m", "comment", "--comment", &note, "-j", "DROP"].map(String::from));
-            chain("filter", "INPUT", &tag, &[drop])?;
+            chain("filter", "INPUT", &tag, &[with(m, &["-j", "DROP"])])?;
         }
-        Shape::Netem(netem) => {
-            let band = tc::add(applied.mark, &netem)?;
-            applied.band = Some(band);
-            applied.save()?;
-        }
+        Shape::Delay { .. } => {}
     }
     Ok(())
+}
+
+/// The NFQUEUE number of the fault marked `mark`.
+pub fn queue_of(mark: u32) -> u16 {
+    u16::try_from(mark & 0xFFFF).unwrap_or(0).max(1)
 }
 
 fn ipt(table: &str, args: &[String]) -> Result<String, Error> {
@@ -361,17 +364,12 @@ pub fn remove_chains(tag: &str) -> Result<(), Error> {
     first.map_or(Ok(()), Err)
 }
 
-/// Undoes `applied`: jumps and chains, the tc band, the cgroups (members
+/// Undoes `applied`: jumps and chains, the cgroups (members
 /// moved back), then its ledger. Every step is tried; the first error is
 /// returned.
 pub fn heal(applied: &Applied) -> Result<(), Error> {
     let mut first: Option<Error> = None;
     if let Err(e) = remove_chains(&applied.tag) {
-        first.get_or_insert(e);
-    }
-    if let Some(band) = applied.band
-        && let Err(e) = tc::remove(band)
-    {
         first.get_or_insert(e);
     }
     for m in &applied.moved {

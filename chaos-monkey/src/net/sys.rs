@@ -1,7 +1,7 @@
-//! The programs and kernel interfaces network faults use (`iptables`, `tc`,
-//! the cgroup v2 hierarchy), run as child processes, and the check at start
+//! The programs and kernel interfaces network faults use (`iptables`, the
+//! cgroup v2 hierarchy), run as child processes, and the check at start
 //! that they are there and usable: root, the iptables matches (cgroup,
-//! connmark, comment), tc with netem, a cgroup v2 mount.
+//! connmark, statistic, comment; the NFQUEUE target), a cgroup v2 mount.
 
 use std::io;
 use std::path::PathBuf;
@@ -10,8 +10,8 @@ use std::process::Command;
 use super::Error;
 
 /// What network faults need, for error messages and `--help`.
-pub const NEEDS: &str = "network faults need root, iptables (with the cgroup, connmark and \
-    comment matches; Debian package iptables), tc with netem (Debian package iproute2) and a \
+pub const NEEDS: &str = "network faults need root, iptables (with the cgroup, connmark, \
+    statistic and comment matches and the NFQUEUE target; Debian package iptables) and a \
     cgroup v2 hierarchy";
 
 /// Runs `prog args...`; its standard output, or an error with its stderr.
@@ -66,7 +66,6 @@ pub fn preflight() -> Result<PathBuf, Error> {
     }
     let root = cgroup2_root()
         .ok_or_else(|| Error::Missing(format!("no cgroup2 file system is mounted; {NEEDS}")))?;
-    cmd("tc", &["-V"])?;
     let probe = format!("CM-probe-{}", std::process::id());
     cmd("iptables", &["-w", "-t", "mangle", "-N", &probe])?;
     let tried = cmd(
@@ -99,7 +98,7 @@ pub fn preflight() -> Result<PathBuf, Error> {
     let _ = cmd("iptables", &["-w", "-t", "mangle", "-X", &probe]);
     tried.map_err(|e| {
         Error::Missing(format!(
-            "iptables cannot use the cgroup, connmark or comment match ({e}); {NEEDS}"
+            "iptables cannot use a match or target network faults need ({e}); {NEEDS}"
         ))
     })?;
     Ok(root)

@@ -71,6 +71,8 @@ pub struct NetPlan<H> {
     pub victims: Vec<usize>,
     /// Latency, loss and the rest.
     pub options: FaultOptions,
+    /// Seed of the fault's own random draws (a delay's jitter).
+    pub seed: u64,
 }
 
 impl<H> NetPlan<H> {

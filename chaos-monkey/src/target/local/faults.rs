@@ -10,7 +10,7 @@ use rustix::process::Signal;
 use super::{Handle, Local, send, wait_gone};
 use crate::cli::FaultKind;
 use crate::config::{Config, FaultOptions};
-use crate::net::{self, Shape, snapshot, tc};
+use crate::net::{self, Shape, delay, snapshot};
 use crate::rng::Rng;
 use crate::target::{Error, NetPlan};
 
@@ -21,6 +21,8 @@ pub struct Lasting {
     pub applied: net::Applied,
     /// For blackhole-until-snapshot: the wait for the leader's compaction.
     pub watch: Option<snapshot::Watch>,
+    /// For delay: the thread holding the packets.
+    pub delayer: Option<delay::Delayer>,
 }
 
 fn setup(e: net::Error) -> Error {
@@ -39,24 +41,17 @@ pub fn prepare(local: &Local, cfg: &Config) -> Result<Option<String>, Error> {
     if let Some(warning) = net::check_clean(local.state_dir()).map_err(setup)? {
         tracing::warn!("{warning}");
     }
-    let netem = cfg.fault == FaultKind::Delay;
-    if netem {
-        tc::check().map_err(setup)?;
-    }
     let line = format!(
         "network faults touch: iptables chains CM-{pid}-N (mangle OUTPUT and filter INPUT, \
-         comment \"{c} CM-{pid}-N\"), a cgroup cm-{pid}-n-i per member involved under {root}{tc}, records in {ledger}; \
-         the kernel holds no rules a gone monkey left on these members",
+         comment \"{c} CM-{pid}-N\"), a cgroup cm-{pid}-n-i per member involved under {root}{q}, \
+         records in {ledger}; the kernel holds no rules a gone monkey left on these members",
         pid = std::process::id(),
         c = net::COMMENT,
         root = root.display(),
-        tc = if netem {
-            format!(
-                ", tc on lo (prio root {}, a netem band per fault)",
-                tc::ROOT
-            )
+        q = if cfg.fault == FaultKind::Delay {
+            ", an NFQUEUE per fault (packets held in this process)"
         } else {
-            String::new()
+            ""
         },
         ledger = net::LEDGER_DIR,
     );
@@ -87,11 +82,11 @@ pub async fn start(local: &Local, plan: &NetPlan<Handle>) -> Result<(Lasting, St
         .collect::<Result<Vec<_>, _>>()?;
     let o = &plan.options;
     let shape = match plan.fault {
-        Fault::Delay => Shape::Netem(tc::Netem {
+        Fault::Delay => Shape::Delay {
             latency: o.latency,
             jitter: o.latency_jitter,
-            loss_percent: 0.0,
-        }),
+            seed: plan.seed,
+        },
         Fault::Loss => Shape::Loss(o.loss_percent / 100.0),
         _ => Shape::Drop,
     };
@@ -101,6 +96,24 @@ pub async fn start(local: &Local, plan: &NetPlan<Handle>) -> Result<(Lasting, St
         tokio::task::spawn_blocking(move || net::apply(&root, &state, &members, &pairs, shape))
             .await
             .map_err(|e| Error::Unsupported(format!("the rule task failed: {e}")))??;
+    let mut delayer = None;
+    if let (
+        Shape::Delay {
+            latency,
+            jitter,
+            seed,
+        },
+        Some(q),
+    ) = (shape, applied.queue)
+    {
+        match delay::Delayer::start(q, latency, jitter, seed) {
+            Ok(d) => delayer = Some(d),
+            Err(e) => {
+                let _ = net::heal(&applied);
+                return Err(Error::Net(e));
+            }
+        }
+    }
     let mut watch = None;
     if plan.fault == Fault::BlackholeUntilSnapshot {
         let victim = plan.victims.first().and_then(|&v| plan.members.get(v));
@@ -133,10 +146,13 @@ pub async fn start(local: &Local, plan: &NetPlan<Handle>) -> Result<(Lasting, St
     let what = match shape {
         Shape::Drop => "packets dropped".to_string(),
         Shape::Loss(p) => format!("{:.1}% of the packets dropped at random", p * 100.0),
-        Shape::Netem(n) => format!(
-            "netem {} on tc band {}",
-            n.args().join(" "),
-            applied.band.unwrap_or(0)
+        Shape::Delay {
+            latency, jitter, ..
+        } => format!(
+            "packets held {} ± {} (NFQUEUE {})",
+            humantime::format_duration(latency),
+            humantime::format_duration(jitter),
+            applied.queue.unwrap_or(0)
         ),
     };
     let detail = format!(
@@ -147,7 +163,14 @@ pub async fn start(local: &Local, plan: &NetPlan<Handle>) -> Result<(Lasting, St
             .map(|w| format!("; victim cut off at raft index {}", w.victim_index))
             .unwrap_or_default()
     );
-    Ok((Lasting { applied, watch }, detail))
+    Ok((
+        Lasting {
+            applied,
+            watch,
+            delayer,
+        },
+        detail,
+    ))
 }
 
 /// Polls a blackhole's wait.
@@ -160,6 +183,12 @@ pub async fn settled(local: &Local, lasting: &mut Lasting) -> Option<String> {
 
 /// Removes the rules.
 pub fn heal(lasting: &Lasting) -> Result<(), Error> {
+    // Held packets go first (then the queue closes and the rules' NFQUEUE
+    // lets new ones bypass it): removing the rules would make the kernel
+    // drop what is still queued.
+    if let Some(d) = &lasting.delayer {
+        d.stop();
+    }
     net::heal(&lasting.applied).map_err(Error::Net)
 }
 
