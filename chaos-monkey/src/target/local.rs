@@ -113,7 +113,7 @@ impl Local {
                     process: p,
                     data_dir: Some(self.layout.data_dir(cluster, &name)),
                     ip: Some(record.ip),
-                    client_url: Some(record.addr.client_url.clone()),
+                    client_url: Some(record.config.addr.client_url.clone()),
                 }),
                 role_source: None,
             });

@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use etcd_operator::etcd::Clients;
+use etcd_operator::member::{InitialState, MemberAddr, MemberConfig};
 use etcd_operator::platform::local::layout::{MemberRecord, write_json};
 use etcd_operator::platform::local::process::ProcessId;
-use etcd_operator::platform::{InitialState, MemberAddr};
 
 use super::{FakeState, wait_for};
 
@@ -118,17 +118,19 @@ impl Cluster {
         let log = self.log(i);
         let id = self.state.spawn_logged(&Self::bin(), &args, &log);
         let record = MemberRecord {
-            addr: MemberAddr {
-                name: self.names[i].clone(),
-                peer_url: format!("http://{}:2380", self.ips[i]),
-                client_url: self.url(i),
+            config: MemberConfig {
+                addr: MemberAddr {
+                    name: self.names[i].clone(),
+                    peer_url: format!("http://{}:2380", self.ips[i]),
+                    client_url: self.url(i),
+                },
+                version: "3.4.23".parse().expect("version"),
+                bootstrap: true,
+                initial_cluster: self.initial.clone(),
+                initial_state: InitialState::New,
+                token: "net".into(),
             },
             ip: self.ips[i],
-            version: "3.4.23".parse().expect("version"),
-            bootstrap: true,
-            initial_cluster: self.initial.clone(),
-            initial_state: InitialState::New,
-            token: "net".into(),
             process: Some(id),
             started_at: Some(
                 humantime::format_rfc3339_millis(SystemTime::now() - Duration::from_secs(3600))
