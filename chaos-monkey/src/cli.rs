@@ -11,9 +11,10 @@ use clap::{Parser, ValueEnum};
 pub use crate::kinds::{CorruptPart, FaultKind, Split};
 use crate::select::Target;
 
-/// Kills, wipes or pauses random etcd members of the clusters that
-/// etcd-operator manages, one tick per --kill-interval, reproducibly
-/// (--seed), and writes one JSON line per fault to --fault-log.
+/// Kills, wipes, pauses, partitions, slows or damages random etcd members
+/// of the clusters that etcd-operator manages, one tick per
+/// --kill-interval, aimed by raft role (--target), reproducibly (--seed),
+/// and writes one JSON line per fault (and per heal) to --fault-log.
 ///
 /// It stops on SIGINT/SIGTERM, after --duration or after --max-faults,
 /// resuming any member it paused and healing every network fault first.
