@@ -14,6 +14,7 @@ use kube::core::ObjectMeta;
 use serde::Deserialize;
 
 use crate::crd::{API_VERSION, EtcdCluster, EtcdClusterSpec, KIND};
+use crate::names::check_cluster_name;
 
 /// The manifests of a folder.
 #[derive(Debug, Default)]
@@ -161,9 +162,16 @@ pub fn load_dir(dir: &Path) -> std::io::Result<Loaded> {
 /// Parses the documents of one file. On failure returns the names of the
 /// clusters it names (as far as they can still be read) and the message.
 pub fn parse(text: &str) -> Result<Vec<EtcdCluster>, (Vec<String>, String)> {
+    // Only valid names: an invalid one must never name a cluster (it would
+    // become part of a path).
     let names = || -> Vec<String> {
         serde_saphyr::from_multiple::<Loose>(text)
-            .map(|docs| docs.into_iter().filter_map(|d| d.metadata?.name).collect())
+            .map(|docs| {
+                docs.into_iter()
+                    .filter_map(|d| d.metadata?.name)
+                    .filter(|n| check_cluster_name(n).is_ok())
+                    .collect()
+            })
             .unwrap_or_default()
     };
     let docs: Vec<Doc> =
@@ -185,6 +193,9 @@ pub fn parse(text: &str) -> Result<Vec<EtcdCluster>, (Vec<String>, String)> {
             }
             if d.kind != KIND {
                 return Err((name(), format!("kind: must be {KIND:?}, got {:?}", d.kind)));
+            }
+            if let Err(e) = check_cluster_name(&d.metadata.name) {
+                return Err((name(), format!("metadata.name: {e}")));
             }
             let mut cluster = EtcdCluster::new(&d.metadata.name, d.spec);
             cluster.metadata = ObjectMeta {

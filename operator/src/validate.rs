@@ -13,9 +13,8 @@ use crate::version::Version;
 
 /// Largest cluster the operator manages.
 pub const MAX_SIZE: i64 = 9;
-/// Longest cluster name: member names add a suffix, and Kubernetes object
-/// names derived from it must stay within 63 characters.
-pub const MAX_NAME_LEN: usize = 40;
+/// Longest cluster name (see [`crate::names`]).
+pub const MAX_NAME_LEN: usize = crate::names::MAX_CLUSTER_NAME_LEN;
 /// Shortest backup interval.
 pub const MIN_BACKUP_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -196,20 +195,10 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(d.into())
 }
 
-/// A cluster name: a DNS label (lowercase letters, digits and '-', starting
-/// with a letter, not ending with '-') of at most [`MAX_NAME_LEN`] characters.
+/// A cluster name: a DNS label of at most [`MAX_NAME_LEN`] characters
+/// (the rule is [`crate::names::check_cluster_name`]).
 pub fn check_name(name: &str) -> Result<(), String> {
-    let ok_chars = name
-        .bytes()
-        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
-    let starts = name.bytes().next().is_some_and(|b| b.is_ascii_lowercase());
-    if name.is_empty() || name.len() > MAX_NAME_LEN || !ok_chars || !starts || name.ends_with('-') {
-        return Err(format!(
-            "{name:?} is not a valid cluster name: use 1 to {MAX_NAME_LEN} lowercase letters, \
-             digits and '-', starting with a letter and not ending with '-'"
-        ));
-    }
-    Ok(())
+    crate::names::check_cluster_name(name).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -18,6 +18,7 @@ use super::{Cluster, SpecState};
 use crate::backup::{BackupStore, Location};
 use crate::etcd::Clients;
 use crate::manifest::{self, Loaded};
+use crate::names::check_cluster_name;
 use crate::platform::local::LocalPlatform;
 use crate::platform::local::binaries::Binaries;
 use crate::platform::local::layout::write_json;
@@ -205,13 +206,7 @@ impl Local {
             }
         };
         let (wanted, orphan_problems) = self.desired(loaded).await;
-        let on_disk: HashSet<String> = self
-            .platform
-            .layout()
-            .cluster_names()
-            .unwrap_or_default()
-            .into_iter()
-            .collect();
+        let on_disk: HashSet<String> = self.clusters_on_disk().into_iter().collect();
         let problems_file = problems_path(&self.opts.state_dir);
         let print = serde_json::to_string(&orphan_problems).unwrap_or_default();
         if self.problems_written.as_deref() != Some(print.as_str()) {
@@ -242,8 +237,18 @@ impl Local {
     /// name no cluster.
     async fn desired(&self, loaded: Loaded) -> (HashMap<String, SpecState>, Vec<FileProblem>) {
         let mut wanted = HashMap::new();
+        let mut orphans = Vec::new();
         for (name, m) in loaded.clusters {
             let file = m.file.display().to_string();
+            // Checked when the manifest was read; checked again here, as
+            // the name is about to become a folder's name.
+            if let Err(e) = check_cluster_name(&name) {
+                orphans.push(FileProblem {
+                    file: m.file.clone(),
+                    message: format!("metadata.name: {e}"),
+                });
+                continue;
+            }
             let checked = match validate(&name, &m.cluster.spec, &*self.opts.binaries) {
                 Ok(spec) => self.local_checks(&name, &spec).await.map(|()| spec),
                 Err(e) => Err(e.to_string()),
@@ -261,13 +266,17 @@ impl Local {
             };
             wanted.insert(name, spec);
         }
-        let mut orphans = Vec::new();
         for p in loaded.problems {
             let message = format!("{}: {}", p.file.display(), p.message);
             tracing::error!("{message}");
             // Every cluster the file names, and every one it defined before
             // (a name may be unreadable now): none of them reads as deleted.
-            let mut names = p.clusters.clone();
+            let mut names: Vec<String> = p
+                .clusters
+                .iter()
+                .filter(|n| check_cluster_name(n).is_ok())
+                .cloned()
+                .collect();
             for name in self.clusters_from(&p.file).await {
                 if !names.contains(&name) {
                     names.push(name);
@@ -329,10 +338,19 @@ impl Local {
         }
     }
 
+    /// The clusters that have a folder in the state folder. A folder whose
+    /// name is no valid cluster name is not one of ours: it is never
+    /// touched (nor deleted).
+    fn clusters_on_disk(&self) -> Vec<String> {
+        let mut names = self.platform.layout().cluster_names().unwrap_or_default();
+        names.retain(|n| check_cluster_name(n).is_ok());
+        names
+    }
+
     /// Clusters whose record says they came from `file`.
     async fn clusters_from(&self, file: &Path) -> Vec<String> {
         let mut out = Vec::new();
-        for name in self.platform.layout().cluster_names().unwrap_or_default() {
+        for name in self.clusters_on_disk() {
             if let Ok(Some(r)) = self.platform.load_record(&name).await
                 && r.source.as_deref() == Some(file)
             {
@@ -343,6 +361,10 @@ impl Local {
     }
 
     async fn send(&mut self, name: &str, spec: SpecState) {
+        if let Err(e) = check_cluster_name(name) {
+            tracing::error!("not managing a cluster: {e}");
+            return;
+        }
         let print = fingerprint(&spec);
         if let Some(w) = self.workers.get_mut(name)
             && !w.task.is_finished()

@@ -200,3 +200,43 @@ fn judge<P>(
     };
     (phase, progressing, degraded)
 }
+
+/// The status of a resource refused before it got a cluster (its name is
+/// invalid, so nothing may be named after it): phase Invalid, no members.
+pub fn refused(resource: &EtcdCluster, message: &str) -> EtcdCluster {
+    let mut resource = resource.clone();
+    let now = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
+    let conditions = [
+        cond(
+            "Available",
+            false,
+            "NotCreated",
+            "the cluster has not formed yet".into(),
+        ),
+        cond(
+            "Progressing",
+            false,
+            "InvalidSpec",
+            "waiting for a valid spec".into(),
+        ),
+        cond(
+            "Degraded",
+            true,
+            "InvalidSpec",
+            format!("{message}; nothing is done until it is fixed"),
+        ),
+    ]
+    .into_iter()
+    .map(|mut c| {
+        c.last_transition_time = Some(now.clone());
+        c
+    })
+    .collect();
+    resource.status = Some(EtcdClusterStatus {
+        phase: Phase::Invalid,
+        conditions,
+        observed_at: Some(humantime::format_rfc3339_millis(SystemTime::now()).to_string()),
+        ..EtcdClusterStatus::default()
+    });
+    resource
+}

@@ -29,6 +29,7 @@ use kube::{Api, Client, Resource, ResourceExt};
 use super::{Cluster, SpecState};
 use crate::crd::{EtcdCluster, LABEL_MANAGED_BY, MANAGED_BY};
 use crate::etcd::Clients;
+use crate::names::check_cluster_name;
 use crate::platform::kube::{KubePlatform, KubeVersions};
 use crate::platform::{self, Platform};
 use crate::validate::validate;
@@ -214,6 +215,19 @@ async fn reconcile(obj: Arc<EtcdCluster>, ctx: Arc<Context>) -> Result<Action, E
     let platform = ctx.platform(&namespace);
     let managed = ctx.managed(&key, &uid);
     let mut m = managed.lock().await;
+    // A name that is no valid cluster name gets nothing named after it (no
+    // record, no pods, no Services): only its own status and an Event.
+    if let Err(e) = check_cluster_name(&name) {
+        let message = format!("metadata.name: {e}");
+        if m.reported.as_ref() != Some(&message) {
+            report_invalid(&ctx.recorder, &obj, &message).await;
+            platform
+                .save_status(&name, &super::status::refused(&obj, &message))
+                .await?;
+            m.reported = Some(message);
+        }
+        return Ok(Action::await_change());
+    }
     let spec = spec_state(&obj);
     match &spec {
         SpecState::Invalid { message, .. } if m.reported.as_ref() != Some(message) => {

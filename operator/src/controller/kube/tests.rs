@@ -145,6 +145,68 @@ async fn an_invalid_spec_gets_one_event_and_an_invalid_status_and_nothing_else()
     api.done().await;
 }
 
+/// A name the API server takes (a DNS subdomain of up to 253 characters)
+/// but no Service, pod or member could carry gets nothing named after it:
+/// no record read, no pod listed, no object applied; only an Event and its
+/// own status, once.
+#[tokio::test]
+async fn an_invalid_name_gets_its_status_and_an_event_and_nothing_named_after_it() {
+    use crate::platform::kube::tests::api::mock;
+    use crate::platform::kube::tests::fixtures;
+    use http::Method;
+    for name in ["a.b", &"x".repeat(60), "1abc"] {
+        let (client, api) = mock();
+        let mut r = fixtures::resource(3, "3.5.1", crate::crd::StoragePolicy::Persistent);
+        r.metadata.name = Some(name.to_string());
+        let resource = r.clone();
+        let server = tokio::spawn(async move {
+            let mut api = api;
+            let event = "/apis/events.k8s.io/v1/namespaces/default/events";
+            let e = api.expect(Method::POST, event).await;
+            assert_eq!(e.body["reason"], "InvalidSpec");
+            let note = e.body["note"].as_str().unwrap_or_default().to_string();
+            assert!(note.starts_with("metadata.name: "), "{note}");
+            assert!(note.contains("NAME-N"), "{note}");
+            e.echo();
+            let path = format!(
+                "/apis/etcdoperator.dev/v1alpha1/namespaces/default/etcdclusters/{}/status",
+                resource.metadata.name.as_deref().unwrap_or_default()
+            );
+            let status = api.expect_apply(&path).await;
+            assert_eq!(status.body["status"]["phase"], "Invalid");
+            let degraded = &status.body["status"]["conditions"][2];
+            assert_eq!(degraded["reason"], "InvalidSpec");
+            assert!(
+                degraded["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("not a valid cluster name")),
+                "{degraded}"
+            );
+            let mut whole = serde_json::to_value(&resource).expect("json");
+            whole["status"] = status.body["status"].clone();
+            status.ok(&whole);
+            api
+        });
+        let ctx = context(client);
+        let obj = Arc::new(r);
+        for _ in 0..2 {
+            let action = reconcile(obj.clone(), ctx.clone())
+                .await
+                .expect("reconciled");
+            assert_eq!(action, Action::await_change());
+        }
+        assert!(
+            lock(&ctx.clusters)
+                .values()
+                .all(|(_, m)| m.try_lock().is_ok_and(|m| m.cluster.is_none())),
+            "no cluster for {name}"
+        );
+        drop(ctx);
+        let api = server.await.expect("the scenario passed");
+        api.done().await;
+    }
+}
+
 #[test]
 fn requeue_and_backoff_are_bounded() {
     assert_eq!(requeue_after(Duration::ZERO), AFTER_STEP);

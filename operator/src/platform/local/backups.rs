@@ -9,10 +9,15 @@ use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use super::binaries::Binaries;
+use super::safe_path;
 use crate::backup::{
     self, BackupMeta, BackupStore, Error, Location, RestoreSource, Result, Source, check_file,
     io_err, snapshot,
 };
+
+/// The copy of the snapshot a bootstrap restores from, in the cluster's
+/// folder.
+const RESTORE_FILE: &str = "restore.db";
 
 /// A snapshot file as last seen: its size and modification time.
 type FileKey = (u64, Option<SystemTime>);
@@ -35,6 +40,11 @@ impl LocalBackups {
             binaries,
             checked: Mutex::default(),
         }
+    }
+
+    /// The state folder's `clusters` folder.
+    fn clusters_dir(&self) -> PathBuf {
+        self.state_dir.join("clusters")
     }
 
     /// The folder of `location`.
@@ -117,11 +127,11 @@ impl BackupStore for LocalBackups {
     /// Copies the snapshot to `STATE/clusters/CLUSTER/restore.db`.
     async fn open_for_restore(&self, location: &Location, backup: &str) -> Result<RestoreSource> {
         let found = backup::resolve(backup, &self.lookup_dirs(location))?;
-        let dest = self
-            .state_dir
-            .join("clusters")
-            .join(&location.cluster)
-            .join("restore.db");
+        let dest = safe_path::cluster_path(&self.clusters_dir(), &location.cluster, &[RESTORE_FILE])
+            .map_err(|e| Error::Io {
+                what: "cannot set the snapshot aside".into(),
+                source: e.into_io(),
+            })?;
         let what = format!("cannot copy the snapshot to {}", dest.display());
         if let Some(dir) = dest.parent() {
             std::fs::create_dir_all(dir).map_err(io_err(what.clone()))?;
@@ -131,8 +141,25 @@ impl BackupStore for LocalBackups {
         Ok(RestoreSource::new(dest.to_string_lossy()))
     }
 
+    /// Deletes the copy, and only a copy this store made: the source comes
+    /// from the cluster's record, a file on disk that may have been edited.
     async fn close_restore(&self, source: &RestoreSource) {
-        let _ = std::fs::remove_file(source.as_str());
+        let path = std::path::Path::new(source.as_str());
+        let cluster = path
+            .parent()
+            .and_then(|d| d.file_name())
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        let clusters = self.clusters_dir();
+        match safe_path::cluster_path(&clusters, cluster, &[RESTORE_FILE]) {
+            Ok(own) if own == path => {
+                let _ = safe_path::remove_file(&clusters, cluster, &[RESTORE_FILE]);
+            }
+            _ => tracing::warn!(
+                "not deleting {}: not a snapshot this operator set aside",
+                path.display()
+            ),
+        }
     }
 
     /// Each file is hashed once: the answer is kept by path, size and

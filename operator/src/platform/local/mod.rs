@@ -10,6 +10,7 @@ pub mod backups;
 pub mod binaries;
 pub mod layout;
 pub mod process;
+pub mod safe_path;
 mod state;
 
 use self::state::lock;
@@ -89,7 +90,24 @@ impl LocalPlatform {
         &self.binaries
     }
 
+    /// `STATE/clusters/CLUSTER/PARTS...`, checked ([`safe_path::cluster_path`]):
+    /// every path this platform creates or deletes is built here.
+    fn path(&self, cluster: &str, parts: &[&str]) -> Result<PathBuf> {
+        safe_path::cluster_path(&self.layout.clusters_dir(), cluster, parts)
+            .map_err(|e| io_err("unsafe path")(e.into_io()))
+    }
+
+    /// Deletes the folder `STATE/clusters/CLUSTER/PARTS...` (checked).
+    fn remove_dir(&self, cluster: &str, parts: &[&str]) -> Result<()> {
+        let clusters = self.layout.clusters_dir();
+        safe_path::remove_dir_all(&clusters, cluster, parts).map_err(io_err(format!(
+            "cannot delete {}",
+            clusters.join(cluster).join(parts.join("/")).display()
+        )))
+    }
+
     fn record(&self, cluster: &str, member: &str) -> Result<MemberRecord> {
+        self.path(cluster, &["members", member])?;
         self.layout
             .read_member(cluster, member)
             .map_err(|e| Error::Record {
@@ -103,7 +121,10 @@ impl LocalPlatform {
     }
 
     fn save_member(&self, cluster: &str, record: &MemberRecord) -> Result<()> {
-        let path = self.layout.member_record(cluster, &record.config.addr.name);
+        let path = self.path(
+            cluster,
+            &["members", &record.config.addr.name, "member.json"],
+        )?;
         write_json(&path, record).map_err(io_err(format!("cannot write {}", path.display())))
     }
 
@@ -138,11 +159,11 @@ impl LocalPlatform {
                 "no etcd {version} binary for member {name}; run ci/setup"
             ))
         })?;
-        let data = self.layout.data_dir(cluster, &name);
+        let data = self.path(cluster, &["members", &name, "data"])?;
         std::fs::create_dir_all(&data)
             .map_err(io_err(format!("cannot create {}", data.display())))?;
         let args = etcd_args(&record.config, &data, Listen::Advertised);
-        let log = self.layout.log_path(cluster, &name);
+        let log = self.path(cluster, &["members", &name, "etcd.log"])?;
         let id = process::spawn(&tools.etcd, &args, &log)
             .map_err(io_err(format!("cannot start {}", tools.etcd.display())))?;
         record.process = Some(id);
@@ -160,11 +181,8 @@ impl LocalPlatform {
         config: &MemberConfig,
         snapshot: &RestoreSource,
     ) -> Result<()> {
-        let data = self.layout.data_dir(cluster, &config.addr.name);
-        if data.exists() {
-            std::fs::remove_dir_all(&data)
-                .map_err(io_err(format!("cannot clear {}", data.display())))?;
-        }
+        let data = self.path(cluster, &["members", &config.addr.name, "data"])?;
+        self.remove_dir(cluster, &["members", &config.addr.name, "data"])?;
         let target = crate::backup::tools::RestoreTarget {
             name: &config.addr.name,
             initial_cluster: &config.initial_cluster,
@@ -217,6 +235,7 @@ impl Platform for LocalPlatform {
     fn forget(&self, _: &str) {}
 
     async fn members(&self, cluster: &str) -> Result<Vec<PlatformMember>> {
+        self.path(cluster, &[])?;
         let names = self
             .layout
             .member_names(cluster)
@@ -317,6 +336,7 @@ impl Platform for LocalPlatform {
     }
 
     async fn delete(&self, cluster: &str, member: &str) -> Result<()> {
+        self.path(cluster, &["members", member])?;
         if let Ok(record) = self.record(cluster, member)
             && let Some(id) = record.process
         {
@@ -324,16 +344,12 @@ impl Platform for LocalPlatform {
                 .await
                 .map_err(io_err(format!("cannot stop {member}")))?;
         }
-        let dir = self.layout.member_dir(cluster, member);
-        match std::fs::remove_dir_all(&dir) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(io_err(format!("cannot delete {}", dir.display()))(e)),
-        }
+        self.remove_dir(cluster, &["members", member])
     }
 
     async fn retire_members(&self, cluster: &str, tag: &str) -> Result<String> {
-        let lost = self.layout.cluster_dir(cluster).join(format!("lost-{tag}"));
+        let lost_name = format!("lost-{tag}");
+        let lost = self.path(cluster, &[&lost_name])?;
         std::fs::create_dir_all(&lost)
             .map_err(io_err(format!("cannot create {}", lost.display())))?;
         for member in self.layout.member_names(cluster).unwrap_or_default() {
@@ -344,9 +360,10 @@ impl Platform for LocalPlatform {
                     .await
                     .map_err(io_err(format!("cannot stop {member}")))?;
             }
-            let data = self.layout.data_dir(cluster, &member);
+            let data = self.path(cluster, &["members", &member, "data"])?;
             if data.exists() {
-                std::fs::rename(&data, lost.join(&member))
+                let moved = self.path(cluster, &[&lost_name, &member])?;
+                std::fs::rename(&data, moved)
                     .map_err(io_err(format!("cannot move {} aside", data.display())))?;
             }
             self.delete(cluster, &member).await?;
@@ -355,21 +372,17 @@ impl Platform for LocalPlatform {
     }
 
     async fn delete_cluster(&self, cluster: &str) -> Result<()> {
+        self.path(cluster, &[])?;
         let names = self.layout.member_names(cluster).unwrap_or_default();
         let deletes = names.iter().map(|m| self.delete(cluster, m));
         for r in futures::future::join_all(deletes).await {
             r?;
         }
-        let dir = self.layout.cluster_dir(cluster);
-        match std::fs::remove_dir_all(&dir) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(io_err(format!("cannot delete {}", dir.display()))(e)),
-        }
+        self.remove_dir(cluster, &[])
     }
 
     async fn load_record(&self, cluster: &str) -> Result<Option<ClusterRecord>> {
-        let path = self.layout.record_path(cluster);
+        let path = self.path(cluster, &["cluster.json"])?;
         read_json(&path).map_err(|e| Error::Record {
             path,
             message: e.to_string(),
@@ -377,7 +390,7 @@ impl Platform for LocalPlatform {
     }
 
     async fn save_record(&self, cluster: &str, record: &ClusterRecord) -> Result<()> {
-        let path = self.layout.record_path(cluster);
+        let path = self.path(cluster, &["cluster.json"])?;
         write_json(&path, record).map_err(io_err(format!("cannot write {}", path.display())))
     }
 
@@ -386,7 +399,7 @@ impl Platform for LocalPlatform {
     }
 
     async fn save_status(&self, cluster: &str, resource: &EtcdCluster) -> Result<()> {
-        let path = self.layout.status_path(cluster);
+        let path = self.path(cluster, &["status.json"])?;
         write_json(&path, resource).map_err(io_err(format!("cannot write {}", path.display())))
     }
 }
