@@ -64,8 +64,9 @@ pub struct EtcdClusterSpec {
     /// while (N-1)/2 members are down, so odd sizes (3, 5) are the useful ones.
     #[schemars(range(min = 1, max = 9))]
     pub size: i64,
-    /// etcd version to run, such as "3.4.23" or "3.5.1". Locally it picks the
-    /// etcd binary; on Kubernetes the image tag.
+    /// etcd version to run, such as "3.4.23" or "3.5.1" (one leading "v", as
+    /// in "v3.5.1", is allowed and dropped; spaces are refused). Locally it
+    /// picks the etcd binary; on Kubernetes the image tag.
     pub version: String,
     /// When true the operator only observes and reports: it starts, stops,
     /// adds and removes nothing until this is false again.

@@ -21,3 +21,4 @@ pub mod platform;
 pub mod testing;
 pub mod validate;
 pub mod version;
+pub mod yaml;

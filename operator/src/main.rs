@@ -323,7 +323,7 @@ fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
             let text = if single {
                 serde_json::to_string_pretty(&clusters[0])?
             } else {
-                serde_json::to_string_pretty(&list(&clusters))?
+                serde_json::to_string_pretty(&list(&clusters, &args.state_dir))?
             };
             out(&format!("{text}\n"))?;
         }
@@ -331,7 +331,7 @@ fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
             let text = if single {
                 serde_saphyr::to_string(&clusters[0])?
             } else {
-                serde_saphyr::to_string(&list(&clusters))?
+                serde_saphyr::to_string(&list(&clusters, &args.state_dir))?
             };
             out(&text)?;
         }
@@ -339,9 +339,15 @@ fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// A `kind: List` like kubectl prints.
-fn list(items: &[crd::EtcdCluster]) -> serde_json::Value {
-    serde_json::json!({ "apiVersion": "v1", "kind": "List", "items": items })
+/// A `kind: List` like kubectl prints, with the manifest problems that name
+/// no cluster (a file that cannot be read, an invalid name) beside it.
+fn list(items: &[crd::EtcdCluster], state_dir: &std::path::Path) -> serde_json::Value {
+    let mut list = serde_json::json!({ "apiVersion": "v1", "kind": "List", "items": items });
+    let problems = cli::status::file_problems(state_dir);
+    if !problems.is_empty() {
+        list["manifestProblems"] = serde_json::json!(problems);
+    }
+    list
 }
 
 fn crd_yaml() -> anyhow::Result<ExitCode> {

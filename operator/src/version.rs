@@ -18,7 +18,10 @@ pub struct Version {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
     /// Not of the form MAJOR.MINOR.PATCH.
-    #[error("{0:?} is not a version of the form MAJOR.MINOR.PATCH, such as \"3.5.1\"")]
+    #[error(
+        "{0:?} is not a version of the form MAJOR.MINOR.PATCH, such as \"3.5.1\" (one leading \
+         'v' is allowed, as in \"v3.5.1\"; no spaces)"
+    )]
     Malformed(String),
 }
 
@@ -42,8 +45,12 @@ impl Version {
 impl FromStr for Version {
     type Err = Error;
 
+    /// `MAJOR.MINOR.PATCH` in decimal digits, with at most one leading
+    /// `v` (etcd's release tags and images are named `v3.5.1`), which is
+    /// dropped: `"v3.5.1"` is the same version as `"3.5.1"`. Anything else,
+    /// spaces included, is refused, on both platforms alike.
     fn from_str(s: &str) -> Result<Self, Error> {
-        let trimmed = s.trim().trim_start_matches('v');
+        let trimmed = s.strip_prefix('v').unwrap_or(s);
         let mut parts = trimmed.split('.');
         let mut next = || -> Result<u32, Error> {
             parts
@@ -94,7 +101,8 @@ mod tests {
     #[test]
     fn rejects_malformed() {
         for s in [
-            "", "3", "3.4", "3.4.x", "3.4.23.1", "latest", "3..1", "-3.4.1",
+            "", "3", "3.4", "3.4.x", "3.4.23.1", "latest", "3..1", "-3.4.1", "3.4.23 ",
+            " 3.4.23", "vv3.4.23", "V3.4.23", "3.4.+1",
         ] {
             assert!(s.parse::<Version>().is_err(), "{s} should be refused");
         }

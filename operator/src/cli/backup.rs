@@ -21,6 +21,9 @@ pub enum Error {
     /// The backup failed.
     #[error(transparent)]
     Backup(#[from] backup::Error),
+    /// The name given is no cluster name (it would become part of a path).
+    #[error(transparent)]
+    Name(#[from] crate::names::NameError),
 }
 
 /// Where a published cluster's backups are kept, and its retention.
@@ -46,6 +49,7 @@ pub type Checked = (BackupMeta, Result<(), String>);
 /// deleted cluster's backups are kept: they are still listed from the
 /// default folder, `STATE/backups/NAME`.
 pub fn list(state_dir: &Path, cluster: &str) -> Result<(PathBuf, Vec<Checked>), Error> {
+    crate::names::check_cluster_name(cluster)?;
     let dir = match status::load(state_dir, Some(cluster)) {
         Ok(mut found) => {
             let (location, _) = location(&found.remove(0));

@@ -3,15 +3,21 @@
 //!
 //! Each `*.yaml` / `*.yml` file holds one or more `EtcdCluster` documents.
 //! A file that cannot be read as such is reported as a [`Problem`] naming the
-//! file, the field and what is allowed. A problem never reads as "this
+//! file, the field and what is allowed; so is an entry that is no readable
+//! file ([`files`]). Types are as strict as the CRD schema ([`crate::yaml`]),
+//! so a manifest valid here is valid on Kubernetes, and back. A problem never reads as "this
 //! cluster was deleted": the controller keeps the clusters a broken file
 //! defined before, and takes no action on them until it is fixed.
+
+mod files;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use kube::core::ObjectMeta;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
+
+pub use self::files::MAX_MANIFEST_BYTES;
 
 use crate::crd::{API_VERSION, EtcdCluster, EtcdClusterSpec, KIND};
 use crate::names::check_cluster_name;
@@ -49,19 +55,19 @@ pub struct Problem {
 }
 
 /// The shape of a manifest document, strict about unknown fields.
-#[derive(Deserialize)]
+#[derive(Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct Doc {
     api_version: String,
     kind: String,
     metadata: Meta,
     spec: EtcdClusterSpec,
-    #[serde(default)]
+    #[serde(default, skip_serializing)]
     #[allow(dead_code)]
     status: Option<serde::de::IgnoredAny>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 struct Meta {
     name: String,
@@ -89,34 +95,16 @@ struct LooseMeta {
 /// Reads every manifest file in `dir` (not recursive), in name order.
 /// A missing folder reads as empty.
 pub fn load_dir(dir: &Path) -> std::io::Result<Loaded> {
-    let mut files = Vec::new();
-    match std::fs::read_dir(dir) {
-        Ok(entries) => {
-            for entry in entries {
-                let path = entry?.path();
-                let is_yaml = path
-                    .extension()
-                    .and_then(|e| e.to_str())
-                    .is_some_and(|e| e == "yaml" || e == "yml");
-                if is_yaml && path.is_file() {
-                    files.push(path);
-                }
-            }
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
-    }
-    files.sort();
     let mut loaded = Loaded::default();
     let mut seen: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
-    for file in files {
-        let text = match std::fs::read_to_string(&file) {
+    for file in files::manifest_entries(dir)? {
+        let text = match files::read(&file) {
             Ok(t) => t,
-            Err(e) => {
+            Err(message) => {
                 loaded.problems.push(Problem {
                     file: file.clone(),
                     clusters: Vec::new(),
-                    message: format!("cannot read the file: {e}"),
+                    message,
                 });
                 continue;
             }
@@ -165,7 +153,7 @@ pub fn parse(text: &str) -> Result<Vec<EtcdCluster>, (Vec<String>, String)> {
     // Only valid names: an invalid one must never name a cluster (it would
     // become part of a path).
     let names = || -> Vec<String> {
-        serde_saphyr::from_multiple::<Loose>(text)
+        serde_saphyr::from_multiple_with_options::<Loose>(text, crate::yaml::options())
             .map(|docs| {
                 docs.into_iter()
                     .filter_map(|d| d.metadata?.name)
@@ -174,8 +162,7 @@ pub fn parse(text: &str) -> Result<Vec<EtcdCluster>, (Vec<String>, String)> {
             })
             .unwrap_or_default()
     };
-    let docs: Vec<Doc> =
-        serde_saphyr::from_multiple(text).map_err(|e| (names(), describe(&e, text)))?;
+    let docs: Vec<Doc> = crate::yaml::from_multiple(text).map_err(|e| (names(), e))?;
     if docs.is_empty() {
         return Err((Vec::new(), "the file holds no EtcdCluster document".into()));
     }
@@ -210,120 +197,5 @@ pub fn parse(text: &str) -> Result<Vec<EtcdCluster>, (Vec<String>, String)> {
         .collect()
 }
 
-/// The first line of a parse error ("line 5 column 3: unknown field ..."),
-/// without the source snippet the YAML parser appends, and the source line
-/// it points at, so a bare "invalid i64" still shows the field.
-fn describe(e: &serde_saphyr::Error, source: &str) -> String {
-    let text = e.to_string();
-    let line = text.lines().next().unwrap_or_default().trim();
-    let line = line.strip_prefix("error: ").unwrap_or(line);
-    if line.is_empty() {
-        return "not a valid EtcdCluster manifest".into();
-    }
-    let at = line
-        .strip_prefix("line ")
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|n| n.parse::<usize>().ok())
-        .and_then(|n| source.lines().nth(n.checked_sub(1)?))
-        .map(str::trim)
-        .filter(|l| !l.is_empty());
-    match at {
-        Some(at) => format!("{line} (at `{at}`)"),
-        None => line.to_string(),
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const DEMO: &str = "apiVersion: etcdoperator.dev/v1alpha1\nkind: EtcdCluster\n\
-                        metadata: {name: demo}\nspec: {size: 3, version: \"3.4.23\"}\n";
-
-    fn problem(text: &str) -> (Vec<String>, String) {
-        parse(text).expect_err("should not parse")
-    }
-
-    #[test]
-    fn parses_the_readme_example() {
-        let c = parse(DEMO).expect("parses");
-        assert_eq!(c.len(), 1);
-        assert_eq!(c[0].metadata.name.as_deref(), Some("demo"));
-        assert_eq!(c[0].spec.size, 3);
-        assert_eq!(c[0].spec.version, "3.4.23");
-    }
-
-    #[test]
-    fn several_documents() {
-        let two = format!("{DEMO}---\n{}", DEMO.replace("demo", "other"));
-        assert_eq!(parse(&two).expect("parses").len(), 2);
-    }
-
-    #[test]
-    fn unknown_spec_field_is_named_with_the_allowed_ones() {
-        let (names, msg) = problem(&DEMO.replace("size: 3", "sise: 3"));
-        assert_eq!(names, ["demo"]);
-        assert!(msg.contains("sise"), "{msg}");
-        assert!(msg.contains("size"), "{msg}");
-        assert!(msg.starts_with("line 4 column 8: unknown field"), "{msg}");
-    }
-
-    #[test]
-    fn one_bad_document_names_every_cluster_of_the_file() {
-        let other = DEMO.replace("demo", "other");
-        let (names, msg) = problem(&format!(
-            "{DEMO}---\n{}",
-            other.replace("size: 3", "size: x")
-        ));
-        assert_eq!(names, ["demo", "other"]);
-        assert!(msg.contains("size"), "{msg}");
-        let (names, msg) = problem(&format!(
-            "{DEMO}---\n{}",
-            other.replace("EtcdCluster", "Pod")
-        ));
-        assert_eq!(names, ["demo", "other"]);
-        assert!(msg.starts_with("kind:"), "{msg}");
-    }
-
-    #[test]
-    fn unknown_top_level_and_metadata_fields() {
-        let (_, msg) = problem(&format!("{DEMO}extra: 1\n"));
-        assert!(msg.contains("extra"), "{msg}");
-        let (_, msg) = problem(&DEMO.replace("{name: demo}", "{name: demo, uid: x}"));
-        assert!(msg.contains("uid"), "{msg}");
-    }
-
-    #[test]
-    fn malformed_yaml() {
-        let (names, msg) = problem("apiVersion: [unclosed\n");
-        assert!(names.is_empty());
-        assert!(!msg.is_empty());
-    }
-
-    #[test]
-    fn wrong_kind_or_api_version() {
-        let (_, msg) = problem(&DEMO.replace("kind: EtcdCluster", "kind: Pod"));
-        assert!(msg.starts_with("kind:"), "{msg}");
-        let (_, msg) = problem(&DEMO.replace("v1alpha1", "v1"));
-        assert!(msg.starts_with("apiVersion:"), "{msg}");
-    }
-
-    #[test]
-    fn duplicate_names_across_files() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        std::fs::write(dir.path().join("a.yaml"), DEMO).expect("write");
-        std::fs::write(dir.path().join("b.yml"), DEMO).expect("write");
-        std::fs::write(dir.path().join("notes.txt"), "ignored").expect("write");
-        let loaded = load_dir(dir.path()).expect("load");
-        assert!(loaded.clusters.is_empty());
-        assert_eq!(loaded.problems.len(), 1);
-        assert_eq!(loaded.problems[0].clusters, ["demo"]);
-        assert!(loaded.problems[0].message.contains("2 times"));
-    }
-
-    #[test]
-    fn missing_folder_is_empty() {
-        let loaded = load_dir(Path::new("/nonexistent/etcd-operator")).expect("load");
-        assert!(loaded.clusters.is_empty() && loaded.problems.is_empty());
-    }
-}
+mod tests;

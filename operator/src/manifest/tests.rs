@@ -1,0 +1,178 @@
+//! Reading manifests: documents, names, strict types, special files.
+
+use super::*;
+
+const DEMO: &str = "apiVersion: etcdoperator.dev/v1alpha1\nkind: EtcdCluster\n\
+                    metadata: {name: demo}\nspec: {size: 3, version: \"3.4.23\"}\n";
+
+fn problem(text: &str) -> (Vec<String>, String) {
+    parse(text).expect_err("should not parse")
+}
+
+#[test]
+fn parses_the_readme_example() {
+    let c = parse(DEMO).expect("parses");
+    assert_eq!(c.len(), 1);
+    assert_eq!(c[0].metadata.name.as_deref(), Some("demo"));
+    assert_eq!(c[0].spec.size, 3);
+    assert_eq!(c[0].spec.version, "3.4.23");
+}
+
+#[test]
+fn several_documents() {
+    let two = format!("{DEMO}---\n{}", DEMO.replace("demo", "other"));
+    assert_eq!(parse(&two).expect("parses").len(), 2);
+}
+
+#[test]
+fn unknown_spec_field_is_named_with_the_allowed_ones() {
+    let (names, msg) = problem(&DEMO.replace("size: 3", "sise: 3"));
+    assert_eq!(names, ["demo"]);
+    assert!(msg.contains("sise"), "{msg}");
+    assert!(msg.contains("size"), "{msg}");
+    assert!(msg.starts_with("line 4 column 8: unknown field"), "{msg}");
+}
+
+#[test]
+fn one_bad_document_names_every_cluster_of_the_file() {
+    let other = DEMO.replace("demo", "other");
+    let (names, msg) = problem(&format!(
+        "{DEMO}---\n{}",
+        other.replace("size: 3", "size: x")
+    ));
+    assert_eq!(names, ["demo", "other"]);
+    assert!(msg.contains("size"), "{msg}");
+    let (names, msg) = problem(&format!(
+        "{DEMO}---\n{}",
+        other.replace("EtcdCluster", "Pod")
+    ));
+    assert_eq!(names, ["demo", "other"]);
+    assert!(msg.starts_with("kind:"), "{msg}");
+}
+
+#[test]
+fn unknown_top_level_and_metadata_fields() {
+    let (_, msg) = problem(&format!("{DEMO}extra: 1\n"));
+    assert!(msg.contains("extra"), "{msg}");
+    let (_, msg) = problem(&DEMO.replace("{name: demo}", "{name: demo, uid: x}"));
+    assert!(msg.contains("uid"), "{msg}");
+}
+
+#[test]
+fn malformed_yaml() {
+    let (names, msg) = problem("apiVersion: [unclosed\n");
+    assert!(names.is_empty());
+    assert!(!msg.is_empty());
+}
+
+#[test]
+fn wrong_kind_or_api_version() {
+    let (_, msg) = problem(&DEMO.replace("kind: EtcdCluster", "kind: Pod"));
+    assert!(msg.starts_with("kind:"), "{msg}");
+    let (_, msg) = problem(&DEMO.replace("v1alpha1", "v1"));
+    assert!(msg.starts_with("apiVersion:"), "{msg}");
+}
+
+#[test]
+fn duplicate_names_across_files() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("a.yaml"), DEMO).expect("write");
+    std::fs::write(dir.path().join("b.yml"), DEMO).expect("write");
+    std::fs::write(dir.path().join("notes.txt"), "ignored").expect("write");
+    let loaded = load_dir(dir.path()).expect("load");
+    assert!(loaded.clusters.is_empty());
+    assert_eq!(loaded.problems.len(), 1);
+    assert_eq!(loaded.problems[0].clusters, ["demo"]);
+    assert!(loaded.problems[0].message.contains("2 times"));
+}
+
+#[test]
+fn missing_folder_is_empty() {
+    let loaded = load_dir(Path::new("/nonexistent/etcd-operator")).expect("load");
+    assert!(loaded.clusters.is_empty() && loaded.problems.is_empty());
+}
+
+/// The type errors of the report: refused with the field's name, as the
+/// CRD schema refuses them on Kubernetes.
+#[test]
+fn types_are_as_strict_as_the_crd_schema() {
+    let backup = DEMO.replace(
+        "version: \"3.4.23\"}",
+        "version: \"3.4.23\", backup: {interval: 30m, maxBackups: 3}}",
+    );
+    parse(&backup).expect("the plain spelling parses");
+    for (text, field) in [
+        (DEMO.replace("size: 3", "size: \"3\""), "spec.size: must be a number"),
+        (DEMO.replace("size: 3", "size: 0x3"), "spec.size: write the number in decimal"),
+        (
+            DEMO.replace("size: 3", "size: 3, paused: \"yes\""),
+            "spec.paused: must be true or false",
+        ),
+        (
+            backup.replace("maxBackups: 3", "maxBackups: \"3\""),
+            "spec.backup.maxBackups: must be a number",
+        ),
+        (
+            DEMO.replace("version: \"3.4.23\"", "version: 3.5"),
+            "spec.version: must be a string",
+        ),
+    ] {
+        let (names, msg) = problem(&text);
+        assert_eq!(names, ["demo"], "{msg}");
+        assert!(msg.contains(field), "{text}: {msg}");
+    }
+}
+
+#[test]
+fn very_long_names_are_refused_with_a_short_message() {
+    for len in [1000, 100_000] {
+        let (names, msg) = problem(&DEMO.replace("name: demo", &format!("name: {}", "a".repeat(len))));
+        assert!(names.is_empty(), "an invalid name names no cluster");
+        assert!(msg.starts_with("metadata.name: "), "{msg}");
+        assert!(msg.contains(&format!("{len} characters long")), "{msg}");
+        assert!(msg.len() < 1000, "{} bytes", msg.len());
+    }
+}
+
+#[test]
+fn a_bad_name_beside_a_good_one_freezes_the_good_one() {
+    let two = format!("{DEMO}---\n{}", DEMO.replace("name: demo", "name: \"../x\""));
+    let (names, msg) = problem(&two);
+    assert_eq!(names, ["demo"]);
+    assert!(msg.contains("not a valid cluster name"), "{msg}");
+}
+
+#[test]
+fn special_files_are_reported_with_the_reason() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    std::fs::write(d.join("good.yaml"), DEMO).expect("write");
+    std::os::unix::fs::symlink(d.join("loop.yaml"), d.join("loop.yaml")).expect("loop");
+    std::os::unix::fs::symlink(d.join("gone.yaml"), d.join("dangling.yaml")).expect("link");
+    std::fs::create_dir(d.join("folder.yaml")).expect("folder");
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        d.join("fifo.yaml"),
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o644),
+        0,
+    )
+    .expect("fifo");
+    let loaded = load_dir(d).expect("load");
+    assert_eq!(loaded.clusters.keys().collect::<Vec<_>>(), ["demo"]);
+    let mut problems: Vec<(String, String)> = loaded
+        .problems
+        .iter()
+        .map(|p| {
+            let name = p.file.file_name().unwrap_or_default().to_string_lossy();
+            (name.into_owned(), p.message.clone())
+        })
+        .collect();
+    problems.sort();
+    let files: Vec<&str> = problems.iter().map(|(f, _)| f.as_str()).collect();
+    assert_eq!(
+        files,
+        ["dangling.yaml", "fifo.yaml", "folder.yaml", "loop.yaml"]
+    );
+    assert!(problems.iter().all(|(_, m)| !m.is_empty()));
+}

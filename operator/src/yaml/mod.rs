@@ -1,0 +1,187 @@
+//! Strict YAML for EtcdCluster manifests and soak scenarios: types as
+//! strict as the CRD schema ([`strict`]), and messages a user can act on:
+//! the line, column and field of every error, the source line quoted and
+//! cut to a readable length, no advice meant for programmers, and the
+//! position of invalid UTF-8.
+
+mod strict;
+mod tree;
+
+use std::borrow::Cow;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_saphyr::budget::{Budget, BudgetBreach};
+use serde_saphyr::{Error, MessageFormatter, Options, Spanned, UserMessageFormatter};
+
+use self::tree::Node;
+use crate::names::quote;
+
+/// Deepest nesting a document may have.
+pub const MAX_DEPTH: usize = 64;
+/// Most nodes a file may have (a manifest has a few dozen).
+pub const MAX_NODES: usize = 100_000;
+/// How much of a message from the parser is kept.
+const MESSAGE_CHARS: usize = 300;
+/// How much of the source line an error quotes.
+const LINE_CHARS: usize = 80;
+
+/// The parser's options: duplicate keys refused, bounded depth and size.
+pub fn options() -> Options {
+    let mut budget = Budget::default();
+    budget.max_depth = MAX_DEPTH;
+    budget.max_nodes = MAX_NODES;
+    let mut options = Options::default();
+    options.budget = Some(budget);
+    options.with_snippet = false;
+    options
+}
+
+/// Every document of `text` as a `T`, refusing values whose YAML type is
+/// not the field's (see [`strict`]). The error names the line, column and
+/// field of each problem.
+pub fn from_multiple<T: DeserializeOwned + Serialize>(text: &str) -> Result<Vec<T>, String> {
+    let docs: Vec<T> =
+        serde_saphyr::from_multiple_with_options(text, options()).map_err(|e| describe(&e, text))?;
+    let trees = trees(text).map_err(|e| describe(&e, text))?;
+    let mut problems = Vec::new();
+    for (doc, tree) in docs.iter().zip(&trees) {
+        let value = serde_json::to_value(doc).map_err(|e| e.to_string())?;
+        problems.extend(strict::mismatches(&value, tree, text));
+    }
+    if problems.is_empty() {
+        Ok(docs)
+    } else {
+        Err(problems.join("; "))
+    }
+}
+
+/// The one document of `text` as a `T`, as strict as [`from_multiple`].
+pub fn from_str<T: DeserializeOwned + Serialize>(text: &str) -> Result<T, String> {
+    let doc: T =
+        serde_saphyr::from_str_with_options(text, options()).map_err(|e| describe(&e, text))?;
+    let tree: Spanned<Node> =
+        serde_saphyr::from_str_with_options(text, options()).map_err(|e| describe(&e, text))?;
+    let value = serde_json::to_value(&doc).map_err(|e| e.to_string())?;
+    let problems = strict::mismatches(&value, &tree, text);
+    if problems.is_empty() {
+        Ok(doc)
+    } else {
+        Err(problems.join("; "))
+    }
+}
+
+/// The documents of `text` as written (empty documents left out, as the
+/// typed parse leaves them out).
+fn trees(text: &str) -> Result<Vec<Spanned<Node>>, Error> {
+    let mut trees: Vec<Spanned<Node>> = serde_saphyr::from_multiple_with_options(text, options())?;
+    trees.retain(|t| !matches!(t.value, Node::Null));
+    Ok(trees)
+}
+
+/// `bytes` as text, or where it is not UTF-8 (line, column and byte).
+pub fn utf8(bytes: &[u8]) -> Result<&str, String> {
+    std::str::from_utf8(bytes).map_err(|e| {
+        let good = &bytes[..e.valid_up_to()];
+        let line = good.iter().filter(|b| **b == b'\n').count() + 1;
+        let start = good
+            .iter()
+            .rposition(|b| *b == b'\n')
+            .map_or(0, |i| i + 1);
+        let column = String::from_utf8_lossy(&good[start..]).chars().count() + 1;
+        format!(
+            "not valid UTF-8 at line {line} column {column} (byte {}): save the file as UTF-8",
+            e.valid_up_to()
+        )
+    })
+}
+
+/// Messages in words for the people who write manifests.
+struct Friendly;
+
+impl MessageFormatter for Friendly {
+    fn format_message<'a>(&self, err: &'a Error) -> Cow<'a, str> {
+        match err {
+            Error::InvalidScalar { ty, .. } => {
+                Cow::Owned(format!("not {}", kind_of(ty)))
+            }
+            Error::Budget {
+                breach: BudgetBreach::Depth { .. },
+                ..
+            } => Cow::Owned(format!(
+                "the document nests deeper than {MAX_DEPTH} levels"
+            )),
+            Error::Budget {
+                breach: BudgetBreach::Nodes { .. },
+                ..
+            } => Cow::Owned(format!("the file holds more than {MAX_NODES} values")),
+            Error::Budget { .. } => Cow::Borrowed("the document is too large or too complex"),
+            _ => UserMessageFormatter.format_message(err),
+        }
+    }
+}
+
+/// What a Rust type name means to a person writing YAML.
+fn kind_of(ty: &str) -> String {
+    match ty {
+        "i8" | "i16" | "i32" | "i64" | "i128" | "isize" => "a whole number".into(),
+        "u8" | "u16" | "u32" | "u64" | "u128" | "usize" => {
+            "a whole number of 0 or more (within range)".into()
+        }
+        "f32" | "f64" | "floating point" => "a number".into(),
+        "bool" => "true or false".into(),
+        other => format!("a valid {other}"),
+    }
+}
+
+/// One line for a parse error: `line L column C: FIELD: what is wrong (at
+/// `the source line`)`, every part cut to a readable length.
+pub fn describe(e: &Error, source: &str) -> String {
+    let inner = e.without_snippet();
+    let message: String = Friendly
+        .format_message(inner)
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let message = cut(message.trim(), MESSAGE_CHARS);
+    let Some(at) = e.location().filter(|l| l.line() > 0) else {
+        return message;
+    };
+    let field = trees(source)
+        .ok()
+        .and_then(|docs| docs.iter().find_map(|d| tree::field_at(d, &at)));
+    let line = usize::try_from(at.line())
+        .ok()
+        .and_then(|n| source.lines().nth(n.checked_sub(1)?))
+        .map(str::trim)
+        .filter(|l| !l.is_empty());
+    let mut out = format!("line {} column {}: ", at.line(), at.column());
+    if let Some(f) = field.filter(|f| !message.contains(f.as_str())) {
+        out.push_str(&f);
+        out.push_str(": ");
+    }
+    out.push_str(&message);
+    if let Some(line) = line {
+        out.push_str(&format!(" (at `{}`)", cut(line, LINE_CHARS)));
+    }
+    out
+}
+
+/// `text` cut to `max` characters, saying how long it was.
+fn cut(text: &str, max: usize) -> String {
+    let total = text.chars().count();
+    if total <= max {
+        return text.to_string();
+    }
+    let head: String = text.chars().take(max).collect();
+    format!("{head}... ({total} characters)")
+}
+
+/// Quotes `text` for a message, cut short (re-exported for callers that
+/// quote values they read).
+pub fn quote_value(text: &str) -> String {
+    quote(text, 40)
+}
+
+#[cfg(test)]
+mod tests;
