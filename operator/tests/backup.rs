@@ -1,6 +1,7 @@
 //! Backups on a policy, restore into a new cluster, and recovery from
 //! quorum loss, against real etcd.
 
+use sha2::Digest as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -173,6 +174,17 @@ fn bad_backup_settings_and_restore_sources_are_rejected() {
             manifest(name, 3, "3.4.23")
         )
     };
+    // A valid SHA-256 trailer with no database inside: only etcd's own
+    // tools can tell (its members would crash-loop forever).
+    let hollow = env.dir.path().join("hollow.db");
+    let content = vec![7u8; 4096];
+    let mut bytes = content.clone();
+    bytes.extend_from_slice(&sha2::Sha256::digest(&content));
+    std::fs::write(&hollow, bytes).expect("hollow");
+    env.write_manifest(
+        "hollow.yaml",
+        &restore("hollow", &hollow.display().to_string()),
+    );
     env.write_manifest("missing.yaml", &restore("missing", "no-such-backup"));
     env.write_manifest(
         "junk.yaml",
@@ -190,11 +202,16 @@ fn bad_backup_settings_and_restore_sources_are_rejected() {
             "junkrestore",
             vec!["spec.restore.backup", "not an etcd snapshot"],
         ),
+        (
+            "hollow",
+            vec!["spec.restore.backup", "snapshot status failed"],
+        ),
     ] {
+        // First "checking the snapshot ...", then the verdict.
         let message = env.wait_for(&format!("{cluster} rejected"), || {
             let s = env.status(cluster)?.status?;
-            (s.phase.as_str() == "Invalid")
-                .then(|| s.condition("Degraded").map(|d| d.message.clone()))?
+            let m = s.condition("Degraded")?.message.clone();
+            (s.phase.as_str() == "Invalid" && needles.iter().all(|n| m.contains(n))).then_some(m)
         });
         for n in needles {
             assert!(message.contains(n), "{cluster}: {message}");

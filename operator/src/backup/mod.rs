@@ -170,6 +170,16 @@ pub fn list(dir: &Path) -> Result<Vec<BackupMeta>> {
 /// when `expected` is given, the whole file's SHA-256 matches it. Returns
 /// the whole file's SHA-256 (hex).
 pub fn check_file(path: &Path, expected: Option<&str>) -> Result<String> {
+    check_file_until(path, expected, &|| false)
+}
+
+/// [`check_file`] that gives up (with an error) as soon as `stop` says so,
+/// for checks that must not outlive their caller.
+pub fn check_file_until(
+    path: &Path,
+    expected: Option<&str>,
+    stop: &dyn Fn() -> bool,
+) -> Result<String> {
     let corrupt = |message: String| Error::Corrupt {
         path: path.to_path_buf(),
         message,
@@ -191,6 +201,12 @@ pub fn check_file(path: &Path, expected: Option<&str>) -> Result<String> {
     let mut seen: u64 = 0;
     let mut buf = vec![0u8; 1 << 20];
     loop {
+        if stop() {
+            return Err(Error::Tool(format!(
+                "the check of {} was stopped",
+                path.display()
+            )));
+        }
         let n = file
             .read(&mut buf)
             .map_err(io_err(format!("cannot read {}", path.display())))?;
@@ -230,6 +246,14 @@ pub fn check_file(path: &Path, expected: Option<&str>) -> Result<String> {
 /// Finds a backup by name in any of `dirs`, or takes `name` as a path.
 /// Either way the file must check out as a snapshot.
 pub fn resolve(name: &str, dirs: &[PathBuf]) -> Result<PathBuf> {
+    let (path, sha256) = locate(name, dirs)?;
+    check_file(&path, sha256.as_deref())?;
+    Ok(path)
+}
+
+/// Where backup `name` (or the snapshot file at path `name`) is, and the
+/// SHA-256 its meta records; nothing is read but the metas.
+pub fn locate(name: &str, dirs: &[PathBuf]) -> Result<(PathBuf, Option<String>)> {
     let as_path = Path::new(name);
     let looks_like_path = name.contains('/') || name.ends_with(".db");
     if looks_like_path {
@@ -240,16 +264,13 @@ pub fn resolve(name: &str, dirs: &[PathBuf]) -> Result<PathBuf> {
                 known: "no file at that path".into(),
             });
         }
-        check_file(as_path, None)?;
-        return Ok(as_path.to_path_buf());
+        return Ok((as_path.to_path_buf(), None));
     }
     let mut known = Vec::new();
     for dir in dirs {
         for meta in list(dir)? {
             if meta.name == name {
-                let path = meta.path(dir);
-                check_file(&path, Some(&meta.sha256))?;
-                return Ok(path);
+                return Ok((meta.path(dir), Some(meta.sha256)));
             }
             known.push(meta.name);
         }
@@ -279,6 +300,20 @@ pub struct Retained {
     /// Backups kept that do not check out (newer than the oldest good one
     /// kept; listed as damaged until they age out).
     pub damaged: Vec<String>,
+}
+
+/// Whether `path` is a backup's meta (`NAME.json` naming itself `NAME`)
+/// whose snapshot `NAME.db` is gone. A meta is written only after its
+/// snapshot is in place, and deleted after it, so only a hand can make one.
+pub fn orphan_meta(dir: &Path, path: &Path) -> bool {
+    if path.extension().and_then(|e| e.to_str()) != Some("json") {
+        return false;
+    }
+    let Ok(Some(meta)) = read_json::<BackupMeta>(path) else {
+        return false;
+    };
+    let stem = path.file_stem().and_then(|s| s.to_str());
+    stem == Some(meta.name.as_str()) && !meta.path(dir).exists()
 }
 
 /// Writes a backup's meta beside its snapshot.

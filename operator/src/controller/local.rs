@@ -5,6 +5,8 @@
 //! [`DELETE_GRACE`] (an editor that saves by delete-then-write must not
 //! delete a cluster), and never because the folder could not be read.
 
+mod restore_check;
+
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -15,7 +17,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::{Cluster, SpecState};
-use crate::backup::{BackupStore, Location};
+use crate::backup::Location;
 use crate::etcd::Clients;
 use crate::manifest::{self, Loaded};
 use crate::names::check_cluster_name;
@@ -24,6 +26,8 @@ use crate::platform::local::binaries::Binaries;
 use crate::platform::local::layout::write_json;
 use crate::platform::{self, Event, Platform};
 use crate::validate::{ValidSpec, validate};
+
+pub use self::restore_check::{RestoreChecks, Verdict};
 
 /// How long a cluster's manifest must be gone before the cluster is deleted.
 pub const DELETE_GRACE: Duration = Duration::from_millis(500);
@@ -129,7 +133,10 @@ pub async fn run(
         state = %opts.state_dir.display(),
         "etcd-operator running on the local platform"
     );
+    let (checked_tx, mut checked) = mpsc::unbounded_channel();
+    let restores = RestoreChecks::new(opts.binaries.clone(), checked_tx);
     let mut ctl = Local {
+        restores,
         opts,
         platform,
         clients,
@@ -154,6 +161,11 @@ pub async fn run(
                     let _ = w.tx.send(Msg::Exited { member, crashed });
                 }
             }
+            // A restore source's check ended: its cluster may go ahead.
+            Some(()) = checked.recv() => {
+                while checked.try_recv().is_ok() {}
+                ctl.rescan().await;
+            }
             _ = tick.tick() => ctl.rescan().await,
         }
     }
@@ -167,6 +179,8 @@ pub async fn run(
 }
 
 struct Local {
+    /// Checks of restore sources, off this loop.
+    restores: RestoreChecks,
     opts: Options,
     platform: Arc<LocalPlatform>,
     clients: Arc<Clients>,
@@ -215,6 +229,7 @@ impl Local {
                 Err(e) => tracing::warn!("cannot write {}: {e}", problems_file.display()),
             }
         }
+        self.restores.retain(|c| wanted.contains_key(c));
         let known: HashSet<String> = on_disk.iter().chain(self.workers.keys()).cloned().collect();
         for (name, spec) in wanted.iter() {
             self.missing_since.remove(name);
@@ -302,7 +317,8 @@ impl Local {
     }
 
     /// What only the local platform can check: backup folders, and that a
-    /// restore source exists and is a snapshot (only when creating).
+    /// restore source exists and is a snapshot (only when creating; the
+    /// slow part of that check runs off this loop, [`RestoreChecks`]).
     async fn local_checks(&self, name: &str, spec: &ValidSpec) -> Result<(), String> {
         if spec
             .backup
@@ -323,8 +339,13 @@ impl Local {
             (Some(source), _) if !created => {
                 let location = Location::of(name, spec.backup.as_ref());
                 let store = self.platform.backups();
-                let found = store.check_restorable(&location, source).await;
-                found.map_err(|e| format!("spec.restore.backup: {e}; nothing was created"))
+                match self.restores.verdict(name, source, &store, &location) {
+                    Verdict::Good => Ok(()),
+                    Verdict::Bad(e) => {
+                        Err(format!("spec.restore.backup: {e}; nothing was created"))
+                    }
+                    Verdict::Checking(m) => Err(format!("spec.restore.backup: {m}")),
+                }
             }
             (restore, Some(r)) if created && *restore != r.created_from => Err(format!(
                 "spec.restore.backup: a cluster is restored only when it is created, and {name} \

@@ -67,7 +67,8 @@ fn why(e: &io::Error) -> String {
 
 /// The text of the manifest at `path`, or why it cannot be used.
 pub(super) fn read(path: &Path) -> Result<String, String> {
-    let link = std::fs::symlink_metadata(path).map_err(|e| format!("cannot read it: {}", why(&e)))?;
+    let link =
+        std::fs::symlink_metadata(path).map_err(|e| format!("cannot read it: {}", why(&e)))?;
     if link.file_type().is_symlink() {
         let target = std::fs::read_link(path)
             .map(|t| t.display().to_string())
@@ -83,7 +84,12 @@ pub(super) fn read(path: &Path) -> Result<String, String> {
                     "a symlink to {target}, which does not exist; fix or remove it"
                 ));
             }
-            Err(e) => return Err(format!("a symlink to {target} that cannot be followed: {}", why(&e))),
+            Err(e) => {
+                return Err(format!(
+                    "a symlink to {target} that cannot be followed: {}",
+                    why(&e)
+                ));
+            }
             Ok(_) => {}
         }
     }
@@ -154,7 +160,12 @@ mod tests {
         let names: Vec<String> = manifest_entries(d)
             .expect("list")
             .iter()
-            .map(|p| p.file_name().unwrap_or_default().to_string_lossy().into_owned())
+            .map(|p| {
+                p.file_name()
+                    .unwrap_or_default()
+                    .to_string_lossy()
+                    .into_owned()
+            })
             .collect();
         assert_eq!(
             names,
@@ -174,7 +185,11 @@ mod tests {
         assert!(why("folder.yaml").starts_with("a folder, not a file"));
         assert!(why("fifo.yaml").starts_with("a FIFO (named pipe), not a file"));
         assert!(why("big.yaml").contains("1024 KiB"), "{}", why("big.yaml"));
-        assert!(why("latin1.yaml").contains("line 1 column 7"), "{}", why("latin1.yaml"));
+        assert!(
+            why("latin1.yaml").contains("line 1 column 7"),
+            "{}",
+            why("latin1.yaml")
+        );
         assert_eq!(read(&d.join("good.yml")).as_deref(), Ok("kind: x\n"));
     }
 
@@ -190,6 +205,9 @@ mod tests {
             assert!(e.contains("permission denied"), "{e}");
         }
         let denied = why(&io::Error::from(io::ErrorKind::PermissionDenied));
-        assert!(denied.contains("let the operator's user read it"), "{denied}");
+        assert!(
+            denied.contains("let the operator's user read it"),
+            "{denied}"
+        );
     }
 }

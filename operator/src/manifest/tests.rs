@@ -102,8 +102,14 @@ fn types_are_as_strict_as_the_crd_schema() {
     );
     parse(&backup).expect("the plain spelling parses");
     for (text, field) in [
-        (DEMO.replace("size: 3", "size: \"3\""), "spec.size: must be a number"),
-        (DEMO.replace("size: 3", "size: 0x3"), "spec.size: write the number in decimal"),
+        (
+            DEMO.replace("size: 3", "size: \"3\""),
+            "spec.size: must be a number",
+        ),
+        (
+            DEMO.replace("size: 3", "size: 0x3"),
+            "spec.size: write the number in decimal",
+        ),
         (
             DEMO.replace("size: 3", "size: 3, paused: \"yes\""),
             "spec.paused: must be true or false",
@@ -126,7 +132,8 @@ fn types_are_as_strict_as_the_crd_schema() {
 #[test]
 fn very_long_names_are_refused_with_a_short_message() {
     for len in [1000, 100_000] {
-        let (names, msg) = problem(&DEMO.replace("name: demo", &format!("name: {}", "a".repeat(len))));
+        let (names, msg) =
+            problem(&DEMO.replace("name: demo", &format!("name: {}", "a".repeat(len))));
         assert!(names.is_empty(), "an invalid name names no cluster");
         assert!(msg.starts_with("metadata.name: "), "{msg}");
         assert!(msg.contains(&format!("{len} characters long")), "{msg}");
@@ -136,7 +143,10 @@ fn very_long_names_are_refused_with_a_short_message() {
 
 #[test]
 fn a_bad_name_beside_a_good_one_freezes_the_good_one() {
-    let two = format!("{DEMO}---\n{}", DEMO.replace("name: demo", "name: \"../x\""));
+    let two = format!(
+        "{DEMO}---\n{}",
+        DEMO.replace("name: demo", "name: \"../x\"")
+    );
     let (names, msg) = problem(&two);
     assert_eq!(names, ["demo"]);
     assert!(msg.contains("not a valid cluster name"), "{msg}");

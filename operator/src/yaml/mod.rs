@@ -41,8 +41,8 @@ pub fn options() -> Options {
 /// not the field's (see [`strict`]). The error names the line, column and
 /// field of each problem.
 pub fn from_multiple<T: DeserializeOwned + Serialize>(text: &str) -> Result<Vec<T>, String> {
-    let docs: Vec<T> =
-        serde_saphyr::from_multiple_with_options(text, options()).map_err(|e| describe(&e, text))?;
+    let docs: Vec<T> = serde_saphyr::from_multiple_with_options(text, options())
+        .map_err(|e| describe(&e, text))?;
     let trees = trees(text).map_err(|e| describe(&e, text))?;
     let mut problems = Vec::new();
     for (doc, tree) in docs.iter().zip(&trees) {
@@ -84,10 +84,7 @@ pub fn utf8(bytes: &[u8]) -> Result<&str, String> {
     std::str::from_utf8(bytes).map_err(|e| {
         let good = &bytes[..e.valid_up_to()];
         let line = good.iter().filter(|b| **b == b'\n').count() + 1;
-        let start = good
-            .iter()
-            .rposition(|b| *b == b'\n')
-            .map_or(0, |i| i + 1);
+        let start = good.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
         let column = String::from_utf8_lossy(&good[start..]).chars().count() + 1;
         format!(
             "not valid UTF-8 at line {line} column {column} (byte {}): save the file as UTF-8",
@@ -102,15 +99,11 @@ struct Friendly;
 impl MessageFormatter for Friendly {
     fn format_message<'a>(&self, err: &'a Error) -> Cow<'a, str> {
         match err {
-            Error::InvalidScalar { ty, .. } => {
-                Cow::Owned(format!("not {}", kind_of(ty)))
-            }
+            Error::InvalidScalar { ty, .. } => Cow::Owned(format!("not {}", kind_of(ty))),
             Error::Budget {
                 breach: BudgetBreach::Depth { .. },
                 ..
-            } => Cow::Owned(format!(
-                "the document nests deeper than {MAX_DEPTH} levels"
-            )),
+            } => Cow::Owned(format!("the document nests deeper than {MAX_DEPTH} levels")),
             Error::Budget {
                 breach: BudgetBreach::Nodes { .. },
                 ..

@@ -41,8 +41,16 @@ fn quoted_numbers_and_booleans_are_refused_by_field() {
     for (text, field, what) in [
         ("size: \"3\"\nversion: x\n", "size", "must be a number"),
         ("size: '3'\nversion: x\n", "size", "must be a number"),
-        ("size: 3\nversion: x\npaused: \"yes\"\n", "paused", "must be true or false"),
-        ("size: 3\nversion: x\npaused: \"true\"\n", "paused", "must be true or false"),
+        (
+            "size: 3\nversion: x\npaused: \"yes\"\n",
+            "paused",
+            "must be true or false",
+        ),
+        (
+            "size: 3\nversion: x\npaused: \"true\"\n",
+            "paused",
+            "must be true or false",
+        ),
         (
             "size: 3\nversion: x\ninner: {maxBackups: \"3\"}\n",
             "inner.maxBackups",
@@ -60,7 +68,10 @@ fn quoted_numbers_and_booleans_are_refused_by_field() {
 fn numbers_must_be_decimal() {
     for spelled in ["0x3", "+3", "0o3"] {
         let e = refused(&format!("size: {spelled}\nversion: x\n"));
-        assert!(e.contains("size: write the number in decimal digits"), "{spelled}: {e}");
+        assert!(
+            e.contains("size: write the number in decimal digits"),
+            "{spelled}: {e}"
+        );
         assert!(e.contains(spelled), "{e}");
     }
     // A leading zero (octal in YAML 1.1) is refused by the parser itself.
@@ -113,7 +124,11 @@ fn invalid_utf8_has_a_position() {
 
 #[test]
 fn long_sources_are_quoted_short() {
-    let deep = format!("size: {}{}\nversion: x\n", "[".repeat(100_000), "]".repeat(100_000));
+    let deep = format!(
+        "size: {}{}\nversion: x\n",
+        "[".repeat(100_000),
+        "]".repeat(100_000)
+    );
     let e = refused(&deep);
     assert!(e.len() < 1000, "{} bytes", e.len());
     let wide = format!("size: 3\nversion: x\nextra: {}\n", "y".repeat(100_000));

@@ -47,6 +47,16 @@ impl LocalBackups {
         self.state_dir.join("clusters")
     }
 
+    /// Where backup `backup` of `location` (or the snapshot file at path
+    /// `backup`) is, and the SHA-256 its meta records; only metas are read.
+    pub fn locate(
+        &self,
+        location: &Location,
+        backup: &str,
+    ) -> Result<(PathBuf, Option<String>)> {
+        backup::locate(backup, &self.lookup_dirs(location))
+    }
+
     /// The folder of `location`.
     pub fn dir(&self, location: &Location) -> PathBuf {
         backup::backup_dir(&self.state_dir, &location.cluster, location.path.as_deref())
@@ -110,11 +120,17 @@ impl BackupStore for LocalBackups {
         Ok(())
     }
 
+    /// Also deletes a meta whose snapshot was deleted by hand: alone it is
+    /// no backup, and nothing else would ever delete it.
     async fn sweep(&self, location: &Location) {
-        if let Ok(entries) = std::fs::read_dir(self.dir(location)) {
+        let dir = self.dir(location);
+        if let Ok(entries) = std::fs::read_dir(&dir) {
             for e in entries.flatten() {
-                if e.file_name().to_string_lossy().starts_with(".tmp-") {
-                    let _ = std::fs::remove_file(e.path());
+                let path = e.path();
+                if e.file_name().to_string_lossy().starts_with(".tmp-")
+                    || backup::orphan_meta(&dir, &path)
+                {
+                    let _ = std::fs::remove_file(&path);
                 }
             }
         }
@@ -254,6 +270,14 @@ mod tests {
             }
         );
         assert!(dir.join("b3.db").is_file());
+        // A snapshot deleted by hand: its meta goes at the next retention;
+        // the other backups and unrelated files stay.
+        std::fs::remove_file(dir.join("b3.db")).expect("rm");
+        std::fs::write(dir.join("notes.json"), "{}").expect("other json");
+        store.retain(&loc, 1).await.expect("retain");
+        assert!(!dir.join("b3.json").exists());
+        assert!(dir.join("b4.json").is_file());
+        assert!(dir.join("notes.json").is_file());
     }
 
     #[tokio::test]

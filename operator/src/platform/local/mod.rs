@@ -395,7 +395,7 @@ impl Platform for LocalPlatform {
     }
 
     async fn failure_hint(&self, cluster: &str, member: &str) -> Option<String> {
-        failure_hint(&self.log_tail(cluster, member, 20))
+        failure_hint(&self.log_tail(cluster, member, crate::member::hints::HINT_LINES))
     }
 
     async fn save_status(&self, cluster: &str, resource: &EtcdCluster) -> Result<()> {
