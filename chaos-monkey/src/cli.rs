@@ -107,10 +107,11 @@ pub struct Args {
           value_parser = positive_duration, allow_hyphen_values = true)]
     pub kill_interval: Duration,
 
-    /// How long a paused member stays stopped (--fault pause).
-    #[arg(long, value_name = "DURATION", default_value = "10s", env = "CHAOS_MONKEY_PAUSE_FOR",
+    /// How long a paused member stays stopped (only with --fault pause;
+    /// default 10s).
+    #[arg(long, value_name = "DURATION", env = "CHAOS_MONKEY_PAUSE_FOR",
           value_parser = positive_duration, allow_hyphen_values = true)]
-    pub pause_for: Duration,
+    pub pause_for: Option<Duration>,
 
     /// How long partition, delay and loss last before they are healed, and
     /// the longest blackhole-until-snapshot waits for its snapshot. Default
@@ -190,9 +191,11 @@ pub struct Args {
           value_parser = duration, allow_hyphen_values = true)]
     pub jitter: Duration,
 
-    /// Seed of every random choice: the same seed and clusters give the same
-    /// victims. Default: a random seed, printed at start.
-    #[arg(long, value_name = "N", env = "CHAOS_MONKEY_SEED")]
+    /// Seed of every random choice (a whole number from 0 to 2^64-1): the
+    /// same seed and clusters give the same victims. Default: a random seed,
+    /// printed at start.
+    #[arg(long, value_name = "N", env = "CHAOS_MONKEY_SEED", value_parser = seed,
+          allow_hyphen_values = true)]
     pub seed: Option<u64>,
 
     /// Log what would be done, touching nothing (not even the operator).
@@ -265,7 +268,19 @@ const DURATION_HELP: &str = "a duration such as 30s, 500ms or 1m";
 
 /// A duration, zero allowed.
 pub fn duration(s: &str) -> Result<Duration, String> {
+    if s.trim_start().starts_with('-') {
+        return Err(format!(
+            "must not be negative: expected 0s or more, {DURATION_HELP}"
+        ));
+    }
     humantime::parse_duration(s.trim()).map_err(|e| format!("expected {DURATION_HELP} ({e})"))
+}
+
+/// A seed: a whole number from 0 to 2^64-1.
+pub fn seed(s: &str) -> Result<u64, String> {
+    s.trim()
+        .parse::<u64>()
+        .map_err(|_| format!("expected a whole number from 0 to {}", u64::MAX))
 }
 
 /// A duration greater than zero.
@@ -366,6 +381,10 @@ mod tests {
         assert!(positive_duration("-5s").is_err());
         assert!(positive_duration("soon").is_err());
         assert_eq!(duration("0s"), Ok(Duration::ZERO));
+        let e = duration("-1s").expect_err("negative");
+        assert!(e.contains("must not be negative"), "{e}");
+        assert_eq!(seed("7"), Ok(7));
+        assert!(seed("-1").is_err_and(|e| e.contains("from 0 to 18446744073709551615")));
     }
 
     #[test]

@@ -52,7 +52,15 @@ pub enum Error {
     /// A fault that cannot be injected honestly here.
     #[error("--fault clock-skew is not available: {CLOCK_SKEW_WHY}")]
     ClockSkew,
+    /// The local state folder is not there.
+    #[error(
+        "--state-dir {0}: {1}; pass the --state-dir etcd-operator runs with (`etcd-operator run --state-dir`)"
+    )]
+    StateDir(String, &'static str),
 }
+
+/// The default of `--pause-for`.
+pub const DEFAULT_PAUSE_FOR: Duration = Duration::from_secs(10);
 
 /// Where the members are.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -122,6 +130,13 @@ impl Config {
         if a.target == Target::Operator && a.fault == FaultKind::Destroy {
             return Err(Error::DestroyOperator);
         }
+        if a.pause_for.is_some() && a.fault != FaultKind::Pause {
+            return Err(Error::OptionForOtherFault(
+                "--pause-for",
+                "pause",
+                a.fault.as_str(),
+            ));
+        }
         if a.fault == FaultKind::ClockSkew {
             return Err(Error::ClockSkew);
         }
@@ -136,6 +151,17 @@ impl Config {
         let faults = fault_options(&a)?;
         for name in &a.clusters {
             etcd_operator::validate::check_name(name).map_err(Error::BadClusterName)?;
+        }
+        if a.platform == Platform::Local {
+            let shown = a.state_dir.display().to_string();
+            match std::fs::metadata(&a.state_dir) {
+                Ok(m) if m.is_dir() => {}
+                Ok(_) => return Err(Error::StateDir(shown, "not a folder")),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    return Err(Error::StateDir(shown, "no such folder"));
+                }
+                Err(_) => return Err(Error::StateDir(shown, "cannot be read")),
+            }
         }
         let platform = match a.platform {
             Platform::Local => PlatformConfig::Local {
@@ -156,7 +182,7 @@ impl Config {
             target: a.target,
             fault: a.fault,
             interval: a.kill_interval,
-            pause_for: a.pause_for,
+            pause_for: a.pause_for.unwrap_or(DEFAULT_PAUSE_FOR),
             max_kill: a.max_kill.unwrap_or(usize::MAX),
             probability: a.probability,
             min_age: a.min_age,
@@ -246,7 +272,7 @@ mod tests {
     use super::*;
 
     fn parse(args: &[&str]) -> Result<Config, Error> {
-        let mut all = vec!["chaos-monkey"];
+        let mut all = vec!["chaos-monkey", "--state-dir", "/"];
         all.extend_from_slice(args);
         Config::from_args(Args::try_parse_from(all).expect("flags parse"))
     }
@@ -358,6 +384,37 @@ mod tests {
             parse(&["--target", "operator", "--fault", "partition"]),
             Err(Error::MemberFaultOnOperator("partition"))
         );
+    }
+
+    #[test]
+    fn pause_for_needs_the_pause_fault() {
+        assert_eq!(
+            parse(&["--pause-for", "2s"]),
+            Err(Error::OptionForOtherFault("--pause-for", "pause", "kill"))
+        );
+        let c = parse(&["--fault", "pause", "--pause-for", "2s"]).expect("ok");
+        assert_eq!(c.pause_for, Duration::from_secs(2));
+        let c = parse(&["--fault", "pause"]).expect("ok");
+        assert_eq!(c.pause_for, DEFAULT_PAUSE_FOR);
+    }
+
+    #[test]
+    fn a_missing_state_folder_says_so() {
+        let e = Config::from_args(
+            Args::try_parse_from(["chaos-monkey", "--state-dir", "/nonexistent/state"])
+                .expect("flags parse"),
+        )
+        .expect_err("missing");
+        assert!(e.to_string().contains("no such folder"), "{e}");
+        let kube = Args::try_parse_from([
+            "chaos-monkey",
+            "--platform",
+            "kube",
+            "--state-dir",
+            "/nonexistent/state",
+        ])
+        .expect("flags parse");
+        assert!(Config::from_args(kube).is_ok(), "kube does not use it");
     }
 
     #[test]

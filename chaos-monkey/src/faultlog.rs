@@ -14,14 +14,15 @@ use etcd_operator::faults::{FaultRecord, Role};
 
 use crate::roles::RoleSource;
 
-/// The fault log cannot be written.
+/// The fault log cannot be written. The cause is part of the message and
+/// no separate source, so a chain printed in full says it once.
 #[derive(Debug, thiserror::Error)]
-#[error("fault log {path}: {source}")]
+#[error("fault log {path}: {cause}")]
 pub struct Error {
     /// The file.
     pub path: PathBuf,
     /// The cause.
-    pub source: io::Error,
+    pub cause: io::Error,
 }
 
 /// The records of one run.
@@ -49,13 +50,31 @@ impl FaultLog {
             None => None,
             Some(p) if p == Path::new("-") => Some((p.to_path_buf(), Box::new(io::stdout()))),
             Some(p) => {
+                let refuse = |what: &str| Error {
+                    path: p.to_path_buf(),
+                    cause: io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!("{what}, not a regular file: give the path of a file to append to"),
+                    ),
+                };
+                // Never open a FIFO (it blocks until a reader comes) or a
+                // device.
+                if let Ok(m) = std::fs::metadata(p) {
+                    let t = m.file_type();
+                    if t.is_dir() {
+                        return Err(refuse("a folder"));
+                    }
+                    if !t.is_file() {
+                        return Err(refuse("a FIFO, socket or device"));
+                    }
+                }
                 let file = OpenOptions::new()
                     .create(true)
                     .append(true)
                     .open(p)
-                    .map_err(|source| Error {
+                    .map_err(|cause| Error {
                         path: p.to_path_buf(),
-                        source,
+                        cause,
                     })?;
                 Some((p.to_path_buf(), Box::new(file)))
             }
@@ -109,9 +128,9 @@ impl FaultLog {
             }
         }
         if let Some((path, out)) = &mut self.out {
-            append(out, &record, role_source, detail).map_err(|source| Error {
+            append(out, &record, role_source, detail).map_err(|cause| Error {
                 path: path.clone(),
-                source,
+                cause,
             })?;
         }
         self.records.push(record);
@@ -326,5 +345,29 @@ mod tests {
     fn unwritable_path_is_an_error_naming_it() {
         let e = FaultLog::open(Some(Path::new("/nonexistent-dir/x.jsonl"))).expect_err("fails");
         assert!(e.to_string().contains("/nonexistent-dir/x.jsonl"), "{e}");
+        // Said once, also when the error is printed with its chain.
+        let chain = format!("{:#}", anyhow::Error::from(e));
+        assert_eq!(chain.matches("No such file").count(), 1, "{chain}");
+    }
+
+    #[test]
+    fn a_folder_or_a_fifo_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let e = FaultLog::open(Some(dir.path())).expect_err("a folder");
+        assert!(
+            e.to_string().contains("a folder, not a regular file"),
+            "{e}"
+        );
+        let fifo = dir.path().join("fifo");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o644),
+            0,
+        )
+        .expect("fifo");
+        let e = FaultLog::open(Some(&fifo)).expect_err("a FIFO");
+        assert!(e.to_string().contains("not a regular file"), "{e}");
     }
 }

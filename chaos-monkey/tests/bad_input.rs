@@ -133,10 +133,89 @@ fn unknown_cluster_and_empty_selection() {
     let missing = run(&["--state-dir", "/nonexistent/state", "--cluster", "demo"]);
     assert_eq!(missing.code(), Some(2), "{}", missing.stderr);
     assert!(
-        missing.stderr.contains("there are none"),
+        missing
+            .stderr
+            .contains("--state-dir /nonexistent/state: no such folder"),
         "{}",
         missing.stderr
     );
+}
+
+/// The remaining bad command lines of the report: negative numbers name
+/// the flag and the allowed range, --pause-for needs --fault pause, and a
+/// fault log must be a regular file (a FIFO would block); the OS error is
+/// said once.
+#[test]
+fn negative_values_pause_for_and_special_fault_logs() {
+    assert_bad(
+        &["--seed", "-1"],
+        &[],
+        &["--seed", "from 0 to 18446744073709551615"],
+    );
+    assert_bad(
+        &["--min-age", "-1s"],
+        &[],
+        &["--min-age", "must not be negative"],
+    );
+    assert_bad(
+        &["--jitter=-1s"],
+        &[],
+        &["--jitter", "must not be negative"],
+    );
+    assert_bad(
+        &["--pause-for", "2s"],
+        &[],
+        &["--pause-for applies to --fault pause only"],
+    );
+    assert_bad(
+        &["--fault", "destroy"],
+        &[("CHAOS_MONKEY_PAUSE_FOR", "2s")],
+        &["--pause-for", "destroy"],
+    );
+    let (s, ids) = state();
+    let fifo = s.dir.path().join("faults.fifo");
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &fifo,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o644),
+        0,
+    )
+    .expect("fifo");
+    for log in [
+        fifo.display().to_string(),
+        s.dir.path().display().to_string(),
+    ] {
+        let done = run(&[
+            "--state-dir",
+            s.state_arg(),
+            "--kill-interval",
+            "20ms",
+            "--fault-log",
+            &log,
+        ]);
+        assert_eq!(done.code(), Some(1), "{}", done.stderr);
+        assert!(
+            done.stderr.contains("not a regular file"),
+            "{}",
+            done.stderr
+        );
+    }
+    let done = run(&[
+        "--state-dir",
+        s.state_arg(),
+        "--kill-interval",
+        "20ms",
+        "--fault-log",
+        "/nonexistent/dir/f.jsonl",
+    ]);
+    assert_eq!(
+        done.stderr.matches("No such file or directory").count(),
+        1,
+        "{}",
+        done.stderr
+    );
+    assert!(ids.iter().all(process::alive));
 }
 
 #[test]

@@ -49,11 +49,7 @@ impl LocalBackups {
 
     /// Where backup `backup` of `location` (or the snapshot file at path
     /// `backup`) is, and the SHA-256 its meta records; only metas are read.
-    pub fn locate(
-        &self,
-        location: &Location,
-        backup: &str,
-    ) -> Result<(PathBuf, Option<String>)> {
+    pub fn locate(&self, location: &Location, backup: &str) -> Result<(PathBuf, Option<String>)> {
         backup::locate(backup, &self.lookup_dirs(location))
     }
 
@@ -143,11 +139,12 @@ impl BackupStore for LocalBackups {
     /// Copies the snapshot to `STATE/clusters/CLUSTER/restore.db`.
     async fn open_for_restore(&self, location: &Location, backup: &str) -> Result<RestoreSource> {
         let found = backup::resolve(backup, &self.lookup_dirs(location))?;
-        let dest = safe_path::cluster_path(&self.clusters_dir(), &location.cluster, &[RESTORE_FILE])
-            .map_err(|e| Error::Io {
-                what: "cannot set the snapshot aside".into(),
-                source: e.into_io(),
-            })?;
+        let dest =
+            safe_path::cluster_path(&self.clusters_dir(), &location.cluster, &[RESTORE_FILE])
+                .map_err(|e| Error::Io {
+                    what: "cannot set the snapshot aside".into(),
+                    source: e.into_io(),
+                })?;
         let what = format!("cannot copy the snapshot to {}", dest.display());
         if let Some(dir) = dest.parent() {
             std::fs::create_dir_all(dir).map_err(io_err(what.clone()))?;
