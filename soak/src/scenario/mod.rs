@@ -408,24 +408,14 @@ pub fn load(file: &Path) -> Result<Scenario, Error> {
     Ok(scenario)
 }
 
-/// Parses a scenario (without the checks of [`validate`]).
+/// Parses a scenario (without the checks of [`validate`]), with types as
+/// strict as the operator's manifests (`size: "3"` is refused) and the
+/// operator's messages (line, column and field of each problem).
 pub fn parse(file: &Path, text: &str) -> Result<Scenario, Error> {
-    serde_saphyr::from_str::<Scenario>(text).map_err(|e| Error::Parse {
+    etcd_operator::yaml::from_str::<Scenario>(text).map_err(|message| Error::Parse {
         file: file.into(),
-        message: describe(&e),
+        message,
     })
-}
-
-/// The first line of a parse error, without the source snippet.
-fn describe(e: &serde_saphyr::Error) -> String {
-    let text = e.to_string();
-    let line = text.lines().next().unwrap_or_default().trim();
-    let line = line.strip_prefix("error: ").unwrap_or(line);
-    if line.is_empty() {
-        "not a valid scenario".into()
-    } else {
-        line.to_string()
-    }
 }
 
 #[cfg(test)]

@@ -271,7 +271,8 @@ pub fn validate(s: &Scenario) -> Result<(), Vec<String>> {
                 "bounds.minFaults",
                 "must be 0 with chaos.dryRun: a dry run injects nothing".into(),
             );
-        } else if c.kill_interval.get() > zero {
+        } else if c.kill_interval.get() > zero && s.duration.get() > zero {
+            // (A zero duration has its own message above.)
             let most = fault_ceiling(s, c);
             if s.bounds.min_faults > most {
                 let start = c.start_after.map(|d| d.to_string());
