@@ -6,6 +6,8 @@
 //! panics) stops them all. Every wait is bounded ([`WAIT`]) and polls a
 //! condition.
 
+pub mod mutate;
+
 use std::collections::HashSet;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
@@ -31,6 +33,10 @@ pub struct Env {
     pub operator_bin: Option<PathBuf>,
     /// `RUST_LOG` of the operator.
     pub log_filter: String,
+    /// `--etcd-binaries` of the operator (default: the workspace's).
+    pub etcd_binaries: PathBuf,
+    /// Environment variables set for the operator (such as `PATH`).
+    pub operator_env: Vec<(String, String)>,
     operator: Option<Child>,
 }
 
@@ -107,6 +113,8 @@ impl Env {
             state,
             operator_bin: None,
             log_filter: "etcd_operator=debug".into(),
+            etcd_binaries: binaries(),
+            operator_env: Vec::new(),
             operator: None,
         }
     }
@@ -138,8 +146,9 @@ impl Env {
             .arg("--state-dir")
             .arg(&self.state)
             .arg("--etcd-binaries")
-            .arg(binaries())
+            .arg(&self.etcd_binaries)
             .env("RUST_LOG", &self.log_filter)
+            .envs(self.operator_env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log"))
             .stderr(log)
@@ -151,6 +160,14 @@ impl Env {
     /// The running operator's process, from its lock file.
     pub fn operator_process(&self) -> Option<crate::platform::local::process::ProcessId> {
         crate::platform::local::running_operator(&self.state)
+    }
+
+    /// Whether the operator started by [`Env::start_operator`] still runs
+    /// (`false` once it exited, for whatever reason).
+    pub fn operator_running(&mut self) -> bool {
+        self.operator
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
     }
 
     /// Stops the operator with SIGTERM and waits for it.

@@ -186,3 +186,35 @@ fn special_files_are_reported_with_the_reason() {
     );
     assert!(problems.iter().all(|(_, m)| !m.is_empty()));
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(1000))]
+
+    /// Mutated manifests (types, names, nesting, duplicates, encodings, cut
+    /// files) never panic the reader, never name an invalid cluster (the
+    /// name would become a path), and every file is either read or
+    /// reported, with a message of readable length.
+    #[test]
+    fn mutated_manifests_are_read_or_reported(seed in proptest::prelude::any::<u64>()) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("m.yaml");
+        std::fs::write(&file, crate::testing::mutate::mutated("demo", seed)).expect("write");
+        let loaded = load_dir(dir.path()).expect("load");
+        for (name, m) in &loaded.clusters {
+            proptest::prop_assert!(check_cluster_name(name).is_ok(), "{name:?}");
+            proptest::prop_assert_eq!(&m.file, &file);
+        }
+        for p in &loaded.problems {
+            proptest::prop_assert_eq!(&p.file, &file);
+            for name in &p.clusters {
+                proptest::prop_assert!(check_cluster_name(name).is_ok(), "{name:?}");
+            }
+            proptest::prop_assert!(!p.message.is_empty());
+            proptest::prop_assert!(p.message.len() < 2000, "{} bytes: {}", p.message.len(), p.message);
+            for leak in ["DuplicateKeyPolicy", "Option<", "in Options"] {
+                proptest::prop_assert!(!p.message.contains(leak), "{}", p.message);
+            }
+        }
+        proptest::prop_assert!(!loaded.clusters.is_empty() || !loaded.problems.is_empty());
+    }
+}

@@ -17,8 +17,10 @@ use serde_saphyr::{Error, MessageFormatter, Options, Spanned, UserMessageFormatt
 use self::tree::Node;
 use crate::names::quote;
 
-/// Deepest nesting a document may have.
-pub const MAX_DEPTH: usize = 64;
+/// Deepest nesting a document may have: a manifest nests 4 levels, a
+/// scenario 3; much deeper trees would overflow a 2 MiB thread stack while
+/// being read.
+pub const MAX_DEPTH: usize = 24;
 /// Most nodes a file may have (a manifest has a few dozen).
 pub const MAX_NODES: usize = 100_000;
 /// How much of a message from the parser is kept.

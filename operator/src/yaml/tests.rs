@@ -136,3 +136,33 @@ fn long_sources_are_quoted_short() {
     assert!(e.len() < 1000, "{} bytes", e.len());
     assert!(e.contains("extra"), "{e}");
 }
+
+/// Nesting up to the limit is parsed (and refused for its type), deeper is
+/// refused by the parser; neither overflows the stack of a test thread
+/// (2 MiB, as tokio's workers have).
+#[test]
+fn nesting_is_bounded() {
+    for depth in [
+        1,
+        MAX_DEPTH - 2,
+        MAX_DEPTH - 1,
+        MAX_DEPTH,
+        MAX_DEPTH + 1,
+        1000,
+    ] {
+        let list = format!(
+            "size: {}1{}\nversion: x\n",
+            "[".repeat(depth),
+            "]".repeat(depth)
+        );
+        let map = format!(
+            "size: {}1{}\nversion: x\n",
+            "{a: ".repeat(depth),
+            "}".repeat(depth)
+        );
+        for text in [list, map] {
+            let e = refused(&text);
+            assert!(e.len() < 1000, "{depth}: {e}");
+        }
+    }
+}
