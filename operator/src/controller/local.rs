@@ -6,6 +6,7 @@
 //! delete a cluster), and never because the folder could not be read.
 
 mod restore_check;
+mod worker;
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -26,6 +27,8 @@ use crate::platform::local::binaries::Binaries;
 use crate::platform::local::layout::write_json;
 use crate::platform::{self, Event, Platform};
 use crate::validate::{ValidSpec, validate};
+
+use self::worker::{Msg, Worker, fingerprint, work};
 
 pub use self::restore_check::{RestoreChecks, Verdict};
 
@@ -66,19 +69,6 @@ pub struct Options {
     pub state_dir: PathBuf,
     /// Where etcd binaries are found.
     pub binaries: Arc<Binaries>,
-}
-
-enum Msg {
-    Spec(Box<SpecState>),
-    Exited { member: String, crashed: bool },
-    Delete,
-}
-
-struct Worker {
-    tx: mpsc::UnboundedSender<Msg>,
-    task: JoinHandle<()>,
-    /// Fingerprint of the last spec sent.
-    sent: String,
 }
 
 /// A manifest problem that could not be tied to a cluster, for `status`.
@@ -143,6 +133,7 @@ pub async fn run(
         workers: HashMap::new(),
         missing_since: HashMap::new(),
         problems_written: None,
+        logged: HashSet::new(),
     };
     ctl.rescan().await;
     tokio::pin!(shutdown);
@@ -188,23 +179,8 @@ struct Local {
     missing_since: HashMap<String, Instant>,
     /// What the problems file holds, to rewrite it only on change.
     problems_written: Option<String>,
-}
-
-/// What a spec says, to send it to a cluster's task only when it changed.
-fn fingerprint(spec: &SpecState) -> String {
-    match spec {
-        SpecState::Valid {
-            resource, source, ..
-        } => format!(
-            "valid {} {:?}",
-            serde_json::to_string(resource).unwrap_or_default(),
-            source
-        ),
-        SpecState::Invalid { resource, message } => format!(
-            "invalid {} {message}",
-            serde_json::to_string(resource).unwrap_or_default()
-        ),
-    }
+    /// The manifest problems logged, to log each once while it lasts.
+    logged: HashSet<String>,
 }
 
 impl Local {
@@ -250,7 +226,7 @@ impl Local {
 
     /// What every manifest asks for, by cluster name, and the problems that
     /// name no cluster.
-    async fn desired(&self, loaded: Loaded) -> (HashMap<String, SpecState>, Vec<FileProblem>) {
+    async fn desired(&mut self, loaded: Loaded) -> (HashMap<String, SpecState>, Vec<FileProblem>) {
         let mut wanted = HashMap::new();
         let mut orphans = Vec::new();
         for (name, m) in loaded.clusters {
@@ -281,9 +257,14 @@ impl Local {
             };
             wanted.insert(name, spec);
         }
+        let mut logged = HashSet::new();
         for p in loaded.problems {
             let message = format!("{}: {}", p.file.display(), p.message);
-            tracing::error!("{message}");
+            // Logged once, not at every rescan.
+            if !self.logged.contains(&message) {
+                tracing::error!("{message}");
+            }
+            logged.insert(message.clone());
             // Every cluster the file names, and every one it defined before
             // (a name may be unreadable now): none of them reads as deleted.
             let mut names: Vec<String> = p
@@ -313,6 +294,7 @@ impl Local {
                 );
             }
         }
+        self.logged = logged;
         (wanted, orphans)
     }
 
@@ -426,49 +408,5 @@ impl Local {
         if let Err(e) = self.platform.delete_cluster(name).await {
             tracing::error!(cluster = %name, "cannot delete the cluster: {e}");
         }
-    }
-}
-
-/// One cluster's task: reconcile at once on every message, else when the
-/// last pass asked to come back.
-async fn work(mut cluster: Cluster<LocalPlatform>, mut rx: mpsc::UnboundedReceiver<Msg>) {
-    let mut next = Duration::ZERO;
-    loop {
-        let msg = tokio::select! {
-            m = rx.recv() => Some(m),
-            () = tokio::time::sleep(next) => None,
-        };
-        let mut pending = Vec::new();
-        match msg {
-            Some(Some(m)) => pending.push(m),
-            Some(None) => return,
-            None => {}
-        }
-        while let Ok(m) = rx.try_recv() {
-            pending.push(m);
-        }
-        for m in pending {
-            match m {
-                Msg::Spec(s) => {
-                    if let Err(e) = cluster.set_spec(*s).await {
-                        tracing::error!(cluster = %cluster.name(), "cannot take the new spec: {e}");
-                    }
-                }
-                Msg::Exited { member, crashed } => {
-                    tracing::info!(cluster = %cluster.name(), %member, crashed, "member process exited");
-                    cluster.member_exited(&member, crashed);
-                }
-                Msg::Delete => {
-                    let name = cluster.name().to_string();
-                    if let Err(e) = cluster.delete().await {
-                        tracing::error!(cluster = %name, "cannot delete the cluster: {e}");
-                    }
-                    return;
-                }
-            }
-        }
-        let out = cluster.reconcile().await;
-        tracing::debug!(cluster = %cluster.name(), next = ?out.next, step = ?out.step, "reconciled");
-        next = out.next;
     }
 }

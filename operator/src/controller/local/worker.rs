@@ -1,0 +1,88 @@
+//! A cluster's task in the local controller, and the messages it takes:
+//! spec changes, member exits and the order to delete the cluster.
+
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use crate::controller::{Cluster, SpecState};
+use crate::platform::local::LocalPlatform;
+
+/// What the controller tells a cluster's task.
+pub(super) enum Msg {
+    Spec(Box<SpecState>),
+    Exited { member: String, crashed: bool },
+    Delete,
+}
+
+pub(super) struct Worker {
+    pub(super) tx: mpsc::UnboundedSender<Msg>,
+    pub(super) task: JoinHandle<()>,
+    /// Fingerprint of the last spec sent.
+    pub(super) sent: String,
+}
+
+/// What a spec says, to send it to a cluster's task only when it changed.
+pub(super) fn fingerprint(spec: &SpecState) -> String {
+    match spec {
+        SpecState::Valid {
+            resource, source, ..
+        } => format!(
+            "valid {} {:?}",
+            serde_json::to_string(resource).unwrap_or_default(),
+            source
+        ),
+        SpecState::Invalid { resource, message } => format!(
+            "invalid {} {message}",
+            serde_json::to_string(resource).unwrap_or_default()
+        ),
+    }
+}
+
+/// One cluster's task: reconcile at once on every message, else when the
+/// last pass asked to come back.
+pub(super) async fn work(
+    mut cluster: Cluster<LocalPlatform>,
+    mut rx: mpsc::UnboundedReceiver<Msg>,
+) {
+    let mut next = Duration::ZERO;
+    loop {
+        let msg = tokio::select! {
+            m = rx.recv() => Some(m),
+            () = tokio::time::sleep(next) => None,
+        };
+        let mut pending = Vec::new();
+        match msg {
+            Some(Some(m)) => pending.push(m),
+            Some(None) => return,
+            None => {}
+        }
+        while let Ok(m) = rx.try_recv() {
+            pending.push(m);
+        }
+        for m in pending {
+            match m {
+                Msg::Spec(s) => {
+                    if let Err(e) = cluster.set_spec(*s).await {
+                        tracing::error!(cluster = %cluster.name(), "cannot take the new spec: {e}");
+                    }
+                }
+                Msg::Exited { member, crashed } => {
+                    tracing::info!(cluster = %cluster.name(), %member, crashed, "member process exited");
+                    cluster.member_exited(&member, crashed);
+                }
+                Msg::Delete => {
+                    let name = cluster.name().to_string();
+                    if let Err(e) = cluster.delete().await {
+                        tracing::error!(cluster = %name, "cannot delete the cluster: {e}");
+                    }
+                    return;
+                }
+            }
+        }
+        let out = cluster.reconcile().await;
+        tracing::debug!(cluster = %cluster.name(), next = ?out.next, step = ?out.step, "reconciled");
+        next = out.next;
+    }
+}
