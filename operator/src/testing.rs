@@ -93,7 +93,7 @@ pub fn etcdctl() -> PathBuf {
 /// A minimal manifest.
 pub fn manifest(name: &str, size: u32, version: &str) -> String {
     format!(
-        "apiVersion: etcdoperator.dev/v1alpha1\nkind: EtcdCluster\nmetadata:\n  name: {name}\n\
+        "apiVersion: etcdoperator.dev/v1alpha1\nkind: EtcdCluster\nmetadata:\n  name: \"{name}\"\n\
          spec:\n  size: {size}\n  version: \"{version}\"\n"
     )
 }

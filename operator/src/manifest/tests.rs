@@ -218,3 +218,15 @@ proptest::proptest! {
         proptest::prop_assert!(!loaded.clusters.is_empty() || !loaded.problems.is_empty());
     }
 }
+
+/// `on`, `off`, `yes`, `no` are booleans in YAML 1.1 (kubectl reads them
+/// so, and the API server then refuses a boolean name): quoted they are
+/// names.
+#[test]
+fn yaml_11_booleans_are_no_strings() {
+    let (_, msg) = problem(&DEMO.replace("{name: demo}", "{name: on}"));
+    assert!(msg.contains("metadata.name: must be a string"), "{msg}");
+    assert!(msg.contains("put it in quotes"), "{msg}");
+    let c = parse(&DEMO.replace("{name: demo}", "{name: \"on\"}")).expect("quoted");
+    assert_eq!(c[0].metadata.name.as_deref(), Some("on"));
+}
