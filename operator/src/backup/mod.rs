@@ -156,7 +156,11 @@ pub fn list(dir: &Path) -> Result<Vec<BackupMeta>> {
         if path.extension().and_then(|e| e.to_str()) != Some("json") {
             continue;
         }
+        // A meta names its own file (`NAME.json`): a name that is anything
+        // else (`../x`, a path) is not trusted, as retention deletes by it.
+        let stem = path.file_stem().and_then(|s| s.to_str());
         if let Ok(Some(meta)) = read_json::<BackupMeta>(&path)
+            && stem == Some(meta.name.as_str())
             && meta.path(dir).is_file()
         {
             out.push(meta);
@@ -368,5 +372,28 @@ pub(crate) mod tests {
         assert!(e.to_string().contains("trailer"), "{e}");
         std::fs::write(&p, b"not a snapshot at all, just some text here").expect("write");
         assert!(check_file(&p, None).is_err());
+    }
+
+    /// A meta whose name is not its own file's could make retention delete
+    /// anything: it is not listed.
+    #[test]
+    fn a_meta_naming_another_file_is_not_listed() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let dir = root.path().join("backups");
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let outside = root.path().join("precious.db");
+        fake_snapshot(&outside, b"keep me");
+        let sha = check_file(&outside, None).expect("good");
+        write_meta(&dir, &meta("../precious", 1, sha.clone())).expect("meta");
+        std::fs::rename(dir.join("../precious.json"), dir.join("evil.json")).expect("mv");
+        fake_snapshot(&dir.join("b1.db"), b"fine");
+        let good = check_file(&dir.join("b1.db"), None).expect("good");
+        write_meta(&dir, &meta("b1", 2, good)).expect("meta");
+        let names: Vec<String> = list(&dir)
+            .expect("list")
+            .into_iter()
+            .map(|m| m.name)
+            .collect();
+        assert_eq!(names, ["b1"]);
     }
 }
