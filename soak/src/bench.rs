@@ -229,7 +229,7 @@ pub async fn run(a: Args) -> Result<String, Error> {
     );
     let pool = Arc::new(Pool::new());
     let (_eps_tx, eps_rx) = watch::channel(urls.clone());
-    let (stop_tx, stop_rx) = watch::channel(false);
+    let stop = tokio_util::sync::CancellationToken::new();
     let state = load::shared();
     let cfg = load::Config {
         writers: n,
@@ -240,11 +240,16 @@ pub async fn run(a: Args) -> Result<String, Error> {
         timeout: Duration::from_secs(5),
         seed: 1,
         allow_rollback: false,
+        // Puts only, like check perf; nothing recorded.
+        txn_share: 0.0,
+        history: None,
+        clock: crate::ops::Clock::new(),
+        sabotage: None,
     };
     let started = Instant::now();
-    let task = tokio::spawn(load::run(cfg, pool, eps_rx, state.clone(), stop_rx));
+    let task = tokio::spawn(load::run(cfg, pool, eps_rx, state.clone(), stop.clone()));
     tokio::time::sleep(a.duration.get()).await;
-    let _ = stop_tx.send(true);
+    stop.cancel();
     let _ = tokio::time::timeout(Duration::from_secs(30), task).await;
     let elapsed = started.elapsed().as_secs_f64();
     let ours = {

@@ -18,6 +18,9 @@ pub enum Error {
     /// etcd or the connection failed.
     #[error("{0}")]
     Etcd(String),
+    /// No connection could be made: the request was never sent.
+    #[error("not sent: {0}")]
+    Unreachable(String),
 }
 
 impl Error {
@@ -25,6 +28,7 @@ impl Error {
     pub fn short(&self) -> String {
         match self {
             Error::Timeout(d) => format!("no answer within {d:?}"),
+            Error::Unreachable(m) => format!("not sent: {}", Error::Etcd(m.clone()).short()),
             Error::Etcd(m) => {
                 if m.contains("Connection refused") {
                     return "connection refused".into();
@@ -42,6 +46,7 @@ impl Error {
     pub fn category(&self) -> String {
         match self {
             Error::Timeout(_) => "timeout".into(),
+            Error::Unreachable(_) => "unreachable".into(),
             Error::Etcd(m) => {
                 let m = m.to_lowercase();
                 for (needle, cat) in [
@@ -111,14 +116,18 @@ impl Pool {
     }
 
     /// Runs `f` on the client of `url`, the whole call (connect included)
-    /// bounded by `timeout`; forgets the client on failure.
+    /// bounded by `timeout`; forgets the client on failure. A failure to
+    /// connect is [`Error::Unreachable`]: the request was not sent.
     pub async fn call<T, F, Fut>(&self, url: &str, timeout: Duration, f: F) -> Result<T, Error>
     where
         F: FnOnce(Client) -> Fut,
         Fut: std::future::Future<Output = Result<T, etcd_client::Error>>,
     {
         let run = async {
-            let client = self.get(url, timeout).await?;
+            let client = self.get(url, timeout).await.map_err(|e| match e {
+                Error::Etcd(m) => Error::Unreachable(m),
+                other => other,
+            })?;
             f(client).await.map_err(|e| Error::Etcd(e.to_string()))
         };
         let r = match tokio::time::timeout(timeout, run).await {

@@ -2,11 +2,13 @@
 //! client load, checked continuously against invariants and, at the end,
 //! against the bounds of a scenario.
 //!
-//! `scenario` (parse and validate) -> `runner` (processes, `load`, `probe`)
-//! -> `invariants` (pure checkers over the recorded histories) -> `report`.
+//! `scenario` (parse and validate) -> `runner` (processes, `load`, `probe`,
+//! `watch`), recording into `data` -> `invariants`, `lin` and
+//! `watch::check` (pure checkers over the recorded histories) -> `report`.
 
 pub mod bench;
 pub mod client;
+pub mod data;
 pub mod history;
 pub mod invariants;
 pub mod lin;
@@ -18,3 +20,4 @@ pub mod progress;
 pub mod report;
 pub mod runner;
 pub mod scenario;
+pub mod watch;

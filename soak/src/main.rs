@@ -81,9 +81,14 @@ struct RunArgs {
     /// Namespace of the EtcdCluster (kube platform).
     #[arg(long, default_value = "default", env = "SOAK_NAMESPACE")]
     namespace: String,
-    /// Plain log lines even on a terminal (no live status line).
+    /// Plain log lines even on a terminal (no live view).
     #[arg(long, env = "SOAK_NO_PROGRESS")]
     no_progress: bool,
+    /// Deliberately break the client, to show that the soak catches it
+    /// (for testing the soak itself; such a run must fail).
+    /// `ack-unsent-writes`: one put in 20 is acknowledged without being sent.
+    #[arg(long, value_enum, env = "SOAK_SABOTAGE")]
+    sabotage: Option<soak::load::Sabotage>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -180,6 +185,7 @@ fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
         kubeconfig: a.kubeconfig,
         namespace: a.namespace,
         tty: !a.no_progress,
+        sabotage: a.sabotage,
     };
     if let Err(e) = runner::check_binaries(&opts) {
         eprintln!("error: {e}");

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use etcd_operator::crd::EtcdCluster;
 use tokio::sync::{Semaphore, watch};
+use tokio_util::sync::CancellationToken;
 
 use crate::client::Pool;
 use crate::history::{Checkpoint, Listed, MemberView, Ms, Phase, Published, Sample, now_ms};
@@ -363,7 +364,7 @@ pub async fn run(
     rec: SharedRecorder,
     interval: Duration,
     endpoints: watch::Sender<Vec<String>>,
-    mut stop: watch::Receiver<bool>,
+    stop: CancellationToken,
 ) {
     let permits = Arc::new(Semaphore::new(IN_FLIGHT));
     let mut tick = tokio::time::interval(interval);
@@ -371,10 +372,7 @@ pub async fn run(
     loop {
         tokio::select! {
             _ = tick.tick() => {}
-            _ = stop.changed() => break,
-        }
-        if *stop.borrow() {
-            break;
+            _ = stop.cancelled() => break,
         }
         let Ok(permit) = permits.clone().try_acquire_owned() else {
             continue; // every slot busy: skip this tick
@@ -407,7 +405,7 @@ pub async fn checkpoints(
     prober: Arc<Prober>,
     rec: SharedRecorder,
     every: Duration,
-    mut stop: watch::Receiver<bool>,
+    stop: CancellationToken,
 ) {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -415,7 +413,7 @@ pub async fn checkpoints(
     loop {
         tokio::select! {
             _ = tick.tick() => {}
-            _ = stop.changed() => return,
+            _ = stop.cancelled() => return,
         }
         let latest = {
             let r = lock(&rec);

@@ -1,12 +1,17 @@
-//! What a run shows while it runs: on a terminal one status line redrawn
-//! every second (elapsed, faults, recoveries, violations so far); otherwise
-//! a plain log line every 10 seconds and whenever a count changes.
+//! What a run shows while it runs. On a terminal, a live view (indicatif):
+//! a bar of the run's duration with elapsed time, faults and recoveries,
+//! client operations per second and their p99 latency over the last
+//! seconds, violations so far and the cluster's health, redrawn every
+//! second, with messages printed above it. Otherwise a plain log line every
+//! 10 seconds and whenever a count changes.
 
 use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
 
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
 /// The counts shown.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Tally {
     /// run, settle or done.
     pub phase: &'static str,
@@ -22,23 +27,40 @@ pub struct Tally {
     pub violations: usize,
     /// Writes acknowledged.
     pub writes: u64,
+    /// Client operations answered per second, lately.
+    pub ops_per_s: f64,
+    /// Their p99 latency lately, ms.
+    pub p99_ms: Option<f64>,
     /// The newest probe found the cluster healthy.
     pub healthy: bool,
 }
 
 impl Tally {
-    /// One line.
-    pub fn line(&self) -> String {
+    /// The counts, without the time.
+    pub fn counts(&self) -> String {
         format!(
-            "[{phase}] {el}/{dur}  faults {f}  recovered {r}  violations {v}  writes {w}  cluster {h}",
-            phase = self.phase,
-            el = hms(self.elapsed),
-            dur = hms(self.duration),
+            "faults {f}  recovered {r}  {ops:.0} ops/s  p99 {p99}  violations {v}  writes {w}  cluster {h}",
             f = self.faults,
             r = self.recovered,
+            ops = self.ops_per_s,
+            p99 = self
+                .p99_ms
+                .map(|p| format!("{p:.1}ms"))
+                .unwrap_or_else(|| "-".into()),
             v = self.violations,
             w = self.writes,
             h = if self.healthy { "healthy" } else { "UNHEALTHY" },
+        )
+    }
+
+    /// One line.
+    pub fn line(&self) -> String {
+        format!(
+            "[{phase}] {el}/{dur}  {counts}",
+            phase = self.phase,
+            el = hms(self.elapsed),
+            dur = hms(self.duration),
+            counts = self.counts()
         )
     }
 }
@@ -51,38 +73,49 @@ fn hms(d: Duration) -> String {
 /// The display.
 #[derive(Debug)]
 pub struct Progress {
-    tty: bool,
-    drawn: bool,
+    bar: Option<ProgressBar>,
     last: Option<(Instant, Tally)>,
 }
 
 impl Progress {
-    /// A display; `tty` when stderr is a terminal and asked for.
-    pub fn new(tty: bool) -> Self {
-        Progress {
-            tty: tty && std::io::stderr().is_terminal(),
-            drawn: false,
-            last: None,
-        }
+    /// A display for a run of `duration`; live when `tty` is asked for and
+    /// stderr is a terminal.
+    pub fn new(tty: bool, duration: Duration) -> Self {
+        let bar = (tty && std::io::stderr().is_terminal()).then(|| {
+            let b = ProgressBar::with_draw_target(
+                Some(duration.as_secs().max(1)),
+                ProgressDrawTarget::stderr_with_hz(2),
+            );
+            b.set_style(
+                ProgressStyle::with_template(
+                    "{spinner:.green} [{prefix}] {elapsed_precise} {wide_bar:.cyan/blue} {pos}/{len}s\n  {msg}",
+                )
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> "),
+            );
+            b.set_prefix("start");
+            b
+        });
+        Progress { bar, last: None }
     }
 
     /// A message on a line of its own.
     pub fn say(&mut self, msg: &str) {
-        let mut err = std::io::stderr().lock();
-        if self.drawn {
-            let _ = write!(err, "\r\x1b[2K");
-            self.drawn = false;
+        match &self.bar {
+            Some(b) => b.println(msg),
+            None => {
+                let _ = writeln!(std::io::stderr().lock(), "{msg}");
+            }
         }
-        let _ = writeln!(err, "{msg}");
     }
 
     /// Shows the counts.
     pub fn update(&mut self, t: &Tally) {
-        let mut err = std::io::stderr().lock();
-        if self.tty {
-            let _ = write!(err, "\r\x1b[2K{}", t.line());
-            let _ = err.flush();
-            self.drawn = true;
+        if let Some(b) = &self.bar {
+            b.set_prefix(t.phase);
+            b.set_position(t.elapsed.as_secs().min(t.duration.as_secs()));
+            b.set_message(t.counts());
+            b.tick();
             return;
         }
         let due = match &self.last {
@@ -94,16 +127,15 @@ impl Progress {
             }
         };
         if due {
-            let _ = writeln!(err, "{}", t.line());
+            let _ = writeln!(std::io::stderr().lock(), "{}", t.line());
             self.last = Some((Instant::now(), t.clone()));
         }
     }
 
-    /// Ends the status line.
+    /// Ends the live view (its last state stays on screen).
     pub fn finish(&mut self) {
-        if self.drawn {
-            let _ = writeln!(std::io::stderr());
-            self.drawn = false;
+        if let Some(b) = self.bar.take() {
+            b.abandon();
         }
     }
 }
@@ -122,11 +154,17 @@ mod tests {
             recovered: 2,
             violations: 0,
             writes: 1234,
+            ops_per_s: 199.6,
+            p99_ms: Some(12.34),
             healthy: false,
         };
         assert_eq!(
             t.line(),
-            "[run] 0:01:15/1:00:00  faults 3  recovered 2  violations 0  writes 1234  cluster UNHEALTHY"
+            "[run] 0:01:15/1:00:00  faults 3  recovered 2  200 ops/s  p99 12.3ms  violations 0  writes 1234  cluster UNHEALTHY"
         );
+        let mut p = Progress::new(false, Duration::from_secs(10));
+        assert!(p.bar.is_none(), "no live view without a terminal");
+        p.update(&t);
+        p.finish();
     }
 }

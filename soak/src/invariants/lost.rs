@@ -45,7 +45,13 @@ pub fn judge(
         return Verdict::Present; // nothing was acknowledged
     };
     let found_id = found.and_then(|(v, _)| WriteId::parse(v));
-    if found_id == Some(expected.id) || found_id.is_some_and(|f| state.uncertain.contains(&f)) {
+    let uncertain = found_id.is_some_and(|f| state.uncertain.contains(&f));
+    let present = if expected.tombstone {
+        found.is_none() || uncertain
+    } else {
+        found_id == Some(expected.id) || uncertain || (found.is_none() && state.uncertain_delete)
+    };
+    if present {
         return Verdict::Present;
     }
     if let Some(restores) = restores
@@ -64,6 +70,9 @@ pub fn judge(
     }
     let found = match (found, found_id) {
         (None, _) => "the key is absent".to_string(),
+        (Some((_, rev)), Some(id)) if expected.tombstone => {
+            format!("{id} (revision {rev}) although the key was deleted")
+        }
         (Some((_, rev)), Some(id)) => format!("{id} (revision {rev})"),
         (Some((v, rev)), None) => format!(
             "a value the load never wrote ({:?}, revision {rev})",
@@ -105,9 +114,13 @@ pub fn check<'a>(
                     at,
                     Check::LostWrites,
                     format!(
-                        "{}: acknowledged write {} (revision {}, acknowledged at {}) is lost; found {found}",
+                        "{}: acknowledged {} (revision {}, acknowledged at {}) is lost; found {found}",
                         key_name(key),
-                        expected.id,
+                        if expected.tombstone {
+                            "delete".to_string()
+                        } else {
+                            format!("write {}", expected.id)
+                        },
                         expected.revision,
                         crate::history::rfc3339(expected.at)
                     ),
@@ -185,6 +198,27 @@ mod tests {
         finals.insert(1, (b"garbage".to_vec(), 13));
         let o = run(&l, &finals, false);
         assert!(o.violations[0].message.contains("never wrote"));
+    }
+
+    #[test]
+    fn an_acknowledged_delete_must_leave_the_key_absent() {
+        let mut l = Ledger::new();
+        l.ack(1, id(0, 1), 10, 1);
+        l.ack_delete(1, id(0, 2), 11, 2);
+        let mut finals = HashMap::new();
+        assert_eq!(run(&l, &finals, false).lost, 0);
+        finals.insert(1, (id(0, 1).value(32).into_bytes(), 10));
+        let o = run(&l, &finals, false);
+        assert_eq!(o.lost, 1);
+        assert!(
+            o.violations[0].message.contains("acknowledged delete"),
+            "{o:?}"
+        );
+        // A delete whose outcome is unknown may have removed a value.
+        let mut l = Ledger::new();
+        l.ack(2, id(0, 1), 10, 1);
+        l.uncertain_delete(2);
+        assert_eq!(run(&l, &HashMap::new(), false).lost, 0);
     }
 
     #[test]

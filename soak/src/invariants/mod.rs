@@ -10,6 +10,8 @@
 //! | KV hashes equal at checkpoints | [`hash`] |
 //! | backup age | [`backup`] |
 //! | no acknowledged write lost | [`lost`] |
+//! | the history is linearizable | [`crate::lin`] |
+//! | watches are ordered, complete, match the history and the end | [`crate::watch::check`] |
 
 pub mod backup;
 pub mod hash;
@@ -49,6 +51,11 @@ pub enum Check {
     LostWrites,
     /// Fewer faults injected than bounds.minFaults.
     Faults,
+    /// The history of client operations is not linearizable.
+    Linearizability,
+    /// A watch broke a guarantee (order, gaps, events not in the history,
+    /// replay different from the final state).
+    Watch,
     /// The run itself could not be completed (final checks impossible).
     Run,
 }
@@ -68,6 +75,8 @@ impl Check {
             Check::BackupAge => "backup-age",
             Check::LostWrites => "lost-writes",
             Check::Faults => "faults",
+            Check::Linearizability => "linearizability",
+            Check::Watch => "watch",
             Check::Run => "run",
         }
     }

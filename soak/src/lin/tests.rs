@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use super::*;
-use crate::ops::Found;
+use crate::ops::{Found, Kind, Record, Status};
 
 fn rec(id: u64, client: &str, op: Kind, key: &str, call: Us, ret: Us) -> Record {
     let mut r = Record::new(client, op, key, call);
@@ -55,8 +55,7 @@ fn cas(
     expect: i64,
     value: &str,
     t: (Us, Us),
-    ok: bool,
-    rev: i64,
+    (ok, rev): (bool, i64),
 ) -> Record {
     let mut r = rec(id, client, Kind::Cas, key, t.0, t.1);
     r.expect_mod_rev = Some(expect);
@@ -109,8 +108,8 @@ fn a_correct_concurrent_history_is_accepted() {
         get(2, "r0", K, (20, 60), 10, Some(("w0#1", 10))),
         get(3, "r1", K, (30, 120), 11, Some(("w1#1", 11))),
         get(4, "r0", K, (130, 140), 11, Some(("w1#1", 11))),
-        cas(5, "w0", K, 11, "w0#2", (150, 160), true, 12),
-        cas(6, "w1", K, 11, "w1#2", (155, 170), false, 12),
+        cas(5, "w0", K, 11, "w0#2", (150, 160), (true, 12)),
+        cas(6, "w1", K, 11, "w1#2", (155, 170), (false, 12)),
         delete(7, "w0", K, (180, 190), 1, 13),
         get(8, "r1", K, (200, 210), 13, None),
         delete(9, "w1", K, (220, 230), 0, 13),
@@ -175,10 +174,10 @@ fn a_value_nobody_wrote_is_caught() {
 fn a_cas_that_succeeded_against_the_wrong_revision_is_caught() {
     let h = [
         put(0, "w0", K, "w0#1", (0, 10), 5),
-        cas(1, "w1", K, 4, "w1#1", (20, 30), true, 6),
+        cas(1, "w1", K, 4, "w1#1", (20, 30), (true, 6)),
     ];
     assert_eq!(kinds(&run(&h)), vec![FindingKind::NotLinearizable]);
-    let mut failed = cas(1, "w1", K, 5, "w1#1", (20, 30), false, 6);
+    let mut failed = cas(1, "w1", K, 5, "w1#1", (20, 30), (false, 6));
     failed.found = Some(Found {
         value: "w0#1".into(),
         mod_rev: 5,

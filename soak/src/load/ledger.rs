@@ -1,8 +1,10 @@
 //! The ledger: every write the load sent, per key, with what became of it.
-//! An acknowledged write is kept with its revision; a write whose outcome is
+//! An acknowledged write (a put, a compare-and-set that swapped, a delete
+//! that deleted) is kept with its revision; a write whose outcome is
 //! unknown (error or timeout: it may still have been applied) is kept as
-//! uncertain. At the end each key's value must be its newest acknowledged
-//! write or an uncertain one ([`crate::invariants::lost`]).
+//! uncertain. At the end each key must hold its newest acknowledged write
+//! (be absent when that was a delete) or an uncertain one
+//! ([`crate::invariants::lost`]).
 //!
 //! Values name their write: `WWWW-SSSSSSSSSSSS-` (writer, sequence) padded
 //! to the value size.
@@ -50,8 +52,10 @@ impl std::fmt::Display for WriteId {
 /// An acknowledged write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Acked {
-    /// Which.
+    /// Which (for a delete, the id the deleting session had next).
     pub id: WriteId,
+    /// A delete: the key must be absent.
+    pub tombstone: bool,
     /// Restore epoch it was acknowledged in (0 unless a restore rolled the
     /// cluster back).
     pub epoch: u32,
@@ -68,6 +72,8 @@ pub struct KeyState {
     pub newest: Option<Acked>,
     /// Writes whose outcome is unknown.
     pub uncertain: Vec<WriteId>,
+    /// A delete whose outcome is unknown was sent.
+    pub uncertain_delete: bool,
     /// Writes acknowledged in all.
     pub acked: u64,
 }
@@ -94,8 +100,18 @@ impl Ledger {
 
     /// Records an acknowledged write.
     pub fn ack(&mut self, key: u32, id: WriteId, revision: i64, at: Ms) {
+        self.record(key, id, false, revision, at);
+    }
+
+    /// Records an acknowledged delete that deleted the key.
+    pub fn ack_delete(&mut self, key: u32, id: WriteId, revision: i64, at: Ms) {
+        self.record(key, id, true, revision, at);
+    }
+
+    fn record(&mut self, key: u32, id: WriteId, tombstone: bool, revision: i64, at: Ms) {
         let a = Acked {
             id,
+            tombstone,
             epoch: self.epoch,
             revision,
             at,
@@ -114,6 +130,12 @@ impl Ledger {
     /// Records a write whose outcome is unknown.
     pub fn uncertain(&mut self, key: u32, id: WriteId) {
         self.keys.entry(key).or_default().uncertain.push(id);
+        self.uncertain += 1;
+    }
+
+    /// Records a delete whose outcome is unknown.
+    pub fn uncertain_delete(&mut self, key: u32) {
+        self.keys.entry(key).or_default().uncertain_delete = true;
         self.uncertain += 1;
     }
 
@@ -209,5 +231,10 @@ mod tests {
         );
         assert_eq!(l.floor(1), 3);
         assert_eq!(l.floor(0), 10);
+        l.ack_delete(7, b, 5, 10);
+        let n = l.newest(7).expect("newest");
+        assert!(n.tombstone && n.revision == 5, "{n:?}");
+        l.uncertain_delete(8);
+        assert_eq!(l.uncertain_count(), 1);
     }
 }

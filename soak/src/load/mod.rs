@@ -1,27 +1,41 @@
 //! Client load: writers and readers at a set rate over a key space, each a
 //! client session spreading its requests over all endpoints in turn.
+//! Writers put, and a share of their operations are transactions: a
+//! compare-and-set on the key's mod revision, or a delete.
 //!
-//! Every acknowledged write goes into the [`ledger::Ledger`]; every response's
-//! header revision is checked per session ([`crate::invariants::revisions`]);
-//! every read is checked against the newest write acknowledged before it
-//! started (no stale reads).
+//! Every operation goes into the history (`history.jsonl`, [`crate::ops`])
+//! for the linearizability check; every acknowledged write goes into the
+//! [`ledger::Ledger`]; every response's header revision is checked per
+//! session ([`crate::invariants::revisions`]); every read is checked against
+//! the newest write acknowledged before it started (no stale reads).
 
 pub mod ledger;
+mod worker;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
+use rand::SeedableRng;
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
-use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
-use self::ledger::{Ledger, WriteId, key_name};
+use self::ledger::Ledger;
+use self::worker::Worker;
 use crate::client::Pool;
-use crate::history::now_ms;
 use crate::invariants::Violation;
-use crate::invariants::revisions::{Sessions, stale_read};
+use crate::invariants::revisions::Sessions;
+use crate::ops::Clock;
+use crate::ops::file::Writer;
+
+/// A deliberately broken client, to show that the soak catches one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Sabotage {
+    /// One write in 20 is acknowledged (revision: the last the session saw
+    /// plus one) without ever being sent to etcd.
+    AckUnsentWrites,
+}
 
 /// Settings of the load.
 #[derive(Clone, Debug)]
@@ -42,7 +56,20 @@ pub struct Config {
     pub seed: u64,
     /// A restore may roll revisions back (scenario dataLoss: sinceBackup).
     pub allow_rollback: bool,
+    /// Share of writer operations that are compare-and-sets (0 to 1); as
+    /// many again, halved, are deletes.
+    pub txn_share: f64,
+    /// Where every operation is recorded (none: not recorded).
+    pub history: Option<Arc<Writer>>,
+    /// The clock of the history.
+    pub clock: Clock,
+    /// A deliberately broken client.
+    pub sabotage: Option<Sabotage>,
 }
+
+/// Share of writer operations that are compare-and-sets by default (and
+/// half as many deletes).
+pub const TXN_SHARE: f64 = 0.1;
 
 /// Counters and latencies.
 #[derive(Debug)]
@@ -63,6 +90,57 @@ pub struct Stats {
     pub errors: BTreeMap<String, u64>,
     /// Revision rollbacks accepted (restores).
     pub rollbacks: u64,
+    /// Compare-and-sets answered, and of those swapped.
+    pub cas: (u64, u64),
+    /// Deletes answered.
+    pub deletes: u64,
+    /// Latencies of the last seconds, for the live view.
+    pub recent: Window,
+}
+
+/// Latencies of the last few seconds: operations per second and p99 now.
+#[derive(Debug, Default)]
+pub struct Window {
+    entries: std::collections::VecDeque<(Instant, u32)>,
+}
+
+/// How far back [`Window`] looks.
+const WINDOW: Duration = Duration::from_secs(5);
+
+impl Window {
+    /// Counts one answered operation of `us` µs.
+    pub fn push(&mut self, us: u64) {
+        let now = Instant::now();
+        self.entries
+            .push_back((now, u32::try_from(us).unwrap_or(u32::MAX)));
+        while self
+            .entries
+            .front()
+            .is_some_and(|(t, _)| now.duration_since(*t) > WINDOW)
+        {
+            self.entries.pop_front();
+        }
+    }
+
+    /// Operations per second and their p99 latency (ms) over the window.
+    pub fn now(&self) -> (f64, Option<f64>) {
+        let now = Instant::now();
+        let mut v: Vec<u32> = self
+            .entries
+            .iter()
+            .filter(|(t, _)| now.duration_since(*t) <= WINDOW)
+            .map(|e| e.1)
+            .collect();
+        if v.is_empty() {
+            return (0.0, None);
+        }
+        v.sort_unstable();
+        let i = ((0.99 * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1;
+        (
+            v.len() as f64 / WINDOW.as_secs_f64(),
+            Some(f64::from(v[i]) / 1000.0),
+        )
+    }
 }
 
 impl Default for Stats {
@@ -76,6 +154,9 @@ impl Default for Stats {
             reads_failed: 0,
             errors: BTreeMap::new(),
             rollbacks: 0,
+            cas: (0, 0),
+            deletes: 0,
+            recent: Window::default(),
         }
     }
 }
@@ -111,19 +192,19 @@ pub fn lock(s: &Shared) -> std::sync::MutexGuard<'_, State> {
     s.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Runs every session until `stop` turns true; returns when all have ended
-/// (each finishes its operation in flight, bounded by the timeout).
+/// Runs every session until `stop` is cancelled; returns when all have
+/// ended (each finishes its operation in flight, bounded by the timeout).
 pub async fn run(
     cfg: Config,
     pool: Arc<Pool>,
-    endpoints: watch::Receiver<Vec<String>>,
+    endpoints: tokio::sync::watch::Receiver<Vec<String>>,
     state: Shared,
-    stop: watch::Receiver<bool>,
+    stop: CancellationToken,
 ) {
     let sessions = cfg.writers + cfg.readers;
     let period =
         (cfg.rate > 0).then(|| Duration::from_secs_f64(f64::from(sessions) / f64::from(cfg.rate)));
-    let mut tasks = Vec::new();
+    let mut tasks = tokio::task::JoinSet::new();
     for n in 0..sessions {
         let writer = n < cfg.writers;
         let worker = Worker {
@@ -136,159 +217,18 @@ pub async fn run(
             rng: StdRng::seed_from_u64(cfg.seed.wrapping_mul(1_000_003).wrapping_add(u64::from(n))),
             seq: 0,
             turn: n as usize,
+            mod_revs: std::collections::HashMap::new(),
+            last_rev: 0,
         };
-        tasks.push(tokio::spawn(worker.run(period, stop.clone())));
+        tasks.spawn(worker.run(period, stop.clone()));
     }
-    for t in tasks {
-        let _ = t.await;
-    }
-}
-
-struct Worker {
-    cfg: Config,
-    number: u32,
-    writer: bool,
-    pool: Arc<Pool>,
-    endpoints: watch::Receiver<Vec<String>>,
-    state: Shared,
-    rng: StdRng,
-    seq: u64,
-    turn: usize,
-}
-
-impl Worker {
-    fn session(&self) -> String {
-        format!("{}{}", if self.writer { "w" } else { "r" }, self.number)
-    }
-
-    async fn run(mut self, period: Option<Duration>, mut stop: watch::Receiver<bool>) {
-        let mut tick = period.map(|p| {
-            let mut i = tokio::time::interval(p);
-            i.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-            i
-        });
-        loop {
-            if *stop.borrow() {
-                return;
-            }
-            if let Some(t) = tick.as_mut() {
-                tokio::select! {
-                    _ = t.tick() => {}
-                    _ = stop.changed() => return,
-                }
-            }
-            let url = {
-                let eps = self.endpoints.borrow();
-                if eps.is_empty() {
-                    None
-                } else {
-                    self.turn = self.turn.wrapping_add(1);
-                    Some(eps[self.turn % eps.len()].clone())
-                }
-            };
-            let Some(url) = url else {
-                tokio::select! {
-                    _ = tokio::time::sleep(Duration::from_millis(100)) => {}
-                    _ = stop.changed() => return,
-                }
-                continue;
-            };
-            if self.writer {
-                self.write(&url).await;
-            } else {
-                self.read(&url).await;
-            }
-        }
-    }
-
-    async fn write(&mut self, url: &str) {
-        let key = self.rng.random_range(0..self.cfg.keys.max(1));
-        self.seq += 1;
-        let id = WriteId {
-            writer: self.number,
-            seq: self.seq,
-        };
-        let value = id.value(self.cfg.value_size);
-        let name = key_name(key);
-        let started = Instant::now();
-        let r = self
-            .pool
-            .call(url, self.cfg.timeout, |mut c| async move {
-                c.put(name, value, None).await
-            })
-            .await;
-        let took = started.elapsed();
-        let at = now_ms();
-        let session = self.session();
-        let mut st = lock(&self.state);
-        match r {
-            Ok(resp) => {
-                let rev = resp.header().map(|h| h.revision()).unwrap_or_default();
-                observe(&mut st, &session, at, rev, "put", self.cfg.allow_rollback);
-                st.ledger.ack(key, id, rev, at);
-                st.stats.writes_ok += 1;
-                let _ = st.stats.write_us.record(micros(took));
-            }
-            Err(e) => {
-                st.ledger.uncertain(key, id);
-                st.stats.writes_failed += 1;
-                *st.stats
-                    .errors
-                    .entry(format!("put: {}", e.category()))
-                    .or_default() += 1;
-            }
-        }
-    }
-
-    async fn read(&mut self, url: &str) {
-        let key = self.rng.random_range(0..self.cfg.keys.max(1));
-        let name = key_name(key);
-        let (before, started_ms) = {
-            let st = lock(&self.state);
-            (st.ledger.newest(key), now_ms())
-        };
-        let started = Instant::now();
-        let get_name = name.clone();
-        let r = self
-            .pool
-            .call(url, self.cfg.timeout, |mut c| async move {
-                c.get(get_name, None).await
-            })
-            .await;
-        let took = started.elapsed();
-        let at = now_ms();
-        let session = self.session();
-        let mut st = lock(&self.state);
-        match r {
-            Ok(resp) => {
-                let rev = resp.header().map(|h| h.revision()).unwrap_or_default();
-                let rolled = observe(&mut st, &session, at, rev, "get", self.cfg.allow_rollback);
-                let got = resp.kvs().first().map(|kv| kv.mod_revision()).unwrap_or(0);
-                if let Some(b) = before
-                    && b.epoch == st.ledger.epoch()
-                    && !rolled
-                    && let Some(v) = stale_read(&name, started_ms, b.revision, b.at, got)
-                {
-                    push(&mut st, v);
-                }
-                st.stats.reads_ok += 1;
-                let _ = st.stats.read_us.record(micros(took));
-            }
-            Err(e) => {
-                st.stats.reads_failed += 1;
-                *st.stats
-                    .errors
-                    .entry(format!("get: {}", e.category()))
-                    .or_default() += 1;
-            }
-        }
-    }
+    while tasks.join_next().await.is_some() {}
 }
 
 /// Most client-side violations kept while running (the rest are counted).
 pub const KEEP_VIOLATIONS: usize = 1000;
 
-fn push(st: &mut State, v: Violation) {
+pub(crate) fn push(st: &mut State, v: Violation) {
     if st.violations.len() < KEEP_VIOLATIONS {
         st.violations.push(v);
     } else {
@@ -299,7 +239,7 @@ fn push(st: &mut State, v: Violation) {
 /// Checks a session's revision; a rollback is accepted (and starts a new
 /// ledger epoch) when the scenario allows restores. Returns whether this
 /// response was a rollback.
-fn observe(
+pub(crate) fn observe(
     st: &mut State,
     session: &str,
     at: u64,
@@ -335,6 +275,6 @@ fn observe(
     }
 }
 
-fn micros(d: Duration) -> u64 {
+pub(crate) fn micros(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX).max(1)
 }

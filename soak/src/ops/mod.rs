@@ -92,7 +92,8 @@ pub enum Status {
     /// that does not say it was not applied): it may or may not have taken
     /// effect, then or later.
     Unknown,
-    /// A read that got no answer: it has no effect and is not checked.
+    /// A read that got no answer, or a write that was never sent (no
+    /// connection could be made): no effect, not checked.
     Failed,
 }
 

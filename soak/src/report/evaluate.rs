@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::RunData;
+pub use super::checked::Percentiles;
 use crate::history::rfc3339;
 use crate::invariants::recovery::{self, FaultEvent, Recovery, Span, Stats, fmt_ms};
 use crate::invariants::{Check, Violation, backup};
@@ -61,6 +62,15 @@ pub struct Summary {
     pub lost_writes: Option<usize>,
     /// Writes rolled back by a restore (accepted).
     pub rolled_back: Option<usize>,
+    /// The top of each latency histogram (ms): recovery, write, read.
+    pub latency_ms: BTreeMap<String, Percentiles>,
+    /// Operations in history.jsonl.
+    pub history_ops: u64,
+    /// The linearizability check: counts, keys, unknown keys, findings
+    /// (each with its smallest failing sub-history and timeline).
+    pub linearizability: Option<crate::lin::Report>,
+    /// The watch checks: per watcher, and every broken guarantee.
+    pub watch: Option<crate::watch::check::Report>,
     /// Violations per check.
     pub violation_counts: BTreeMap<String, usize>,
     /// Every violation, in time order.
@@ -289,6 +299,7 @@ pub fn evaluate(d: &RunData) -> (Summary, Derived) {
             pass: ok,
         });
     }
+    super::checked::rows(d, &mut rows, &mut v);
     for e in &d.errors {
         v.push(Violation::new(d.run_end, Check::Run, e.clone()));
     }
@@ -305,6 +316,22 @@ pub fn evaluate(d: &RunData) -> (Summary, Derived) {
         *counts.entry(x.check.as_str().to_string()).or_insert(0) += 1;
     }
     let pass = v.is_empty() && rows.iter().all(|r| r.pass);
+    let mut latency_ms = BTreeMap::new();
+    let recovery_hist = super::hist::of(
+        &recs
+            .iter()
+            .map(|r| r.millis_until(end))
+            .collect::<Vec<u64>>(),
+    );
+    for (name, h, scale) in [
+        ("recovery", &recovery_hist, 1.0),
+        ("write", &d.load.write_us, 1000.0),
+        ("read", &d.load.read_us, 1000.0),
+    ] {
+        if let Some(p) = Percentiles::of(h, scale) {
+            latency_ms.insert(name.to_string(), p);
+        }
+    }
     let summary = Summary {
         scenario: s.name.clone(),
         platform: format!("{:?}", d.platform).to_lowercase(),
@@ -323,6 +350,10 @@ pub fn evaluate(d: &RunData) -> (Summary, Derived) {
         errors_by_category: d.load.errors.clone(),
         lost_writes: lost_n,
         rolled_back: rolled,
+        latency_ms,
+        history_ops: d.history_ops,
+        linearizability: d.linearizability.clone(),
+        watch: d.watch.clone(),
         violation_counts: counts,
         violations: v,
         notes: d

@@ -12,6 +12,7 @@
 //! | `recovery.svg` | recovery latency over the run |
 //! | `faults.jsonl`, `logs/` | the chaos monkey's fault log; operator, monkey and member logs |
 
+mod checked;
 mod evaluate;
 mod files;
 pub mod hist;
@@ -20,14 +21,7 @@ pub mod svg;
 
 use std::path::Path;
 
-use etcd_operator::faults::FaultRecord;
-
-use crate::history::{Checkpoint, Ms, Sample};
-use crate::invariants::recovery::{FaultEvent, fmt_ms};
-use crate::invariants::{Violation, lost};
-use crate::load;
-use crate::runner::PlatformKind;
-use crate::scenario::Scenario;
+use crate::invariants::recovery::fmt_ms;
 
 /// Why the report could not be written.
 #[derive(Debug, thiserror::Error)]
@@ -42,81 +36,8 @@ pub enum Error {
     },
 }
 
+pub use crate::data::RunData;
 pub use evaluate::{Derived, Row, Summary, evaluate};
-
-/// Everything a run recorded.
-#[derive(Debug)]
-pub struct RunData {
-    /// The scenario.
-    pub scenario: Scenario,
-    /// Where it ran.
-    pub platform: PlatformKind,
-    /// Seed override.
-    pub seed: Option<u64>,
-    /// Load started (unix ms).
-    pub started: Ms,
-    /// Load and chaos stopped.
-    pub run_end: Ms,
-    /// Everything torn down.
-    pub ended: Ms,
-    /// Stopped early by Ctrl-C or SIGTERM.
-    pub interrupted: bool,
-    /// The chaos monkey was started.
-    pub chaos_started: bool,
-    /// Probe samples.
-    pub samples: Vec<Sample>,
-    /// KV hash checkpoints.
-    pub checkpoints: Vec<Checkpoint>,
-    /// The fault log.
-    pub faults: Vec<FaultRecord>,
-    /// Spec changes the runner made.
-    pub changes: Vec<FaultEvent>,
-    /// What the runner noticed (operator restarts, the monkey's exit).
-    pub notes: Vec<(Ms, String)>,
-    /// Violations found while running (leaders, revisions, stale reads, hashes).
-    pub live_violations: Vec<Violation>,
-    /// Distinct raft terms seen.
-    pub leader_terms: usize,
-    /// Load counters and latencies.
-    pub load: load::Stats,
-    /// Writes acknowledged and uncertain.
-    pub ledger_acked: u64,
-    /// Writes whose outcome is unknown.
-    pub ledger_uncertain: u64,
-    /// The final read-back, when done.
-    pub lost: Option<lost::Outcome>,
-    /// Things that made the run itself fail.
-    pub errors: Vec<String>,
-}
-
-impl RunData {
-    /// Nothing recorded yet.
-    pub fn new(scenario: Scenario, platform: PlatformKind, seed: Option<u64>) -> Self {
-        let now = crate::history::now_ms();
-        RunData {
-            scenario,
-            platform,
-            seed,
-            started: now,
-            run_end: now,
-            ended: now,
-            interrupted: false,
-            chaos_started: false,
-            samples: Vec::new(),
-            checkpoints: Vec::new(),
-            faults: Vec::new(),
-            changes: Vec::new(),
-            notes: Vec::new(),
-            live_violations: Vec::new(),
-            leader_terms: 0,
-            load: load::Stats::default(),
-            ledger_acked: 0,
-            ledger_uncertain: 0,
-            lost: None,
-            errors: Vec::new(),
-        }
-    }
-}
 
 /// The summary table of a report.md (between its markers).
 pub fn summary_table(report_md: &str) -> Option<&str> {

@@ -2,10 +2,16 @@ use std::path::Path;
 
 use etcd_operator::faults::{Fault, Role};
 
+use etcd_operator::faults::FaultRecord;
+
 use super::*;
+use crate::data::PlatformKind;
+use crate::history::Checkpoint;
 use crate::history::rfc3339;
 use crate::invariants::health::tests::healthy;
+use crate::invariants::lost;
 use crate::load::ledger::{Ledger, WriteId};
+use crate::scenario::Scenario;
 
 fn scenario() -> Scenario {
     crate::scenario::parse(
@@ -51,6 +57,11 @@ fn good_run() -> RunData {
         keys: 10,
         ..lost::Outcome::default()
     });
+    d.linearizability = Some(crate::lin::Report {
+        keys: 10,
+        ..crate::lin::Report::default()
+    });
+    d.watch = Some(crate::watch::check::Report::default());
     d
 }
 

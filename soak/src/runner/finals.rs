@@ -14,15 +14,18 @@ use super::platform::Platform;
 use super::steps::{cfg_value_size, wait};
 use super::{Error, Options};
 use crate::client::Pool;
+use crate::data::RunData;
 use crate::history::now_ms;
 use crate::history::{Checkpoint, MemberView};
 use crate::load;
 use crate::probe::{self, Prober, SharedRecorder};
 use crate::progress::Progress;
-use crate::report::RunData;
 
 /// Every key of the load: number -> (value, mod revision).
 pub type Finals = HashMap<u32, (Vec<u8>, i64)>;
+
+/// The read-back: every key, and the revision it was read at.
+pub type ReadBack = (Finals, i64);
 
 /// Keys per page of the read-back, for values of `value_size` bytes (pages
 /// stay well under gRPC's 4 MiB message limit).
@@ -32,13 +35,14 @@ fn page(value_size: usize) -> i64 {
         .clamp(1, 5000)
 }
 
-/// Reads every `soak/k*` key, trying each endpoint in turn, within `within`.
+/// Reads every `soak/k*` key at one revision, trying each endpoint in
+/// turn, within `within`.
 pub async fn read_back(
     pool: &Pool,
     endpoints: &[String],
     value_size: usize,
     within: Duration,
-) -> Result<Finals, String> {
+) -> Result<ReadBack, String> {
     let deadline = Instant::now() + within;
     let mut last_error = "no endpoints".to_string();
     for round in 0.. {
@@ -64,7 +68,7 @@ pub async fn read_back(
     Err(last_error)
 }
 
-async fn scan(pool: &Pool, url: &str, value_size: usize) -> Result<Finals, String> {
+async fn scan(pool: &Pool, url: &str, value_size: usize) -> Result<ReadBack, String> {
     let end = "soak/l".to_string(); // the prefix end of "soak/k"
     let mut from = "soak/k".to_string();
     let mut out = Finals::new();
@@ -99,7 +103,7 @@ async fn scan(pool: &Pool, url: &str, value_size: usize) -> Result<Finals, Strin
         }
         match (r.more(), last) {
             (true, Some(k)) => from = format!("{k}\0"),
-            _ => return Ok(out),
+            _ => return Ok((out, revision)),
         }
     }
 }
@@ -167,7 +171,7 @@ pub(super) struct Live<'a> {
 
 /// Waits (at most `settle`) until a probe after the last fault finds the
 /// cluster healthy, then takes the final KV hash and reads every key back
-/// against the ledger.
+/// against the ledger; returns the read-back (for the watch checks).
 pub(super) async fn settle_and_check(
     o: &Options,
     platform: &mut Platform,
@@ -176,7 +180,7 @@ pub(super) async fn settle_and_check(
     interrupted: &mut watch::Receiver<bool>,
     progress: &mut Progress,
     fault_log: &Path,
-) -> Result<(), Error> {
+) -> Result<Option<ReadBack>, Error> {
     let s = &o.scenario;
     progress.say(&format!("run over; settling (at most {})", s.settle));
     let last_fault = crate::invariants::recovery::group(
@@ -199,6 +203,7 @@ pub(super) async fn settle_and_check(
         ));
     }
     data.interrupted = *interrupted.borrow();
+    let mut back = None;
     if !data.interrupted {
         let left = s
             .settle
@@ -227,7 +232,7 @@ pub(super) async fn settle_and_check(
             .unwrap_or_default();
         eps.sort_by_key(|u| !answering.contains(u));
         match read_back(live.pool, &eps, cfg_value_size(s), Duration::from_secs(30)).await {
-            Ok(f) => {
+            Ok((f, rev)) => {
                 let restores = crate::history::restores(&probe::lock(live.rec).samples);
                 let accept = s.bounds.data_loss == crate::scenario::DataLoss::SinceBackup;
                 let st = load::lock(live.load);
@@ -237,13 +242,14 @@ pub(super) async fn settle_and_check(
                     accept.then_some(restores.as_slice()),
                     now_ms(),
                 ));
+                back = Some((f, rev));
             }
             Err(e) => data
                 .errors
                 .push(format!("final read-back of the ledger failed: {e}")),
         }
     }
-    Ok(())
+    Ok(back)
 }
 
 #[cfg(test)]

@@ -155,6 +155,7 @@ mod tests {
             kubeconfig: None,
             namespace: "default".into(),
             tty: false,
+            sabotage: None,
         };
         match check_binaries(&o) {
             Err(Error::Setup(m)) => {

@@ -118,6 +118,7 @@ pub(super) fn tally(
         .filter(|&&at| r.healthy_since(at).is_none() && now.saturating_sub(at) > max)
         .count();
     let st = load::lock(load_state);
+    let (ops_per_s, p99_ms) = st.stats.recent.now();
     Tally {
         phase,
         elapsed: start.elapsed(),
@@ -126,6 +127,8 @@ pub(super) fn tally(
         recovered,
         violations: r.violations.len() + st.violations.len() + overdue,
         writes: st.stats.writes_ok,
+        ops_per_s,
+        p99_ms,
         healthy: r.healthy_now(),
     }
 }

@@ -1,0 +1,108 @@
+//! The data of a run: what the runner records and the report is written
+//! from (so neither imports the other).
+
+use etcd_operator::faults::FaultRecord;
+
+use crate::history::{Checkpoint, Ms, Sample};
+use crate::invariants::recovery::FaultEvent;
+use crate::invariants::{Violation, lost};
+use crate::load;
+use crate::ops::series::Second;
+use crate::scenario::Scenario;
+use crate::{lin, watch};
+
+/// Where the cluster runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum PlatformKind {
+    /// etcd processes on loopback addresses, run by the runner's own operator.
+    Local,
+    /// Kubernetes, with the operator already deployed.
+    Kube,
+}
+
+/// Everything a run recorded.
+#[derive(Debug)]
+pub struct RunData {
+    /// The scenario.
+    pub scenario: Scenario,
+    /// Where it ran.
+    pub platform: PlatformKind,
+    /// Seed override.
+    pub seed: Option<u64>,
+    /// Load started (unix ms).
+    pub started: Ms,
+    /// Load and chaos stopped.
+    pub run_end: Ms,
+    /// Everything torn down.
+    pub ended: Ms,
+    /// Stopped early by Ctrl-C or SIGTERM.
+    pub interrupted: bool,
+    /// The chaos monkey was started.
+    pub chaos_started: bool,
+    /// Probe samples.
+    pub samples: Vec<Sample>,
+    /// KV hash checkpoints.
+    pub checkpoints: Vec<Checkpoint>,
+    /// The fault log.
+    pub faults: Vec<FaultRecord>,
+    /// Spec changes the runner made.
+    pub changes: Vec<FaultEvent>,
+    /// What the runner noticed (operator restarts, the monkey's exit).
+    pub notes: Vec<(Ms, String)>,
+    /// Violations found while running (leaders, revisions, stale reads, hashes).
+    pub live_violations: Vec<Violation>,
+    /// Distinct raft terms seen.
+    pub leader_terms: usize,
+    /// Load counters and latencies.
+    pub load: load::Stats,
+    /// Writes acknowledged and uncertain.
+    pub ledger_acked: u64,
+    /// Writes whose outcome is unknown.
+    pub ledger_uncertain: u64,
+    /// The final read-back, when done.
+    pub lost: Option<lost::Outcome>,
+    /// Operations recorded in history.jsonl.
+    pub history_ops: u64,
+    /// The linearizability check of the history (`None`: not done; why is
+    /// among `errors`).
+    pub linearizability: Option<lin::Report>,
+    /// The watch checks (`None`: not done).
+    pub watch: Option<watch::check::Report>,
+    /// Client throughput and latency per second.
+    pub series: Vec<Second>,
+    /// Things that made the run itself fail.
+    pub errors: Vec<String>,
+}
+
+impl RunData {
+    /// Nothing recorded yet.
+    pub fn new(scenario: Scenario, platform: PlatformKind, seed: Option<u64>) -> Self {
+        let now = crate::history::now_ms();
+        RunData {
+            scenario,
+            platform,
+            seed,
+            started: now,
+            run_end: now,
+            ended: now,
+            interrupted: false,
+            chaos_started: false,
+            samples: Vec::new(),
+            checkpoints: Vec::new(),
+            faults: Vec::new(),
+            changes: Vec::new(),
+            notes: Vec::new(),
+            live_violations: Vec::new(),
+            leader_terms: 0,
+            load: load::Stats::default(),
+            ledger_acked: 0,
+            ledger_uncertain: 0,
+            lost: None,
+            history_ops: 0,
+            linearizability: None,
+            watch: None,
+            series: Vec::new(),
+            errors: Vec::new(),
+        }
+    }
+}

@@ -1,0 +1,135 @@
+//! After the run, the checks over what the clients saw: the history
+//! (history.jsonl) read once for the per-second figures, the watch checks
+//! and the linearizability check, in that order, since what the watches
+//! saw settles writes whose outcome the clients never learned.
+
+use std::path::Path;
+
+use crate::data::RunData;
+use crate::lin::{self, History};
+use crate::load::ledger::key_name;
+use crate::ops::series::Builder;
+use crate::ops::{Status, Us, file};
+use crate::watch::check::{FinalState, Writes};
+use crate::watch::{self, FOREIGN_VALUE, OTHER_KEY, Start, Trace};
+
+/// What the checks need besides the history file.
+#[derive(Debug)]
+pub struct Input {
+    /// When the load started (unix µs): second 0 of the series.
+    pub started: Us,
+    /// When the checks' picture ends (unix µs).
+    pub end: Us,
+    /// Every watcher's trace.
+    pub traces: Vec<Trace>,
+    /// The final read-back: key space and its revision.
+    pub finals: Option<(FinalState, i64)>,
+    /// The first rebuild from a backup (unix µs): the checks stop there,
+    /// operations running then counted as of unknown outcome.
+    pub cut: Option<Us>,
+    /// Settings of the linearizability check.
+    pub options: lin::Options,
+}
+
+/// Runs the checks and stores their results in `data`; a history that
+/// cannot be read is an error of the run.
+pub fn run(history: &Path, input: Input, data: &mut RunData) {
+    let mut h = History::new();
+    let mut writes = Writes::default();
+    let mut series = Builder::new(input.started);
+    let mut invalid: Option<String> = None;
+    let read = file::read(history, |mut r| {
+        series.add(&r);
+        writes.add(&r);
+        if let Some(cut) = input.cut {
+            if r.call > cut {
+                return;
+            }
+            if r.ret > cut && r.status == Status::Ok {
+                if !r.op.writes() {
+                    return;
+                }
+                r.status = Status::Unknown;
+                r.error = Some("running when the cluster was restored".into());
+            }
+        }
+        if invalid.is_none()
+            && let Err(e) = h.add(&r)
+        {
+            invalid = Some(format!("{}: {e}", history.display()));
+        }
+    });
+    data.series = series.finish();
+    match read {
+        Ok(n) => data.history_ops = n,
+        Err(e) => {
+            data.errors
+                .push(format!("the history cannot be checked: {e}"));
+            return;
+        }
+    }
+    if let Some(e) = invalid {
+        data.errors
+            .push(format!("the history cannot be checked: {e}"));
+        return;
+    }
+    // The watches: up to the final read-back (or, without one or past a
+    // restore, as far as each got).
+    let finals = if input.cut.is_none() {
+        input.finals.as_ref()
+    } else {
+        None
+    };
+    let traces: Vec<Trace> = input
+        .traces
+        .iter()
+        .map(|t| {
+            let mut t = t.clone();
+            if let Some(cut) = input.cut {
+                t.events.retain(|e| e.at <= cut);
+                t.last = t.events.iter().map(|e| e.rev).max().unwrap_or(0);
+            }
+            t
+        })
+        .collect();
+    if !traces.is_empty() {
+        let mut r = watch::check::Report::default();
+        for t in &traces {
+            let to = finals.map(|f| f.1).unwrap_or(t.last);
+            let (w, p, n) =
+                watch::check::check_trace(t, to, input.end, &writes, finals.map(|f| &f.0), &h);
+            r.watchers.push(w);
+            r.problems.extend(p);
+            r.violations += n;
+        }
+        r.problems.sort_by_key(|p| p.at);
+        data.watch = Some(r);
+    }
+    // What the watches and the read-back saw settles unknown writes; a
+    // clean watch from revision 1 to the end saw every change there was.
+    for t in &traces {
+        for e in &t.events {
+            if let (Some(v), true) = (e.value, e.key != OTHER_KEY)
+                && v != FOREIGN_VALUE
+                && let Some(k) = h.key_number(&key_name(e.key))
+            {
+                h.observe(k, v, e.rev, e.at);
+            }
+        }
+    }
+    if let Some((f, _)) = finals {
+        for (key, (v, rev)) in f {
+            if let Some(k) = h.key_number(&key_name(*key)) {
+                h.observe(k, *v, *rev, input.end);
+            }
+        }
+    }
+    let complete = finals.is_some()
+        && data.watch.as_ref().is_some_and(|w| {
+            w.watchers
+                .iter()
+                .any(|x| x.start == Start::First && x.range.0 == 1 && x.violations == 0)
+        });
+    h.patch(complete);
+    data.linearizability = Some(lin::check(&h, &input.options));
+}
