@@ -39,6 +39,34 @@ enum Command {
     /// 3-member cluster beside `etcdctl check perf` on the same cluster.
     /// Prints numbers and the ratio, never pass/fail.
     Bench(soak::bench::Args),
+    /// Print two runs side by side: verdict, every bound, the latency
+    /// histograms, with the change. OLD and NEW are report folders (or their
+    /// summary.json).
+    Compare(CompareArgs),
+    /// Check a history.jsonl for linearizability on its own (say, again
+    /// with a longer time bound). Exit 0: linearizable; 1: a violation, or
+    /// unknown within the time bound; 2: the file cannot be read.
+    Lincheck(LincheckArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct CompareArgs {
+    /// The earlier run: its report folder or summary.json.
+    old: PathBuf,
+    /// The later run.
+    new: PathBuf,
+}
+
+#[derive(clap::Args, Debug)]
+struct LincheckArgs {
+    /// The history (a run's history.jsonl).
+    history: PathBuf,
+    /// Longest the search may take; keys not done by then are unknown.
+    #[arg(long, default_value = "10m", env = "SOAK_LINCHECK_TIMEOUT")]
+    timeout: Dur,
+    /// Violations shown in full.
+    #[arg(long, default_value_t = 20)]
+    show: usize,
 }
 
 #[derive(clap::Args, Debug)]
@@ -111,6 +139,8 @@ fn main() -> ExitCode {
         Command::Run(args) => run(*args),
         Command::Check(args) => Ok(check(&args)),
         Command::Bench(args) => bench(args),
+        Command::Compare(args) => Ok(compare(&args)),
+        Command::Lincheck(args) => Ok(lincheck(&args)),
     };
     match result {
         Ok(code) => code,
@@ -252,6 +282,77 @@ fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+fn compare(a: &CompareArgs) -> ExitCode {
+    use soak::report::compare;
+    match (compare::load(&a.old), compare::load(&a.new)) {
+        (Ok(old), Ok(new)) => {
+            let names = (a.old.display().to_string(), a.new.display().to_string());
+            print!("{}", compare::render(&old, &new, (&names.0, &names.1)));
+            ExitCode::SUCCESS
+        }
+        (Err(e), _) | (_, Err(e)) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn lincheck(a: &LincheckArgs) -> ExitCode {
+    let mut h = soak::lin::History::new();
+    let mut invalid = None;
+    let read = soak::ops::file::read(&a.history, |r| {
+        if invalid.is_none()
+            && let Err(e) = h.add(&r)
+        {
+            invalid = Some(e);
+        }
+    });
+    if let Err(e) = read {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
+    if let Some(e) = invalid {
+        eprintln!("error: {}: {e}", a.history.display());
+        return ExitCode::from(2);
+    }
+    h.patch(false);
+    let report = soak::lin::check(
+        &h,
+        &soak::lin::Options {
+            timeout: a.timeout.get(),
+            max_findings: a.show,
+            ..soak::lin::Options::default()
+        },
+    );
+    for f in &report.findings {
+        println!("{}\n{}", f.message, f.timeline);
+    }
+    let c = &report.counts;
+    println!(
+        "{} operations over {} keys ({} unknown outcomes, {} seen applied; {} failed reads) checked in {:.1}s: {} violations, {} keys unknown",
+        c.ops,
+        report.keys,
+        c.unknown_writes,
+        c.seen_applied,
+        c.failed_reads,
+        report.elapsed_ms as f64 / 1000.0,
+        report.violations,
+        report.unknown_keys.len()
+    );
+    if !report.unknown_keys.is_empty() {
+        println!(
+            "unknown (time bound {}): {}",
+            a.timeout,
+            report.unknown_keys.join(", ")
+        );
+    }
+    if report.pass() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
 }
 
 fn bench(args: soak::bench::Args) -> anyhow::Result<ExitCode> {

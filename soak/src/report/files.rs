@@ -1,4 +1,4 @@
-//! The CSV files: events, probes, checkpoints.
+//! The CSV files: events, probes, checkpoints, seconds.
 
 use crate::history::{Checkpoint, Ms, Sample, rfc3339};
 use crate::invariants::health::{Health, assess};
@@ -183,6 +183,22 @@ pub fn checkpoints(cps: &[Checkpoint]) -> String {
             c.final_check.to_string(),
             equal.to_string(),
             hashes.join(" "),
+        ]);
+    }
+    finish(w)
+}
+
+/// seconds.csv: client operations per second.
+pub fn seconds(series: &[crate::ops::series::Second]) -> String {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let _ = w.write_record(["second", "answered", "failed", "p50_ms", "p99_ms"]);
+    for s in series {
+        let _ = w.write_record([
+            s.t.to_string(),
+            s.ok.to_string(),
+            s.failed.to_string(),
+            format!("{:.3}", s.p50_ms),
+            format!("{:.3}", s.p99_ms),
         ]);
     }
     finish(w)

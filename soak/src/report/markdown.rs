@@ -30,8 +30,15 @@ fn top_row(o: &mut String, name: &str, h: &Histogram<u64>, scale: f64) {
     }
 }
 
-/// The whole report.
-pub fn render(d: &RunData, s: &Summary, derived: &Derived, recovery: &Histogram<u64>) -> String {
+/// The whole report; `notes` are problems of the report itself (a plot
+/// that could not be drawn).
+pub fn render(
+    d: &RunData,
+    s: &Summary,
+    derived: &Derived,
+    recovery: &Histogram<u64>,
+    notes: &[String],
+) -> String {
     let sc = &d.scenario;
     let mut o = String::new();
     let verdict = if s.pass { "PASS" } else { "FAIL" };
@@ -125,6 +132,16 @@ pub fn render(d: &RunData, s: &Summary, derived: &Derived, recovery: &Histogram<
         let _ = writeln!(o, "Failures by kind: {}.", parts.join(", "));
     }
 
+    let _ = writeln!(
+        o,
+        "\n## Plots\n\n![client throughput](throughput.svg)\n\n![client latency](latency.svg)\n\n\
+         ![availability](availability.svg)\n\n![recovery time per fault](recovery.svg)"
+    );
+    for n in notes {
+        let _ = writeln!(o, "\n*{n}*");
+    }
+    checks(&mut o, s);
+
     let _ = writeln!(o, "\n## Faults\n");
     if derived.recoveries.is_empty() {
         let _ = writeln!(o, "No measured faults.");
@@ -180,9 +197,90 @@ pub fn render(d: &RunData, s: &Summary, derived: &Derived, recovery: &Histogram<
     }
     let _ = writeln!(
         o,
-        "\n## Files\n\n`summary.json`, `events.csv`, `probes.csv`, `checkpoints.csv`, \
-         `recovery-latency.hgrm`, `write-latency.hgrm`, `read-latency.hgrm`, `recovery.svg`, \
-         `faults.jsonl`, `logs/`.\n\n![recovery latency](recovery.svg)"
+        "\n## Files\n\n`report.html` (this report as one page), `junit.xml`, `summary.json`, \
+         `history.jsonl` (every client operation), `events.csv`, `probes.csv`, `checkpoints.csv`, \
+         `seconds.csv`, `recovery-latency.hgrm`, `write-latency.hgrm`, `read-latency.hgrm`, \
+         `throughput.svg`, `latency.svg`, `availability.svg`, `recovery.svg`, `faults.jsonl`, `logs/`."
     );
     o
+}
+
+/// The linearizability and watch checks: counts, each finding with its
+/// smallest failing sub-history on a time line, each watcher.
+fn checks(o: &mut String, s: &Summary) {
+    let _ = writeln!(o, "\n## Linearizability and watches\n");
+    match &s.linearizability {
+        Some(l) => {
+            let c = &l.counts;
+            let _ = writeln!(
+                o,
+                "{} operations in `history.jsonl` over {} keys, checked per key (porcupine's \
+                 search, the revision as an extra constraint) in {:.1}s: **{} violations**. \
+                 {} writes had an unknown outcome ({} seen applied by a read or a watch, {} \
+                 never applied per a complete watch); {} reads failed (not checked).",
+                c.ops,
+                l.keys,
+                l.elapsed_ms as f64 / 1000.0,
+                l.violations,
+                c.unknown_writes,
+                c.seen_applied,
+                c.never_applied,
+                c.failed_reads
+            );
+            if !l.unknown_keys.is_empty() {
+                let _ = writeln!(
+                    o,
+                    "\n**Unknown** (the search hit its time bound) for {} keys: {}.",
+                    l.unknown_keys.len(),
+                    l.unknown_keys.join(", ")
+                );
+            }
+            for f in &l.findings {
+                let _ = writeln!(
+                    o,
+                    "\n### {} {} ({})\n\n{}\n\n```text\n{}```",
+                    f.key,
+                    rfc3339(f.at / 1000),
+                    serde_json::to_value(f.kind)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_string))
+                        .unwrap_or_default(),
+                    f.message,
+                    f.timeline
+                );
+            }
+            if l.violations > l.findings.len() {
+                let _ = writeln!(
+                    o,
+                    "\n... and {} more (`soak lincheck history.jsonl` lists them).",
+                    l.violations - l.findings.len()
+                );
+            }
+        }
+        None => {
+            let _ = writeln!(o, "The history was not checked (see the run errors).");
+        }
+    }
+    if let Some(w) = &s.watch {
+        let _ = writeln!(
+            o,
+            "\n| watcher | start | revisions checked | events | resumptions | violations |\n|---|---|---|---|---|---|"
+        );
+        for x in &w.watchers {
+            let _ = writeln!(
+                o,
+                "| {} | {} | {}..{} | {} | {} | {} |",
+                x.name,
+                match x.start {
+                    crate::watch::Start::First => "revision 1",
+                    crate::watch::Start::Now => "now (revision 0)",
+                },
+                x.range.0,
+                x.range.1,
+                x.events,
+                x.resumes,
+                x.violations
+            );
+        }
+    }
 }
