@@ -3,7 +3,8 @@
 #                  processes, the operator, the chaos monkey, client load)
 #   make test      the test suite (unit, property, real-etcd integration,
 #                  and the short `smoke` soak)
-#   make bench     benchmarks: numbers and ratios, never pass/fail
+#   make bench     benchmarks: numbers and ratios, never pass/fail (the
+#                  operator, snapshots, the soak load, the history checker)
 #   make lint      rustfmt and clippy, as CI runs them
 #   make crds      regenerate deploy/crd.yaml from the Rust types
 
@@ -36,6 +37,7 @@ bench: release
 	$(CARGO) bench -q -p etcd-operator --bench operator
 	$(CARGO) bench -q -p etcd-operator --bench snapshot
 	$(CARGO) run --release -q -p soak --bin soak -- bench
+	$(CARGO) bench -q -p soak --bench checker
 
 crds: build
 	$(CARGO) run -q -p etcd-operator -- crd > deploy/crd.yaml

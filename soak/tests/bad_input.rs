@@ -217,3 +217,22 @@ fn every_flag_has_help_and_an_env_fallback() {
     let envs = help.matches("[env: SOAK_").count();
     assert!(envs >= 12, "{envs} env fallbacks:\n{help}");
 }
+
+#[test]
+fn compare_and_lincheck_refuse_what_they_cannot_read() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let missing = dir.path().join("nothing");
+    let m = missing.display().to_string();
+    let o = run(&["compare", &m, &m], &[]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("summary.json"), "{}", stderr(&o));
+    let bad = dir.path().join("history.jsonl");
+    std::fs::write(&bad, "{\"id\":0}\n").expect("write");
+    let o = run(&["lincheck", &bad.display().to_string()], &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("history.jsonl:1: not an operation record"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -27,6 +27,13 @@ fn a_short_soak_passes_and_writes_every_report_file() {
         "write-latency.hgrm",
         "read-latency.hgrm",
         "recovery.svg",
+        "throughput.svg",
+        "latency.svg",
+        "availability.svg",
+        "seconds.csv",
+        "history.jsonl",
+        "report.html",
+        "junit.xml",
         "faults.jsonl",
         "logs/operator.log",
         "logs/chaos-monkey.log",
@@ -38,6 +45,67 @@ fn a_short_soak_passes_and_writes_every_report_file() {
     assert!(
         soak.log().contains("| recovery p99 |"),
         "the summary table is printed"
+    );
+    // The history was recorded and checked, the watches too, and both are
+    // bounds (test cases in junit.xml).
+    let lin = &summary["linearizability"];
+    assert!(
+        lin["counts"]["ops"].as_u64().is_some_and(|n| n > 100),
+        "{summary:#}"
+    );
+    assert_eq!(lin["violations"], 0, "{summary:#}");
+    let watch = &summary["watch"];
+    assert_eq!(watch["violations"], 0, "{summary:#}");
+    assert!(
+        watch["watchers"]
+            .as_array()
+            .is_some_and(|w| w.len() == 2 && w.iter().all(|x| x["events"].as_u64() > Some(100))),
+        "{summary:#}"
+    );
+    let history = std::fs::read_to_string(soak.out().join("history.jsonl")).expect("history");
+    for op in [
+        "\"op\":\"put\"",
+        "\"op\":\"get\"",
+        "\"op\":\"cas\"",
+        "\"op\":\"delete\"",
+    ] {
+        assert!(history.contains(op), "no {op} in the history");
+    }
+    let junit = std::fs::read_to_string(soak.out().join("junit.xml")).expect("junit");
+    for case in [
+        "name=\"linearizable\"",
+        "name=\"watch guarantees\"",
+        "name=\"recovery p99\"",
+    ] {
+        assert!(junit.contains(case), "{junit}");
+    }
+    assert!(junit.contains("failures=\"0\""), "{junit}");
+    let html = std::fs::read_to_string(soak.out().join("report.html")).expect("html");
+    assert!(
+        html.contains("<svg") && html.contains("PASS"),
+        "one page with the plots"
+    );
+    // soak compare reads the two reports (here: the run with itself).
+    let out = common::soak_cmd()
+        .arg("compare")
+        .arg(soak.out())
+        .arg(soak.out().join("summary.json"))
+        .output()
+        .expect("compare");
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("| linearizable | 0 violations |"), "{text}");
+    // soak lincheck checks the history on its own.
+    let out = common::soak_cmd()
+        .arg("lincheck")
+        .arg(soak.out().join("history.jsonl"))
+        .output()
+        .expect("lincheck");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
     );
     assert!(
         etcd_operator::platform::local::running_members(&soak.state()).is_empty(),
@@ -69,6 +137,47 @@ fn chaos_without_healing_fails_with_recovery_violations() {
                 .is_some_and(|m| m.contains("not recovered"))),
         "{summary:#}"
     );
+    assert!(etcd_operator::platform::local::running_members(&soak.state()).is_empty());
+}
+
+#[test]
+fn a_client_acknowledging_unsent_writes_fails_the_history_checks() {
+    // The deliberately broken setup: the cluster is fine, the client lies
+    // (one put in 20 acknowledged without being sent). The linearizability
+    // check must catch it, and so must the lost-write and watch checks.
+    let mut soak = Soak::start(&data("sabotage.yaml"), &["--sabotage", "ack-unsent-writes"]);
+    let status = soak.wait();
+    let summary = soak.summary();
+    assert_eq!(status.code(), Some(1), "{}\n{summary:#}", soak.log());
+    let counts = &summary["violationCounts"];
+    assert!(
+        counts["linearizability"].as_u64().is_some_and(|n| n >= 1),
+        "{summary:#}"
+    );
+    assert!(
+        counts["watch"].as_u64().is_some_and(|n| n >= 1),
+        "{summary:#}"
+    );
+    let findings = summary["linearizability"]["findings"]
+        .as_array()
+        .expect("findings");
+    assert!(
+        findings.iter().any(|f| f["kind"] == "not-linearizable"
+            && f["timeline"].as_str().is_some_and(|t| t.contains("put"))
+            && f["ops"].as_array().is_some_and(|o| o.len() <= 10)),
+        "a smallest failing sub-history with its timeline: {summary:#}"
+    );
+    let junit = std::fs::read_to_string(soak.out().join("junit.xml")).expect("junit");
+    assert!(
+        junit.contains("<failure type=\"bound\" message=\"bound 0 violations; measured"),
+        "{junit}"
+    );
+    let out = common::soak_cmd()
+        .arg("lincheck")
+        .arg(soak.out().join("history.jsonl"))
+        .output()
+        .expect("lincheck");
+    assert_eq!(out.status.code(), Some(1));
     assert!(etcd_operator::platform::local::running_members(&soak.state()).is_empty());
 }
 

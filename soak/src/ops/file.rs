@@ -194,4 +194,99 @@ mod tests {
             "{e}"
         );
     }
+
+    fn any_record() -> impl proptest::strategy::Strategy<Value = Record> {
+        use proptest::prelude::*;
+        let kind = prop_oneof![
+            Just(Kind::Get),
+            Just(Kind::Put),
+            Just(Kind::Cas),
+            Just(Kind::Delete)
+        ];
+        let status = prop_oneof![
+            Just(Status::Ok),
+            Just(Status::Unknown),
+            Just(Status::Failed)
+        ];
+        (
+            (
+                any::<u64>(),
+                ".{0,8}",
+                kind,
+                ".{0,16}",
+                proptest::option::of(".{0,8}"),
+            ),
+            (
+                proptest::option::of(any::<i64>()),
+                any::<u64>(),
+                any::<u64>(),
+                status,
+            ),
+            (
+                proptest::option::of(any::<i64>()),
+                proptest::option::of((".{0,8}", any::<i64>())),
+                proptest::option::of(any::<bool>()),
+                proptest::option::of(any::<u64>()),
+            ),
+        )
+            .prop_map(|(a, b, c)| Record {
+                id: a.0,
+                client: a.1,
+                op: a.2,
+                key: a.3,
+                value: a.4,
+                expect_mod_rev: b.0,
+                call: b.1,
+                ret: b.2,
+                status: b.3,
+                rev: c.0,
+                found: c.1.map(|(value, mod_rev)| Found { value, mod_rev }),
+                succeeded: c.2,
+                deleted: c.3,
+                error: None,
+            })
+    }
+
+    proptest::proptest! {
+        /// Whatever a line holds, reading it gives records or an error
+        /// naming the line, never a panic.
+        #[test]
+        fn any_line_is_a_record_or_a_named_error(lines in proptest::collection::vec(".{0,80}", 0..8)) {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let path = dir.path().join("h.jsonl");
+            std::fs::write(&path, lines.join("\n")).expect("write");
+            match read(&path, |_| {}) {
+                Ok(_) => {}
+                Err(Error::Parse { line, .. }) => proptest::prop_assert!(line >= 1),
+                Err(e) => proptest::prop_assert!(false, "{e}"),
+            }
+        }
+
+        /// Records round-trip; the checker takes any record, or refuses it
+        /// with its id, and never panics.
+        #[test]
+        fn records_round_trip_and_the_checker_never_panics(records in proptest::collection::vec(any_record(), 0..20)) {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let path = dir.path().join("h.jsonl");
+            let w = Writer::create(&path).expect("create");
+            let mut written = Vec::new();
+            for mut r in records {
+                w.record(&mut r);
+                written.push(r);
+            }
+            w.finish().expect("finish");
+            let mut back = Vec::new();
+            read(&path, |r| back.push(r)).expect("read");
+            proptest::prop_assert_eq!(&back, &written);
+            let mut h = crate::lin::History::new();
+            for r in &back {
+                let _ = h.add(r);
+            }
+            h.patch(true);
+            let _ = crate::lin::check(&h, &crate::lin::Options {
+                timeout: std::time::Duration::from_secs(5),
+                ..crate::lin::Options::default()
+            });
+        }
+    }
 }

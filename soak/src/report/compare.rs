@@ -19,6 +19,9 @@ pub enum Error {
         /// The cause.
         source: std::io::Error,
     },
+    /// Nothing there.
+    #[error("{0}: no such report folder or summary.json")]
+    Missing(PathBuf),
     /// Not a soak summary.
     #[error("{path}: not a soak summary.json ({message})")]
     Parse {
@@ -31,6 +34,9 @@ pub enum Error {
 
 /// A run's summary.json, from its folder or the file itself.
 pub fn load(arg: &Path) -> Result<Value, Error> {
+    if !arg.exists() {
+        return Err(Error::Missing(arg.into()));
+    }
     let path = if arg.is_dir() {
         arg.join("summary.json")
     } else {

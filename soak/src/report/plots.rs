@@ -100,6 +100,7 @@ fn frame<'a, 'b>(
         .configure_mesh()
         .x_desc("seconds since the load started")
         .y_desc(y_desc)
+        .y_labels(if y_desc.is_empty() { 0 } else { 10 })
         .light_line_style(BLACK.mix(0.05))
         .draw()
         .map_err(err)?;
@@ -182,6 +183,7 @@ pub fn availability(samples: &[Sample], m: &Marks<'_>) -> Result<String, String>
     {
         let root = SVGBackend::with_string(&mut out, (SIZE.0, 240)).into_drawing_area();
         let mut c = frame(&root, "availability", m.x_max(), 2.0, "")?;
+        // The bands carry their names; the y axis means nothing here.
         type Good = fn(&Sample) -> bool;
         let bands: [(f64, Good); 2] = [
             (1.1, |s| s.write_ok && s.read_ok),
