@@ -80,18 +80,13 @@ pub fn run(history: &Path, input: Input, data: &mut RunData) {
     } else {
         None
     };
-    let traces: Vec<Trace> = input
-        .traces
-        .iter()
-        .map(|t| {
-            let mut t = t.clone();
-            if let Some(cut) = input.cut {
-                t.events.retain(|e| e.at <= cut);
-                t.last = t.events.iter().map(|e| e.rev).max().unwrap_or(0);
-            }
-            t
-        })
-        .collect();
+    let mut traces: Vec<Trace> = input.traces;
+    if let Some(cut) = input.cut {
+        for t in &mut traces {
+            t.events.retain(|e| e.at <= cut);
+            t.last = t.events.iter().map(|e| e.rev).max().unwrap_or(0);
+        }
+    }
     if !traces.is_empty() {
         let mut r = watch::check::Report::default();
         for t in &traces {
