@@ -123,6 +123,32 @@ fn the_files_are_written_and_the_table_can_be_cut_out() {
     )
     .expect("valid");
     assert_eq!(json["pass"], true);
+    let junit = std::fs::read_to_string(dir.path().join("junit.xml")).expect("junit");
+    assert_eq!(
+        junit.matches("<testcase ").count(),
+        s.bounds.len(),
+        "one test case per bound: {junit}"
+    );
+    assert!(
+        junit.contains("name=\"recovery p99\"") && junit.contains("failures=\"0\""),
+        "{junit}"
+    );
+    let html = std::fs::read_to_string(dir.path().join("report.html")).expect("html");
+    assert!(html.starts_with("<!DOCTYPE html>") && html.ends_with("</html>\n"));
+    assert_eq!(html.matches("<svg").count(), 4, "the four plots inline");
+    assert!(
+        !html.contains("src=\"") && !html.contains("href=\""),
+        "self-contained"
+    );
+    for f in [
+        "throughput.svg",
+        "latency.svg",
+        "availability.svg",
+        "recovery.svg",
+        "seconds.csv",
+    ] {
+        assert!(dir.path().join(f).is_file(), "{f}");
+    }
     let events = std::fs::read_to_string(dir.path().join("events.csv")).expect("events");
     assert!(
         events
@@ -154,6 +180,87 @@ fn the_recovery_histogram_counts_unrecovered_faults_up_to_the_end() {
     let hgrm = std::fs::read_to_string(dir.path().join("recovery-latency.hgrm")).expect("hgrm");
     assert!(hgrm.contains("Total count    =            2"), "{hgrm}");
     assert!(hgrm.contains("#[Max     =     1900.000"), "{hgrm}");
+}
+
+#[test]
+fn linearizability_and_watch_violations_fail_their_bounds_and_junit_cases() {
+    let mut d = good_run();
+    let finding = crate::lin::Finding {
+        kind: crate::lin::FindingKind::NotLinearizable,
+        key: "soak/k000001".into(),
+        at: 3_000_000,
+        message: "soak/k000001: no order of its 3 operations explains their results".into(),
+        ops: Vec::new(),
+        timeline: "  +0.000s ..   +0.010s  w0  |[==]| #1 put w0#1 -> ok rev 5\n".into(),
+    };
+    d.linearizability = Some(crate::lin::Report {
+        keys: 10,
+        violations: 1,
+        findings: vec![finding],
+        ..crate::lin::Report::default()
+    });
+    let (s, _) = evaluate(&d);
+    assert!(!s.pass);
+    assert_eq!(s.violation_counts.get("linearizability"), Some(&1));
+    let row = s
+        .bounds
+        .iter()
+        .find(|r| r.check == "linearizable")
+        .expect("row");
+    assert!(
+        !row.pass && row.measured.starts_with("1 violations"),
+        "{row:?}"
+    );
+    let junit = super::junit::render(&s);
+    assert!(
+        junit.contains(
+            "<failure type=\"bound\" message=\"bound 0 violations; measured 1 violations"
+        ) && junit.contains("no order of its 3 operations"),
+        "{junit}"
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    write(dir.path(), &d).expect("written");
+    let md = std::fs::read_to_string(dir.path().join("report.md")).expect("md");
+    assert!(
+        md.contains("```text\n  +0.000s"),
+        "the timeline is in the report: {md}"
+    );
+
+    // Unknown is not a pass.
+    let mut d = good_run();
+    d.linearizability = Some(crate::lin::Report {
+        keys: 10,
+        unknown_keys: vec!["soak/k000002".into()],
+        ..crate::lin::Report::default()
+    });
+    let (s, _) = evaluate(&d);
+    assert!(!s.pass);
+    assert!(
+        s.violations
+            .iter()
+            .any(|v| v.message.starts_with("unknown: the search did not finish")),
+        "{:?}",
+        s.violations
+    );
+
+    // A watch problem.
+    let mut d = good_run();
+    d.watch = Some(crate::watch::check::Report {
+        violations: 1,
+        problems: vec![crate::watch::check::Problem {
+            at: 4_000_000,
+            watcher: "watch0".into(),
+            message: "revisions 7..9 are missing".into(),
+        }],
+        ..crate::watch::check::Report::default()
+    });
+    let (s, _) = evaluate(&d);
+    assert_eq!(s.violation_counts.get("watch"), Some(&1));
+    assert!(
+        s.bounds
+            .iter()
+            .any(|r| r.check == "watch guarantees" && !r.pass)
+    );
 }
 
 #[test]

@@ -68,7 +68,12 @@ pub(super) async fn drive(
     }
 
     let history_path = o.out.join("history.jsonl");
-    let history = Arc::new(Writer::create(&history_path).map_err(|e| Error::Setup(e.to_string()))?);
+    let history = Arc::new(Writer::create(&history_path).map_err(|e| match e {
+        crate::ops::file::Error::Io { path, source } => {
+            Error::io(format!("cannot create {}", path.display()), source)
+        }
+        other => Error::Start(other.to_string()),
+    })?);
     let load_state = load::shared();
     let load_stop = CancellationToken::new();
     let cfg = load::Config {
