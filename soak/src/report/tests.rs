@@ -1,3 +1,6 @@
+//! The report end to end on a crafted run: the verdict, each bound, and
+//! every file written (summary, Markdown, HTML, junit, plots, CSV).
+
 use std::path::Path;
 
 use etcd_operator::faults::{Fault, Role};
