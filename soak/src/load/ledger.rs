@@ -169,6 +169,13 @@ impl Ledger {
             .unwrap_or(0)
     }
 
+    /// A delete of `key` whose outcome is unknown was sent: the key may be
+    /// absent whatever was acknowledged before (the linearizability check
+    /// decides precisely; the stale-read check must not guess).
+    pub fn may_be_deleted(&self, key: u32) -> bool {
+        self.keys.get(&key).is_some_and(|k| k.uncertain_delete)
+    }
+
     /// The newest acknowledged write of `key`.
     pub fn newest(&self, key: u32) -> Option<Acked> {
         self.keys.get(&key).and_then(|k| k.newest)
@@ -234,7 +241,12 @@ mod tests {
         l.ack_delete(7, b, 5, 10);
         let n = l.newest(7).expect("newest");
         assert!(n.tombstone && n.revision == 5, "{n:?}");
+        assert!(!l.may_be_deleted(8));
         l.uncertain_delete(8);
         assert_eq!(l.uncertain_count(), 1);
+        assert!(
+            l.may_be_deleted(8),
+            "a timed-out delete may have removed the key"
+        );
     }
 }

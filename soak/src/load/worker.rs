@@ -297,7 +297,7 @@ impl Worker {
                 if let Some(b) = before
                     && b.epoch == st.ledger.epoch()
                     && !rolled
-                    && !(b.tombstone && got == 0)
+                    && !(got == 0 && (b.tombstone || st.ledger.may_be_deleted(key)))
                     && let Some(v) = stale_read(&name, started_ms, b.revision, b.at, got)
                 {
                     push(&mut st, v);
