@@ -65,6 +65,7 @@ fn main() {
                 Source {
                     member: &source.name,
                     url: &source.client_url,
+                    tls: None,
                 },
                 &dest,
             ))
@@ -92,6 +93,7 @@ fn main() {
             Source {
                 member: &source.name,
                 url: &source.client_url,
+                tls: None,
             },
             &backups,
             &binaries,

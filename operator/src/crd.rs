@@ -84,6 +84,69 @@ pub struct EtcdClusterSpec {
     /// What to do when a majority of members is lost.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recovery: Option<RecoverySpec>,
+    /// TLS between members (`peer`) and for clients (`client`). Either can
+    /// be turned on or off on a running cluster: members move over one at a
+    /// time, without losing a write.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsSpec>,
+}
+
+/// TLS of a cluster.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TlsSpec {
+    /// TLS between members (`https://` peer URLs; each member presents its
+    /// certificate to the others and accepts only peers whose certificate
+    /// its CA signed). Off when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer: Option<TlsEndpoint>,
+    /// TLS for clients (`https://` client URLs), mutual: a client without a
+    /// certificate signed by the cluster's CA is refused. Off when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<TlsEndpoint>,
+    /// How long certificates the operator issues are valid, as a Go
+    /// duration ("2160h", "2m"; at least 1m; default 2160h, 90 days). They
+    /// are renewed when two thirds of it have passed, without a restart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub certificate_validity: Option<String>,
+    /// How long the CA the operator creates for the cluster is valid (at
+    /// least 1m; default 43800h, 5 years). At two thirds of it a new CA is
+    /// brought in: trusted beside the old one first, then issuing, then the
+    /// old one is dropped, one member at a time (each step restarts
+    /// members, since etcd reads trusted CAs only when it starts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_validity: Option<String>,
+}
+
+/// Where the certificates of one side (peer or client) come from.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TlsEndpoint {
+    /// `Auto`: the operator creates a CA for the cluster and issues every
+    /// certificate itself. `Provided`: you provide a CA bundle and one
+    /// certificate with its key, used by every member (its names must cover
+    /// every member; for clients it must also allow client authentication,
+    /// since the operator uses it as its own client certificate).
+    pub mode: TlsMode,
+    /// `Provided`, local platform: a folder holding `ca.crt`, `tls.crt` and
+    /// `tls.key` (relative paths are taken from the state folder).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// `Provided`, Kubernetes: a `kubernetes.io/tls` Secret in the
+    /// cluster's namespace with `ca.crt`, `tls.crt` and `tls.key` (as
+    /// cert-manager writes them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_name: Option<String>,
+}
+
+/// Who issues a cluster's certificates.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum TlsMode {
+    /// The operator, from a CA it creates for the cluster.
+    #[default]
+    Auto,
+    /// You, through a folder (local) or a Secret (Kubernetes).
+    Provided,
 }
 
 /// Storage policy of the members.
@@ -197,6 +260,43 @@ pub struct EtcdClusterStatus {
     /// The last rebuild from a backup after a quorum loss, and what it lost.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_recovery: Option<RecoveryStatus>,
+    /// TLS, when `spec.tls` is set or members still use it: where a
+    /// client finds the CA and a client certificate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsStatus>,
+}
+
+/// Where TLS stands, and what a client needs.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TlsStatus {
+    /// Peer TLS: `Auto`, `Provided` or `Off`.
+    pub peer: String,
+    /// Client TLS: `Auto`, `Provided` or `Off`.
+    pub client: String,
+    /// Local platform: the CA bundle file to trust (`etcdctl --cacert`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_file: Option<String>,
+    /// Local platform: a client certificate the operator issued for tools
+    /// and users (`etcdctl --cert`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_cert_file: Option<String>,
+    /// Local platform: its key (`etcdctl --key`), readable by its owner only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_key_file: Option<String>,
+    /// Kubernetes: a `kubernetes.io/tls` Secret with `ca.crt`, `tls.crt`
+    /// and `tls.key` for clients.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_secret: Option<String>,
+    /// When the CA the operator issues from expires (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_not_after: Option<String>,
+    /// The earliest end of validity of a member certificate (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub certificates_not_after: Option<String>,
+    /// A change under way: turning TLS on or off, or rotating the CA.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub change: Option<String>,
 }
 
 /// A rebuild of the cluster from a backup after its quorum was lost for good.

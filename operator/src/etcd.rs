@@ -3,7 +3,9 @@
 //!
 //! One client per member URL, kept between calls; every call is bounded by
 //! a timeout (a paused member accepts connections but never answers), and a
-//! client that failed is dropped so the next call reconnects afresh.
+//! client that failed is dropped so the next call reconnects afresh. An
+//! `https://` URL is reached with the TLS setting registered for it
+//! ([`Clients::set_tls`]: the CAs to trust and a client certificate).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -11,6 +13,8 @@ use std::time::Duration;
 
 use etcd_client::{Client, ConnectOptions, MemberAddOptions};
 use tonic::Code;
+
+use crate::tls::ClientTls;
 
 /// Result of etcd calls.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -103,6 +107,7 @@ pub struct ListedMember {
 /// Cached clients, one per member URL.
 pub struct Clients {
     pool: Mutex<HashMap<String, Client>>,
+    tls: Mutex<HashMap<String, ClientTls>>,
     timeout: Duration,
 }
 
@@ -126,7 +131,25 @@ impl Clients {
     pub fn new(timeout: Duration) -> Self {
         Clients {
             pool: Mutex::new(HashMap::new()),
+            tls: Mutex::new(HashMap::new()),
             timeout,
+        }
+    }
+
+    /// Registers how an `https://` URL is reached (`None`: forget it). A
+    /// client connected with other TLS files (a renewed certificate, other
+    /// CAs) is dropped, so the next call connects with these.
+    pub fn set_tls(&self, url: &str, tls: Option<ClientTls>) {
+        let mut map = self.tls.lock().unwrap_or_else(|e| e.into_inner());
+        let changed =
+            map.get(url).map(ClientTls::fingerprint) != tls.as_ref().map(ClientTls::fingerprint);
+        match tls {
+            Some(t) => map.insert(url.to_string(), t),
+            None => map.remove(url),
+        };
+        drop(map);
+        if changed {
+            self.forget(url);
         }
     }
 
@@ -134,9 +157,27 @@ impl Clients {
         if let Some(c) = self.lock().get(url) {
             return Ok(c.clone());
         }
-        let opts = ConnectOptions::new()
+        let mut opts = ConnectOptions::new()
             .with_connect_timeout(timeout)
             .with_timeout(timeout);
+        if crate::tls::is_https(url) {
+            let tls = self
+                .tls
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(url)
+                .cloned();
+            let Some(tls) = tls else {
+                return Err(Error {
+                    op,
+                    url: url.into(),
+                    kind: ErrorKind::Unreachable(
+                        "no client certificate for this https:// URL".into(),
+                    ),
+                });
+            };
+            opts = opts.with_tls(tls.options());
+        }
         let connect = Client::connect([url], Some(opts));
         let client = match tokio::time::timeout(timeout, connect).await {
             Ok(Ok(c)) => c,
@@ -261,6 +302,15 @@ impl Clients {
             }) => Ok(()),
             other => other.map(|_| ()),
         }
+    }
+
+    /// Sets the peer URLs of member `id` (etcd's member update).
+    pub async fn update_peer_urls(&self, url: &str, id: u64, peer_urls: Vec<String>) -> Result<()> {
+        self.call("member update", url, |mut c| async move {
+            c.member_update(id, peer_urls).await
+        })
+        .await
+        .map(|_| ())
     }
 
     /// Promotes learner `id` to a voting member.

@@ -19,6 +19,7 @@ pub mod plan;
 pub mod platform;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+pub mod tls;
 pub mod validate;
 pub mod version;
 pub mod yaml;

@@ -7,8 +7,9 @@ use futures::future::join_all;
 
 use crate::crd::MemberStatus;
 use crate::etcd::{self, Clients, ListedMember};
-use crate::plan::{EtcdMember, Member, Observed, Runtime};
+use crate::plan::{EtcdMember, Member, Observed, Runtime, TlsState};
 use crate::platform::{self, ClusterRecord, Platform, PlatformMember};
+use crate::tls::{ClientTls, is_https, same_endpoint, url_host};
 
 /// One observation of a cluster.
 #[derive(Clone, Debug, Default)]
@@ -38,22 +39,31 @@ impl Observation {
         self.members.iter().filter(|m| m.ready).count()
     }
 
-    /// The platform's member with this peer URL.
+    /// The platform's member with this peer URL (whatever its scheme).
     pub fn on_platform(&self, peer_url: &str) -> Option<&PlatformMember> {
-        self.platform.iter().find(|p| p.addr.peer_url == peer_url)
+        self.platform
+            .iter()
+            .find(|p| same_endpoint(&p.addr.peer_url, peer_url))
     }
 }
 
 /// Observes `cluster`. `crash_looping` names members whose data is no
-/// longer trusted because they keep dying right after start.
+/// longer trusted because they keep dying right after start; `tls` is the
+/// operator's client certificate for members with `https://` URLs.
 pub async fn observe<P: Platform>(
     platform: &P,
     clients: &Clients,
     cluster: &str,
     record: &ClusterRecord,
     crash_looping: &HashSet<String>,
+    tls: Option<&ClientTls>,
 ) -> platform::Result<Observation> {
     let pm = platform.members(cluster).await?;
+    if let Some(tls) = tls {
+        for m in &pm {
+            register_tls(clients, tls, m.call_url.as_deref(), &m.addr.client_url);
+        }
+    }
     // The operator's own calls go to `call_url` (a pod's IP on
     // Kubernetes); the status publishes `client_url`.
     let statuses: Vec<Option<etcd::MemberStatus>> = join_all(pm.iter().map(|m| async {
@@ -93,12 +103,18 @@ pub async fn observe<P: Platform>(
         revision: statuses.iter().flatten().map(|s| s.revision).max(),
         ..Observation::default()
     };
-    let mut seen_peers = HashSet::new();
+    let mut seen_peers = Vec::new();
     for (m, status) in pm.iter().zip(&statuses) {
-        seen_peers.insert(m.addr.peer_url.clone());
-        let entry = listed
-            .as_ref()
-            .and_then(|l| l.iter().find(|e| e.peer_urls.contains(&m.addr.peer_url)));
+        seen_peers.push(m.addr.peer_url.clone());
+        // Matched whatever the scheme: a member moving to or from TLS is
+        // listed with its old scheme until the list is updated.
+        let entry = listed.as_ref().and_then(|l| {
+            l.iter().find(|e| {
+                e.peer_urls
+                    .iter()
+                    .any(|u| same_endpoint(u, &m.addr.peer_url))
+            })
+        });
         let healthy = status.as_ref().is_some_and(|s| s.leader != 0) && (!known || entry.is_some());
         let runtime = Runtime {
             running: m.running,
@@ -106,6 +122,12 @@ pub async fn observe<P: Platform>(
             crash_looping: m.crash_looping || crash_looping.contains(&m.addr.name),
             version: m.version,
             bootstrap: m.bootstrap,
+            tls: TlsState {
+                files: m.tls.clone(),
+                peer_https: is_https(&m.addr.peer_url),
+                client_https: is_https(&m.addr.client_url),
+            },
+            certs_due: false,
         };
         let version = status
             .as_ref()
@@ -125,8 +147,19 @@ pub async fn observe<P: Platform>(
     let orphans: Vec<&ListedMember> = listed
         .iter()
         .flatten()
-        .filter(|e| !e.peer_urls.iter().any(|p| seen_peers.contains(p)))
+        .filter(|e| {
+            !e.peer_urls
+                .iter()
+                .any(|p| seen_peers.iter().any(|s| same_endpoint(s, p)))
+        })
         .collect();
+    if let Some(tls) = tls {
+        for e in &orphans {
+            if let Some(u) = e.client_urls.first() {
+                register_tls(clients, tls, Some(u), u);
+            }
+        }
+    }
     let orphan_status = join_all(orphans.iter().map(|e| async {
         match e.client_urls.first() {
             Some(url) => clients.status(url).await.ok(),
@@ -181,6 +214,17 @@ pub async fn observe<P: Platform>(
     Ok(observation)
 }
 
+/// Registers the operator's client certificate for a member reached at
+/// `call_url`, checking its certificate against the host of its published
+/// `client_url` when the two differ (a pod reached at its IP).
+fn register_tls(clients: &Clients, tls: &ClientTls, call_url: Option<&str>, client_url: &str) {
+    let Some(call) = call_url.filter(|u| is_https(u)) else {
+        return;
+    };
+    let name = url_host(client_url).filter(|h| Some(*h) != url_host(call));
+    clients.set_tls(call, Some(tls.with_server_name(name.map(str::to_string))));
+}
+
 impl Observation {
     #[allow(clippy::too_many_arguments)]
     fn push(
@@ -198,6 +242,7 @@ impl Observation {
             started: !e.name.is_empty(),
             learner: e.is_learner,
             leader: Some(e.id) == leader_id,
+            peer_https: e.peer_urls.first().is_some_and(|u| is_https(u)),
         });
         let leader = etcd.is_some_and(|e| e.leader);
         if leader {

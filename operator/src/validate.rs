@@ -8,7 +8,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::crd::{EtcdClusterSpec, StoragePolicy};
+use crate::crd::{EtcdClusterSpec, StoragePolicy, TlsEndpoint, TlsMode};
 use crate::version::Version;
 
 /// Largest cluster the operator manages.
@@ -17,6 +17,12 @@ pub const MAX_SIZE: i64 = 9;
 pub const MAX_NAME_LEN: usize = crate::names::MAX_CLUSTER_NAME_LEN;
 /// Shortest backup interval.
 pub const MIN_BACKUP_INTERVAL: Duration = Duration::from_secs(1);
+/// Shortest validity of a certificate or CA the operator issues.
+pub const MIN_TLS_VALIDITY: Duration = Duration::from_secs(60);
+/// Default validity of the certificates the operator issues (90 days).
+pub const DEFAULT_CERT_VALIDITY: Duration = Duration::from_secs(90 * 86_400);
+/// Default validity of the CA the operator creates (5 years).
+pub const DEFAULT_CA_VALIDITY: Duration = Duration::from_secs(5 * 365 * 86_400);
 
 /// A spec that passed every check.
 #[derive(Clone, Debug, PartialEq)]
@@ -35,6 +41,63 @@ pub struct ValidSpec {
     pub restore: Option<String>,
     /// Rebuild from the newest backup when a majority is lost for good.
     pub restore_from_backup: bool,
+    /// TLS of members and clients.
+    pub tls: TlsPolicy,
+}
+
+/// Checked TLS settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlsPolicy {
+    /// Peer TLS, when on.
+    pub peer: Option<TlsSource>,
+    /// Client TLS, when on.
+    pub client: Option<TlsSource>,
+    /// Validity of the certificates the operator issues.
+    pub certificate_validity: Duration,
+    /// Validity of the CA the operator creates.
+    pub ca_validity: Duration,
+}
+
+impl Default for TlsPolicy {
+    fn default() -> Self {
+        TlsPolicy {
+            peer: None,
+            client: None,
+            certificate_validity: DEFAULT_CERT_VALIDITY,
+            ca_validity: DEFAULT_CA_VALIDITY,
+        }
+    }
+}
+
+impl TlsPolicy {
+    /// Whether either side uses TLS.
+    pub fn any(&self) -> bool {
+        self.peer.is_some() || self.client.is_some()
+    }
+}
+
+/// Where one side's certificates come from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TlsSource {
+    /// The operator issues them from the cluster's CA.
+    Auto,
+    /// The user provides them.
+    Provided {
+        /// A folder (local platform).
+        path: Option<String>,
+        /// A Secret (Kubernetes).
+        secret_name: Option<String>,
+    },
+}
+
+impl TlsSource {
+    /// `Auto` or `Provided`, as in the spec.
+    pub fn mode(&self) -> &'static str {
+        match self {
+            TlsSource::Auto => "Auto",
+            TlsSource::Provided { .. } => "Provided",
+        }
+    }
 }
 
 /// A checked backup policy.
@@ -169,6 +232,7 @@ pub fn validate(
             "needs spec.backup: without backups there is nothing to restore from".into(),
         );
     }
+    let tls = check_tls(spec, &mut err);
     match version {
         Some(version) if errors.is_empty() => Ok(ValidSpec {
             size: usize::try_from(spec.size).unwrap_or(1),
@@ -178,9 +242,99 @@ pub fn validate(
             backup,
             restore: spec.restore.as_ref().map(|r| r.backup.trim().to_string()),
             restore_from_backup,
+            tls,
         }),
         _ => Err(Invalid(errors)),
     }
+}
+
+/// `spec.tls`: modes with what they need, validities within bounds.
+fn check_tls(spec: &EtcdClusterSpec, err: &mut impl FnMut(&str, String)) -> TlsPolicy {
+    let mut policy = TlsPolicy::default();
+    let Some(tls) = &spec.tls else {
+        return policy;
+    };
+    let mut side = |name: &str, e: &Option<TlsEndpoint>| {
+        let e = e.as_ref()?;
+        let field = format!("spec.tls.{name}");
+        let blank = |v: &Option<String>| v.as_deref().is_some_and(|p| p.trim().is_empty());
+        match e.mode {
+            TlsMode::Auto => {
+                if e.path.is_some() || e.secret_name.is_some() {
+                    err(
+                        &field,
+                        "path and secretName name certificates you provide: use them with                          mode: Provided, or leave them out for mode: Auto"
+                            .into(),
+                    );
+                }
+                Some(TlsSource::Auto)
+            }
+            TlsMode::Provided => {
+                if e.path.is_none() && e.secret_name.is_none() || blank(&e.path) {
+                    err(
+                        &field,
+                        "mode: Provided needs path (a folder with ca.crt, tls.crt and tls.key;                          local platform) or secretName (a kubernetes.io/tls Secret with ca.crt;                          Kubernetes)"
+                            .into(),
+                    );
+                }
+                if let Some(s) = &e.secret_name
+                    && check_secret_name(s).is_err()
+                {
+                    err(
+                        &format!("{field}.secretName"),
+                        format!(
+                            "{s:?} is not a Secret name (lowercase letters, digits, '-' and '.')"
+                        ),
+                    );
+                }
+                Some(TlsSource::Provided {
+                    path: e.path.clone(),
+                    secret_name: e.secret_name.clone(),
+                })
+            }
+        }
+    };
+    policy.peer = side("peer", &tls.peer);
+    policy.client = side("client", &tls.client);
+    for (field, value, slot) in [
+        (
+            "spec.tls.certificateValidity",
+            &tls.certificate_validity,
+            &mut policy.certificate_validity,
+        ),
+        (
+            "spec.tls.caValidity",
+            &tls.ca_validity,
+            &mut policy.ca_validity,
+        ),
+    ] {
+        let Some(v) = value else { continue };
+        match parse_duration(v) {
+            Ok(d) if d >= MIN_TLS_VALIDITY => *slot = d,
+            Ok(d) => err(field, format!("must be at least 1m, got {d:?}")),
+            Err(m) => err(field, m),
+        }
+    }
+    policy
+}
+
+/// A Kubernetes object name (DNS subdomain): lowercase letters, digits,
+/// '-' and '.', at most 253 characters, starting and ending alphanumeric.
+fn check_secret_name(name: &str) -> Result<(), ()> {
+    let ok = !name.is_empty()
+        && name.len() <= 253
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+        && name
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_alphanumeric())
+        && name
+            .bytes()
+            .last()
+            .is_some_and(|b| b.is_ascii_alphanumeric());
+    if ok { Ok(()) } else { Err(()) }
 }
 
 /// A Go-style duration ("30m", "1h30m", "10s") as a std duration.
@@ -227,6 +381,7 @@ mod tests {
             backup: None,
             restore: None,
             recovery: None,
+            tls: None,
         }
     }
 
@@ -305,6 +460,51 @@ mod tests {
             fields(validate("demo", &s, &V)),
             ["spec.recovery.restoreFromBackup"]
         );
+    }
+
+    #[test]
+    fn tls_modes_need_what_they_name_and_validities_have_a_floor() {
+        use crate::crd::TlsSpec;
+        let endpoint = |mode, path: Option<&str>, secret: Option<&str>| {
+            Some(TlsEndpoint {
+                mode,
+                path: path.map(Into::into),
+                secret_name: secret.map(Into::into),
+            })
+        };
+        let mut s = spec(3, "3.4.23");
+        s.tls = Some(TlsSpec {
+            peer: endpoint(TlsMode::Auto, None, None),
+            client: endpoint(TlsMode::Provided, Some("/certs"), None),
+            certificate_validity: Some("2m".into()),
+            ca_validity: None,
+        });
+        let v = validate("demo", &s, &V).expect("valid");
+        assert_eq!(v.tls.peer, Some(TlsSource::Auto));
+        assert_eq!(v.tls.certificate_validity, Duration::from_secs(120));
+        assert_eq!(v.tls.ca_validity, DEFAULT_CA_VALIDITY);
+        assert!(v.tls.any());
+        s.tls = Some(TlsSpec {
+            peer: endpoint(TlsMode::Auto, Some("/x"), None),
+            client: endpoint(TlsMode::Provided, None, Some("Bad_Name")),
+            certificate_validity: Some("30s".into()),
+            ca_validity: Some("soon".into()),
+        });
+        assert_eq!(
+            fields(validate("demo", &s, &V)),
+            [
+                "spec.tls.peer",
+                "spec.tls.client.secretName",
+                "spec.tls.certificateValidity",
+                "spec.tls.caValidity"
+            ]
+        );
+        s.tls = Some(TlsSpec {
+            client: endpoint(TlsMode::Provided, None, None),
+            ..TlsSpec::default()
+        });
+        let e = validate("demo", &s, &V).expect_err("invalid");
+        assert!(e.to_string().contains("needs path"), "{e}");
     }
 
     #[test]

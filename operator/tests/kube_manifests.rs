@@ -127,6 +127,7 @@ fn config(member: &str) -> MemberConfig {
         initial_state: InitialState::New,
         token: "example-token".into(),
         bootstrap: true,
+        tls: Default::default(),
     }
 }
 

@@ -164,6 +164,7 @@ pub async fn run(a: Args) -> Result<String, Error> {
         backup: None,
         restore: None,
         recovery: None,
+        tls: None,
     };
     let mut local = Local::prepare(&cluster, &operator, &bins, None, logs.path())?;
     local.write_manifest(false)?;

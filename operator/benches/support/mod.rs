@@ -110,6 +110,7 @@ pub fn hand(dir: &Path, seed: &str, name: &str, taken: &mut HashSet<std::net::Ip
             addr,
             version: Version::new(3, 4, 23),
             bootstrap: true,
+            tls: Default::default(),
             initial_cluster: String::new(),
             initial_state: InitialState::New,
             token: "floor".into(),
@@ -123,7 +124,12 @@ pub fn hand(dir: &Path, seed: &str, name: &str, taken: &mut HashSet<std::net::Ip
 impl Hand {
     pub fn start(&mut self) {
         std::fs::create_dir_all(&self.data).unwrap();
-        let args = etcd_args(&self.record, &self.data, Listen::Advertised);
+        let args = etcd_args(
+            &self.record,
+            &self.data,
+            &self.data.join("../tls"),
+            Listen::Advertised,
+        );
         self.process = Some(process::spawn(&etcd_bin(), &args, &self.log).unwrap());
     }
 

@@ -16,8 +16,9 @@ use super::{BackupStore, Location, Source};
 use crate::crd::BackupStatus;
 use crate::validate::BackupPolicy;
 
-/// A member backups may be taken from: (name, client URL).
-pub type Candidate = (String, String);
+/// A member backups may be taken from: (name, client URL, the client
+/// certificate for an `https://` URL).
+pub type Candidate = (String, String, Option<crate::tls::ClientTls>);
 
 /// A running schedule. Dropping it stops the task.
 #[derive(Debug)]
@@ -142,8 +143,12 @@ async fn run<S: BackupStore>(
             let _ = tokio::time::timeout(Duration::from_secs(1), candidates.changed()).await;
             continue;
         }
-        let (member, url) = &offered[source_index % offered.len()];
-        let source = Source { member, url };
+        let (member, url, tls) = &offered[source_index % offered.len()];
+        let source = Source {
+            member,
+            url,
+            tls: tls.as_ref(),
+        };
         match store.save(&location, source).await {
             Ok(meta) => {
                 failures = 0;

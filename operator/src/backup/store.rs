@@ -45,6 +45,8 @@ pub struct Source<'a> {
     pub member: &'a str,
     /// Its client URL.
     pub url: &'a str,
+    /// The CAs and client certificate for an `https://` URL.
+    pub tls: Option<&'a crate::tls::ClientTls>,
 }
 
 /// A snapshot a store set aside for a cluster's bootstrap to restore every

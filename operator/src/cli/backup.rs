@@ -11,6 +11,7 @@ use crate::backup::{self, BackupMeta, BackupStore, Location, Source};
 use crate::crd::EtcdCluster;
 use crate::platform::local::backups::LocalBackups;
 use crate::platform::local::binaries::Binaries;
+use crate::tls::ClientTls;
 
 /// Why a backup command failed.
 #[derive(Debug, thiserror::Error)]
@@ -24,6 +25,22 @@ pub enum Error {
     /// The name given is no cluster name (it would become part of a path).
     #[error(transparent)]
     Name(#[from] crate::names::NameError),
+    /// The client certificate the status names cannot be read.
+    #[error("the cluster uses client TLS, but its client certificate cannot be read: {0}")]
+    Tls(#[from] crate::tls::Error),
+}
+
+/// The client certificate `status.tls` names, for a cluster whose clients
+/// use TLS (the operator writes it under the state folder).
+pub fn client_tls(cluster: &EtcdCluster) -> Result<Option<ClientTls>, crate::tls::Error> {
+    let Some(t) = cluster.status.as_ref().and_then(|s| s.tls.as_ref()) else {
+        return Ok(None);
+    };
+    let (Some(ca), Some(cert), Some(key)) = (&t.ca_file, &t.client_cert_file, &t.client_key_file)
+    else {
+        return Ok(None);
+    };
+    ClientTls::from_files(Path::new(ca), Path::new(cert), Path::new(key)).map(Some)
 }
 
 /// Where a published cluster's backups are kept, and its retention.
@@ -120,11 +137,13 @@ pub async fn take_now(
         .cloned()
         .collect();
     members.sort_by_key(|m| m.leader);
+    let tls = client_tls(&resource)?;
     let mut last = backup::Error::NoMember;
     for m in &members {
         let source = Source {
             member: &m.name,
             url: &m.client_url,
+            tls: tls.as_ref(),
         };
         match store.save(&location, source).await {
             Ok(meta) => {

@@ -177,6 +177,7 @@ mod tests {
                 backup: None,
                 restore: None,
                 recovery: None,
+                tls: None,
             },
         );
         c.status = Some(EtcdClusterStatus {

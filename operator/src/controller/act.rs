@@ -9,8 +9,10 @@ use rand::Rng;
 use super::Cluster;
 use crate::etcd;
 use crate::observe::Observation;
-use crate::plan::{RemoveWhy, Step};
+use crate::plan::tls::for_new_member;
+use crate::plan::{RemoveWhy, Step, TlsState};
 use crate::platform::{self, InitialState, MemberAddr, MemberConfig, Platform};
+use crate::tls::with_scheme;
 use crate::validate::ValidSpec;
 
 /// Why a step failed.
@@ -86,8 +88,94 @@ pub(super) async fn run<P: Platform>(
             Ok(c.platform.upgrade(&c.name, member, *to).await?)
         }
         Step::RestoreFromBackup => c.rebuild_from_backup(spec).await,
+        Step::RenewCertificates { member } => {
+            let p = on_platform(c, obs, member)?;
+            let state = state_of(p);
+            Ok(c.tls_install(&p.addr, &state).await?)
+        }
+        Step::Reconfigure { member, id, to } => reconfigure(c, obs, member, *id, to).await,
+        Step::UpdatePeerUrl { member, id, https } => {
+            let p = on_platform(c, obs, member)?;
+            let url = with_scheme(&p.addr.peer_url, *https);
+            Ok(c.clients.update_peer_urls(&api()?, *id, vec![url]).await?)
+        }
         Step::Wait(_) | Step::Converged => Ok(()),
     }
+}
+
+fn on_platform<'a, P>(
+    c: &Cluster<P>,
+    obs: &'a Observation,
+    member: &str,
+) -> Result<&'a platform::PlatformMember, Error> {
+    obs.platform
+        .iter()
+        .find(|p| p.addr.name == member)
+        .ok_or_else(|| {
+            Error::Platform(platform::Error::NoMember {
+                cluster: c.name.clone(),
+                member: member.to_string(),
+            })
+        })
+}
+
+/// A platform member's TLS as configured.
+fn state_of(p: &platform::PlatformMember) -> TlsState {
+    TlsState {
+        files: p.tls.clone(),
+        peer_https: crate::tls::is_https(&p.addr.peer_url),
+        client_https: crate::tls::is_https(&p.addr.client_url),
+    }
+}
+
+/// `addr` with the schemes of `state`.
+fn with_schemes(addr: &MemberAddr, state: &TlsState) -> MemberAddr {
+    MemberAddr {
+        name: addr.name.clone(),
+        peer_url: with_scheme(&addr.peer_url, state.peer_https),
+        client_url: with_scheme(&addr.client_url, state.client_https),
+    }
+}
+
+/// Restarts a member with another TLS state: the files of both states are
+/// installed first (the running etcd keeps reading its own), then the
+/// member restarts with the new state, then etcd's member list learns its
+/// peer URL's new scheme.
+async fn reconfigure<P: Platform>(
+    c: &mut Cluster<P>,
+    obs: &Observation,
+    member: &str,
+    id: u64,
+    to: &TlsState,
+) -> Result<(), Error> {
+    let p = on_platform(c, obs, member)?;
+    let from = state_of(p);
+    let mut both = to.clone();
+    both.files.peer |= from.files.peer;
+    both.files.client |= from.files.client;
+    c.tls_install(&p.addr, &both).await?;
+    let addr = with_schemes(&p.addr, to);
+    c.crashes.started(member);
+    c.platform
+        .reconfigure(&c.name, member, &addr, &to.files)
+        .await?;
+    if from.peer_https != to.peer_https {
+        let api = obs.api_url.clone().ok_or(Error::NoLeader)?;
+        // Ask another member when the restarted one was the one answering.
+        let api = if crate::tls::same_endpoint(&api, &p.addr.client_url) {
+            obs.platform
+                .iter()
+                .filter(|o| o.addr.name != member && o.running)
+                .find_map(|o| o.call_url.clone())
+                .unwrap_or(api)
+        } else {
+            api
+        };
+        c.clients
+            .update_peer_urls(&api, id, vec![addr.peer_url.clone()])
+            .await?;
+    }
+    Ok(())
 }
 
 /// Creates the initial members all at once (`--initial-cluster-state new`).
@@ -110,8 +198,15 @@ async fn bootstrap<P: Platform>(
         c.record.initial = addrs;
         c.save_record().await;
     }
-    let initial_cluster = initial_cluster(c.record.initial.iter());
-    for addr in c.record.initial.clone() {
+    let state = for_new_member(&c.tls.wanted, &[]);
+    let initial: Vec<MemberAddr> = c
+        .record
+        .initial
+        .iter()
+        .map(|a| with_schemes(a, &state))
+        .collect();
+    let initial_cluster = initial_cluster(initial.iter());
+    for addr in initial {
         match obs.platform.iter().find(|p| p.addr.name == addr.name) {
             Some(p) if p.running => {}
             Some(_) => {
@@ -126,7 +221,9 @@ async fn bootstrap<P: Platform>(
                     initial_state: InitialState::New,
                     token: c.record.token.clone(),
                     bootstrap: true,
+                    tls: state.files.clone(),
                 };
+                c.tls_install(&addr, &state).await?;
                 c.crashes.started(&addr.name);
                 let restore_from = restore_from.as_ref();
                 c.platform.create(&c.name, &config, restore_from).await?;
@@ -156,6 +253,10 @@ async fn add_learner<P: Platform>(
             cluster: c.name.clone(),
             member: name.clone(),
         })?;
+    let states: Vec<TlsState> = obs.platform.iter().map(state_of).collect();
+    let state = for_new_member(&c.tls.wanted, &states.iter().collect::<Vec<_>>());
+    let addr = with_schemes(&addr, &state);
+    c.tls_install(&addr, &state).await?;
     let (_, members) = c.clients.add_learner(api, &addr.peer_url).await?;
     // Unstarted members have no name in etcd's list: use the platform's.
     let named = members.iter().filter_map(|m| {
@@ -181,6 +282,7 @@ async fn add_learner<P: Platform>(
         initial_state: InitialState::Existing,
         token: c.record.token.clone(),
         bootstrap: false,
+        tls: state.files.clone(),
     };
     c.crashes.started(&name);
     Ok(c.platform.create(&c.name, &config, None).await?)

@@ -59,7 +59,12 @@ impl<P: Platform> Cluster<P> {
         schedule.offer(
             ready
                 .iter()
-                .map(|m| (m.name.clone(), m.client_url.clone()))
+                .map(|m| {
+                    let tls = crate::tls::is_https(&m.client_url)
+                        .then(|| self.tls.client().cloned())
+                        .flatten();
+                    (m.name.clone(), m.client_url.clone(), tls)
+                })
                 .collect(),
         );
     }

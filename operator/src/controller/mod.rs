@@ -11,6 +11,7 @@ mod crashes;
 pub mod kube;
 pub mod local;
 pub mod status;
+mod tls;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -113,6 +114,7 @@ pub struct Cluster<P> {
     published: Option<(EtcdClusterStatus, Instant)>,
     schedule: Option<Schedule>,
     revision_saved: Option<Instant>,
+    tls: tls::Tls,
 }
 
 impl<P: Platform> Cluster<P> {
@@ -144,6 +146,7 @@ impl<P: Platform> Cluster<P> {
             published: None,
             schedule: None,
             revision_saved: None,
+            tls: tls::Tls::default(),
         };
         cluster.take_spec(spec).await;
         Ok(cluster)
@@ -199,12 +202,21 @@ impl<P: Platform> Cluster<P> {
     /// One pass of observe -> plan -> act -> status.
     pub async fn reconcile(&mut self) -> Outcome {
         let looping = self.crashes.looping(CRASH_LOOP_EXITS);
+        let valid = match &self.spec {
+            SpecState::Valid { spec, .. } => Some(spec.clone()),
+            SpecState::Invalid { .. } => None,
+        };
+        if let Some(spec) = &valid {
+            self.tls_prepare(spec).await;
+        }
+        let tls = self.tls.client().cloned();
         let obs = match observe(
             &*self.platform,
             &self.clients,
             &self.name,
             &self.record,
             &looping,
+            tls.as_ref(),
         )
         .await
         {
@@ -231,11 +243,20 @@ impl<P: Platform> Cluster<P> {
             }
             obs.observed.backup_available = self.backup_available().await;
         }
-        self.offer_backup_sources(&obs);
-        let step = match &self.spec {
-            SpecState::Valid { spec, .. } => Some(plan(&Desired::from(spec), &obs.observed)),
-            SpecState::Invalid { .. } => None,
+        let step = match &valid {
+            Some(spec) => {
+                let mut desired = Desired::from(spec);
+                desired.tls = self.tls_observed(&mut obs, spec).await;
+                Some(match &self.tls.problem {
+                    Some(message) => Step::Wait(Wait::TlsInvalid {
+                        message: message.clone(),
+                    }),
+                    None => plan(&desired, &obs.observed),
+                })
+            }
+            None => None,
         };
+        self.offer_backup_sources(&obs);
         self.publish(&obs, step.as_ref()).await;
         let Some(step) = step else {
             return Outcome {

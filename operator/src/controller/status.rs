@@ -41,6 +41,7 @@ pub(super) fn build<P>(
                         backup: None,
                         restore: None,
                         recovery: None,
+                        tls: None,
                     });
                 EtcdCluster::new(&c.name, spec)
             }
@@ -97,6 +98,11 @@ pub(super) fn build<P>(
         backup: c.schedule.as_ref().map(|s| s.status()),
         revision: (c.record.last_revision > 0).then_some(c.record.last_revision),
         last_recovery: c.record.last_recovery.clone(),
+        tls: c
+            .tls
+            .status
+            .clone()
+            .filter(|t| t.peer != "Off" || t.client != "Off" || t.change.is_some()),
     });
     resource
 }

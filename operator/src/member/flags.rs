@@ -1,9 +1,15 @@
 //! The etcd command line of a member, the same on every platform but for
-//! where it listens.
+//! where it listens and where its files are.
 
 use std::path::Path;
 
 use super::{CLIENT_PORT, InitialState, MemberConfig, PEER_PORT};
+use crate::tls::{files, is_https, with_scheme};
+
+/// The port of etcd's plain `http://` metrics and health listener, added
+/// in a pod whose client port wants client certificates (the kubelet's
+/// probes have none).
+pub const METRICS_PORT: u16 = 2381;
 
 /// Where a member listens.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -16,20 +22,64 @@ pub enum Listen {
     Everywhere,
 }
 
-/// The etcd command line of a member whose data is in `data_dir`.
-pub fn etcd_args(config: &MemberConfig, data_dir: &Path, listen: Listen) -> Vec<String> {
+/// The etcd command line of a member whose data is in `data_dir` and
+/// whose TLS files ([`crate::tls::files`]) are in `tls_dir`.
+pub fn etcd_args(
+    config: &MemberConfig,
+    data_dir: &Path,
+    tls_dir: &Path,
+    listen: Listen,
+) -> Vec<String> {
     let state = match config.initial_state {
         InitialState::New => "new",
         InitialState::Existing => "existing",
     };
-    let (listen_peer, listen_client) = match listen {
+    let peer_scheme = if is_https(&config.addr.peer_url) {
+        "https"
+    } else {
+        "http"
+    };
+    let client_scheme = if is_https(&config.addr.client_url) {
+        "https"
+    } else {
+        "http"
+    };
+    let (listen_peer, mut listen_client) = match listen {
         Listen::Advertised => (config.addr.peer_url.clone(), config.addr.client_url.clone()),
         Listen::Everywhere => (
-            format!("http://0.0.0.0:{PEER_PORT}"),
-            format!("http://0.0.0.0:{CLIENT_PORT}"),
+            format!("{peer_scheme}://0.0.0.0:{PEER_PORT}"),
+            format!("{client_scheme}://0.0.0.0:{CLIENT_PORT}"),
         ),
     };
-    [
+    let tls = &config.tls;
+    if tls.client_both {
+        // etcd serves both schemes on one port when both are listed.
+        let other = with_scheme(&listen_client, client_scheme == "http");
+        listen_client = format!("{listen_client},{other}");
+    }
+    let file = |name: &str| tls_dir.join(name).to_string_lossy().into_owned();
+    let mut tls_args: Vec<(&str, String)> = Vec::new();
+    if tls.peer {
+        tls_args.extend([
+            ("--peer-cert-file", file(files::PEER_CERT)),
+            ("--peer-key-file", file(files::PEER_KEY)),
+            ("--peer-trusted-ca-file", file(files::PEER_CA)),
+        ]);
+    }
+    if tls.client {
+        tls_args.extend([
+            ("--cert-file", file(files::SERVER_CERT)),
+            ("--key-file", file(files::SERVER_KEY)),
+            ("--trusted-ca-file", file(files::CLIENT_CA)),
+        ]);
+        if listen == Listen::Everywhere {
+            tls_args.push((
+                "--listen-metrics-urls",
+                format!("http://0.0.0.0:{METRICS_PORT}"),
+            ));
+        }
+    }
+    let mut flags: Vec<String> = [
         ("--name", config.addr.name.as_str()),
         ("--data-dir", &data_dir.to_string_lossy()),
         ("--listen-peer-urls", &listen_peer),
@@ -44,17 +94,27 @@ pub fn etcd_args(config: &MemberConfig, data_dir: &Path, listen: Listen) -> Vec<
     ]
     .into_iter()
     .flat_map(|(k, v)| [k.to_string(), v.to_string()])
+    .chain(tls_args.into_iter().flat_map(|(k, v)| [k.to_string(), v]))
+    .collect();
+    // Mutual TLS: a peer or client must present a certificate the
+    // trusted CAs signed. Boolean flags take `=`.
+    if tls.peer {
+        flags.push("--peer-client-cert-auth=true".into());
+    }
+    if tls.client {
+        flags.push("--client-cert-auth=true".into());
+    }
     // A member whose data disagrees with its peers' at the same revision
     // refuses to start (and, failing by itself, is replaced as a crash
-    // loop) instead of serving wrong data. Boolean flags take `=`.
-    .chain(["--experimental-initial-corrupt-check=true".to_string()])
-    .collect()
+    // loop) instead of serving wrong data.
+    flags.push("--experimental-initial-corrupt-check=true".into());
+    flags
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::member::MemberAddr;
+    use crate::member::{MemberAddr, MemberTls};
     use crate::version::Version;
 
     fn config() -> MemberConfig {
@@ -69,16 +129,24 @@ mod tests {
             initial_state: InitialState::Existing,
             token: "demo-t".into(),
             bootstrap: false,
+            tls: MemberTls::default(),
         }
+    }
+
+    fn flag(args: &[String], f: &str) -> Option<String> {
+        let i = args.iter().position(|a| a == f)?;
+        args.get(i + 1).cloned()
     }
 
     #[test]
     fn flags_name_every_setting_and_listen_where_asked() {
-        let args = etcd_args(&config(), Path::new("/data"), Listen::Advertised);
-        let flag = |args: &[String], f: &str| {
-            let i = args.iter().position(|a| a == f)?;
-            args.get(i + 1).cloned()
-        };
+        let args = etcd_args(
+            &config(),
+            Path::new("/data"),
+            Path::new("/tls"),
+            Listen::Advertised,
+        );
+        assert!(!args.iter().any(|a| a.contains("cert")), "{args:?}");
         for (f, v) in [
             ("--name", "demo-1"),
             ("--data-dir", "/data"),
@@ -93,7 +161,12 @@ mod tests {
             args.last().map(String::as_str),
             Some("--experimental-initial-corrupt-check=true")
         );
-        let pod = etcd_args(&config(), Path::new("/data"), Listen::Everywhere);
+        let pod = etcd_args(
+            &config(),
+            Path::new("/data"),
+            Path::new("/tls"),
+            Listen::Everywhere,
+        );
         assert_eq!(
             flag(&pod, "--listen-peer-urls").as_deref(),
             Some("http://0.0.0.0:2380")
@@ -104,5 +177,75 @@ mod tests {
         );
         let differ = args.iter().zip(&pod).filter(|(a, b)| a != b).count();
         assert_eq!((pod.len(), differ), (args.len(), 2), "only the listen URLs");
+    }
+
+    #[test]
+    fn tls_flags_point_at_the_tls_folder_and_ask_for_certificates() {
+        let mut c = config();
+        c.addr.peer_url = "https://127.1.2.3:2380".into();
+        c.addr.client_url = "https://127.1.2.3:2379".into();
+        c.tls = MemberTls {
+            peer: true,
+            client: true,
+            client_both: false,
+            trust: "abc".into(),
+        };
+        let args = etcd_args(&c, Path::new("/data"), Path::new("/t"), Listen::Advertised);
+        for (f, v) in [
+            ("--listen-peer-urls", "https://127.1.2.3:2380"),
+            ("--listen-client-urls", "https://127.1.2.3:2379"),
+            ("--peer-cert-file", "/t/peer.crt"),
+            ("--peer-key-file", "/t/peer.key"),
+            ("--peer-trusted-ca-file", "/t/peer-ca.crt"),
+            ("--cert-file", "/t/server.crt"),
+            ("--key-file", "/t/server.key"),
+            ("--trusted-ca-file", "/t/client-ca.crt"),
+        ] {
+            assert_eq!(flag(&args, f).as_deref(), Some(v), "{f}");
+        }
+        for f in ["--peer-client-cert-auth=true", "--client-cert-auth=true"] {
+            assert!(args.iter().any(|a| a == f), "{f}");
+        }
+        assert_eq!(flag(&args, "--listen-metrics-urls"), None);
+        let pod = etcd_args(&c, Path::new("/data"), Path::new("/t"), Listen::Everywhere);
+        assert_eq!(
+            flag(&pod, "--listen-client-urls").as_deref(),
+            Some("https://0.0.0.0:2379")
+        );
+        assert_eq!(
+            flag(&pod, "--listen-metrics-urls").as_deref(),
+            Some("http://0.0.0.0:2381")
+        );
+    }
+
+    #[test]
+    fn while_clients_move_over_the_client_port_serves_both_schemes() {
+        let mut c = config();
+        c.addr.client_url = "https://127.1.2.3:2379".into();
+        c.tls = MemberTls {
+            peer: true,
+            client: true,
+            client_both: true,
+            trust: String::new(),
+        };
+        let args = etcd_args(&c, Path::new("/d"), Path::new("/t"), Listen::Advertised);
+        assert_eq!(
+            flag(&args, "--listen-client-urls").as_deref(),
+            Some("https://127.1.2.3:2379,http://127.1.2.3:2379")
+        );
+        assert_eq!(
+            flag(&args, "--advertise-client-urls").as_deref(),
+            Some("https://127.1.2.3:2379")
+        );
+        // Peer files while the peer URL is still http: etcd dials peers
+        // that moved to https with its certificate.
+        assert_eq!(
+            flag(&args, "--listen-peer-urls").as_deref(),
+            Some("http://127.1.2.3:2380")
+        );
+        assert_eq!(
+            flag(&args, "--peer-cert-file").as_deref(),
+            Some("/t/peer.crt")
+        );
     }
 }

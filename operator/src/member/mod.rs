@@ -58,4 +58,53 @@ pub struct MemberConfig {
     pub token: String,
     /// One of the bootstrap members.
     pub bootstrap: bool,
+    /// Its TLS files and listeners; absent (all off) for a member without
+    /// TLS, so records written before TLS existed read and write the same.
+    #[serde(default, skip_serializing_if = "MemberTls::is_off")]
+    pub tls: MemberTls,
+}
+
+/// What a member's etcd is given for TLS. Whether its peer and client
+/// URLs are `https://` is in its [`MemberAddr`]; this says which files it
+/// reads, and whether its client port also serves plain `http://` while
+/// clients move over (etcd serves both schemes on one port).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MemberTls {
+    /// The peer certificate, key and CAs (to serve an `https://` peer URL
+    /// and to dial peers that do, presenting its certificate).
+    #[serde(default)]
+    pub peer: bool,
+    /// The server certificate, key and client CAs (to serve `https://`
+    /// clients, who must present a certificate the CAs signed).
+    #[serde(default)]
+    pub client: bool,
+    /// The client port serves `http://` and `https://` both.
+    #[serde(default)]
+    pub client_both: bool,
+    /// Fingerprint of the CAs it trusted when it started
+    /// ([`crate::tls::trust_id`]): etcd reads its CA files only at start,
+    /// so a member whose fingerprint differs from the cluster's is
+    /// restarted.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub trust: String,
+}
+
+impl MemberTls {
+    /// No TLS at all (how records without the field read).
+    pub fn is_off(&self) -> bool {
+        *self == MemberTls::default()
+    }
+}
+
+impl MemberConfig {
+    /// Its peer URL is `https://`.
+    pub fn peer_https(&self) -> bool {
+        crate::tls::is_https(&self.addr.peer_url)
+    }
+
+    /// Its client URL is `https://`.
+    pub fn client_https(&self) -> bool {
+        crate::tls::is_https(&self.addr.client_url)
+    }
 }

@@ -28,10 +28,38 @@ impl fmt::Display for Step {
                 "rebuild the cluster from the newest verified backup (quorum is lost for good)"
             ),
             Step::Upgrade { member, to } => write!(f, "upgrade member {member} to {to}"),
+            Step::RenewCertificates { member } => {
+                write!(f, "renew the certificates of member {member}")
+            }
+            Step::Reconfigure { member, to, .. } => {
+                let scheme = |https| if https { "https" } else { "http" };
+                write!(
+                    f,
+                    "restart member {member} with peer {} (TLS files {}), client {}{} (TLS files {})",
+                    scheme(to.peer_https),
+                    on_off(to.files.peer),
+                    scheme(to.client_https),
+                    if to.files.client_both {
+                        " and http"
+                    } else {
+                        ""
+                    },
+                    on_off(to.files.client),
+                )
+            }
+            Step::UpdatePeerUrl { member, https, .. } => write!(
+                f,
+                "update the peer URL of member {member} in etcd's member list to {}://",
+                if *https { "https" } else { "http" }
+            ),
             Step::Wait(w) => write!(f, "wait: {w}"),
             Step::Converged => write!(f, "nothing to do"),
         }
     }
+}
+
+fn on_off(on: bool) -> &'static str {
+    if on { "on" } else { "off" }
 }
 
 impl Wait {
@@ -47,6 +75,8 @@ impl Wait {
             Wait::Unmanaged { .. } => "UnmanagedMember",
             Wait::UpgradePath { .. } => "UnsupportedUpgradePath",
             Wait::UpgradeNeedsThreeMembers => "UpgradeNeedsThreeMembers",
+            Wait::RestartNeedsThreeMembers => "RestartNeedsThreeMembers",
+            Wait::TlsInvalid { .. } => "TLSInvalid",
         }
     }
 
@@ -111,6 +141,14 @@ impl fmt::Display for Wait {
                 "a rolling upgrade restarts one voter at a time and needs at least 3 healthy \
                  members to keep quorum; scale up first"
             ),
+            Wait::RestartNeedsThreeMembers => write!(
+                f,
+                "a TLS change (or trusting a new CA) restarts one voter at a time and needs at \
+                 least 3 healthy members to keep quorum; scale up first"
+            ),
+            Wait::TlsInvalid { message } => {
+                write!(f, "{message}; nothing is restarted until it is fixed")
+            }
         }
     }
 }

@@ -12,7 +12,11 @@
 //! * a member whose data survived is restarted in place; one whose data is
 //!   gone is replaced (removed, then a new one added as a learner, started,
 //!   and promoted once it has caught up);
-//! * when quorum is lost it only restarts members whose data survived.
+//! * when quorum is lost it only restarts members whose data survived;
+//! * a TLS change or a new trusted CA restarts one member at a time, only
+//!   when every member is healthy and a voter can be spared, and never
+//!   gives a member an `https://` peer URL while a peer cannot dial it
+//!   (see [`tls`]); renewing certificates restarts nothing.
 
 use crate::crd::StoragePolicy;
 
@@ -21,6 +25,7 @@ mod describe;
 mod props;
 #[cfg(test)]
 mod tests;
+pub mod tls;
 mod types;
 
 pub use types::*;
@@ -34,6 +39,18 @@ pub fn quorum(voters: usize) -> usize {
 pub fn plan(desired: &Desired, observed: &Observed) -> Step {
     if desired.paused {
         return Step::Wait(Wait::Paused);
+    }
+    // New certificates restart nothing and are needed whatever else is
+    // going on (a member whose certificate expired cannot rejoin).
+    if let Some(m) = observed
+        .members
+        .iter()
+        .filter(|m| m.platform.as_ref().is_some_and(|p| p.certs_due))
+        .min_by(|a, b| member_order(&a.name, &b.name))
+    {
+        return Step::RenewCertificates {
+            member: m.name.clone(),
+        };
     }
     if !observed.bootstrapped {
         return plan_bootstrap(observed);
@@ -151,6 +168,9 @@ impl<'a> View<'a> {
     }
 
     fn with_quorum(&self, d: &Desired) -> Step {
+        if let Some(step) = self.peer_url_mismatch() {
+            return step;
+        }
         let over_size = self.voters > d.size;
         // Members the platform runs but etcd does not list: leftovers of a
         // removal or of an add that did not happen.
@@ -233,6 +253,9 @@ impl<'a> View<'a> {
                 .scale_down_victim()
                 .and_then(|m| self.remove(m, RemoveWhy::ScaleDown))
                 .unwrap_or(Step::Converged);
+        }
+        if let Some(step) = self.tls_change(&d.tls) {
+            return step;
         }
         self.upgrade(d)
     }

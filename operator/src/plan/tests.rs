@@ -13,6 +13,7 @@ fn desired(size: usize) -> Desired {
         storage: StoragePolicy::Persistent,
         paused: false,
         restore_from_backup: false,
+        tls: TlsWanted::default(),
     }
 }
 
@@ -26,12 +27,15 @@ fn up(name: &str, id: u64) -> Member {
             crash_looping: false,
             version: V34,
             bootstrap: true,
+            tls: Default::default(),
+            certs_due: false,
         }),
         etcd: Some(EtcdMember {
             id,
             started: true,
             learner: false,
             leader: id == 1,
+            peer_https: false,
         }),
         healthy: true,
     }

@@ -2,6 +2,7 @@
 //! and the step chosen.
 
 use crate::crd::StoragePolicy;
+use crate::member::MemberTls;
 use crate::validate::ValidSpec;
 use crate::version::Version;
 
@@ -18,6 +19,20 @@ pub struct Desired {
     pub paused: bool,
     /// Rebuild from the newest backup when quorum cannot come back.
     pub restore_from_backup: bool,
+    /// TLS wanted.
+    pub tls: TlsWanted,
+}
+
+/// TLS as the spec wants it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TlsWanted {
+    /// Peer TLS on.
+    pub peer: bool,
+    /// Client TLS on.
+    pub client: bool,
+    /// Fingerprint of the CAs members must trust ([`crate::tls::trust_id`];
+    /// empty without TLS), filled in by the controller.
+    pub trust: String,
 }
 
 impl From<&ValidSpec> for Desired {
@@ -28,6 +43,11 @@ impl From<&ValidSpec> for Desired {
             storage: s.storage,
             paused: s.paused,
             restore_from_backup: s.restore_from_backup,
+            tls: TlsWanted {
+                peer: s.tls.peer.is_some(),
+                client: s.tls.client.is_some(),
+                trust: String::new(),
+            },
         }
     }
 }
@@ -74,6 +94,22 @@ pub struct Runtime {
     pub version: Version,
     /// One of the members the cluster was bootstrapped with.
     pub bootstrap: bool,
+    /// Its TLS files and listeners, and its URLs' schemes.
+    pub tls: TlsState,
+    /// Its certificates must be (re)issued: two thirds of their validity
+    /// passed, they are missing, or another CA must sign them.
+    pub certs_due: bool,
+}
+
+/// A member's TLS as configured: files, listeners, URL schemes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TlsState {
+    /// Files and listeners.
+    pub files: MemberTls,
+    /// Its peer URL is `https://`.
+    pub peer_https: bool,
+    /// Its client URL is `https://`.
+    pub client_https: bool,
 }
 
 /// A member as etcd lists it.
@@ -87,6 +123,8 @@ pub struct EtcdMember {
     pub learner: bool,
     /// The current leader.
     pub leader: bool,
+    /// Its listed peer URL is `https://`.
+    pub peer_https: bool,
 }
 
 /// The next step.
@@ -133,6 +171,34 @@ pub enum Step {
         member: String,
         /// Version to run.
         to: Version,
+    },
+    /// Issue a member's certificates again and install them (no restart:
+    /// etcd reads certificates on each new connection).
+    RenewCertificates {
+        /// The member.
+        member: String,
+    },
+    /// Restart a member with other TLS files, listeners or URLs (turning
+    /// TLS on or off one member at a time, or trusting other CAs); when its
+    /// peer URL changes scheme, etcd's member list is updated after.
+    Reconfigure {
+        /// The member.
+        member: String,
+        /// Its etcd id (for the member list update).
+        id: u64,
+        /// What it runs with next.
+        to: TlsState,
+    },
+    /// Set a member's peer URL in etcd's member list to the scheme it
+    /// listens on (finishing a change cut short between the restart and
+    /// the member list update).
+    UpdatePeerUrl {
+        /// The member.
+        member: String,
+        /// Its etcd id.
+        id: u64,
+        /// `https://`.
+        https: bool,
     },
     /// Nothing safe to do now; wait for a change.
     Wait(Wait),
@@ -201,6 +267,15 @@ pub enum Wait {
     /// Upgrading restarts a voter, and fewer than three voters cannot
     /// spare one.
     UpgradeNeedsThreeMembers,
+    /// A TLS change (or new trusted CAs) restarts a voter, and fewer than
+    /// three voters cannot spare one.
+    RestartNeedsThreeMembers,
+    /// Certificates cannot be used as the spec says (set by the
+    /// controller, not the plan): nothing is done until they are fixed.
+    TlsInvalid {
+        /// What is wrong, naming the field and the file or Secret.
+        message: String,
+    },
 }
 
 /// Why a cluster that lost quorum is not rebuilt from a backup.
@@ -219,5 +294,11 @@ impl Step {
             self,
             Step::AddLearner | Step::Promote { .. } | Step::Remove { .. }
         )
+    }
+
+    /// Whether the step restarts a running voter on purpose (a planned
+    /// restart: an upgrade or a TLS change).
+    pub fn is_planned_restart(&self) -> bool {
+        matches!(self, Step::Upgrade { .. } | Step::Reconfigure { .. })
     }
 }

@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use crate::backup::{BackupStore, RestoreSource};
 use crate::crd::EtcdCluster;
 pub use crate::member::{InitialState, MemberAddr, MemberConfig};
+use crate::tls::store::TlsStore;
 use crate::version::Version;
 
 pub mod kube;
@@ -122,6 +123,8 @@ pub struct PlatformMember {
     /// termination message). `None` locally, where a member failing at
     /// start has its log read instead ([`Platform::failure_hint`]).
     pub problem: Option<String>,
+    /// Its TLS files and listeners (its URLs say `https://` or not).
+    pub tls: crate::member::MemberTls,
 }
 
 /// `http://HOST:PORT` for an IP address or a host name; IPv6 addresses in
@@ -189,8 +192,9 @@ pub enum Event {
 
 /// Where members run. Every call names the cluster it is for, and is
 /// idempotent: a call repeated after a crash, or for a member already in
-/// the asked-for state, does no harm.
-pub trait Platform: Send + Sync + 'static {
+/// the asked-for state, does no harm. Where TLS material is kept is its
+/// [`TlsStore`] side.
+pub trait Platform: TlsStore + Send + Sync + 'static {
     /// Where this platform keeps backups.
     type Backups: BackupStore;
     /// The backup store: every backup, check and restore of the controller
@@ -241,6 +245,18 @@ pub trait Platform: Send + Sync + 'static {
         cluster: &str,
         member: &str,
         version: Version,
+    ) -> impl Future<Output = Result<()>> + Send;
+    /// Stops a member gracefully, keeps its data, and starts it again with
+    /// these URLs (the same host and ports, another scheme) and TLS
+    /// settings, recorded in its config first. A member whose data cannot
+    /// outlive its process (an emptyDir pod) is stopped and left to be
+    /// replaced.
+    fn reconfigure(
+        &self,
+        cluster: &str,
+        member: &str,
+        addr: &MemberAddr,
+        tls: &crate::member::MemberTls,
     ) -> impl Future<Output = Result<()>> + Send;
     /// Stops a member (at once) and deletes it with its data.
     fn delete(&self, cluster: &str, member: &str) -> impl Future<Output = Result<()>> + Send;

@@ -120,6 +120,9 @@ pub struct ClusterSpec {
     /// spec.recovery.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recovery: Option<RecoverySpec>,
+    /// spec.tls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<etcd_operator::crd::TlsSpec>,
 }
 
 impl ClusterSpec {
@@ -133,6 +136,7 @@ impl ClusterSpec {
             backup: self.backup.clone(),
             restore: self.restore.clone(),
             recovery: self.recovery.clone(),
+            tls: self.tls.clone(),
         }
     }
 

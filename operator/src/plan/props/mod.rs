@@ -28,6 +28,12 @@ struct M {
     has_data: bool,
     version: Version,
     bootstrap: bool,
+    /// TLS as configured on the platform.
+    tls: TlsState,
+    /// The peer URL's scheme in etcd's member list.
+    listed_https: bool,
+    /// Its certificates must be renewed.
+    certs_due: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -116,12 +122,15 @@ impl Model {
                         crash_looping: false,
                         version: m.version,
                         bootstrap: m.bootstrap,
+                        tls: m.tls.clone(),
+                        certs_due: m.certs_due,
                     }),
                     etcd: (quorum && m.in_etcd).then_some(EtcdMember {
                         id: m.id,
                         started: m.started,
                         learner: m.learner,
                         leader: leader == Some(m.id),
+                        peer_https: m.listed_https,
                     }),
                     healthy: quorum && m.in_etcd && Self::up(m),
                 })
@@ -139,6 +148,17 @@ impl Model {
     fn new_member(&mut self, d: &Desired, bootstrap: bool) -> M {
         let id = self.next;
         self.next += 1;
+        let states: Vec<&TlsState> = self
+            .members
+            .iter()
+            .filter(|m| m.on_platform)
+            .map(|m| &m.tls)
+            .collect();
+        let tls = if bootstrap {
+            tls::for_new_member(&d.tls, &[])
+        } else {
+            tls::for_new_member(&d.tls, &states)
+        };
         M {
             name: format!("c-{id}"),
             id,
@@ -151,6 +171,9 @@ impl Model {
             has_data: true,
             version: d.version,
             bootstrap,
+            listed_https: tls.peer_https,
+            tls,
+            certs_due: false,
         }
     }
 
@@ -189,6 +212,13 @@ impl Model {
                 self.members.retain(|m| m.in_etcd || m.on_platform);
             }
             Step::Upgrade { member, to } => self.find(member).version = *to,
+            Step::RenewCertificates { member } => self.find(member).certs_due = false,
+            Step::Reconfigure { member, to, .. } => {
+                let m = self.find(member);
+                m.listed_https = to.peer_https;
+                m.tls = to.clone();
+            }
+            Step::UpdatePeerUrl { member, https, .. } => self.find(member).listed_https = *https,
             Step::RestoreFromBackup => {
                 self.members.clear();
                 self.bootstrapped = false;

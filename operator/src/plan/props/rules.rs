@@ -108,6 +108,7 @@ fn desired(size: usize, version: Version, storage: StoragePolicy) -> Desired {
         storage,
         paused: false,
         restore_from_backup: false,
+        tls: TlsWanted::default(),
     }
 }
 

@@ -60,6 +60,7 @@ mod tests {
             initial_state: InitialState::New,
             token: "demo-1".into(),
             bootstrap: true,
+            tls: Default::default(),
         }
     }
 

@@ -15,6 +15,7 @@ use super::trouble::{crash_looping, etcd_container, problem, to_system_time, use
 use crate::crd::LABEL_MEMBER;
 use crate::member::CLIENT_PORT;
 use crate::platform::{PlatformMember, http_url};
+use crate::tls::with_scheme;
 
 /// Where a member's started mark goes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -55,13 +56,15 @@ pub fn pod_running(pod: &Pod) -> bool {
 }
 
 /// Where the operator reaches etcd in the pod: `http://POD_IP:2379`
-/// (IPv6 in brackets), `None` until the pod has an IP.
-pub fn pod_url(pod: &Pod) -> Option<String> {
+/// (`https://` for a member whose client URL is; IPv6 in brackets), `None`
+/// until the pod has an IP.
+pub fn pod_url(pod: &Pod, https: bool) -> Option<String> {
     let status = pod.status.as_ref()?;
     let listed = status.pod_ips.iter().flatten().map(|p| p.ip.as_str());
     let ip = status.pod_ip.as_deref().into_iter().chain(listed);
     let ip = ip.map(str::trim).find(|ip| !ip.is_empty())?;
-    Some(http_url(ip, CLIENT_PORT))
+    let url = http_url(ip, CLIENT_PORT);
+    Some(if https { with_scheme(&url, true) } else { url })
 }
 
 /// A pod whose Ready condition is true.
@@ -159,9 +162,12 @@ fn member(
             version: config.version,
             bootstrap: config.bootstrap,
             started_at: pod.and_then(started_at),
-            call_url: pod.filter(|_| running).and_then(pod_url),
+            call_url: pod
+                .filter(|_| running)
+                .and_then(|p| pod_url(p, config.client_https())),
             crash_looping: looping,
             problem: pod.filter(|_| !ready).and_then(problem),
+            tls: config.tls.clone(),
         },
         mark,
     })

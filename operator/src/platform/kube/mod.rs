@@ -33,6 +33,7 @@ pub mod members;
 pub mod objects;
 pub mod pod;
 mod shared;
+pub mod tls;
 pub mod trouble;
 mod writes;
 
@@ -333,6 +334,16 @@ impl Platform for KubePlatform {
 
     async fn upgrade(&self, cluster: &str, member: &str, version: Version) -> Result<()> {
         Ok(self.upgrade_member(cluster, member, version).await?)
+    }
+
+    async fn reconfigure(
+        &self,
+        cluster: &str,
+        member: &str,
+        addr: &MemberAddr,
+        tls: &crate::member::MemberTls,
+    ) -> Result<()> {
+        Ok(self.reconfigure_member(cluster, member, addr, tls).await?)
     }
 
     async fn delete(&self, cluster: &str, member: &str) -> Result<()> {

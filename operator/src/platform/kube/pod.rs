@@ -8,8 +8,8 @@ use std::path::Path;
 use k8s_openapi::api::core::v1::{
     Affinity, Capabilities, Container, ContainerPort, EmptyDirVolumeSource, HTTPGetAction,
     PersistentVolumeClaimVolumeSource, Pod, PodAffinityTerm, PodAntiAffinity, PodSecurityContext,
-    PodSpec, Probe, ResourceRequirements, SeccompProfile, SecurityContext, TCPSocketAction, Volume,
-    VolumeMount, WeightedPodAffinityTerm,
+    PodSpec, Probe, ResourceRequirements, SeccompProfile, SecretVolumeSource, SecurityContext,
+    TCPSocketAction, Volume, VolumeMount, WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
@@ -18,7 +18,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use super::config::{ANNOTATION_CONFIG, to_json};
 use super::objects::{claim_name, member_labels, meta, peer_service_name, selector_labels};
 use crate::crd::StoragePolicy;
-use crate::member::flags::{Listen, etcd_args};
+use crate::member::flags::{Listen, METRICS_PORT, etcd_args};
 use crate::member::{CLIENT_PORT, MemberConfig, PEER_PORT};
 use crate::version::Version;
 
@@ -40,6 +40,15 @@ pub const RUN_AS: i64 = 65532;
 pub const DATA_VOLUME: &str = "data";
 /// A small writable /tmp (the root filesystem is read-only).
 const TMP_VOLUME: &str = "tmp";
+/// Name of the TLS volume (the member's Secret) in the pod.
+pub const TLS_VOLUME: &str = "tls";
+/// Where the member's TLS files are mounted (read-only).
+pub const TLS_DIR: &str = "/etc/etcd/tls";
+
+/// Name of a member's TLS Secret (its certificates, keys and CAs).
+pub fn tls_secret_name(member: &str) -> String {
+    format!("{member}-tls")
+}
 
 /// The image of `version`.
 pub fn image(repository: &str, version: Version) -> String {
@@ -69,14 +78,31 @@ pub fn readiness_path(v: Version) -> &'static str {
 /// platform (so both platforms run etcd alike), listening on every address
 /// of the pod and advertising its DNS names.
 pub fn pod_args(c: &MemberConfig) -> Vec<String> {
-    etcd_args(c, Path::new(DATA_DIR), Listen::Everywhere)
+    etcd_args(
+        c,
+        Path::new(DATA_DIR),
+        Path::new(TLS_DIR),
+        Listen::Everywhere,
+    )
 }
 
-fn probes(version: Version) -> (Probe, Probe) {
+/// The port the readiness probe asks: the client port, or with client
+/// TLS (which wants a client certificate the kubelet does not have) the
+/// plain metrics port.
+fn probe_port(c: &MemberConfig) -> u16 {
+    if c.tls.client {
+        METRICS_PORT
+    } else {
+        CLIENT_PORT
+    }
+}
+
+fn probes(c: &MemberConfig) -> (Probe, Probe) {
+    let version = c.version;
     let readiness = Probe {
         http_get: Some(HTTPGetAction {
             path: Some(readiness_path(version).into()),
-            port: IntOrString::Int(i32::from(CLIENT_PORT)),
+            port: IntOrString::Int(i32::from(probe_port(c))),
             ..HTTPGetAction::default()
         }),
         period_seconds: Some(5),
@@ -112,7 +138,27 @@ fn container_port(name: &str, port: u16) -> ContainerPort {
 }
 
 fn etcd_container(c: &MemberConfig, repository: &str) -> Container {
-    let (readiness, liveness) = probes(c.version);
+    let (readiness, liveness) = probes(c);
+    let mut mounts = vec![
+        VolumeMount {
+            name: DATA_VOLUME.into(),
+            mount_path: DATA_MOUNT.into(),
+            ..VolumeMount::default()
+        },
+        VolumeMount {
+            name: TMP_VOLUME.into(),
+            mount_path: "/tmp".into(),
+            ..VolumeMount::default()
+        },
+    ];
+    if has_tls_files(c) {
+        mounts.push(VolumeMount {
+            name: TLS_VOLUME.into(),
+            mount_path: TLS_DIR.into(),
+            read_only: Some(true),
+            ..VolumeMount::default()
+        });
+    }
     Container {
         name: CONTAINER.into(),
         image: Some(image(repository, c.version)),
@@ -122,18 +168,7 @@ fn etcd_container(c: &MemberConfig, repository: &str) -> Container {
             container_port("client", CLIENT_PORT),
             container_port("peer", PEER_PORT),
         ]),
-        volume_mounts: Some(vec![
-            VolumeMount {
-                name: DATA_VOLUME.into(),
-                mount_path: DATA_MOUNT.into(),
-                ..VolumeMount::default()
-            },
-            VolumeMount {
-                name: TMP_VOLUME.into(),
-                mount_path: "/tmp".into(),
-                ..VolumeMount::default()
-            },
-        ]),
+        volume_mounts: Some(mounts),
         readiness_probe: Some(readiness),
         liveness_probe: Some(liveness),
         // etcd logs to stderr and writes no termination message: why a
@@ -180,6 +215,26 @@ fn data_volume(member: &str, storage: StoragePolicy) -> Volume {
     }
 }
 
+/// Whether the member's etcd reads TLS files (its Secret is mounted).
+fn has_tls_files(c: &MemberConfig) -> bool {
+    c.tls.peer || c.tls.client
+}
+
+/// The member's TLS Secret as a volume; the kubelet updates the files in
+/// place when the Secret changes (etcd reads certificates on each new
+/// connection). Readable by the pod's group (`fsGroup`) only.
+fn tls_volume(member: &str) -> Volume {
+    Volume {
+        name: TLS_VOLUME.into(),
+        secret: Some(SecretVolumeSource {
+            secret_name: Some(tls_secret_name(member)),
+            default_mode: Some(0o440),
+            ..SecretVolumeSource::default()
+        }),
+        ..Volume::default()
+    }
+}
+
 /// Members of a cluster prefer different nodes, so losing a node loses one.
 fn spread(cluster: &str) -> Affinity {
     Affinity {
@@ -217,23 +272,27 @@ pub fn member_pod(
         ANNOTATION_CONFIG.to_string(),
         to_json(config),
     )]));
+    let mut volumes = vec![
+        data_volume(member, storage),
+        Volume {
+            name: TMP_VOLUME.into(),
+            empty_dir: Some(EmptyDirVolumeSource {
+                size_limit: Some(Quantity("64Mi".into())),
+                ..EmptyDirVolumeSource::default()
+            }),
+            ..Volume::default()
+        },
+    ];
+    if has_tls_files(config) {
+        volumes.push(tls_volume(member));
+    }
     Pod {
         metadata,
         spec: Some(PodSpec {
             hostname: Some(member.clone()),
             subdomain: Some(peer_service_name(cluster)),
             containers: vec![etcd_container(config, repository)],
-            volumes: Some(vec![
-                data_volume(member, storage),
-                Volume {
-                    name: TMP_VOLUME.into(),
-                    empty_dir: Some(EmptyDirVolumeSource {
-                        size_limit: Some(Quantity("64Mi".into())),
-                        ..EmptyDirVolumeSource::default()
-                    }),
-                    ..Volume::default()
-                },
-            ]),
+            volumes: Some(volumes),
             restart_policy: Some("Always".into()),
             termination_grace_period_seconds: Some(30),
             // Service links put `NAME_SERVICE_HOST`-style variables in the

@@ -2,7 +2,7 @@
 //! budget), and the calls about all members at once: retiring them and
 //! deleting the cluster.
 
-use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Secret, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::ResourceExt;
 use kube::api::{DeleteParams, ListParams, Patch};
@@ -116,6 +116,15 @@ impl KubePlatform {
             {
                 self.remove::<PersistentVolumeClaim>(&c.name_any(), &dp)
                     .await?;
+            }
+            let secrets = self.api::<Secret>().list(&lp).await;
+            for s in secrets
+                .map_err(list("secrets"))?
+                .items
+                .iter()
+                .filter(|s| ours(&s.metadata))
+            {
+                self.remove::<Secret>(&s.name_any(), &dp).await?;
             }
         }
         self.remove::<Service>(&peer_service_name(cluster), &dp)

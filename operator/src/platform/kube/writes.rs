@@ -6,7 +6,7 @@
 use std::fmt::Debug;
 use std::time::{Duration, Instant, SystemTime};
 
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 use kube::{Resource, ResourceExt};
@@ -17,7 +17,7 @@ use super::config::{self, ANNOTATION_CONFIG, ANNOTATION_STARTED};
 use super::error::is_not_found;
 use super::members::{Mark, owned_by, pod_running};
 use super::objects::{claim_name, data_claim};
-use super::pod::{CONTAINER, image, member_pod, readiness_path};
+use super::pod::{CONTAINER, image, member_pod, readiness_path, tls_secret_name};
 use super::{Error, FIELD_MANAGER, KubePlatform, Registration};
 use crate::backup::RestoreSource;
 use crate::crd::StoragePolicy;
@@ -107,7 +107,7 @@ impl KubePlatform {
 
     /// Deletes a pod that does not run (gracefully, that very pod) and
     /// waits until it is gone.
-    async fn clear_pod(&self, pod: &Pod) -> Result<(), Error> {
+    pub(super) async fn clear_pod(&self, pod: &Pod) -> Result<(), Error> {
         let name = pod.name_any();
         if pod.metadata.deletion_timestamp.is_none() {
             let dp = DeleteParams {
@@ -310,6 +310,8 @@ impl KubePlatform {
         };
         self.remove::<Pod>(member, &now).await?;
         self.remove::<PersistentVolumeClaim>(&claim_name(member), &DeleteParams::default())
+            .await?;
+        self.remove::<Secret>(&tls_secret_name(member), &DeleteParams::default())
             .await
     }
 

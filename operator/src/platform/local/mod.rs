@@ -12,6 +12,7 @@ pub mod layout;
 pub mod process;
 pub mod safe_path;
 mod state;
+pub mod tls;
 
 use self::state::lock;
 pub use self::state::{kill_all, running_members, running_operator};
@@ -36,7 +37,7 @@ use crate::backup::RestoreSource;
 use crate::crd::EtcdCluster;
 use crate::member::flags::{Listen, etcd_args};
 use crate::member::hints::failure_hint;
-use crate::member::{CLIENT_PORT, PEER_PORT};
+use crate::member::{CLIENT_PORT, MemberTls, PEER_PORT};
 use crate::version::Version;
 
 /// How long a member gets to stop on SIGTERM before SIGKILL.
@@ -162,7 +163,8 @@ impl LocalPlatform {
         let data = self.path(cluster, &["members", &name, "data"])?;
         std::fs::create_dir_all(&data)
             .map_err(io_err(format!("cannot create {}", data.display())))?;
-        let args = etcd_args(&record.config, &data, Listen::Advertised);
+        let tls_dir = self.path(cluster, &["members", &name, "tls"])?;
+        let args = etcd_args(&record.config, &data, &tls_dir, Listen::Advertised);
         let log = self.path(cluster, &["members", &name, "etcd.log"])?;
         let id = process::spawn(&tools.etcd, &args, &log)
             .map_err(io_err(format!("cannot start {}", tools.etcd.display())))?;
@@ -261,6 +263,7 @@ impl Platform for LocalPlatform {
                 call_url: Some(record.config.addr.client_url.clone()),
                 crash_looping: false,
                 problem: None,
+                tls: record.config.tls,
                 addr: record.config.addr,
             });
         }
@@ -331,6 +334,25 @@ impl Platform for LocalPlatform {
                 .map_err(io_err(format!("cannot stop {member}")))?;
         }
         record.config.version = version;
+        self.save_member(cluster, &record)?;
+        self.spawn_member(cluster, &mut record)
+    }
+
+    async fn reconfigure(
+        &self,
+        cluster: &str,
+        member: &str,
+        addr: &MemberAddr,
+        tls: &MemberTls,
+    ) -> Result<()> {
+        let mut record = self.record(cluster, member)?;
+        if let Some(id) = Self::running(&record) {
+            process::stop(id, STOP_GRACE)
+                .await
+                .map_err(io_err(format!("cannot stop {member}")))?;
+        }
+        record.config.addr = addr.clone();
+        record.config.tls = tls.clone();
         self.save_member(cluster, &record)?;
         self.spawn_member(cluster, &mut record)
     }

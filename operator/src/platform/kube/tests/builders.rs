@@ -47,6 +47,7 @@ fn member_pod_runs_etcd_with_the_local_flags_on_its_dns_name() {
     let local = crate::member::flags::etcd_args(
         &config("demo-1", "3.5.1"),
         std::path::Path::new("/var/lib/etcd/data"),
+        std::path::Path::new("/etc/etcd/tls"),
         crate::member::flags::Listen::Advertised,
     );
     assert_eq!(args.len(), local.len(), "{args:?}\n{local:?}");

@@ -63,6 +63,7 @@ pub fn config(name: &str, version: &str) -> MemberConfig {
         initial_state: InitialState::New,
         token: "demo-token".into(),
         bootstrap: true,
+        tls: Default::default(),
     }
 }
 

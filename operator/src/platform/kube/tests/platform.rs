@@ -185,6 +185,10 @@ async fn deleting_a_member_deletes_its_pod_at_once_and_its_claim() {
         )
         .await
         .not_found();
+        // Its TLS Secret, if it had one.
+        api.expect(Method::DELETE, &core("secrets", "demo-2-tls"))
+            .await
+            .not_found();
         api
     };
     play(

@@ -40,6 +40,7 @@ fn config(name: &str, ip: Ipv4Addr, initial_cluster: &str) -> MemberConfig {
         initial_state: InitialState::New,
         token: "demo-token".into(),
         bootstrap: true,
+        tls: Default::default(),
     }
 }
 

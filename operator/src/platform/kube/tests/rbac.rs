@@ -17,6 +17,7 @@ use crate::crd::{BackupSpec, EtcdCluster, StoragePolicy};
 use crate::platform::Platform;
 use crate::platform::kube::KubePlatform;
 use crate::platform::kube::pod::DEFAULT_IMAGE;
+use crate::tls::store::TlsStore;
 use crate::version::Version;
 
 fn deploy(file: &str) -> Vec<Value> {
@@ -125,6 +126,47 @@ async fn by_hand(client: kube::Client, fake: &Fake, demo: &EtcdCluster, eph: &Et
     let pod = format!("{}/demo-1", collection("pods"));
     assert!(fake.remove(&pod).is_some(), "demo-1 has a pod");
     p.start("demo", "demo-1").await.expect("re-created");
+    // TLS: the CA, a member's files, the tools' certificate, a restart with
+    // TLS, a user's Secret read.
+    let now = std::time::SystemTime::now();
+    let ca = crate::tls::issue::new_ca("demo", Duration::from_secs(3600), now).expect("ca");
+    let state = crate::tls::CaState {
+        issuing: ca.clone(),
+        next: None,
+        retiring: None,
+    };
+    p.save_ca("demo", &state).await.expect("ca saved");
+    p.load_ca("demo").await.expect("ca read");
+    let files = crate::tls::MemberFiles {
+        peer: Some(crate::tls::RoleFiles {
+            cert_key: ca.clone(),
+            ca: ca.cert.clone(),
+        }),
+        client: None,
+    };
+    p.install_member_files("demo", "demo-0", &files)
+        .await
+        .expect("member files");
+    p.member_files("demo", "demo-0")
+        .await
+        .expect("member files read");
+    let tools = crate::tls::store::ClientFiles {
+        ca: ca.cert.clone(),
+        cert_key: ca.clone(),
+    };
+    p.install_client_files("demo", &tools)
+        .await
+        .expect("client files");
+    let _ = p.provided("demo", "user-certs").await;
+    let mut addr = member("demo", "demo-0").addr;
+    addr.peer_url = addr.peer_url.replace("http://", "https://");
+    let tls = crate::member::MemberTls {
+        peer: true,
+        ..Default::default()
+    };
+    p.reconfigure("demo", "demo-0", &addr, &tls)
+        .await
+        .expect("reconfigured");
     p.delete("demo", "demo-2").await.expect("deleted");
     p.load_record("demo").await.expect("record");
     p.save_status("demo", &demo).await.expect("status");
@@ -195,6 +237,9 @@ async fn the_cluster_role_allows_every_request_the_operator_makes() {
         "patch /persistentvolumeclaims",
         "delete /pods",
         "delete /services",
+        "patch /secrets",
+        "get /secrets",
+        "delete /secrets",
     ] {
         assert!(asked.contains(needed), "never asked: {needed}\n{asked:#?}");
     }
