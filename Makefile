@@ -47,8 +47,10 @@ crds: build
 #       a soak run on the local platform with release binaries; prints the
 #       summary table and where the report is (soak-out/NAME/report.md).
 #       Exit 0 only when every bound held.
-#   make soak-smoke   scenarios/smoke.yaml with debug binaries, into
-#       soak-out/smoke; prints the summary table (make test runs it).
+#   make soak-smoke   scenarios/smoke.yaml and scenarios/smoke-tls.yaml
+#       (the same under TLS, certificates renewed during the run) with debug
+#       binaries, into soak-out/smoke and soak-out/smoke-tls; prints the
+#       summary tables (make test runs it).
 #   make kind-up      a kind cluster from kind-config/, the operator image
 #       built and loaded, deploy/ applied.
 #   make soak-kind [KIND_SCENARIO=...]   the soak against that cluster
@@ -69,6 +71,8 @@ soak: release
 soak-smoke: build
 	$(CARGO) run -q -p soak --bin soak -- run scenarios/smoke.yaml \
 	  --out $(SOAK_OUT)/smoke --no-progress $(SOAK_FLAGS)
+	$(CARGO) run -q -p soak --bin soak -- run scenarios/smoke-tls.yaml \
+	  --out $(SOAK_OUT)/smoke-tls --no-progress $(SOAK_FLAGS)
 
 kind-up: release
 	@command -v kind >/dev/null || { echo "kind-up: install kind and docker first" >&2; exit 2; }

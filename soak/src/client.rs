@@ -1,13 +1,19 @@
 //! etcd clients, one per member URL, shared by the load and the probes.
 //! Every call is bounded by a timeout (a paused member accepts connections
 //! but never answers); a client whose call failed is dropped so the next
-//! call reconnects.
+//! call reconnects. An `https://` URL is reached with the client
+//! certificate the platform gives for it ([`Pool::set_tls`]), read again at
+//! each new connection (certificates are renewed while the soak runs).
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use etcd_client::{Client, ConnectOptions};
+use etcd_operator::tls::ClientTls;
+
+/// The client certificate (and CAs) for an `https://` URL.
+pub type TlsFor = Arc<dyn Fn(&str) -> Option<ClientTls> + Send + Sync>;
 
 /// Why a call failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -74,6 +80,7 @@ impl Error {
 #[derive(Default)]
 pub struct Pool {
     clients: Mutex<HashMap<String, Client>>,
+    tls: Mutex<Option<TlsFor>>,
 }
 
 impl std::fmt::Debug for Pool {
@@ -88,6 +95,11 @@ impl Pool {
         Pool::default()
     }
 
+    /// Where the client certificate for `https://` URLs comes from.
+    pub fn set_tls(&self, tls: TlsFor) {
+        *self.tls.lock().unwrap_or_else(|e| e.into_inner()) = Some(tls);
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Client>> {
         self.clients.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -97,10 +109,19 @@ impl Pool {
         if let Some(c) = self.lock().get(url) {
             return Ok(c.clone());
         }
-        let opts = ConnectOptions::new()
+        let mut opts = ConnectOptions::new()
             .with_connect_timeout(timeout)
             .with_timeout(timeout)
             .with_keep_alive(Duration::from_secs(2), timeout);
+        if etcd_operator::tls::is_https(url) {
+            let tls_for = self.tls.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            let Some(tls) = tls_for.and_then(|f| f(url)) else {
+                return Err(Error::Etcd(format!(
+                    "no client certificate for {url}: the cluster's status names none yet"
+                )));
+            };
+            opts = opts.with_tls(tls.options());
+        }
         let client = match tokio::time::timeout(timeout, Client::connect([url], Some(opts))).await {
             Ok(Ok(c)) => c,
             Ok(Err(e)) => return Err(Error::Etcd(e.to_string())),

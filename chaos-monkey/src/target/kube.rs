@@ -12,7 +12,10 @@
 //! not reachable from outside the cluster) takes its role from the
 //! operator's published status of the cluster (the `EtcdCluster` named by
 //! the pod's cluster label, same namespace), judged by
-//! [`roles::from_status`]; failing that it is unknown.
+//! [`roles::from_status`]; failing that it is unknown. A member with an
+//! `https://` client URL (its recorded config says so) is asked with the
+//! client certificate in the Secret `CLUSTER-client-tls` (the monkey then
+//! needs `get` on secrets; without it the published status answers).
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -130,6 +133,50 @@ impl Kube {
     /// The status the operator published for `cluster`; `None` when there
     /// is none or it cannot be read (said in the logs: roles stay unknown,
     /// the tick goes on).
+    /// Registers the cluster's client certificate (its Secret
+    /// `CLUSTER-client-tls`) for members asked at `https://` URLs, checked
+    /// against each member's DNS name.
+    async fn register_tls(&self, cluster: &str, pods: &[(String, Pod)], asks: &[Ask]) {
+        if !asks
+            .iter()
+            .flat_map(|a| &a.url)
+            .any(|u| u.starts_with("https://"))
+        {
+            return;
+        }
+        let name = etcd_operator::platform::kube::tls::client_secret_name(cluster);
+        let api: Api<k8s_openapi::api::core::v1::Secret> =
+            Api::namespaced(self.client.clone(), &self.namespace);
+        let secret = match tokio::time::timeout(STATUS_READ_TIMEOUT, api.get_opt(&name)).await {
+            Ok(Ok(Some(s))) => s,
+            other => {
+                tracing::debug!("cannot read secret {name} for TLS members: {other:?}");
+                return;
+            }
+        };
+        let text = |k: &str| {
+            let d = secret.data.as_ref()?.get(k)?;
+            String::from_utf8(d.0.clone()).ok()
+        };
+        let (Some(ca), Some(cert), Some(key)) = (text("ca.crt"), text("tls.crt"), text("tls.key"))
+        else {
+            return;
+        };
+        let tls = etcd_operator::tls::ClientTls {
+            ca,
+            cert_key: etcd_operator::tls::CertKey { cert, key },
+            server_name: None,
+        };
+        for ((_, pod), ask) in pods.iter().zip(asks) {
+            let Some(url) = ask.url.as_deref().filter(|u| u.starts_with("https://")) else {
+                continue;
+            };
+            let host = recorded_client_url(pod)
+                .and_then(|u| etcd_operator::tls::url_host(&u).map(str::to_string));
+            self.clients.set_tls(url, Some(tls.with_server_name(host)));
+        }
+    }
+
     async fn published(&self, cluster: &str) -> Option<EtcdClusterStatus> {
         let api: Api<EtcdCluster> = Api::namespaced(self.client.clone(), &self.namespace);
         let what = format!(
@@ -294,10 +341,22 @@ fn container_running(pod: &Pod) -> bool {
 
 fn client_url(pod: &Pod) -> Option<String> {
     let ip: std::net::IpAddr = pod.status.as_ref()?.pod_ip.as_deref()?.parse().ok()?;
+    let scheme = if recorded_client_url(pod).is_some_and(|u| u.starts_with("https://")) {
+        "https"
+    } else {
+        "http"
+    };
     Some(format!(
-        "http://{}",
+        "{scheme}://{}",
         std::net::SocketAddr::new(ip, CLIENT_PORT)
     ))
+}
+
+/// The client URL the operator recorded for the pod's member.
+fn recorded_client_url(pod: &Pod) -> Option<String> {
+    let config =
+        etcd_operator::platform::kube::config::read("", pod.annotations().into()).ok()??;
+    Some(config.addr.client_url)
 }
 
 fn handle(pod: &Pod, member: Option<MemberKey>) -> Handle {
@@ -378,6 +437,7 @@ impl Platform for Kube {
                     role_source: None,
                 });
             }
+            self.register_tls(&cluster, &pods, &asks).await;
             let mut roles = roles::lookup(&self.clients, &asks).await;
             let sources = if roles.contains(&Role::Unknown) {
                 match self.published(&cluster).await {

@@ -16,6 +16,7 @@ use etcd_operator::faults::Fault;
 use etcd_operator::platform::local::layout::Layout;
 use etcd_operator::platform::local::process::{self, ProcessId};
 use etcd_operator::platform::local::running_operator;
+use etcd_operator::tls::ClientTls;
 use rustix::process::Signal;
 
 use super::{Error, MemberKey, NetPlan, Observed, ObservedCluster, Operator, Platform, old_enough};
@@ -118,6 +119,7 @@ impl Local {
                 role_source: None,
             });
         }
+        self.register_tls(cluster, &asks);
         let roles = roles::lookup(&self.clients, &asks).await;
         let sources = roles::etcd_sources(&roles);
         for ((m, role), source) in members.iter_mut().zip(roles).zip(sources) {
@@ -128,6 +130,34 @@ impl Local {
             name: cluster.to_string(),
             members,
         })
+    }
+}
+
+impl Local {
+    /// Members with `https://` client URLs are asked with the client
+    /// certificate the cluster's published status names.
+    fn register_tls(&self, cluster: &str, asks: &[Ask]) {
+        if !asks
+            .iter()
+            .flat_map(|a| &a.url)
+            .any(|u| u.starts_with("https://"))
+        {
+            return;
+        }
+        let status: Option<etcd_operator::crd::EtcdCluster> =
+            etcd_operator::platform::local::layout::read_json(&self.layout.status_path(cluster))
+                .ok()
+                .flatten();
+        let tls = match ClientTls::from_status(status.as_ref().and_then(|c| c.status.as_ref())) {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::warn!(%cluster, "cannot read the client certificate for TLS members: {e}");
+                None
+            }
+        };
+        for url in asks.iter().flat_map(|a| &a.url) {
+            self.clients.set_tls(url, tls.clone());
+        }
     }
 }
 

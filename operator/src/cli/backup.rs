@@ -30,19 +30,6 @@ pub enum Error {
     Tls(#[from] crate::tls::Error),
 }
 
-/// The client certificate `status.tls` names, for a cluster whose clients
-/// use TLS (the operator writes it under the state folder).
-pub fn client_tls(cluster: &EtcdCluster) -> Result<Option<ClientTls>, crate::tls::Error> {
-    let Some(t) = cluster.status.as_ref().and_then(|s| s.tls.as_ref()) else {
-        return Ok(None);
-    };
-    let (Some(ca), Some(cert), Some(key)) = (&t.ca_file, &t.client_cert_file, &t.client_key_file)
-    else {
-        return Ok(None);
-    };
-    ClientTls::from_files(Path::new(ca), Path::new(cert), Path::new(key)).map(Some)
-}
-
 /// Where a published cluster's backups are kept, and its retention.
 fn location(cluster: &EtcdCluster) -> (Location, Option<usize>) {
     let name = cluster.metadata.name.as_deref().unwrap_or_default();
@@ -137,7 +124,7 @@ pub async fn take_now(
         .cloned()
         .collect();
     members.sort_by_key(|m| m.leader);
-    let tls = client_tls(&resource)?;
+    let tls = ClientTls::from_status(resource.status.as_ref())?;
     let mut last = backup::Error::NoMember;
     for m in &members {
         let source = Source {

@@ -306,6 +306,21 @@ impl ClientTls {
         })
     }
 
+    /// The client certificate a cluster's published status names (the
+    /// files the local platform writes under the state folder), if its
+    /// clients use TLS.
+    pub fn from_status(status: Option<&crate::crd::EtcdClusterStatus>) -> Result<Option<Self>> {
+        let Some(t) = status.and_then(|s| s.tls.as_ref()) else {
+            return Ok(None);
+        };
+        let (Some(ca), Some(cert), Some(key)) =
+            (&t.ca_file, &t.client_cert_file, &t.client_key_file)
+        else {
+            return Ok(None);
+        };
+        Self::from_files(Path::new(ca), Path::new(cert), Path::new(key)).map(Some)
+    }
+
     /// The same, checking the server's certificate against `name`.
     pub fn with_server_name(&self, name: Option<String>) -> Self {
         ClientTls {

@@ -34,6 +34,10 @@ pub struct Kube {
     cache: Arc<Mutex<Option<EtcdCluster>>>,
     forwards: Forwards,
     logs: PathBuf,
+    secrets: Api<k8s_openapi::api::core::v1::Secret>,
+    /// The client certificate of a cluster whose clients use TLS (its
+    /// Secret `CLUSTER-client-tls`), read again at every refresh.
+    tls: Arc<Mutex<Option<etcd_operator::tls::ClientTls>>>,
 }
 
 impl std::fmt::Debug for Kube {
@@ -95,7 +99,9 @@ impl Kube {
             ))?;
         Ok(Kube {
             api,
-            pods: Api::namespaced(client, namespace),
+            pods: Api::namespaced(client.clone(), namespace),
+            secrets: Api::namespaced(client, namespace),
+            tls: Arc::default(),
             namespace: namespace.into(),
             kubeconfig: kubeconfig.map(Path::to_path_buf),
             cluster: cluster.clone(),
@@ -157,6 +163,9 @@ impl Kube {
             })
             .collect();
         *self.cache.lock().unwrap_or_else(|e| e.into_inner()) = Some(c);
+        if members.iter().any(|(_, u)| u.starts_with("https://")) {
+            self.refresh_tls().await;
+        }
         for (name, url) in members {
             let alive = {
                 let mut f = self.forwards.lock().unwrap_or_else(|e| e.into_inner());
@@ -170,6 +179,44 @@ impl Kube {
                 tracing::debug!("port-forward to {name}: {e}");
             }
         }
+    }
+
+    async fn refresh_tls(&self) {
+        let name = etcd_operator::platform::kube::tls::client_secret_name(&self.cluster.name);
+        let Ok(Some(secret)) = self.secrets.get_opt(&name).await else {
+            tracing::debug!("no readable secret {name} for the cluster's TLS members");
+            return;
+        };
+        let text = |k: &str| {
+            let d = secret.data.as_ref()?.get(k)?;
+            String::from_utf8(d.0.clone()).ok()
+        };
+        if let (Some(ca), Some(cert), Some(key)) =
+            (text("ca.crt"), text("tls.crt"), text("tls.key"))
+        {
+            *self.tls.lock().unwrap_or_else(|e| e.into_inner()) =
+                Some(etcd_operator::tls::ClientTls {
+                    ca,
+                    cert_key: etcd_operator::tls::CertKey { cert, key },
+                    server_name: None,
+                });
+        }
+    }
+
+    /// The client certificate for a forwarded member URL, checked against
+    /// the member's DNS name (the URL is a local port).
+    pub fn tls_for(&self) -> crate::client::TlsFor {
+        let (tls, forwards) = (self.tls.clone(), self.forwards.clone());
+        Arc::new(move |url: &str| {
+            let tls = tls.lock().unwrap_or_else(|e| e.into_inner()).clone()?;
+            let f = forwards.lock().unwrap_or_else(|e| e.into_inner());
+            let original = f
+                .values()
+                .find(|(_, port, _)| url.ends_with(&format!("127.0.0.1:{port}")))
+                .map(|(u, _, _)| u.clone());
+            let host = original.and_then(|u| etcd_operator::tls::url_host(&u).map(str::to_string));
+            Some(tls.with_server_name(host))
+        })
     }
 
     async fn forward(&self, member: &str, url: &str) -> Result<(), Error> {
@@ -223,7 +270,14 @@ impl Kube {
             let f = f.lock().unwrap_or_else(|e| e.into_inner());
             f.values()
                 .find(|(u, _, _)| u == url)
-                .map(|(_, port, _)| format!("http://127.0.0.1:{port}"))
+                .map(|(_, port, _)| {
+                    let scheme = if url.starts_with("https://") {
+                        "https"
+                    } else {
+                        "http"
+                    };
+                    format!("{scheme}://127.0.0.1:{port}")
+                })
                 .unwrap_or_else(|| url.to_string())
         })
     }

@@ -157,6 +157,18 @@ impl Local {
         Arc::new(move || read_json::<EtcdCluster>(&path).ok().flatten())
     }
 
+    /// The client certificate the cluster's status names, read at each new
+    /// connection (it is renewed while the run goes on).
+    pub fn tls_for(&self) -> crate::client::TlsFor {
+        let status = self.status_source();
+        Arc::new(move |_url: &str| {
+            let c = status()?;
+            etcd_operator::tls::ClientTls::from_status(c.status.as_ref())
+                .ok()
+                .flatten()
+        })
+    }
+
     /// Restarts the operator if it died; says what happened.
     pub fn supervise(&mut self) -> Option<String> {
         let status = self.operator.as_mut()?.exited()?;

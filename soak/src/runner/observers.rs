@@ -36,6 +36,7 @@ impl Observers {
         let s = &o.scenario;
         let status = platform.status();
         let pool = Arc::new(Pool::new());
+        pool.set_tls(platform.tls_for());
         let prober = Arc::new(Prober::new(
             pool.clone(),
             s.probe.timeout.get(),
@@ -77,6 +78,7 @@ impl Observers {
             clock,
             wstop.clone(),
             &mut wtasks,
+            platform.tls_for(),
         );
         Observers {
             pool,

@@ -42,6 +42,14 @@ impl Platform {
         }
     }
 
+    /// The client certificate for `https://` member URLs (as mapped).
+    pub(super) fn tls_for(&self) -> crate::client::TlsFor {
+        match self {
+            Platform::Local(l) => l.tls_for(),
+            Platform::Kube(k) => k.tls_for(),
+        }
+    }
+
     pub(super) fn url_map(&self) -> UrlMap {
         match self {
             Platform::Local(_) => Arc::new(|u: &str| u.to_string()),

@@ -113,6 +113,7 @@ pub fn start(
     clock: Clock,
     stop: CancellationToken,
     tasks: &mut tokio::task::JoinSet<()>,
+    tls: crate::client::TlsFor,
 ) -> Vec<Shared> {
     (0..n)
         .map(|i| {
@@ -132,17 +133,22 @@ pub fn start(
                 trace.clone(),
                 clock,
                 stop.clone(),
+                tls.clone(),
             ));
             trace
         })
         .collect()
 }
 
-async fn connect(url: &str) -> Result<Client, String> {
-    let opts = ConnectOptions::new()
+async fn connect(url: &str, tls: &crate::client::TlsFor) -> Result<Client, String> {
+    let mut opts = ConnectOptions::new()
         .with_connect_timeout(Duration::from_secs(2))
         .with_keep_alive(Duration::from_secs(1), Duration::from_secs(2))
         .with_require_leader(true);
+    if etcd_operator::tls::is_https(url) {
+        let t = tls(url).ok_or("no client certificate for an https:// member yet")?;
+        opts = opts.with_tls(t.options());
+    }
     match tokio::time::timeout(Duration::from_secs(3), Client::connect([url], Some(opts))).await {
         Ok(Ok(c)) => Ok(c),
         Ok(Err(e)) => Err(crate::client::Error::Etcd(e.to_string()).short()),
@@ -156,6 +162,7 @@ async fn run(
     trace: Shared,
     clock: Clock,
     stop: CancellationToken,
+    tls: crate::client::TlsFor,
 ) {
     let mut turn = n;
     let mut why = String::new();
@@ -192,7 +199,7 @@ async fn run(
             });
         }
         let result = tokio::select! {
-            r = follow(&url, from, &trace, clock) => r,
+            r = follow(&url, from, &trace, clock, &tls) => r,
             _ = stop.cancelled() => return,
         };
         match result {
@@ -207,8 +214,14 @@ async fn run(
 }
 
 /// Watches on `url` from `from` (0: now) until the stream breaks.
-async fn follow(url: &str, from: i64, trace: &Shared, clock: Clock) -> Result<(), String> {
-    let mut client = connect(url).await?;
+async fn follow(
+    url: &str,
+    from: i64,
+    trace: &Shared,
+    clock: Clock,
+    tls: &crate::client::TlsFor,
+) -> Result<(), String> {
+    let mut client = connect(url, tls).await?;
     let mut opts = WatchOptions::new().with_all_keys();
     if from > 0 {
         opts = opts.with_start_revision(from);
