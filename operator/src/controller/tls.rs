@@ -600,7 +600,7 @@ impl<P: Platform> Cluster<P> {
             Some(ca) if ca.retiring.is_some() => {
                 Some("CA rotation: issuing from the new CA".to_string())
             }
-            _ if policy.any() != uses_tls || obs.platform.iter().any(|p| p.tls.client_both) => {
+            _ if policy.any() != uses_tls => {
                 Some("moving members to the spec's TLS one at a time".into())
             }
             _ => None,

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use super::{CLIENT_PORT, InitialState, MemberConfig, PEER_PORT};
-use crate::tls::{files, is_https, with_scheme};
+use crate::tls::{files, is_https};
 
 /// The port of etcd's plain `http://` metrics and health listener, added
 /// in a pod whose client port wants client certificates (the kubelet's
@@ -44,7 +44,7 @@ pub fn etcd_args(
     } else {
         "http"
     };
-    let (listen_peer, mut listen_client) = match listen {
+    let (listen_peer, listen_client) = match listen {
         Listen::Advertised => (config.addr.peer_url.clone(), config.addr.client_url.clone()),
         Listen::Everywhere => (
             format!("{peer_scheme}://0.0.0.0:{PEER_PORT}"),
@@ -52,11 +52,6 @@ pub fn etcd_args(
         ),
     };
     let tls = &config.tls;
-    if tls.client_both {
-        // etcd serves both schemes on one port when both are listed.
-        let other = with_scheme(&listen_client, client_scheme == "http");
-        listen_client = format!("{listen_client},{other}");
-    }
     let file = |name: &str| tls_dir.join(name).to_string_lossy().into_owned();
     let mut tls_args: Vec<(&str, String)> = Vec::new();
     if tls.peer {
@@ -187,7 +182,6 @@ mod tests {
         c.tls = MemberTls {
             peer: true,
             client: true,
-            client_both: false,
             trust: "abc".into(),
         };
         let args = etcd_args(&c, Path::new("/data"), Path::new("/t"), Listen::Advertised);
@@ -215,37 +209,6 @@ mod tests {
         assert_eq!(
             flag(&pod, "--listen-metrics-urls").as_deref(),
             Some("http://0.0.0.0:2381")
-        );
-    }
-
-    #[test]
-    fn while_clients_move_over_the_client_port_serves_both_schemes() {
-        let mut c = config();
-        c.addr.client_url = "https://127.1.2.3:2379".into();
-        c.tls = MemberTls {
-            peer: true,
-            client: true,
-            client_both: true,
-            trust: String::new(),
-        };
-        let args = etcd_args(&c, Path::new("/d"), Path::new("/t"), Listen::Advertised);
-        assert_eq!(
-            flag(&args, "--listen-client-urls").as_deref(),
-            Some("https://127.1.2.3:2379,http://127.1.2.3:2379")
-        );
-        assert_eq!(
-            flag(&args, "--advertise-client-urls").as_deref(),
-            Some("https://127.1.2.3:2379")
-        );
-        // Peer files while the peer URL is still http: etcd dials peers
-        // that moved to https with its certificate.
-        assert_eq!(
-            flag(&args, "--listen-peer-urls").as_deref(),
-            Some("http://127.1.2.3:2380")
-        );
-        assert_eq!(
-            flag(&args, "--peer-cert-file").as_deref(),
-            Some("/t/peer.crt")
         );
     }
 }

@@ -66,8 +66,8 @@ pub struct MemberConfig {
 
 /// What a member's etcd is given for TLS. Whether its peer and client
 /// URLs are `https://` is in its [`MemberAddr`]; this says which files it
-/// reads, and whether its client port also serves plain `http://` while
-/// clients move over (etcd serves both schemes on one port).
+/// reads (peer files may be there while its peer URL is still `http://`:
+/// it then dials peers that moved to `https://` with its certificate).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MemberTls {
@@ -79,9 +79,6 @@ pub struct MemberTls {
     /// clients, who must present a certificate the CAs signed).
     #[serde(default)]
     pub client: bool,
-    /// The client port serves `http://` and `https://` both.
-    #[serde(default)]
-    pub client_both: bool,
     /// Fingerprint of the CAs it trusted when it started
     /// ([`crate::tls::trust_id`]): etcd reads its CA files only at start,
     /// so a member whose fingerprint differs from the cluster's is

@@ -35,16 +35,10 @@ impl fmt::Display for Step {
                 let scheme = |https| if https { "https" } else { "http" };
                 write!(
                     f,
-                    "restart member {member} with peer {} (TLS files {}), client {}{} (TLS files {})",
+                    "restart member {member} with peer {} (TLS files {}), client {}",
                     scheme(to.peer_https),
                     on_off(to.files.peer),
                     scheme(to.client_https),
-                    if to.files.client_both {
-                        " and http"
-                    } else {
-                        ""
-                    },
-                    on_off(to.files.client),
                 )
             }
             Step::UpdatePeerUrl { member, https, .. } => write!(

@@ -10,10 +10,13 @@
 //!   (restart, then etcd's member list is updated). Off is the reverse:
 //!   URLs back to `http://` first, the files go once no peer URL is
 //!   `https://`.
-//! * client on: a member serves `https://` and `http://` on its client
-//!   port and advertises `https://`; once every member does, the plain
-//!   listener goes. Off: advertise `http://` (serving both), then drop the
-//!   files.
+//! * client on or off: one restart per member with its client URL's new
+//!   scheme (merged with the peer stage's restart). A client of that member
+//!   reconnects to the URL the status now publishes; the other members
+//!   serve meanwhile. (etcd can list `http://` and `https://` on one port,
+//!   but then serves gRPC on only one of them, whichever of its two
+//!   listeners registers first: measured here with 3.4.23, so a member
+//!   never serves both.)
 //! * trust: etcd reads its CA files only at start, so a member started
 //!   with other CAs than the cluster's is restarted.
 //!
@@ -38,21 +41,8 @@ pub fn target(w: &TlsWanted, m: &TlsState, all: &[&TlsState]) -> TlsState {
         next.files.peer = false;
     }
     // Client.
-    if w.client {
-        if !m.files.client || !m.client_https {
-            next.files.client = true;
-            next.client_https = true;
-            next.files.client_both = true;
-        } else if m.files.client_both && all.iter().all(|o| o.files.client && o.client_https) {
-            next.files.client_both = false;
-        }
-    } else if m.client_https {
-        next.client_https = false;
-        next.files.client_both = true;
-    } else if (m.files.client || m.files.client_both) && !all.iter().any(|o| o.client_https) {
-        next.files.client = false;
-        next.files.client_both = false;
-    }
+    next.files.client = w.client;
+    next.client_https = w.client;
     // Trust: members with TLS files trust the cluster's CAs.
     next.files.trust = if next.files.peer || next.files.client {
         w.trust.clone()
@@ -87,12 +77,8 @@ pub fn for_new_member(w: &TlsWanted, all: &[&TlsState]) -> TlsState {
     // https only once every peer does (they dial it with theirs).
     s.files.peer = w.peer || any_peer_files || any_peer_https;
     s.peer_https = all_peer_https && (w.peer || any_peer_https);
-    s.files.client = w.client || all.iter().any(|o| o.files.client);
+    s.files.client = w.client;
     s.client_https = w.client;
-    let settled = all
-        .iter()
-        .all(|o| o.files.client == w.client && o.client_https == w.client && !o.files.client_both);
-    s.files.client_both = s.files.client && !settled;
     s.files.trust = if s.files.peer || s.files.client {
         w.trust.clone()
     } else {
@@ -241,7 +227,7 @@ mod tests {
         let half = target(&on, &off, &[&off, &off]);
         let new = for_new_member(&on, &[&half, &off]);
         assert!(new.files.peer && !new.peer_https, "{new:?}");
-        assert!(new.files.client_both, "{new:?}");
+        assert!(new.files.client && new.client_https, "{new:?}");
         // All moved: it starts like them.
         let done = settled(&on);
         assert_eq!(for_new_member(&on, &[&done, &done]), done);
