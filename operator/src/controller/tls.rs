@@ -63,6 +63,9 @@ pub(super) struct Tls {
     pub(super) status: Option<TlsStatus>,
     /// What the spec asks for, as the plan last saw it.
     pub(super) wanted: TlsWanted,
+    /// A member used TLS at the last observation (so its CAs and client
+    /// certificate are needed, even with spec.tls gone).
+    members_use_tls: bool,
 }
 
 fn source(policy: &TlsPolicy, role: Role) -> Option<&TlsSource> {
@@ -139,6 +142,10 @@ impl<P: Platform> Cluster<P> {
         let auto = [Role::Peer, Role::Client]
             .iter()
             .any(|r| source(policy, *r) == Some(&TlsSource::Auto));
+        if !policy.any() && !self.tls.members_use_tls {
+            // No TLS anywhere: nothing to read.
+            return Ok(());
+        }
         if !self.tls.ca_loaded {
             self.tls.ca = self
                 .platform
@@ -404,6 +411,11 @@ impl<P: Platform> Cluster<P> {
         let Some(policy) = self.policy() else {
             return Ok(());
         };
+        if !(state.files.peer || state.files.client) {
+            // No TLS files for this state; files left from an earlier one
+            // are harmless (etcd is not told of them).
+            return Ok(());
+        }
         let installed = self.installed(&addr.name).await;
         let now = SystemTime::now();
         let want = self
@@ -433,13 +445,18 @@ impl<P: Platform> Cluster<P> {
     ) -> TlsWanted {
         let policy = &spec.tls;
         let now = SystemTime::now();
+        self.tls.members_use_tls = obs
+            .platform
+            .iter()
+            .any(|p| p.tls.peer || p.tls.client || crate::tls::is_https(&p.addr.client_url));
         let mut wanted = TlsWanted {
             peer: policy.peer.is_some(),
             client: policy.client.is_some(),
             trust: self.tls.trust(policy),
         };
-        if self.tls.problem.is_some() {
+        if self.tls.problem.is_some() || !(policy.any() || self.tls.members_use_tls) {
             self.tls.wanted = wanted.clone();
+            self.tls.status = None;
             return wanted;
         }
         let mut all_current = true;
@@ -459,10 +476,7 @@ impl<P: Platform> Cluster<P> {
             let installed = self.installed(&m.name).await;
             let want = self.wanted_files(policy, &addr, &p.tls, installed.as_ref(), now);
             p.certs_due = match &want {
-                Ok(w) => {
-                    installed.as_ref() != Some(w)
-                        && (*w != MemberFiles::default() || installed.is_some())
-                }
+                Ok(w) => *w != MemberFiles::default() && installed.as_ref() != Some(w),
                 Err(_) => false,
             };
             if let (Some(ca), Some(i)) = (&self.tls.ca, &installed) {
