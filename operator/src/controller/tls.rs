@@ -188,20 +188,27 @@ impl<P: Platform> Cluster<P> {
             if let Some(p) = self.tls.provided.get(role.name()) {
                 let info = CertInfo::parse(&p.what("tls.crt"), &p.cert_key.cert)
                     .map_err(|e| e.to_string())?;
+                let extra = match role {
+                    Role::Peer => self.platform.peer_source_names(),
+                    Role::Client => Vec::new(),
+                };
                 for addr in self.known_addrs().await {
                     let url = match role {
                         Role::Peer => &addr.peer_url,
                         Role::Client => &addr.client_url,
                     };
-                    let host = crate::tls::url_host(url).unwrap_or_default();
-                    if !host.is_empty() && !info.covers(host) {
+                    let host = crate::tls::url_host(url).unwrap_or_default().to_string();
+                    let missing = std::iter::once(host)
+                        .chain(extra.iter().cloned())
+                        .find(|h| !h.is_empty() && !info.covers(h));
+                    if let Some(host) = missing {
                         return Err(format!(
                             "spec.tls.{}: {}",
                             role.name(),
                             crate::tls::Error::NotCovered {
                                 what: p.what("tls.crt"),
                                 member: addr.name.clone(),
-                                host: host.to_string(),
+                                host,
                                 sans: info.names(),
                             }
                         ));

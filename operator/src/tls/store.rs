@@ -103,4 +103,11 @@ pub trait TlsStore: Send + Sync {
     /// cover: the hosts of its URLs and the other names clients reach it
     /// by on this platform.
     fn member_names(&self, cluster: &str, addr: &MemberAddr) -> Vec<String>;
+    /// Addresses a member dials its peers from, which a peer certificate
+    /// must name besides the member's own host (etcd checks a peer's
+    /// certificate against the address it connects from). None by
+    /// default: the member's own name covers it.
+    fn peer_source_names(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
