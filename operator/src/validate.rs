@@ -9,6 +9,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::crd::{EtcdClusterSpec, StoragePolicy, TlsEndpoint, TlsMode};
+use crate::member::Tuning;
+use crate::member::tuning::check_tuning;
 use crate::version::Version;
 
 /// Largest cluster the operator manages.
@@ -41,6 +43,8 @@ pub struct ValidSpec {
     pub restore: Option<String>,
     /// Rebuild from the newest backup when a majority is lost for good.
     pub restore_from_backup: bool,
+    /// Raft timing of every member.
+    pub tuning: Tuning,
     /// TLS of members and clients.
     pub tls: TlsPolicy,
 }
@@ -233,8 +237,18 @@ pub fn validate(
         );
     }
     let tls = check_tls(spec, &mut err);
-    match version {
-        Some(version) if errors.is_empty() => Ok(ValidSpec {
+    let tuning = match spec.tuning.as_ref().map(check_tuning) {
+        None => Some(Tuning::default()),
+        Some(Ok(t)) => Some(t),
+        Some(Err(problems)) => {
+            for (field, message) in problems {
+                err(field, message);
+            }
+            None
+        }
+    };
+    match (version, tuning) {
+        (Some(version), Some(tuning)) if errors.is_empty() => Ok(ValidSpec {
             size: usize::try_from(spec.size).unwrap_or(1),
             version,
             paused: spec.paused,
@@ -243,6 +257,7 @@ pub fn validate(
             restore: spec.restore.as_ref().map(|r| r.backup.trim().to_string()),
             restore_from_backup,
             tls,
+            tuning,
         }),
         _ => Err(Invalid(errors)),
     }
@@ -382,6 +397,7 @@ mod tests {
             restore: None,
             recovery: None,
             tls: None,
+            tuning: None,
         }
     }
 
@@ -505,6 +521,30 @@ mod tests {
         });
         let e = validate("demo", &s, &V).expect_err("invalid");
         assert!(e.to_string().contains("needs path"), "{e}");
+    }
+
+    #[test]
+    fn tuning_problems_come_with_the_others() {
+        let mut s = spec(0, "3.4.23");
+        s.tuning = Some(crate::crd::TuningSpec {
+            heartbeat_interval: Some("x".into()),
+            election_timeout: Some("0ms".into()),
+        });
+        assert_eq!(
+            fields(validate("demo", &s, &V)),
+            [
+                "spec.size",
+                "spec.tuning.heartbeatInterval",
+                "spec.tuning.electionTimeout"
+            ]
+        );
+        s.size = 3;
+        s.tuning = Some(crate::crd::TuningSpec {
+            heartbeat_interval: Some("25ms".into()),
+            election_timeout: Some("250ms".into()),
+        });
+        let v = validate("demo", &s, &V).expect("valid");
+        assert_eq!(v.tuning, Tuning::new(Some(25), Some(250)));
     }
 
     #[test]

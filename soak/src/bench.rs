@@ -165,6 +165,7 @@ pub async fn run(a: Args) -> Result<String, Error> {
         restore: None,
         recovery: None,
         tls: None,
+        tuning: None,
     };
     let mut local = Local::prepare(&cluster, &operator, &bins, None, logs.path())?;
     local.write_manifest(false)?;

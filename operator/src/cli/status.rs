@@ -178,6 +178,7 @@ mod tests {
                 restore: None,
                 recovery: None,
                 tls: None,
+                tuning: None,
             },
         );
         c.status = Some(EtcdClusterStatus {

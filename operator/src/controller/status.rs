@@ -42,6 +42,7 @@ pub(super) fn build<P>(
                         restore: None,
                         recovery: None,
                         tls: None,
+                        tuning: None,
                     });
                 EtcdCluster::new(&c.name, spec)
             }

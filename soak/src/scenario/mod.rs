@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use etcd_operator::crd::{
-    BackupSpec, EtcdCluster, EtcdClusterSpec, RecoverySpec, RestoreSpec, StorageSpec,
+    BackupSpec, EtcdCluster, EtcdClusterSpec, RecoverySpec, RestoreSpec, StorageSpec, TuningSpec,
 };
 use serde::{Deserialize, Serialize};
 
@@ -123,6 +123,9 @@ pub struct ClusterSpec {
     /// spec.tls.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<etcd_operator::crd::TlsSpec>,
+    /// spec.tuning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tuning: Option<TuningSpec>,
 }
 
 impl ClusterSpec {
@@ -137,6 +140,7 @@ impl ClusterSpec {
             restore: self.restore.clone(),
             recovery: self.recovery.clone(),
             tls: self.tls.clone(),
+            tuning: self.tuning.clone(),
         }
     }
 

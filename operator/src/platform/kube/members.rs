@@ -160,6 +160,7 @@ fn member(
             running,
             has_data,
             version: config.version,
+            tuning: config.tuning,
             bootstrap: config.bootstrap,
             started_at: pod.and_then(started_at),
             call_url: pod

@@ -17,12 +17,11 @@ use super::config::{self, ANNOTATION_CONFIG, ANNOTATION_STARTED};
 use super::error::is_not_found;
 use super::members::{Mark, owned_by, pod_running};
 use super::objects::{claim_name, data_claim};
-use super::pod::{CONTAINER, image, member_pod, readiness_path, tls_secret_name};
+use super::pod::{CONTAINER, image, member_pod, pod_args, readiness_path, tls_secret_name};
 use super::{Error, FIELD_MANAGER, KubePlatform, Registration};
 use crate::backup::RestoreSource;
 use crate::crd::StoragePolicy;
-use crate::member::MemberConfig;
-use crate::version::Version;
+use crate::member::{MemberConfig, Settings};
 
 /// How long a deleted pod may take to go before the call gives up as busy.
 pub const POD_GONE_WAIT: Duration = Duration::from_secs(45);
@@ -225,11 +224,14 @@ impl KubePlatform {
         self.apply(member, &pod).await
     }
 
+    /// Restarts a member with `settings` (a new version, new timing): with
+    /// a claim, the claim records them first, then the pod is re-created;
+    /// without one, see [`KubePlatform::upgrade_in_place`].
     pub(super) async fn upgrade_member(
         &self,
         cluster: &str,
         member: &str,
-        version: Version,
+        settings: &Settings,
     ) -> Result<(), Error> {
         let reg = self.registration(cluster)?;
         let claim_name = claim_name(member);
@@ -237,7 +239,7 @@ impl KubePlatform {
         let pod = self.get::<Pod>(member).await?;
         let pod = pod.filter(|p| owned_by(&p.metadata, &reg.owner.uid));
         let Some(claim) = claim.filter(|c| owned_by(&c.metadata, &reg.owner.uid)) else {
-            return self.upgrade_in_place(cluster, member, pod, version).await;
+            return self.upgrade_in_place(cluster, member, pod, settings).await;
         };
         let object = format!("persistentvolumeclaims/{claim_name}");
         let mut recorded =
@@ -245,7 +247,7 @@ impl KubePlatform {
                 object,
                 message: format!("no annotation {ANNOTATION_CONFIG}"),
             })?;
-        recorded.version = version;
+        settings.apply(&mut recorded);
         // The claim says what the member runs next before the pod goes, so
         // an upgrade cut short is finished by the next start.
         let annotations = serde_json::json!({ANNOTATION_CONFIG: config::to_json(&recorded)});
@@ -267,15 +269,16 @@ impl KubePlatform {
 
     /// Upgrades a member without a claim: its data lives in the pod's
     /// emptyDir, so the image is changed in place (the kubelet restarts the
-    /// container, the emptyDir stays). Probes cannot change in place: when
-    /// the new version needs another readiness path the pod is deleted, and
+    /// container, the emptyDir stays). Probes and the command line cannot
+    /// change in place: when the new version needs another readiness path,
+    /// or new settings (timing) change etcd's flags, the pod is deleted, and
     /// the plan replaces the member.
     async fn upgrade_in_place(
         &self,
         cluster: &str,
         member: &str,
         pod: Option<Pod>,
-        version: Version,
+        settings: &Settings,
     ) -> Result<(), Error> {
         let no_member = || Error::NoMember {
             cluster: cluster.into(),
@@ -285,9 +288,11 @@ impl KubePlatform {
         let object = format!("pods/{member}");
         let mut recorded =
             config::read(&object, pod.annotations().into())?.ok_or_else(no_member)?;
-        let from = recorded.version;
-        recorded.version = version;
-        if pod_running(&pod) && readiness_path(from) == readiness_path(version) {
+        let before = recorded.clone();
+        settings.apply(&mut recorded);
+        let (from, version) = (before.version, recorded.version);
+        let same_args = pod_args(&before) == pod_args(&recorded);
+        if pod_running(&pod) && same_args && readiness_path(from) == readiness_path(version) {
             let patch = serde_json::json!({
                 "metadata": {"annotations": {ANNOTATION_CONFIG: config::to_json(&recorded)}},
                 "spec": {"containers": [{"name": CONTAINER, "image": image(&self.image, version)}]},
@@ -296,8 +301,8 @@ impl KubePlatform {
         }
         tracing::warn!(
             %cluster, %member, %from, to = %version,
-            "the readiness probe changes between these versions and an emptyDir member cannot \
-             keep its data in a new pod: deleting it, it will be replaced"
+            "the readiness probe or etcd's flags change and an emptyDir member cannot keep its \
+             data in a new pod: deleting it, it will be replaced"
         );
         self.clear_pod(&pod).await
     }

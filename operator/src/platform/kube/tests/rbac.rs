@@ -117,9 +117,12 @@ async fn by_hand(client: kube::Client, fake: &Fake, demo: &EtcdCluster, eph: &Et
     // Ready: the started marks (claims; the emptyDir member's pod).
     p.members("demo").await.expect("members");
     p.members("eph").await.expect("members");
-    let v = Version::new(3, 5, 2);
-    p.upgrade("demo", "demo-0", v).await.expect("upgraded");
-    p.upgrade("eph", "eph-0", v)
+    let v = crate::member::Settings {
+        version: Version::new(3, 5, 2),
+        tuning: Default::default(),
+    };
+    p.restart("demo", "demo-0", &v).await.expect("upgraded");
+    p.restart("eph", "eph-0", &v)
         .await
         .expect("upgraded in place");
     // A pod gone: re-created from its claim.
