@@ -107,6 +107,12 @@ struct RunArgs {
         env = "ETCD_OPERATOR_ETCD_IMAGE"
     )]
     etcd_image: String,
+    /// Restart or remove a leader without handing its leadership over to
+    /// another voter first, so each such step costs an election (about an
+    /// election timeout without a leader). Only for benchmarks that
+    /// measure what the handover saves.
+    #[arg(long, env = "ETCD_OPERATOR_NO_LEADER_HANDOVER")]
+    no_leader_handover: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -194,6 +200,7 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         manifests,
         state_dir: args.state_dir,
         binaries: Arc::new(Binaries::new(args.etcd_binaries)),
+        handover: !args.no_leader_handover,
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -216,6 +223,7 @@ fn run_kube(args: RunArgs) -> anyhow::Result<ExitCode> {
     let opts = etcd_operator::controller::kube::Options {
         namespace: args.namespace,
         image: args.etcd_image,
+        handover: !args.no_leader_handover,
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

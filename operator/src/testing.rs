@@ -14,6 +14,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+pub mod writer;
+
 use crate::crd::EtcdCluster;
 use crate::platform::local::layout::{Layout, MemberRecord, read_json};
 

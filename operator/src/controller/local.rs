@@ -69,6 +69,8 @@ pub struct Options {
     pub state_dir: PathBuf,
     /// Where etcd binaries are found.
     pub binaries: Arc<Binaries>,
+    /// Hand a leader's leadership over before restarting or removing it.
+    pub handover: bool,
 }
 
 /// A manifest problem that could not be tied to a cluster, for `status`.
@@ -379,13 +381,14 @@ impl Local {
             return;
         }
         let cluster = Cluster::new(name, self.platform.clone(), self.clients.clone(), spec);
-        let cluster = match cluster.await {
+        let mut cluster = match cluster.await {
             Ok(c) => c,
             Err(e) => {
                 tracing::error!(cluster = %name, "cannot take over the cluster: {e}");
                 return;
             }
         };
+        cluster.set_handover(self.opts.handover);
         let (tx, rx) = mpsc::unbounded_channel();
         let task = tokio::spawn(work(cluster, rx));
         self.workers.insert(

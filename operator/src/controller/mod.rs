@@ -115,6 +115,8 @@ pub struct Cluster<P> {
     schedule: Option<Schedule>,
     revision_saved: Option<Instant>,
     tls: tls::Tls,
+    /// Hand a leader's leadership over before restarting or removing it.
+    handover: bool,
 }
 
 impl<P: Platform> Cluster<P> {
@@ -147,9 +149,17 @@ impl<P: Platform> Cluster<P> {
             schedule: None,
             revision_saved: None,
             tls: tls::Tls::default(),
+            handover: true,
         };
         cluster.take_spec(spec).await;
         Ok(cluster)
+    }
+
+    /// Whether a leader's leadership is handed over before the leader is
+    /// restarted or removed (default: yes; `--no-leader-handover` turns it
+    /// off, for benchmarks).
+    pub fn set_handover(&mut self, on: bool) {
+        self.handover = on;
     }
 
     /// The cluster's name.
@@ -246,6 +256,7 @@ impl<P: Platform> Cluster<P> {
         let step = match &valid {
             Some(spec) => {
                 let mut desired = Desired::from(spec);
+                desired.handover = self.handover;
                 desired.tls = self.tls_observed(&mut obs, spec).await;
                 Some(match &self.tls.problem {
                     Some(message) => Step::Wait(Wait::TlsInvalid {

@@ -74,6 +74,8 @@ pub struct Options {
     pub namespace: Option<String>,
     /// etcd image repository; members run `IMAGE:vVERSION`.
     pub image: String,
+    /// Hand a leader's leadership over before restarting or removing it.
+    pub handover: bool,
 }
 
 /// What the Kubernetes platform cannot do yet, as field errors.
@@ -147,6 +149,7 @@ struct Managed {
 struct Context {
     client: Client,
     image: String,
+    handover: bool,
     clients: Arc<Clients>,
     recorder: Recorder,
     platforms: Mutex<HashMap<String, Arc<KubePlatform>>>,
@@ -242,7 +245,9 @@ async fn reconcile(obj: Arc<EtcdCluster>, ctx: Arc<Context>) -> Result<Action, E
         cluster.set_spec(spec).await?;
     } else {
         let clients = ctx.clients.clone();
-        m.cluster = Some(Cluster::new(&name, platform.clone(), clients, spec).await?);
+        let mut cluster = Cluster::new(&name, platform.clone(), clients, spec).await?;
+        cluster.set_handover(ctx.handover);
+        m.cluster = Some(cluster);
     }
     let Some(cluster) = m.cluster.as_mut() else {
         return Ok(Action::requeue(MIN_POLL));
@@ -331,6 +336,7 @@ pub async fn run(
     let ctx = Arc::new(Context {
         client: client.clone(),
         image: opts.image.clone(),
+        handover: opts.handover,
         clients: Arc::new(Clients::new(STATUS_TIMEOUT)),
         recorder: Recorder::new(client, Reporter::from(MANAGER)),
         platforms: Mutex::default(),

@@ -59,6 +59,7 @@ fn context(client: Client) -> Arc<Context> {
     Arc::new(Context {
         client: client.clone(),
         image: crate::platform::kube::pod::DEFAULT_IMAGE.into(),
+        handover: true,
         clients: Arc::new(Clients::new(Duration::from_millis(100))),
         recorder: Recorder::new(client, Reporter::from(MANAGER)),
         platforms: Mutex::default(),

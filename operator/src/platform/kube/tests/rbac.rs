@@ -196,6 +196,7 @@ async fn the_cluster_role_allows_every_request_the_operator_makes() {
     let opts = crate::controller::kube::Options {
         namespace: None,
         image: DEFAULT_IMAGE.into(),
+        handover: true,
     };
     let stop = tokio::time::sleep(Duration::from_secs(3));
     crate::controller::kube::run(client.clone(), opts, stop)
