@@ -13,6 +13,7 @@ pub mod etcd;
 pub mod faults;
 pub mod manifest;
 pub mod member;
+pub mod metrics;
 pub mod names;
 pub mod observe;
 pub mod plan;

@@ -21,6 +21,8 @@ use super::{Cluster, SpecState};
 use crate::backup::Location;
 use crate::etcd::Clients;
 use crate::manifest::{self, Loaded};
+use crate::metrics::Metrics;
+use crate::metrics::server::Health;
 use crate::names::check_cluster_name;
 use crate::platform::local::LocalPlatform;
 use crate::platform::local::binaries::Binaries;
@@ -71,6 +73,19 @@ pub struct Options {
     pub binaries: Arc<Binaries>,
     /// Hand a leader's leadership over before restarting or removing it.
     pub handover: bool,
+    /// Where every cluster's metrics go.
+    pub metrics: Arc<Metrics>,
+    /// What `/readyz` says: ready once the manifests folder was read.
+    pub health: Arc<Health>,
+    /// The address `/metrics` is served on, if it is: written to
+    /// [`metrics_addr_path`] for tools and tests that asked for port 0.
+    pub metrics_addr: Option<std::net::SocketAddr>,
+}
+
+/// Where the local controller writes the address it serves `/metrics` on
+/// (removed when it serves none).
+pub fn metrics_addr_path(state_dir: &Path) -> PathBuf {
+    state_dir.join("metrics-addr")
 }
 
 /// A manifest problem that could not be tied to a cluster, for `status`.
@@ -102,6 +117,17 @@ pub async fn run(
         events_tx,
     )?);
     let clients = Arc::new(Clients::new(STATUS_TIMEOUT));
+    let addr_file = metrics_addr_path(&opts.state_dir);
+    let written = match opts.metrics_addr {
+        Some(a) => std::fs::write(&addr_file, format!("{a}\n")),
+        None => std::fs::remove_file(&addr_file).or_else(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => Ok(()),
+            _ => Err(e),
+        }),
+    };
+    if let Err(e) = written {
+        tracing::warn!("cannot write {}: {e}", addr_file.display());
+    }
     let (fs_tx, mut fs_events) = mpsc::unbounded_channel();
     let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
         // Reading the manifests ourselves raises access events: only
@@ -190,13 +216,16 @@ impl Local {
         let loaded = match manifest::load_dir(&self.opts.manifests) {
             Ok(l) => l,
             Err(e) => {
-                tracing::error!(
+                let why = format!(
                     "cannot read {}: {e}; clusters are left as they are",
                     self.opts.manifests.display()
                 );
+                tracing::error!("{why}");
+                self.opts.health.not_ready(why);
                 return;
             }
         };
+        self.opts.health.ready();
         let (wanted, orphan_problems) = self.desired(loaded).await;
         let on_disk: HashSet<String> = self.clusters_on_disk().into_iter().collect();
         let problems_file = problems_path(&self.opts.state_dir);
@@ -389,6 +418,7 @@ impl Local {
             }
         };
         cluster.set_handover(self.opts.handover);
+        cluster.set_metrics(self.opts.metrics.cluster("", name));
         let (tx, rx) = mpsc::unbounded_channel();
         let task = tokio::spawn(work(cluster, rx));
         self.workers.insert(

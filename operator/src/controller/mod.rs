@@ -21,6 +21,7 @@ use self::crashes::Crashes;
 use crate::backup::schedule::Schedule;
 use crate::crd::{EtcdCluster, EtcdClusterStatus};
 use crate::etcd::Clients;
+use crate::metrics::ClusterMetrics;
 use crate::observe::{Observation, observe};
 use crate::plan::{Desired, Step, Wait, plan};
 use crate::platform::{ClusterRecord, Platform};
@@ -117,11 +118,20 @@ pub struct Cluster<P> {
     tls: tls::Tls,
     /// Hand a leader's leadership over before restarting or removing it.
     handover: bool,
+    metrics: ClusterMetrics,
+    /// The leader last seen, to count leader changes.
+    last_leader: Option<String>,
+    /// Since when members are not all ready (for the recovery time).
+    unready_since: Option<Instant>,
+    /// This pass acted, failed.
+    pass_acted: bool,
+    pass_failed: bool,
 }
 
 impl<P: Platform> Cluster<P> {
     /// Takes over cluster `name` (loading its record, if it has one).
     /// Its backups go to the platform's store ([`Platform::backups`]).
+    #[tracing::instrument(name = "take_over", skip_all, fields(cluster = %name))]
     pub async fn new(
         name: &str,
         platform: Arc<P>,
@@ -150,6 +160,11 @@ impl<P: Platform> Cluster<P> {
             revision_saved: None,
             tls: tls::Tls::default(),
             handover: true,
+            metrics: ClusterMetrics::detached(name),
+            last_leader: None,
+            unready_since: None,
+            pass_acted: false,
+            pass_failed: false,
         };
         cluster.take_spec(spec).await;
         Ok(cluster)
@@ -160,6 +175,13 @@ impl<P: Platform> Cluster<P> {
     /// off, for benchmarks).
     pub fn set_handover(&mut self, on: bool) {
         self.handover = on;
+    }
+
+    /// Where the cluster's metrics go (by default nowhere).
+    pub fn set_metrics(&mut self, metrics: ClusterMetrics) {
+        self.metrics = metrics;
+        self.schedule = None;
+        self.sync_schedule();
     }
 
     /// The cluster's name.
@@ -175,6 +197,7 @@ impl<P: Platform> Cluster<P> {
     /// Takes a new spec, handing the platform its resource first
     /// ([`Platform::prepare`]; on an error the spec is not taken); a
     /// changed valid spec bumps the generation.
+    #[tracing::instrument(name = "spec", skip_all, fields(cluster = %self.name))]
     pub async fn set_spec(&mut self, spec: SpecState) -> crate::platform::Result<()> {
         let voters = self.record.last_voters;
         prepare(&*self.platform, &self.name, &spec, voters).await?;
@@ -195,7 +218,7 @@ impl<P: Platform> Cluster<P> {
                 self.record.spec_json = json;
                 self.record.source.clone_from(source);
                 if let Err(e) = self.platform.save_record(&self.name, &self.record).await {
-                    tracing::warn!(cluster = %self.name, "cannot save the cluster record: {e}");
+                    tracing::warn!("cannot save the cluster record: {e}");
                 }
             }
         }
@@ -205,12 +228,61 @@ impl<P: Platform> Cluster<P> {
 
     /// Notes that a member's process exited (`crashed`: by itself, with a
     /// failure).
+    #[tracing::instrument(skip(self), fields(cluster = %self.name))]
     pub fn member_exited(&mut self, member: &str, crashed: bool) {
+        tracing::info!("member process exited");
         self.crashes.exited(member, crashed);
     }
 
-    /// One pass of observe -> plan -> act -> status.
+    /// One pass of observe -> plan -> act -> status, in a span naming the
+    /// cluster (every log line of the pass carries it), measured.
+    #[tracing::instrument(name = "reconcile", skip_all, fields(cluster = %self.name))]
     pub async fn reconcile(&mut self) -> Outcome {
+        let started = Instant::now();
+        (self.pass_acted, self.pass_failed) = (false, false);
+        let out = self.pass().await;
+        let outcome = match &out.step {
+            _ if self.pass_failed => "failed",
+            _ if self.pass_acted => "acted",
+            None => "invalid",
+            Some(Step::Converged) => "converged",
+            Some(_) => "waiting",
+        };
+        self.metrics.reconciled(outcome, started.elapsed());
+        tracing::debug!(next = ?out.next, step = ?out.step, outcome, "reconciled");
+        out
+    }
+
+    /// Leader changes, members, and how long members were not all ready.
+    fn measure(&mut self, obs: &Observation) {
+        if let Some(leader) = &obs.leader {
+            if self.last_leader.as_ref().is_some_and(|l| l != leader) {
+                self.metrics.leader_changed();
+            }
+            self.last_leader = Some(leader.clone());
+        }
+        let members = &obs.observed.members;
+        let voting = members
+            .iter()
+            .filter(|m| m.etcd.is_some_and(|e| !e.learner));
+        let learners = members.iter().filter(|m| m.etcd.is_some_and(|e| e.learner));
+        self.metrics
+            .members(obs.ready(), voting.count(), learners.count());
+        if !obs.observed.bootstrapped {
+            return;
+        }
+        let all_ready = obs.observed.membership_known && obs.ready() == obs.members.len();
+        match (all_ready, self.unready_since) {
+            (false, None) => self.unready_since = Some(Instant::now()),
+            (true, Some(since)) => {
+                self.metrics.recovered(since.elapsed());
+                self.unready_since = None;
+            }
+            _ => {}
+        }
+    }
+
+    async fn pass(&mut self) -> Outcome {
         let looping = self.crashes.looping(CRASH_LOOP_EXITS);
         let valid = match &self.spec {
             SpecState::Valid { spec, .. } => Some(spec.clone()),
@@ -232,7 +304,7 @@ impl<P: Platform> Cluster<P> {
         {
             Ok(o) => o,
             Err(e) => {
-                self.failed(format!("cannot observe the cluster: {e}"));
+                self.failed(e.category(), format!("cannot observe the cluster: {e}"));
                 self.publish(&Observation::default(), None).await;
                 return self.retry();
             }
@@ -242,6 +314,7 @@ impl<P: Platform> Cluster<P> {
             self.crashes.healthy(&m.name);
         }
         self.remember(&obs).await;
+        self.measure(&obs);
         if obs.observed.bootstrapped && !obs.observed.membership_known {
             // Without quorum a member's data is given up only on the longer
             // proof (see CRASH_LOOP_EXITS_WITHOUT_QUORUM).
@@ -299,7 +372,9 @@ impl<P: Platform> Cluster<P> {
             return self.retry();
         };
         let spec = spec.clone();
-        tracing::info!(cluster = %self.name, "{step}");
+        tracing::info!("{step}");
+        self.pass_acted = true;
+        self.metrics.step(step.kind());
         match act::run(self, &step, obs, &spec).await {
             Ok(()) => {
                 self.last_error = None;
@@ -311,7 +386,7 @@ impl<P: Platform> Cluster<P> {
             }
             Err(e) => {
                 let refused = e.is_refused();
-                self.failed(format!("{step} failed: {e}"));
+                self.failed(e.category(), format!("{step} failed: {e}"));
                 // etcd refuses membership changes for a few seconds after a
                 // member reconnects; it will accept soon, so ask often.
                 let next = if refused {
@@ -327,9 +402,11 @@ impl<P: Platform> Cluster<P> {
         }
     }
 
-    fn failed(&mut self, message: String) {
+    fn failed(&mut self, category: &'static str, message: String) {
+        self.pass_failed = true;
+        self.metrics.error(category);
         if self.last_error.as_deref() != Some(&message) {
-            tracing::warn!(cluster = %self.name, "{message}");
+            tracing::warn!(category, "{message}");
         }
         self.last_error = Some(message);
         self.errors_in_row += 1;
@@ -408,7 +485,7 @@ impl<P: Platform> Cluster<P> {
 
     async fn save_record(&mut self) {
         if let Err(e) = self.platform.save_record(&self.name, &self.record).await {
-            self.failed(format!("cannot save the cluster record: {e}"));
+            self.failed(e.category(), format!("cannot save the cluster record: {e}"));
         }
     }
 
@@ -428,13 +505,18 @@ impl<P: Platform> Cluster<P> {
         }
         match self.platform.save_status(&self.name, &resource).await {
             Ok(()) => self.published = Some((status, Instant::now())),
-            Err(e) => tracing::warn!(cluster = %self.name, "cannot publish status: {e}"),
+            Err(e) => {
+                self.metrics.error(e.category());
+                tracing::warn!("cannot publish status: {e}");
+            }
         }
     }
 
     /// Stops every member and deletes everything kept about the cluster.
+    #[tracing::instrument(skip_all, fields(cluster = %self.name))]
     pub async fn delete(self) -> crate::platform::Result<()> {
-        tracing::info!(cluster = %self.name, "manifest removed: deleting the cluster");
+        tracing::info!("manifest removed: deleting the cluster");
+        self.metrics.forget();
         self.platform.delete_cluster(&self.name).await
     }
 }

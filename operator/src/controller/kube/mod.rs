@@ -29,6 +29,8 @@ use kube::{Api, Client, Resource, ResourceExt};
 use super::{Cluster, SpecState};
 use crate::crd::{EtcdCluster, LABEL_MANAGED_BY, MANAGED_BY};
 use crate::etcd::Clients;
+use crate::metrics::Metrics;
+use crate::metrics::server::Health;
 use crate::names::check_cluster_name;
 use crate::platform::kube::{KubePlatform, KubeVersions};
 use crate::platform::{self, Platform};
@@ -76,6 +78,11 @@ pub struct Options {
     pub image: String,
     /// Hand a leader's leadership over before restarting or removing it.
     pub handover: bool,
+    /// Where every cluster's metrics go.
+    pub metrics: Arc<Metrics>,
+    /// What `/readyz` says: ready once EtcdCluster resources can be
+    /// listed, not ready while the watches fail.
+    pub health: Arc<Health>,
 }
 
 /// What the Kubernetes platform cannot do yet, as field errors.
@@ -150,6 +157,7 @@ struct Context {
     client: Client,
     image: String,
     handover: bool,
+    metrics: Arc<Metrics>,
     clients: Arc<Clients>,
     recorder: Recorder,
     platforms: Mutex<HashMap<String, Arc<KubePlatform>>>,
@@ -196,12 +204,14 @@ impl Context {
             tracing::info!(namespace = %key.0, cluster = %key.1, "resource deleted; its objects go with it");
         }
         lock(&self.failures).remove(key);
+        self.metrics.cluster(&key.0, &key.1).forget();
         if let Some(p) = lock(&self.platforms).get(&key.0) {
             p.forget(&key.1);
         }
     }
 }
 
+#[tracing::instrument(name = "resource", skip_all, fields(namespace = %obj.namespace().unwrap_or_default()))]
 async fn reconcile(obj: Arc<EtcdCluster>, ctx: Arc<Context>) -> Result<Action, Error> {
     let name = obj.name_any();
     let namespace = obj
@@ -247,13 +257,13 @@ async fn reconcile(obj: Arc<EtcdCluster>, ctx: Arc<Context>) -> Result<Action, E
         let clients = ctx.clients.clone();
         let mut cluster = Cluster::new(&name, platform.clone(), clients, spec).await?;
         cluster.set_handover(ctx.handover);
+        cluster.set_metrics(ctx.metrics.cluster(&namespace, &name));
         m.cluster = Some(cluster);
     }
     let Some(cluster) = m.cluster.as_mut() else {
         return Ok(Action::requeue(MIN_POLL));
     };
     let out = cluster.reconcile().await;
-    tracing::debug!(%namespace, cluster = %name, next = ?out.next, step = ?out.step, "reconciled");
     lock(&ctx.failures).remove(&key);
     Ok(Action::requeue(requeue_after(out.next)))
 }
@@ -337,6 +347,7 @@ pub async fn run(
         client: client.clone(),
         image: opts.image.clone(),
         handover: opts.handover,
+        metrics: opts.metrics.clone(),
         clients: Arc::new(Clients::new(STATUS_TIMEOUT)),
         recorder: Recorder::new(client, Reporter::from(MANAGER)),
         platforms: Mutex::default(),
@@ -358,6 +369,16 @@ pub async fn run(
         image = %opts.image,
         "etcd-operator running on the Kubernetes platform"
     );
+    let health = opts.health.clone();
+    match api.list(&kube::api::ListParams::default().limit(1)).await {
+        Ok(_) => health.ready(),
+        Err(e) => {
+            let why =
+                format!("cannot list EtcdCluster resources (is deploy/crd.yaml applied?): {e}");
+            tracing::warn!("{why}");
+            health.not_ready(why);
+        }
+    }
     let for_each_ctx = ctx.clone();
     Controller::new(api, watcher::Config::default())
         .owns(pods, owned())
@@ -368,9 +389,10 @@ pub async fn run(
         .run(reconcile, error_policy, ctx)
         .for_each(|res| {
             let ctx = for_each_ctx.clone();
+            let health = health.clone();
             async move {
                 match res {
-                    Ok(_) => {}
+                    Ok(_) => health.ready(),
                     Err(controller::Error::ObjectNotFound(r)) => {
                         ctx.forget(&(r.namespace.unwrap_or_default(), r.name));
                     }
@@ -379,7 +401,10 @@ pub async fn run(
                         tracing::debug!("controller: {e}")
                     }
                     // Watches failing: RBAC, a missing CRD, the API away.
-                    Err(e) => tracing::warn!("controller: {e}"),
+                    Err(e) => {
+                        tracing::warn!("controller: {e}");
+                        health.not_ready(format!("the watches fail: {e}"));
+                    }
                 }
             }
         })

@@ -60,6 +60,7 @@ fn context(client: Client) -> Arc<Context> {
         client: client.clone(),
         image: crate::platform::kube::pod::DEFAULT_IMAGE.into(),
         handover: true,
+        metrics: Arc::default(),
         clients: Arc::new(Clients::new(Duration::from_millis(100))),
         recorder: Recorder::new(client, Reporter::from(MANAGER)),
         platforms: Mutex::default(),

@@ -197,6 +197,8 @@ async fn the_cluster_role_allows_every_request_the_operator_makes() {
         namespace: None,
         image: DEFAULT_IMAGE.into(),
         handover: true,
+        metrics: Default::default(),
+        health: Default::default(),
     };
     let stop = tokio::time::sleep(Duration::from_secs(3));
     crate::controller::kube::run(client.clone(), opts, stop)
