@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-pub mod metrics;
+pub use crate::metrics::scrape as metrics;
 pub mod writer;
 
 use crate::crd::EtcdCluster;

@@ -8,7 +8,9 @@ use std::path::PathBuf;
 use serde_json::Value;
 
 fn docs(file: &str) -> Vec<Value> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..").join(file);
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(file);
     let text = std::fs::read_to_string(&path).expect("a deploy manifest");
     text.split("\n---\n")
         .map(|d| serde_saphyr::from_str::<Value>(d).expect("YAML"))

@@ -15,6 +15,7 @@
 //! | `etcd_operator_last_backup_age_seconds`, `etcd_operator_last_backup_size_bytes` | | the newest backup this operator took |
 //! | `etcd_operator_last_recovery_duration_seconds` | | the last time members were not all ready: how long until they were again |
 
+pub mod scrape;
 pub mod server;
 
 use std::collections::HashMap;

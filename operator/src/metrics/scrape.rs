@@ -1,6 +1,7 @@
-//! Reading the operator's endpoints in tests and benchmarks: a plain
-//! HTTP/1.1 GET, and a parser of the Prometheus text format good enough for
-//! the operator's own output (no escapes in label values beyond `\"`).
+//! Reading the operator's endpoints from outside (the soak runner, tests,
+//! benchmarks): a plain HTTP/1.1 GET, and a parser of the Prometheus text
+//! format as the operator writes it (label values with `\\`, `\"` and
+//! `\n` escapes; a line it cannot read is skipped, never a panic).
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -89,11 +90,11 @@ fn labels(text: &str) -> BTreeMap<String, String> {
         let mut end = after.len();
         while let Some((i, c)) = chars.next() {
             match c {
-                '\\' => {
-                    if let Some((_, n)) = chars.next() {
-                        value.push(n);
-                    }
-                }
+                '\\' => match chars.next() {
+                    Some((_, 'n')) => value.push('\n'),
+                    Some((_, n)) => value.push(n),
+                    None => {}
+                },
                 '"' => {
                     end = i + 1;
                     break;
@@ -122,7 +123,12 @@ pub fn value(samples: &[Sample], name: &str, with: &[(&str, &str)]) -> Option<f6
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
+    use proptest::prelude::*;
+
     use super::*;
+    use crate::metrics::Metrics;
 
     #[test]
     fn parses_names_labels_and_values() {
@@ -136,5 +142,28 @@ mod tests {
         assert_eq!(value(&s, "x_total", &[("outcome", "acted")]), Some(3.0));
         assert_eq!(value(&s, "y", &[]), Some(1.5));
         assert_eq!(value(&s, "x_total", &[("outcome", "failed")]), None);
+    }
+
+    proptest! {
+        /// Whatever a cluster is called, what the operator writes parses
+        /// back to the same labels and values; and no input panics.
+        #[test]
+        fn what_the_operator_writes_parses_back(
+            namespace in "\\PC{0,12}",
+            cluster in "\\PC{0,12}",
+            ready in 0usize..10,
+            junk in "\\PC{0,80}",
+        ) {
+            let m = Arc::new(Metrics::new());
+            let c = m.cluster(&namespace, &cluster);
+            c.members(ready, 3, 0);
+            c.step("move_leader");
+            let s = parse(&m.encode());
+            let at = |name: &str| value(&s, name, &[("namespace", &namespace), ("cluster", &cluster)]);
+            prop_assert_eq!(at("etcd_operator_members_ready"), Some(ready as f64));
+            prop_assert_eq!(at("etcd_operator_steps_total"), Some(1.0));
+            let _ = parse(&junk);
+            let _ = parse(&format!("x{{{junk} 1\n{junk}"));
+        }
     }
 }
