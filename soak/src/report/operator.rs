@@ -56,7 +56,8 @@ pub fn section(scrape: Result<&str, &str>, cluster: &str) -> String {
         ("errors by category", list(&errors)),
         (
             "leader changes seen",
-            opt(one(&s, "etcd_operator_leader_changes_total", cluster), ""),
+            one(&s, "etcd_operator_leader_changes_total", cluster)
+                .map_or("-".to_string(), |v| format!("{v:.0}")),
         ),
         ("backups", list(&backups)),
         (
@@ -96,7 +97,7 @@ mod tests {
             "{md}"
         );
         assert!(md.contains("| steps by kind | move_leader 2 |"), "{md}");
-        assert!(md.contains("| leader changes seen | 3.000 |"), "{md}");
+        assert!(md.contains("| leader changes seen | 3 |"), "{md}");
         assert!(md.contains("| last recovery | 0.250 s |"), "{md}");
         assert!(md.contains("| errors by category | none |"), "{md}");
         assert!(!md.contains("99"), "{md}");
