@@ -117,17 +117,7 @@ pub async fn run(
         events_tx,
     )?);
     let clients = Arc::new(Clients::new(STATUS_TIMEOUT));
-    let addr_file = metrics_addr_path(&opts.state_dir);
-    let written = match opts.metrics_addr {
-        Some(a) => std::fs::write(&addr_file, format!("{a}\n")),
-        None => std::fs::remove_file(&addr_file).or_else(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => Ok(()),
-            _ => Err(e),
-        }),
-    };
-    if let Err(e) = written {
-        tracing::warn!("cannot write {}: {e}", addr_file.display());
-    }
+    crate::metrics::server::record_addr(&metrics_addr_path(&opts.state_dir), opts.metrics_addr);
     let (fs_tx, mut fs_events) = mpsc::unbounded_channel();
     let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
         // Reading the manifests ourselves raises access events: only

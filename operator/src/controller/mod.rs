@@ -10,6 +10,7 @@ pub mod backups;
 mod crashes;
 pub mod kube;
 pub mod local;
+mod remember;
 pub mod status;
 mod tls;
 
@@ -253,35 +254,6 @@ impl<P: Platform> Cluster<P> {
         out
     }
 
-    /// Leader changes, members, and how long members were not all ready.
-    fn measure(&mut self, obs: &Observation) {
-        if let Some(leader) = &obs.leader {
-            if self.last_leader.as_ref().is_some_and(|l| l != leader) {
-                self.metrics.leader_changed();
-            }
-            self.last_leader = Some(leader.clone());
-        }
-        let members = &obs.observed.members;
-        let voting = members
-            .iter()
-            .filter(|m| m.etcd.is_some_and(|e| !e.learner));
-        let learners = members.iter().filter(|m| m.etcd.is_some_and(|e| e.learner));
-        self.metrics
-            .members(obs.ready(), voting.count(), learners.count());
-        if !obs.observed.bootstrapped {
-            return;
-        }
-        let all_ready = obs.observed.membership_known && obs.ready() == obs.members.len();
-        match (all_ready, self.unready_since) {
-            (false, None) => self.unready_since = Some(Instant::now()),
-            (true, Some(since)) => {
-                self.metrics.recovered(since.elapsed());
-                self.unready_since = None;
-            }
-            _ => {}
-        }
-    }
-
     async fn pass(&mut self) -> Outcome {
         let looping = self.crashes.looping(CRASH_LOOP_EXITS);
         let valid = match &self.spec {
@@ -452,34 +424,6 @@ impl<P: Platform> Cluster<P> {
         Outcome {
             step: None,
             next: Duration::from_millis(100 << n).min(Duration::from_secs(2)),
-        }
-    }
-
-    /// Keeps what a later quorum loss must know: that the cluster formed,
-    /// its number of voters, and the highest revision seen.
-    async fn remember(&mut self, obs: &Observation) {
-        let mut dirty = false;
-        if obs.observed.membership_known && !self.record.bootstrapped {
-            self.record.bootstrapped = true;
-            self.restore_done().await;
-            dirty = true;
-        }
-        if obs.observed.membership_known && obs.observed.voters_hint != self.record.last_voters {
-            self.record.last_voters = obs.observed.voters_hint;
-            dirty = true;
-        }
-        if let Some(rev) = obs.revision
-            && rev > self.record.last_revision
-        {
-            self.record.last_revision = rev;
-            let stale = self
-                .revision_saved
-                .is_none_or(|t| t.elapsed() >= STATUS_REFRESH);
-            dirty |= stale;
-        }
-        if dirty {
-            self.revision_saved = Some(Instant::now());
-            self.save_record().await;
         }
     }
 

@@ -183,6 +183,8 @@ fn judge<P>(
         }
         Step::Wait(_) if !obs.observed.bootstrapped => (Phase::Creating, "Forming"),
         Step::Upgrade { .. } => (Phase::Recovering, "Upgrading"),
+        Step::Restart { .. } => (Phase::Recovering, "Restarting"),
+        Step::MoveLeader { .. } => (Phase::Recovering, "HandingOverLeadership"),
         Step::RestoreFromBackup => (Phase::Recovering, "RestoringFromBackup"),
         Step::Remove {
             why: RemoveWhy::ScaleDown,

@@ -57,6 +57,21 @@ pub struct Error {
     pub source: std::io::Error,
 }
 
+/// Writes the address bound to `path` (`None`: removes the file), for
+/// tools and tests that asked for port 0; a failure is only logged.
+pub fn record_addr(path: &std::path::Path, addr: Option<SocketAddr>) {
+    let written = match addr {
+        Some(a) => std::fs::write(path, format!("{a}\n")),
+        None => std::fs::remove_file(path).or_else(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => Ok(()),
+            _ => Err(e),
+        }),
+    };
+    if let Err(e) = written {
+        tracing::warn!("cannot write {}: {e}", path.display());
+    }
+}
+
 /// Binds `addr` (port 0: any free port) and serves the endpoints on a task
 /// of their own until the runtime stops; returns the address bound.
 pub async fn serve(
