@@ -268,7 +268,7 @@ impl Local {
             let spec = match checked {
                 Ok(spec) => SpecState::Valid {
                     resource: Box::new(m.cluster),
-                    spec,
+                    spec: Box::new(spec),
                     source: Some(m.file),
                 },
                 Err(e) => SpecState::Invalid {

@@ -59,7 +59,7 @@ pub enum SpecState {
         /// The resource as read.
         resource: Box<EtcdCluster>,
         /// Its checked spec.
-        spec: ValidSpec,
+        spec: Box<ValidSpec>,
         /// Where it came from (a manifest file locally).
         source: Option<PathBuf>,
     },
@@ -257,7 +257,7 @@ impl<P: Platform> Cluster<P> {
     async fn pass(&mut self) -> Outcome {
         let looping = self.crashes.looping(CRASH_LOOP_EXITS);
         let valid = match &self.spec {
-            SpecState::Valid { spec, .. } => Some(spec.clone()),
+            SpecState::Valid { spec, .. } => Some((**spec).clone()),
             SpecState::Invalid { .. } => None,
         };
         if let Some(spec) = &valid {
@@ -393,31 +393,6 @@ impl<P: Platform> Cluster<P> {
             .unwrap_or_default()
     }
 
-    /// A line for status about members failing at start, with the reason
-    /// from their log, and members not ready for a reason the platform
-    /// reports (a pod stuck Pending, a container the kubelet restarts).
-    async fn failing_note(&self, obs: &Observation) -> Option<String> {
-        let failing = self.crashes.failing();
-        let mut parts = Vec::new();
-        for (member, n) in &failing {
-            let hint = self.platform.failure_hint(&self.name, member).await;
-            let why = hint.map(|h| format!(": {h}")).unwrap_or_default();
-            parts.push(format!(
-                "member {member} failed {n} time(s) right after start{why}"
-            ));
-        }
-        let troubled = obs.platform.iter().filter_map(|p| {
-            let name = &p.addr.name;
-            let problem = p.problem.as_ref()?;
-            let ready = obs.members.iter().any(|m| &m.name == name && m.ready);
-            (!ready && !failing.iter().any(|(f, _)| f == name)).then_some((name, problem))
-        });
-        for (member, problem) in troubled {
-            parts.push(format!("member {member}: {problem}"));
-        }
-        (!parts.is_empty()).then(|| parts.join("; "))
-    }
-
     /// Backoff after errors: 100 ms doubling to 2 s.
     fn retry(&self) -> Outcome {
         let n = self.errors_in_row.clamp(1, 6) - 1;
@@ -430,29 +405,6 @@ impl<P: Platform> Cluster<P> {
     async fn save_record(&mut self) {
         if let Err(e) = self.platform.save_record(&self.name, &self.record).await {
             self.failed(e.category(), format!("cannot save the cluster record: {e}"));
-        }
-    }
-
-    async fn publish(&mut self, obs: &Observation, step: Option<&Step>) {
-        let failing = self.failing_note(obs).await;
-        let previous = self.published.as_ref().map(|(s, _)| s);
-        let resource = status::build(self, obs, step, previous, failing);
-        let Some(status) = resource.status.clone() else {
-            return;
-        };
-        let fresh = self
-            .published
-            .as_ref()
-            .is_some_and(|(s, at)| at.elapsed() < STATUS_REFRESH && status::same(s, &status));
-        if fresh {
-            return;
-        }
-        match self.platform.save_status(&self.name, &resource).await {
-            Ok(()) => self.published = Some((status, Instant::now())),
-            Err(e) => {
-                self.metrics.error(e.category());
-                tracing::warn!("cannot publish status: {e}");
-            }
         }
     }
 

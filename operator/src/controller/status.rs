@@ -1,12 +1,65 @@
 //! Status: phase, conditions and members, from an observation and the step
-//! the plan chose.
+//! the plan chose, and publishing it (with why members fail) each pass.
 
-use std::time::SystemTime;
+use std::time::{Instant, SystemTime};
 
-use super::{Cluster, SpecState};
+use super::{Cluster, STATUS_REFRESH, SpecState};
 use crate::crd::{Condition, EtcdCluster, EtcdClusterSpec, EtcdClusterStatus, Phase};
 use crate::observe::Observation;
 use crate::plan::{RemoveWhy, Step, Wait};
+use crate::platform::Platform;
+
+impl<P: Platform> Cluster<P> {
+    /// Publishes the status of this pass (through the platform), unless
+    /// it says what the last one said and that one is still fresh.
+    pub(super) async fn publish(&mut self, obs: &Observation, step: Option<&Step>) {
+        let failing = self.failing_note(obs).await;
+        let previous = self.published.as_ref().map(|(s, _)| s);
+        let resource = build(self, obs, step, previous, failing);
+        let Some(status) = resource.status.clone() else {
+            return;
+        };
+        let fresh = self
+            .published
+            .as_ref()
+            .is_some_and(|(s, at)| at.elapsed() < STATUS_REFRESH && same(s, &status));
+        if fresh {
+            return;
+        }
+        match self.platform.save_status(&self.name, &resource).await {
+            Ok(()) => self.published = Some((status, Instant::now())),
+            Err(e) => {
+                self.metrics.error(e.category());
+                tracing::warn!("cannot publish status: {e}");
+            }
+        }
+    }
+
+    /// A line for status about members failing at start, with the reason
+    /// from their log, and members not ready for a reason the platform
+    /// reports (a pod stuck Pending, a container the kubelet restarts).
+    async fn failing_note(&self, obs: &Observation) -> Option<String> {
+        let failing = self.crashes.failing();
+        let mut parts = Vec::new();
+        for (member, n) in &failing {
+            let hint = self.platform.failure_hint(&self.name, member).await;
+            let why = hint.map(|h| format!(": {h}")).unwrap_or_default();
+            parts.push(format!(
+                "member {member} failed {n} time(s) right after start{why}"
+            ));
+        }
+        let troubled = obs.platform.iter().filter_map(|p| {
+            let name = &p.addr.name;
+            let problem = p.problem.as_ref()?;
+            let ready = obs.members.iter().any(|m| &m.name == name && m.ready);
+            (!ready && !failing.iter().any(|(f, _)| f == name)).then_some((name, problem))
+        });
+        for (member, problem) in troubled {
+            parts.push(format!("member {member}: {problem}"));
+        }
+        (!parts.is_empty()).then(|| parts.join("; "))
+    }
+}
 
 /// Whether two statuses say the same, ignoring when they were observed.
 pub fn same(a: &EtcdClusterStatus, b: &EtcdClusterStatus) -> bool {

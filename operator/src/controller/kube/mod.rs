@@ -116,7 +116,7 @@ pub fn spec_state(resource: &EtcdCluster) -> SpecState {
     match valid {
         Ok(spec) if errors.is_empty() => SpecState::Valid {
             resource: Box::new(resource.clone()),
-            spec,
+            spec: Box::new(spec),
             source: None,
         },
         _ => SpecState::Invalid {
