@@ -229,7 +229,7 @@ impl<P: Platform> Cluster<P> {
 
     /// Notes that a member's process exited (`crashed`: by itself, with a
     /// failure).
-    #[tracing::instrument(skip(self), fields(cluster = %self.name))]
+    #[tracing::instrument(skip_all, fields(cluster = %self.name, %member, crashed = crashed))]
     pub fn member_exited(&mut self, member: &str, crashed: bool) {
         tracing::info!("member process exited");
         self.crashes.exited(member, crashed);

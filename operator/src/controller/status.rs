@@ -238,6 +238,9 @@ fn judge<P>(
         Step::Upgrade { .. } => (Phase::Recovering, "Upgrading"),
         Step::Restart { .. } => (Phase::Recovering, "Restarting"),
         Step::MoveLeader { .. } => (Phase::Recovering, "HandingOverLeadership"),
+        Step::RenewCertificates { .. } => (Phase::Recovering, "RenewingCertificates"),
+        Step::Reconfigure { .. } => (Phase::Recovering, "ChangingTLS"),
+        Step::UpdatePeerUrl { .. } => (Phase::Recovering, "UpdatingPeerURL"),
         Step::RestoreFromBackup => (Phase::Recovering, "RestoringFromBackup"),
         Step::Remove {
             why: RemoveWhy::ScaleDown,

@@ -1,6 +1,6 @@
 //! Scenario tests of the handover rule: the leader hands its leadership
-//! over before a scale-down, an upgrade or new timing restarts or removes
-//! it.
+//! over before a scale-down, an upgrade, new timing or a TLS change
+//! restarts or removes it.
 
 use super::super::*;
 use super::{V35, cluster, desired, led_by, three, up, with};
@@ -115,4 +115,54 @@ fn new_tuning_is_rolled_out_followers_first_leader_last_after_a_handover() {
         plan(&d, &cluster(vec![up("demo-0", 1)])),
         Step::Wait(Wait::RestartNeedsThreeMembers)
     );
+}
+
+#[test]
+fn a_tls_restart_of_the_leader_hands_over_first() {
+    let old = TlsWanted {
+        peer: true,
+        client: true,
+        trust: "ca-1".into(),
+    };
+    let mut d = desired(3);
+    d.tls = TlsWanted {
+        trust: "ca-2".into(),
+        ..old.clone()
+    };
+    let on = tls::for_new_member(&old, &[]);
+    let mut m: Vec<Member> = three()
+        .into_iter()
+        .map(|x| {
+            with(x, |x| {
+                if let Some(p) = &mut x.platform {
+                    p.tls = on.clone();
+                }
+                if let Some(e) = &mut x.etcd {
+                    e.peer_https = true;
+                }
+            })
+        })
+        .collect();
+    // New trusted CAs: followers restart first.
+    assert!(matches!(
+        plan(&d, &cluster(m.clone())),
+        Step::Reconfigure { member, .. } if member == "demo-1"
+    ));
+    let renewed = tls::target(&d.tls, &on, &[&on]);
+    assert_eq!(renewed.files.trust, "ca-2");
+    for x in &mut m[1..] {
+        if let Some(p) = &mut x.platform {
+            p.tls = renewed.clone();
+        }
+    }
+    // The leader last, after handing over to a member already restarted.
+    assert!(matches!(
+        plan(&d, &cluster(m.clone())),
+        Step::MoveLeader { from, to, .. } if from == "demo-0" && to == "demo-1"
+    ));
+    let m = led_by(m, "demo-1");
+    assert!(matches!(
+        plan(&d, &cluster(m)),
+        Step::Reconfigure { member, .. } if member == "demo-0"
+    ));
 }
