@@ -51,6 +51,10 @@ const STATUS_REFRESH: Duration = Duration::from_secs(5);
 
 /// The spec of a cluster as the controller has it.
 #[derive(Clone, Debug)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one per cluster task, mostly Valid: boxing would only add an indirection"
+)]
 pub enum SpecState {
     /// A spec that passed validation.
     Valid {

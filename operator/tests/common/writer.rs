@@ -3,7 +3,7 @@
 //! (the published status's URLs, with its client certificate when they are
 //! `https://`), and [`lost`] says which acknowledged writes are missing.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
@@ -60,7 +60,7 @@ pub fn writer(status: PathBuf, stop: Arc<AtomicBool>) -> JoinHandle<(Vec<u64>, u
     })
 }
 
-async fn connect(status: &PathBuf, turn: usize) -> Option<Client> {
+async fn connect(status: &Path, turn: usize) -> Option<Client> {
     let c: EtcdCluster = read_json(status).ok()??;
     let st = c.status.as_ref()?;
     let urls: Vec<&str> = st.members.iter().map(|m| m.client_url.as_str()).collect();
