@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::crd::{EtcdClusterSpec, StoragePolicy, TlsEndpoint, TlsMode};
+use crate::member::backend::{self, Backend, DefragPolicy};
 use crate::version::Version;
 
 /// Largest cluster the operator manages.
@@ -98,6 +99,10 @@ impl TlsSource {
             TlsSource::Provided { .. } => "Provided",
         }
     }
+    /// etcd's quota and auto-compaction ([`crate::member::backend`]).
+    pub backend: Backend,
+    /// Scheduled defragmentation, if any.
+    pub defrag: Option<DefragPolicy>,
 }
 
 /// A checked backup policy.
@@ -233,6 +238,7 @@ pub fn validate(
         );
     }
     let tls = check_tls(spec, &mut err);
+    let (backend, defrag) = backend::check(spec, &mut errors);
     match version {
         Some(version) if errors.is_empty() => Ok(ValidSpec {
             size: usize::try_from(spec.size).unwrap_or(1),
@@ -243,6 +249,8 @@ pub fn validate(
             restore: spec.restore.as_ref().map(|r| r.backup.trim().to_string()),
             restore_from_backup,
             tls,
+            backend,
+            defrag,
         }),
         _ => Err(Invalid(errors)),
     }
@@ -382,6 +390,9 @@ mod tests {
             restore: None,
             recovery: None,
             tls: None,
+            quota_backend_bytes: None,
+            compaction: None,
+            defrag: None,
         }
     }
 

@@ -128,6 +128,7 @@ fn config(member: &str) -> MemberConfig {
         token: "example-token".into(),
         bootstrap: true,
         tls: Default::default(),
+        backend: Default::default(),
     }
 }
 

@@ -111,6 +111,7 @@ pub fn hand(dir: &Path, seed: &str, name: &str, taken: &mut HashSet<std::net::Ip
             version: Version::new(3, 4, 23),
             bootstrap: true,
             tls: Default::default(),
+            backend: Default::default(),
             initial_cluster: String::new(),
             initial_state: InitialState::New,
             token: "floor".into(),

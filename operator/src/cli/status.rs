@@ -178,6 +178,9 @@ mod tests {
                 restore: None,
                 recovery: None,
                 tls: None,
+                quota_backend_bytes: None,
+                compaction: None,
+                defrag: None,
             },
         );
         c.status = Some(EtcdClusterStatus {

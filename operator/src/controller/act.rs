@@ -222,6 +222,7 @@ async fn bootstrap<P: Platform>(
                     token: c.record.token.clone(),
                     bootstrap: true,
                     tls: state.files.clone(),
+                    backend: spec.backend.clone(),
                 };
                 c.tls_install(&addr, &state).await?;
                 c.crashes.started(&addr.name);
@@ -283,6 +284,7 @@ async fn add_learner<P: Platform>(
         token: c.record.token.clone(),
         bootstrap: false,
         tls: state.files.clone(),
+        backend: spec.backend.clone(),
     };
     c.crashes.started(&name);
     Ok(c.platform.create(&c.name, &config, None).await?)

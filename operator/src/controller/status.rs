@@ -42,6 +42,9 @@ pub(super) fn build<P>(
                         restore: None,
                         recovery: None,
                         tls: None,
+                        quota_backend_bytes: None,
+                        compaction: None,
+                        defrag: None,
                     });
                 EtcdCluster::new(&c.name, spec)
             }

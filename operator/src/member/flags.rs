@@ -90,6 +90,9 @@ pub fn etcd_args(
     .into_iter()
     .flat_map(|(k, v)| [k.to_string(), v.to_string()])
     .chain(tls_args.into_iter().flat_map(|(k, v)| [k.to_string(), v]))
+    // Quota and auto-compaction only where the spec sets them: members
+    // created before those fields existed keep their exact command line.
+    .chain(config.backend.flags())
     .collect();
     // Mutual TLS: a peer or client must present a certificate the
     // trusted CAs signed. Boolean flags take `=`.
@@ -125,6 +128,7 @@ mod tests {
             token: "demo-t".into(),
             bootstrap: false,
             tls: MemberTls::default(),
+            backend: Default::default(),
         }
     }
 

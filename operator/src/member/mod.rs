@@ -4,11 +4,13 @@
 //! ports, the command line itself ([`flags`]) and why etcd failed, read
 //! from its log ([`hints`]). Neither platform owns this module; both use it.
 
+pub mod backend;
 pub mod flags;
 pub mod hints;
 
 use serde::{Deserialize, Serialize};
 
+pub use self::backend::Backend;
 use crate::version::Version;
 
 /// etcd's client port.
@@ -62,6 +64,10 @@ pub struct MemberConfig {
     /// TLS, so records written before TLS existed read and write the same.
     #[serde(default, skip_serializing_if = "MemberTls::is_off")]
     pub tls: MemberTls,
+    /// Quota and auto-compaction (absent from the JSON when etcd's
+    /// defaults, so records written before it existed stay the same).
+    #[serde(default, skip_serializing_if = "Backend::is_default")]
+    pub backend: Backend,
 }
 
 /// What a member's etcd is given for TLS. Whether its peer and client

@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use etcd_operator::crd::{
-    BackupSpec, EtcdCluster, EtcdClusterSpec, RecoverySpec, RestoreSpec, StorageSpec,
+    BackupSpec, CompactionSpec, DefragSpec, EtcdCluster, EtcdClusterSpec, RecoverySpec, RestoreSpec,
+    StorageSpec,
 };
 use serde::{Deserialize, Serialize};
 
@@ -123,6 +124,15 @@ pub struct ClusterSpec {
     /// spec.tls.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<etcd_operator::crd::TlsSpec>,
+    /// spec.quotaBackendBytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quota_backend_bytes: Option<i64>,
+    /// spec.compaction.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compaction: Option<CompactionSpec>,
+    /// spec.defrag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub defrag: Option<DefragSpec>,
 }
 
 impl ClusterSpec {
@@ -137,6 +147,9 @@ impl ClusterSpec {
             restore: self.restore.clone(),
             recovery: self.recovery.clone(),
             tls: self.tls.clone(),
+            quota_backend_bytes: self.quota_backend_bytes,
+            compaction: self.compaction.clone(),
+            defrag: self.defrag.clone(),
         }
     }
 

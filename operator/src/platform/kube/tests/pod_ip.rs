@@ -41,6 +41,7 @@ fn config(name: &str, ip: Ipv4Addr, initial_cluster: &str) -> MemberConfig {
         token: "demo-token".into(),
         bootstrap: true,
         tls: Default::default(),
+        backend: Default::default(),
     }
 }
 
