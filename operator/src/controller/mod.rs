@@ -10,6 +10,7 @@ pub mod backups;
 mod crashes;
 pub mod kube;
 pub mod local;
+mod maintenance;
 pub mod status;
 mod tls;
 
@@ -119,6 +120,7 @@ pub struct Cluster<P> {
     schedule: Option<Schedule>,
     revision_saved: Option<Instant>,
     tls: tls::Tls,
+    db: maintenance::DbState,
 }
 
 impl<P: Platform> Cluster<P> {
@@ -151,6 +153,7 @@ impl<P: Platform> Cluster<P> {
             schedule: None,
             revision_saved: None,
             tls: tls::Tls::default(),
+            db: maintenance::DbState::default(),
         };
         cluster.take_spec(spec).await;
         Ok(cluster)
@@ -236,6 +239,7 @@ impl<P: Platform> Cluster<P> {
             self.crashes.healthy(&m.name);
         }
         self.remember(&obs).await;
+        self.db_facts(&mut obs).await;
         if obs.observed.bootstrapped && !obs.observed.membership_known {
             // Without quorum a member's data is given up only on the longer
             // proof (see CRASH_LOOP_EXITS_WITHOUT_QUORUM).

@@ -6,7 +6,7 @@ use std::time::SystemTime;
 use super::{Cluster, SpecState};
 use crate::crd::{Condition, EtcdCluster, EtcdClusterSpec, EtcdClusterStatus, Phase};
 use crate::observe::Observation;
-use crate::plan::{RemoveWhy, Step, Wait};
+use crate::plan::{AlarmKind, DefragWhy, RemoveWhy, Step, Wait};
 
 /// Whether two statuses say the same, ignoring when they were observed.
 pub fn same(a: &EtcdClusterStatus, b: &EtcdClusterStatus) -> bool {
@@ -110,6 +110,51 @@ pub(super) fn build<P>(
     resource
 }
 
+/// The Degraded reason and message for an alarm etcd raised, or a member
+/// about to be replaced as corrupt.
+fn alarm_note(obs: &Observation, step: Option<&Step>) -> Option<(&'static str, String)> {
+    let name = |id: u64| {
+        obs.members
+            .iter()
+            .find(|m| m.id.as_deref() == Some(&format!("{id:x}")))
+            .map(|m| m.name.clone())
+            .unwrap_or_else(|| format!("{id:x}"))
+    };
+    let alarms = &obs.observed.db.alarms;
+    let doing = step.map(|s| format!("; {s}")).unwrap_or_default();
+    if let Some(a) = alarms.iter().find(|a| a.kind == AlarmKind::NoSpace) {
+        let largest = obs.observed.members.iter().map(|m| m.db.size).max();
+        return Some((
+            "NoSpaceAlarm",
+            format!(
+                "etcd raised NOSPACE (member {}; largest database file {} MiB): writes are \
+                 refused until the operator compacts, defragments member by member and \
+                 disarms the alarm{doing}",
+                name(a.member),
+                largest.unwrap_or_default() >> 20
+            ),
+        ));
+    }
+    if let Some(a) = alarms.iter().find(|a| a.kind == AlarmKind::Corrupt) {
+        return Some((
+            "CorruptAlarm",
+            format!(
+                "etcd raised CORRUPT about member {}: requests are refused{doing}",
+                name(a.member)
+            ),
+        ));
+    }
+    match step {
+        Some(
+            s @ Step::Remove {
+                why: RemoveWhy::Corrupt,
+                ..
+            },
+        ) => Some(("CorruptMember", s.to_string())),
+        _ => None,
+    }
+}
+
 fn cond(type_: &str, status: bool, reason: &str, message: String) -> Condition {
     Condition {
         type_: type_.into(),
@@ -143,6 +188,8 @@ fn judge<P>(
         )
     } else if let Some(e) = &c.last_error {
         cond("Degraded", true, "ActionFailed", e.clone())
+    } else if let Some((reason, message)) = alarm_note(obs, step) {
+        cond("Degraded", true, reason, message)
     } else if let Some(f) = failing {
         cond("Degraded", true, "MemberFailing", f)
     } else if !not_ready.is_empty() {
@@ -185,6 +232,17 @@ fn judge<P>(
         }
         Step::Wait(_) if !obs.observed.bootstrapped => (Phase::Creating, "Forming"),
         Step::Upgrade { .. } => (Phase::Recovering, "Upgrading"),
+        Step::Compact { .. }
+        | Step::Defragment {
+            why: DefragWhy::NoSpace,
+            ..
+        } => (Phase::Recovering, "ClearingNoSpace"),
+        Step::Disarm { .. } => (Phase::Recovering, "DisarmingAlarm"),
+        Step::Defragment { .. } => (Phase::Running, "Defragmenting"),
+        Step::Remove {
+            why: RemoveWhy::Corrupt,
+            ..
+        } => (Phase::Recovering, "ReplacingCorruptMember"),
         Step::RestoreFromBackup => (Phase::Recovering, "RestoringFromBackup"),
         Step::Remove {
             why: RemoveWhy::ScaleDown,
@@ -198,7 +256,7 @@ fn judge<P>(
         _ => (Phase::Recovering, "ReplacingMember"),
     };
     let progressing = match phase {
-        Phase::Running => cond(
+        Phase::Running if *step == Step::Converged => cond(
             "Progressing",
             false,
             reason,

@@ -240,7 +240,11 @@ mod tests {
             retention: "1000".into(),
         });
         let (b, _) = check(&s, &mut errors);
-        assert!(b.flags().join(" ").ends_with("revision --auto-compaction-retention 1000"));
+        assert!(
+            b.flags()
+                .join(" ")
+                .ends_with("revision --auto-compaction-retention 1000")
+        );
     }
 
     #[test]

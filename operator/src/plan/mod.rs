@@ -21,6 +21,7 @@
 use crate::crd::StoragePolicy;
 
 mod describe;
+mod maintenance;
 #[cfg(test)]
 mod props;
 #[cfg(test)]
@@ -28,6 +29,7 @@ mod tests;
 pub mod tls;
 mod types;
 
+pub use maintenance::{DISARM_BELOW, MIN_RECLAIM};
 pub use types::*;
 
 /// Votes needed for quorum among `voters`.
@@ -79,6 +81,7 @@ fn plan_bootstrap(o: &Observed) -> Step {
 /// Derived facts about the observation.
 struct View<'a> {
     members: &'a [Member],
+    db: &'a ClusterDb,
     persistent: bool,
     voters: usize,
     healthy_voters: usize,
@@ -92,6 +95,7 @@ impl<'a> View<'a> {
             .filter(|m| m.etcd.is_some_and(|e| !e.learner));
         View {
             members: &o.members,
+            db: &o.db,
             persistent: d.storage == StoragePolicy::Persistent,
             voters: voting.clone().count(),
             healthy_voters: voting.filter(|m| m.healthy).count(),
@@ -245,6 +249,9 @@ impl<'a> View<'a> {
                     .unwrap_or(Step::Converged)
             };
         }
+        if let Some(step) = self.replace_corrupt() {
+            return step;
+        }
         if self.voters < d.size {
             return Step::AddLearner;
         }
@@ -255,6 +262,9 @@ impl<'a> View<'a> {
                 .unwrap_or(Step::Converged);
         }
         if let Some(step) = self.tls_change(&d.tls) {
+            return step;
+        }
+        if let Some(step) = self.maintain(&d.db) {
             return step;
         }
         self.upgrade(d)

@@ -6,6 +6,8 @@ use crate::version::Version;
 const V34: Version = Version::new(3, 4, 23);
 const V35: Version = Version::new(3, 5, 1);
 
+mod db;
+
 fn desired(size: usize) -> Desired {
     Desired {
         size,
@@ -14,6 +16,7 @@ fn desired(size: usize) -> Desired {
         paused: false,
         restore_from_backup: false,
         tls: TlsWanted::default(),
+        db: DbPolicy::default(),
     }
 }
 
@@ -38,6 +41,7 @@ fn up(name: &str, id: u64) -> Member {
             peer_https: false,
         }),
         healthy: true,
+        db: DbFacts::default(),
     }
 }
 
@@ -70,6 +74,7 @@ fn cluster(members: Vec<Member>) -> Observed {
         voters_hint: members.len(),
         members,
         backup_available: false,
+        db: ClusterDb::default(),
     }
 }
 
@@ -202,6 +207,7 @@ fn quorum_loss_restarts_members_with_data_only() {
         members: m.clone(),
         voters_hint: 3,
         backup_available: true,
+        ..Observed::default()
     };
     assert_eq!(
         plan(&desired(3), &o),

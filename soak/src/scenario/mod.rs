@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use etcd_operator::crd::{
-    BackupSpec, CompactionSpec, DefragSpec, EtcdCluster, EtcdClusterSpec, RecoverySpec, RestoreSpec,
-    StorageSpec,
+    BackupSpec, CompactionSpec, DefragSpec, EtcdCluster, EtcdClusterSpec, RecoverySpec,
+    RestoreSpec, StorageSpec,
 };
 use serde::{Deserialize, Serialize};
 
