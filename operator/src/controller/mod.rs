@@ -9,11 +9,13 @@ pub mod act;
 pub mod backups;
 mod crashes;
 pub mod kube;
+pub mod live;
 pub mod local;
 mod maintenance;
 pub mod status;
 mod tls;
 
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -48,7 +50,7 @@ pub const CRASH_LOOP_EXITS_WITHOUT_QUORUM: u32 = 10;
 /// Retry interval after etcd refused a membership change.
 pub const REFUSED_RETRY: Duration = Duration::from_millis(200);
 /// Published status is rewritten at least this often (for `observedAt`).
-const STATUS_REFRESH: Duration = Duration::from_secs(5);
+pub(super) const STATUS_REFRESH: Duration = Duration::from_secs(5);
 
 /// The spec of a cluster as the controller has it.
 #[derive(Clone, Debug)]
@@ -121,6 +123,9 @@ pub struct Cluster<P> {
     revision_saved: Option<Instant>,
     tls: tls::Tls,
     db: maintenance::DbState,
+    /// The last write that failed because the state folder is full, until
+    /// a status write succeeds again.
+    state_full: Option<String>,
 }
 
 impl<P: Platform> Cluster<P> {
@@ -154,6 +159,7 @@ impl<P: Platform> Cluster<P> {
             revision_saved: None,
             tls: tls::Tls::default(),
             db: maintenance::DbState::default(),
+            state_full: None,
         };
         cluster.take_spec(spec).await;
         Ok(cluster)
@@ -208,7 +214,12 @@ impl<P: Platform> Cluster<P> {
 
     /// One pass of observe -> plan -> act -> status.
     pub async fn reconcile(&mut self) -> Outcome {
-        let looping = self.crashes.looping(CRASH_LOOP_EXITS);
+        // A member that dies at start while the state folder is full dies
+        // of the full disk, not of its data: no crash loop is judged then.
+        let looping = match self.state_full {
+            Some(_) => HashSet::new(),
+            None => self.crashes.looping(CRASH_LOOP_EXITS),
+        };
         let valid = match &self.spec {
             SpecState::Valid { spec, .. } => Some(spec.clone()),
             SpecState::Invalid { .. } => None,
@@ -243,7 +254,10 @@ impl<P: Platform> Cluster<P> {
         if obs.observed.bootstrapped && !obs.observed.membership_known {
             // Without quorum a member's data is given up only on the longer
             // proof (see CRASH_LOOP_EXITS_WITHOUT_QUORUM).
-            let looping = self.crashes.looping(CRASH_LOOP_EXITS_WITHOUT_QUORUM);
+            let looping = match self.state_full {
+                Some(_) => HashSet::new(),
+                None => self.crashes.looping(CRASH_LOOP_EXITS_WITHOUT_QUORUM),
+            };
             for m in &mut obs.observed.members {
                 if let Some(p) = m.platform.as_mut() {
                     p.crash_looping &= looping.contains(&m.name);
@@ -307,6 +321,9 @@ impl<P: Platform> Cluster<P> {
                 }
             }
             Err(e) => {
+                if let act::Error::Platform(p) = &e {
+                    self.note_storage(p);
+                }
                 let refused = e.is_refused();
                 self.failed(format!("{step} failed: {e}"));
                 // etcd refuses membership changes for a few seconds after a
@@ -405,27 +422,8 @@ impl<P: Platform> Cluster<P> {
 
     async fn save_record(&mut self) {
         if let Err(e) = self.platform.save_record(&self.name, &self.record).await {
+            self.note_storage(&e);
             self.failed(format!("cannot save the cluster record: {e}"));
-        }
-    }
-
-    async fn publish(&mut self, obs: &Observation, step: Option<&Step>) {
-        let failing = self.failing_note(obs).await;
-        let previous = self.published.as_ref().map(|(s, _)| s);
-        let resource = status::build(self, obs, step, previous, failing);
-        let Some(status) = resource.status.clone() else {
-            return;
-        };
-        let fresh = self
-            .published
-            .as_ref()
-            .is_some_and(|(s, at)| at.elapsed() < STATUS_REFRESH && status::same(s, &status));
-        if fresh {
-            return;
-        }
-        match self.platform.save_status(&self.name, &resource).await {
-            Ok(()) => self.published = Some((status, Instant::now())),
-            Err(e) => tracing::warn!(cluster = %self.name, "cannot publish status: {e}"),
         }
     }
 

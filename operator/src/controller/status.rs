@@ -1,12 +1,70 @@
 //! Status: phase, conditions and members, from an observation and the step
 //! the plan chose.
 
-use std::time::SystemTime;
+use std::time::{Instant, SystemTime};
 
-use super::{Cluster, SpecState};
+use super::{Cluster, STATUS_REFRESH, SpecState};
 use crate::crd::{Condition, EtcdCluster, EtcdClusterSpec, EtcdClusterStatus, Phase};
 use crate::observe::Observation;
 use crate::plan::{AlarmKind, DefragWhy, RemoveWhy, Step, Wait};
+use crate::platform::Platform;
+
+impl<P: Platform> Cluster<P> {
+    /// Builds the status and publishes it when it changed (or every
+    /// [`STATUS_REFRESH`]); a write that fails for lack of space is noted
+    /// and said in the status kept in memory at once.
+    pub(super) async fn publish(&mut self, obs: &Observation, step: Option<&Step>) {
+        let failing = self.failing_note(obs).await;
+        let previous = self.published.as_ref().map(|(s, _)| s);
+        let resource = build(self, obs, step, previous, failing);
+        let Some(status) = resource.status.clone() else {
+            return;
+        };
+        let fresh = self
+            .published
+            .as_ref()
+            .is_some_and(|(s, at)| at.elapsed() < STATUS_REFRESH && same(s, &status));
+        if fresh {
+            return;
+        }
+        match self.platform.save_status(&self.name, &resource).await {
+            Ok(()) => {
+                self.published = Some((status, Instant::now()));
+                if self.state_full.take().is_some() {
+                    tracing::info!(cluster = %self.name, "the state folder takes writes again");
+                }
+            }
+            Err(e) if e.is_storage_full() => {
+                let first = self.state_full.is_none();
+                self.note_storage(&e);
+                if first {
+                    // The status kept in memory says so at once.
+                    let failing = self.failing_note(obs).await;
+                    let previous = self.published.as_ref().map(|(s, _)| s);
+                    let resource = build(self, obs, step, previous, failing);
+                    let _ = self.platform.save_status(&self.name, &resource).await;
+                }
+            }
+            Err(e) => tracing::warn!(cluster = %self.name, "cannot publish status: {e}"),
+        }
+    }
+
+    /// Notes a write that failed for lack of space under the state folder
+    /// (logged once while it lasts).
+    pub(super) fn note_storage(&mut self, e: &crate::platform::Error) {
+        if !e.is_storage_full() {
+            return;
+        }
+        if self.state_full.is_none() {
+            tracing::error!(
+                cluster = %self.name,
+                "state folder full: {e}; status is kept in memory (`etcd-operator status` asks \
+                 the operator)"
+            );
+        }
+        self.state_full = Some(e.to_string());
+    }
+}
 
 /// Whether two statuses say the same, ignoring when they were observed.
 pub fn same(a: &EtcdClusterStatus, b: &EtcdClusterStatus) -> bool {
@@ -185,6 +243,17 @@ fn judge<P>(
             true,
             "InvalidSpec",
             format!("{message}; nothing is done until it is fixed"),
+        )
+    } else if let Some(e) = &c.state_full {
+        cond(
+            "Degraded",
+            true,
+            "StateFolderFull",
+            format!(
+                "state folder full: {e}; members that stop cannot start again and status files \
+                 are not written until space is freed (this status is the operator's own, kept \
+                 in memory)"
+            ),
         )
     } else if let Some(e) = &c.last_error {
         cond("Degraded", true, "ActionFailed", e.clone())
