@@ -21,6 +21,9 @@ use crate::platform::Platform;
 
 /// Time between two KV hash checks of a healthy cluster.
 pub const HASH_CHECK_INTERVAL: Duration = Duration::from_secs(10);
+/// How often an idle cluster's alarm list is read between passes (see
+/// [`Cluster::alarm_raised`]).
+pub const ALARM_POLL: Duration = Duration::from_millis(500);
 
 /// What the controller remembers between passes about the databases.
 #[derive(Debug)]
@@ -35,6 +38,9 @@ pub(super) struct DbState {
     defragmented: HashMap<String, Instant>,
     /// Scheduled defragmentation counts from here (the operator's start).
     since: Instant,
+    /// Whom to ask for alarms between passes: the member that gave the
+    /// last pass its member list, when that pass saw no alarm.
+    alarm_url: Option<String>,
 }
 
 impl Default for DbState {
@@ -45,6 +51,7 @@ impl Default for DbState {
             checked: None,
             defragmented: HashMap::new(),
             since: Instant::now(),
+            alarm_url: None,
         }
     }
 }
@@ -61,12 +68,33 @@ impl<P: Platform> Cluster<P> {
             SpecState::Valid { spec, .. } => spec.defrag.as_ref().and_then(|d| d.interval),
             SpecState::Invalid { .. } => None,
         };
+        self.db.alarm_url = obs
+            .observed
+            .db
+            .alarms
+            .is_empty()
+            .then(|| obs.api_url.clone())
+            .flatten();
         let db = &self.db;
         obs.observed.db.compacted = db.compacted;
         for m in &mut obs.observed.members {
             m.db.hash = db.hashes.get(&m.name).copied();
             let last = db.defragmented.get(&m.name).copied().unwrap_or(db.since);
             m.db.defrag_due = interval.is_some_and(|i| last.elapsed() >= i);
+        }
+    }
+
+    /// Whether etcd raised an alarm (NOSPACE, CORRUPT) since the last pass
+    /// saw none: one `alarm list`. An alarm comes with no event of its own
+    /// (no process exits, no spec changes), so between a converged
+    /// cluster's passes ([`super::IDLE_INTERVAL`]) the local platform's
+    /// task asks this every [`ALARM_POLL`] and passes at once on a yes.
+    /// False when the last pass saw alarms (the plan is on them), knew no
+    /// member to ask, or the member does not answer.
+    pub async fn alarm_raised(&self) -> bool {
+        match &self.db.alarm_url {
+            Some(url) => self.clients.alarms(url).await.is_ok_and(|a| !a.is_empty()),
+            None => false,
         }
     }
 
