@@ -44,6 +44,10 @@ pub struct ValidSpec {
     pub restore_from_backup: bool,
     /// TLS of members and clients.
     pub tls: TlsPolicy,
+    /// etcd's quota and auto-compaction ([`crate::member::backend`]).
+    pub backend: Backend,
+    /// Scheduled defragmentation, if any.
+    pub defrag: Option<DefragPolicy>,
 }
 
 /// Checked TLS settings.
@@ -99,10 +103,6 @@ impl TlsSource {
             TlsSource::Provided { .. } => "Provided",
         }
     }
-    /// etcd's quota and auto-compaction ([`crate::member::backend`]).
-    pub backend: Backend,
-    /// Scheduled defragmentation, if any.
-    pub defrag: Option<DefragPolicy>,
 }
 
 /// A checked backup policy.
