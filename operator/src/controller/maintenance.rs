@@ -36,6 +36,8 @@ pub(super) struct DbState {
     checked: Option<Instant>,
     /// When each member was last defragmented.
     defragmented: HashMap<String, Instant>,
+    /// When a pass first saw the NOSPACE alarm now raised.
+    nospace_since: Option<Instant>,
     /// Scheduled defragmentation counts from here (the operator's start).
     since: Instant,
     /// Whom to ask for alarms between passes: the member that gave the
@@ -50,6 +52,7 @@ impl Default for DbState {
             hashes: HashMap::new(),
             checked: None,
             defragmented: HashMap::new(),
+            nospace_since: None,
             since: Instant::now(),
             alarm_url: None,
         }
@@ -75,12 +78,26 @@ impl<P: Platform> Cluster<P> {
             .is_empty()
             .then(|| obs.api_url.clone())
             .flatten();
+        let nospace = obs
+            .observed
+            .db
+            .alarms
+            .iter()
+            .any(|a| a.kind == AlarmKind::NoSpace);
+        self.db.nospace_since = match (nospace, self.db.nospace_since) {
+            (false, _) => None,
+            (true, since) => Some(since.unwrap_or_else(Instant::now)),
+        };
         let db = &self.db;
         obs.observed.db.compacted = db.compacted;
         for m in &mut obs.observed.members {
             m.db.hash = db.hashes.get(&m.name).copied();
-            let last = db.defragmented.get(&m.name).copied().unwrap_or(db.since);
+            let defragmented = db.defragmented.get(&m.name).copied();
+            let last = defragmented.unwrap_or(db.since);
             m.db.defrag_due = interval.is_some_and(|i| last.elapsed() >= i);
+            m.db.defragged_since_alarm = db
+                .nospace_since
+                .is_some_and(|t| defragmented.is_some_and(|d| d >= t));
         }
     }
 

@@ -55,6 +55,11 @@ pub struct DbFacts {
     /// The defragmentation schedule came due for it since its last
     /// defragmentation.
     pub defrag_due: bool,
+    /// It was defragmented since the NOSPACE alarm now raised was first
+    /// seen. (Its bytes in use cannot tell: etcd counts pages a compaction
+    /// freed as in use until a later write commits, and under NOSPACE no
+    /// write comes, so every member is defragmented once per alarm.)
+    pub defragged_since_alarm: bool,
 }
 
 impl DbFacts {
@@ -201,7 +206,7 @@ impl View<'_> {
         let fragmented: Vec<&Member> = self
             .members
             .iter()
-            .filter(|m| m.db.reclaimable() >= MIN_RECLAIM)
+            .filter(|m| !m.db.defragged_since_alarm || m.db.reclaimable() >= MIN_RECLAIM)
             .collect();
         if let Some(step) = self.defrag_one(&fragmented, DefragWhy::NoSpace) {
             return step;

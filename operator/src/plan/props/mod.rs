@@ -40,6 +40,8 @@ struct M {
     hash: u32,
     /// Busy defragmenting: answers nothing.
     defragging: bool,
+    /// Defragmented since the NOSPACE alarm was raised.
+    defragged_since_alarm: bool,
 }
 
 /// The KV hash of good data.
@@ -186,6 +188,7 @@ impl Model {
                                 hash: m.hash,
                             }),
                             defrag_due: false,
+                            defragged_since_alarm: m.defragged_since_alarm,
                         }
                     } else {
                         DbFacts::default()
@@ -234,6 +237,7 @@ impl Model {
             size: LIVE + self.history,
             hash: TRUTH,
             defragging: false,
+            defragged_since_alarm: false,
         }
     }
 
@@ -288,6 +292,7 @@ impl Model {
                 let m = self.find(member);
                 m.size = in_use;
                 m.defragging = true;
+                m.defragged_since_alarm = true;
             }
             Step::Disarm { .. } => self.nospace = None,
             Step::RestoreFromBackup => {
@@ -352,6 +357,7 @@ impl Model {
                 self.revision += 100;
                 for m in &mut self.members {
                     m.size = m.size.max(QUOTA);
+                    m.defragged_since_alarm = false;
                 }
                 if self.bootstrapped {
                     self.nospace = Some(id);

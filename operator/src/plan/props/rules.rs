@@ -133,7 +133,8 @@ fn check_db_step(model: &Model, obs: &Observed, d: &Desired, step: &Step) -> Res
             let needs = |m: &Member| {
                 let free = m.db.reclaimable();
                 match why {
-                    DefragWhy::NoSpace => free >= MIN_RECLAIM,
+                    // Once per alarm whatever the bytes in use say.
+                    DefragWhy::NoSpace => free >= MIN_RECLAIM || !m.db.defragged_since_alarm,
                     DefragWhy::Fragmented => {
                         free >= MIN_RECLAIM
                             && d.db

@@ -12,6 +12,11 @@ fn sized(m: Member, size: i64, in_use: i64) -> Member {
     })
 }
 
+/// `m` after its defragmentation since the alarm.
+fn defragged(m: Member, size: i64) -> Member {
+    with(sized(m, size, size), |m| m.db.defragged_since_alarm = true)
+}
+
 fn nospace(members: Vec<Member>, revision: i64, compacted: i64) -> Observed {
     let mut o = cluster(members);
     o.db = ClusterDb {
@@ -46,10 +51,10 @@ fn nospace_is_cleared_by_compact_then_followers_then_leader_then_disarm() {
     };
     assert_eq!(plan(&d, &o), defrag("demo-1"));
     let mut m: Vec<Member> = compacted().collect();
-    m[1] = sized(m[1].clone(), MIB, MIB);
-    m[2] = sized(m[2].clone(), MIB, MIB);
+    m[1] = defragged(m[1].clone(), MIB);
+    m[2] = defragged(m[2].clone(), MIB);
     assert_eq!(plan(&d, &nospace(m.clone(), 500, 500)), defrag("demo-0"));
-    m[0] = sized(m[0].clone(), MIB, MIB);
+    m[0] = defragged(m[0].clone(), MIB);
     let alarm = Alarm {
         member: 2,
         kind: AlarmKind::NoSpace,
@@ -63,7 +68,7 @@ fn nospace_waits_while_the_keys_fill_the_quota_or_a_member_is_down() {
     let o = nospace(
         three()
             .into_iter()
-            .map(|m| sized(m, 63 * MIB, 63 * MIB))
+            .map(|m| defragged(m, 63 * MIB))
             .collect(),
         500,
         500,
@@ -80,6 +85,25 @@ fn nospace_waits_while_the_keys_fill_the_quota_or_a_member_is_down() {
         step,
         Step::Start {
             member: "demo-1".into()
+        }
+    );
+}
+
+#[test]
+fn every_member_is_defragmented_once_per_alarm_whatever_its_bytes_in_use_say() {
+    // etcd counts the pages a compaction freed as in use until a later
+    // write commits, and under NOSPACE none comes: bytes in use say full
+    // (seen under load), the file is defragmented anyway.
+    let d = quota(16);
+    let m: Vec<Member> = three()
+        .into_iter()
+        .map(|m| sized(m, 16 * MIB, 16 * MIB))
+        .collect();
+    assert_eq!(
+        plan(&d, &nospace(m, 500, 500)),
+        Step::Defragment {
+            member: "demo-1".into(),
+            why: DefragWhy::NoSpace
         }
     );
 }
