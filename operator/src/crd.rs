@@ -94,6 +94,59 @@ pub struct EtcdClusterSpec {
     /// time, without losing a write.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsSpec>,
+    /// etcd's backend quota in bytes (`--quota-backend-bytes`), 1 MiB to
+    /// 8 GiB; etcd's default (2 GiB) when unset. When the database reaches
+    /// it etcd raises its NOSPACE alarm and refuses writes; the operator
+    /// then compacts, defragments member by member and disarms the alarm.
+    /// Changing it restarts the members one at a time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quota_backend_bytes: Option<i64>,
+    /// etcd's auto-compaction (`--auto-compaction-mode`,
+    /// `--auto-compaction-retention`); none when unset. Changing it
+    /// restarts the members one at a time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compaction: Option<CompactionSpec>,
+    /// Scheduled defragmentation, one member at a time (followers first,
+    /// the leader last), carried out by the operator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub defrag: Option<DefragSpec>,
+}
+
+/// Auto-compaction: how much history etcd keeps.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CompactionSpec {
+    /// `Periodic`: keep the history of the last `retention` (a Go
+    /// duration such as "1h"). `Revision`: keep the last `retention`
+    /// revisions (a number such as "10000").
+    pub mode: CompactionMode,
+    /// A duration (Periodic) or a number of revisions (Revision).
+    pub retention: String,
+}
+
+/// How etcd's auto-compaction counts its retention.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum CompactionMode {
+    /// By time.
+    Periodic,
+    /// By revisions.
+    Revision,
+}
+
+/// When the operator defragments members (one at a time, never while
+/// quorum is at risk). Either or both of the fields.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DefragSpec {
+    /// Defragment every member once per interval (a Go duration, at least
+    /// "1m", such as "24h"), counted from the operator's start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<String>,
+    /// Defragment a member as soon as this percentage (1 to 99) of its
+    /// database file is free space that a defragmentation gives back (and
+    /// that is at least 1 MiB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fragmentation_percent: Option<i64>,
 }
 
 /// TLS of a cluster.

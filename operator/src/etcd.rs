@@ -7,6 +7,10 @@
 //! `https://` URL is reached with the TLS setting registered for it
 //! ([`Clients::set_tls`]: the CAs to trust and a client certificate).
 
+mod maintenance;
+
+pub use self::maintenance::{DEFRAG_TIMEOUT, LONG_TIMEOUT};
+
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -83,6 +87,9 @@ pub struct MemberStatus {
     pub is_learner: bool,
     /// Database size in bytes.
     pub db_size: i64,
+    /// Bytes of the database in use (the rest is free space that a
+    /// defragmentation gives back).
+    pub db_size_in_use: i64,
     /// Alarms and errors it reports.
     pub errors: Vec<String>,
     /// The store's revision when it answered.
@@ -258,6 +265,7 @@ impl Clients {
             version: r.version().to_string(),
             is_learner: r.is_learner(),
             db_size: r.db_size(),
+            db_size_in_use: r.raft_used_db_size(),
             errors: r.errors().to_vec(),
             revision: r.header().map(|h| h.revision()).unwrap_or_default(),
         })

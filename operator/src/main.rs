@@ -38,8 +38,11 @@ enum Command {
     /// Run the operator until interrupted (Ctrl-C or SIGTERM). etcd members
     /// keep running after it stops and are adopted again on the next start.
     Run(RunArgs),
-    /// Show the clusters the operator manages, as published in the state
-    /// folder.
+    /// Show the clusters the operator manages: asked of the running
+    /// operator (its latest status, kept in memory, through the socket
+    /// STATE/operator.sock), else read from the status files in the state
+    /// folder; the output says which (the table's last line; on stderr
+    /// with -o json|yaml).
     Status(StatusArgs),
     /// List a cluster's backups (newest first), checking each file again.
     Backups(BackupArgs),
@@ -347,31 +350,33 @@ fn backup_now(args: BackupArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
-    let clusters = match cli::status::load(&args.state_dir, args.cluster.as_deref()) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return Ok(ExitCode::from(2));
-        }
-    };
+    let (clusters, problems, source) =
+        match cli::status::load_live(&args.state_dir, args.cluster.as_deref()) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return Ok(ExitCode::from(2));
+            }
+        };
     let single = args.cluster.is_some();
     match args.output {
         Output::Table => {
             let mut text = cli::status::table(&clusters, single, SystemTime::now());
-            for p in cli::status::file_problems(&args.state_dir) {
+            for p in &problems {
                 text.push_str(&format!(
                     "\nmanifest problem: {}: {}\n",
                     p.file.display(),
                     p.message
                 ));
             }
+            text.push_str(&format!("\nsource: {source}\n"));
             out(&text)?;
         }
         Output::Json => {
             let text = if single {
                 serde_json::to_string_pretty(&clusters[0])?
             } else {
-                serde_json::to_string_pretty(&list(&clusters, &args.state_dir))?
+                serde_json::to_string_pretty(&list(&clusters, &problems))?
             };
             out(&format!("{text}\n"))?;
         }
@@ -379,19 +384,24 @@ fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
             let text = if single {
                 serde_saphyr::to_string(&clusters[0])?
             } else {
-                serde_saphyr::to_string(&list(&clusters, &args.state_dir))?
+                serde_saphyr::to_string(&list(&clusters, &problems))?
             };
             out(&text)?;
         }
+    }
+    if args.output != Output::Table {
+        eprintln!("source: {source}");
     }
     Ok(ExitCode::SUCCESS)
 }
 
 /// A `kind: List` like kubectl prints, with the manifest problems that name
 /// no cluster (a file that cannot be read, an invalid name) beside it.
-fn list(items: &[crd::EtcdCluster], state_dir: &std::path::Path) -> serde_json::Value {
+fn list(
+    items: &[crd::EtcdCluster],
+    problems: &[etcd_operator::controller::local::FileProblem],
+) -> serde_json::Value {
     let mut list = serde_json::json!({ "apiVersion": "v1", "kind": "List", "items": items });
-    let problems = cli::status::file_problems(state_dir);
     if !problems.is_empty() {
         list["manifestProblems"] = serde_json::json!(problems);
     }

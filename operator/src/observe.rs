@@ -7,7 +7,7 @@ use futures::future::join_all;
 
 use crate::crd::MemberStatus;
 use crate::etcd::{self, Clients, ListedMember};
-use crate::plan::{EtcdMember, Member, Observed, Runtime, TlsState};
+use crate::plan::{DbFacts, EtcdMember, Member, Observed, Runtime, TlsState};
 use crate::platform::{self, ClusterRecord, Platform, PlatformMember};
 use crate::tls::{ClientTls, is_https, same_endpoint, url_host};
 
@@ -31,6 +31,8 @@ pub struct Observation {
     pub current_version: Option<String>,
     /// The highest store revision a member reported.
     pub revision: Option<i64>,
+    /// The store revision each member that answered reported.
+    pub member_revisions: Vec<(String, i64)>,
 }
 
 impl Observation {
@@ -104,10 +106,21 @@ pub async fn observe<P: Platform>(
         }
     }
     let known = listed.is_some();
+    // The alarm list, from the member that gave the member list. Unread,
+    // it counts as empty: the next pass reads it again.
+    let alarms = match &api_url {
+        Some(url) => clients.alarms(url).await.unwrap_or_default(),
+        None => Vec::new(),
+    };
 
     let mut observation = Observation {
         api_url,
         revision: statuses.iter().flatten().map(|s| s.revision).max(),
+        member_revisions: pm
+            .iter()
+            .zip(&statuses)
+            .filter_map(|(m, s)| Some((m.addr.name.clone(), s.as_ref()?.revision)))
+            .collect(),
         ..Observation::default()
     };
     let mut seen_peers = Vec::new();
@@ -150,6 +163,13 @@ pub async fn observe<P: Platform>(
             (&m.addr.client_url, &m.addr.peer_url),
             Some(version),
         );
+        if let (Some(s), Some(last)) = (status, observation.observed.members.last_mut()) {
+            last.db = DbFacts {
+                size: s.db_size,
+                in_use: s.db_size_in_use,
+                ..DbFacts::default()
+            };
+        }
     }
     // Members etcd lists that the platform does not have.
     let orphans: Vec<&ListedMember> = listed
@@ -206,6 +226,8 @@ pub async fn observe<P: Platform>(
     if versions.len() == 1 {
         observation.current_version = versions.into_iter().next().map(str::to_string);
     }
+    observation.observed.db.alarms = alarms;
+    observation.observed.db.revision = observation.revision.unwrap_or_default();
     observation.observed.bootstrapped = record.bootstrapped || known;
     observation.observed.membership_known = known;
     observation.observed.voters_hint = if known {
@@ -273,6 +295,7 @@ impl Observation {
             etcd,
             healthy,
             raft_index,
+            db: DbFacts::default(),
         });
     }
 }

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use crate::crd::{EtcdClusterSpec, StoragePolicy, TlsEndpoint, TlsMode};
 use crate::member::Tuning;
+use crate::member::backend::{self, Backend, DefragPolicy};
 use crate::member::tuning::check_tuning;
 use crate::version::Version;
 
@@ -47,6 +48,10 @@ pub struct ValidSpec {
     pub tuning: Tuning,
     /// TLS of members and clients.
     pub tls: TlsPolicy,
+    /// etcd's quota and auto-compaction ([`crate::member::backend`]).
+    pub backend: Backend,
+    /// Scheduled defragmentation, if any.
+    pub defrag: Option<DefragPolicy>,
 }
 
 /// Checked TLS settings.
@@ -247,6 +252,7 @@ pub fn validate(
             None
         }
     };
+    let (backend, defrag) = backend::check(spec, &mut errors);
     match (version, tuning) {
         (Some(version), Some(tuning)) if errors.is_empty() => Ok(ValidSpec {
             size: usize::try_from(spec.size).unwrap_or(1),
@@ -258,6 +264,8 @@ pub fn validate(
             restore_from_backup,
             tls,
             tuning,
+            backend,
+            defrag,
         }),
         _ => Err(Invalid(errors)),
     }
@@ -398,6 +406,9 @@ mod tests {
             recovery: None,
             tls: None,
             tuning: None,
+            quota_backend_bytes: None,
+            compaction: None,
+            defrag: None,
         }
     }
 

@@ -129,6 +129,7 @@ fn config(member: &str) -> MemberConfig {
         bootstrap: true,
         tls: Default::default(),
         tuning: Default::default(),
+        backend: Default::default(),
     }
 }
 

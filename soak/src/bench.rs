@@ -166,6 +166,9 @@ pub async fn run(a: Args) -> Result<String, Error> {
         recovery: None,
         tls: None,
         tuning: None,
+        quota_backend_bytes: None,
+        compaction: None,
+        defrag: None,
     };
     let mut local = Local::prepare(&cluster, &operator, &bins, None, logs.path())?;
     local.write_manifest(false)?;

@@ -1,8 +1,10 @@
 //! `disk-full`: a write burst through one member until etcd raises its
 //! NOSPACE alarm (the backend reached its quota, `--quota-backend-bytes`,
 //! 2 GiB by default). The monkey stops there; clearing the alarm (compact,
-//! defragment, disarm) is the operator's job. Values go under
-//! `chaos-monkey/fill/`, so what was written can be told apart.
+//! defragment, disarm) is the operator's job. The burst rewrites the same
+//! few keys under `chaos-monkey/fill/` (what was written can be told
+//! apart): the database grows with their history, as it does under a hot
+//! key that nobody compacts, so a compaction can give the space back.
 
 use std::path::Path;
 use std::time::Duration;
@@ -57,7 +59,6 @@ pub async fn fill(client_url: &str, data_dir: &Path, max: u64) -> Result<String,
         .map_err(etcd)?;
     let value = vec![b'x'; VALUE];
     let mut written: u64 = 0;
-    let mut n: u64 = 0;
     let mut hit = false;
     while !hit {
         if written >= max {
@@ -68,7 +69,7 @@ pub async fn fill(client_url: &str, data_dir: &Path, max: u64) -> Result<String,
         }
         let puts = (0..WRITERS).map(|i| {
             let mut c = client.kv_client();
-            let key = format!("{PREFIX}{:08}", n + i as u64);
+            let key = format!("{PREFIX}{i:08}");
             let v = value.clone();
             async move { c.put(key, v, None).await }
         });
@@ -79,7 +80,6 @@ pub async fn fill(client_url: &str, data_dir: &Path, max: u64) -> Result<String,
                 Err(e) => return Err(etcd(e)),
             }
         }
-        n += WRITERS as u64;
     }
     let mut m = client.maintenance_client();
     let alarms = m

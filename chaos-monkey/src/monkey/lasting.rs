@@ -261,6 +261,14 @@ impl<P: Platform> Run<'_, P> {
                     .damage(fault, h, &cfg.faults, Rng::new(rng.next_u64()))
                     .await;
                 match r {
+                    Ok(d) if fault == Fault::DiskFull => {
+                        // The alarm is raised at the burst's end, not its
+                        // start: the record says when the fault took hold,
+                        // which is where recovery is measured from.
+                        rec =
+                            FaultRecord::now(fault, &c.name, &m.view.name, m.view.role, "injected");
+                        detail = Some(d);
+                    }
                     Ok(d) => {
                         rec.outcome = "injected".into();
                         detail = Some(d);

@@ -18,6 +18,8 @@ struct Fake {
     stopped: Mutex<HashSet<MemberKey>>,
     calls: Mutex<Vec<String>>,
     fail: bool,
+    /// When the last damage ended.
+    damaged: Mutex<Option<SystemTime>>,
 }
 
 impl Fake {
@@ -152,6 +154,10 @@ impl Platform for Fake {
             .lock()
             .expect("lock")
             .push(format!("{fault:?} {}/{}", h.0, h.1));
+        // Damage takes time (a disk-full burst seconds): a record stamped
+        // at its start is told apart from one stamped at its end.
+        std::thread::sleep(Duration::from_millis(5));
+        *self.damaged.lock().expect("lock") = Some(SystemTime::now());
         Ok("fake damage".into())
     }
 
@@ -436,3 +442,28 @@ async fn jitter_delays_ticks_within_bounds() {
 }
 
 mod network;
+
+/// A disk-full record is stamped when the burst ended with NOSPACE (where
+/// its recovery runs from), a corrupt one when the member was stopped.
+#[tokio::test(start_paused = true)]
+async fn a_disk_full_record_is_stamped_at_the_bursts_end() {
+    let ms = |t: SystemTime| {
+        t.duration_since(SystemTime::UNIX_EPOCH)
+            .expect("after the epoch")
+            .as_millis() as u64
+    };
+    for (kind, after_the_damage) in [(FaultKind::DiskFull, true), (FaultKind::Corrupt, false)] {
+        let fake = Fake::new(&[("a", 3)]);
+        let cfg = Config {
+            fault: kind,
+            max_faults: Some(1),
+            ..config()
+        };
+        let (r, log) = go(&fake, &cfg).await;
+        r.expect("run");
+        let rec = &log.records()[0];
+        assert!(rec.injected(), "{rec:?}");
+        let ended = ms(fake.damaged.lock().expect("lock").expect("damaged"));
+        assert_eq!(rec.unix_ms >= ended, after_the_damage, "{kind:?}: {rec:?}");
+    }
+}

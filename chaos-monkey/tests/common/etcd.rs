@@ -127,6 +127,7 @@ impl Cluster {
                 version: "3.4.23".parse().expect("version"),
                 bootstrap: true,
                 tls: Default::default(),
+                backend: Default::default(),
                 initial_cluster: self.initial.clone(),
                 initial_state: InitialState::New,
                 token: "net".into(),

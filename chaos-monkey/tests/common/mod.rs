@@ -232,6 +232,7 @@ impl FakeState {
                 bootstrap: true,
                 tls: Default::default(),
                 tuning: Default::default(),
+                backend: Default::default(),
                 initial_cluster: String::new(),
                 initial_state: InitialState::New,
                 token: "test".into(),

@@ -112,6 +112,7 @@ pub fn hand(dir: &Path, seed: &str, name: &str, taken: &mut HashSet<std::net::Ip
             bootstrap: true,
             tls: Default::default(),
             tuning: Default::default(),
+            backend: Default::default(),
             initial_cluster: String::new(),
             initial_state: InitialState::New,
             token: "floor".into(),

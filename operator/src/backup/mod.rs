@@ -76,6 +76,9 @@ pub enum Error {
     /// The platform keeps no backups (yet).
     #[error("{0}")]
     Unsupported(String),
+    /// Too little free space for a backup (the free-space floor).
+    #[error("{0}")]
+    LowSpace(String),
 }
 
 impl Error {
@@ -89,6 +92,7 @@ impl Error {
             Error::NotFound { .. } => "not_found",
             Error::NoMember => "no_member",
             Error::Unsupported(_) => "unsupported",
+            Error::LowSpace(_) => "low_space",
         }
     }
 }

@@ -1,5 +1,7 @@
-//! The `status` command: a table, JSON or YAML of the statuses the local
-//! controller publishes in its state folder.
+//! The `status` command: a table, JSON or YAML of the statuses of the
+//! local controller: asked of the running operator first (its latest, kept
+//! in memory, see [`crate::controller::live`]), else read from the files it
+//! publishes in its state folder.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -29,6 +31,68 @@ pub enum Error {
     /// A file could not be read.
     #[error("{0}")]
     Io(#[from] std::io::Error),
+}
+
+/// Where the statuses shown came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// The running operator answered (process id).
+    Operator(u32),
+    /// The status files, because no operator answered (why).
+    Files(String),
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Source::Operator(pid) => write!(f, "the running operator (pid {pid}), from memory"),
+            Source::Files(why) => write!(
+                f,
+                "the status files in the state folder: no running operator answered ({why}); \
+                 they may be old"
+            ),
+        }
+    }
+}
+
+/// The statuses (all, or the one named) and the manifest problems that
+/// name no cluster: from the running operator when one answers, else from
+/// the files.
+pub fn load_live(
+    state_dir: &Path,
+    name: Option<&str>,
+) -> Result<(Vec<EtcdCluster>, Vec<FileProblem>, Source), Error> {
+    let answer = match crate::controller::live::ask(state_dir) {
+        Ok(a) => a,
+        Err(why) => {
+            let clusters = load(state_dir, name)?;
+            return Ok((clusters, file_problems(state_dir), Source::Files(why)));
+        }
+    };
+    let known: Vec<String> = answer
+        .clusters
+        .iter()
+        .filter_map(|c| c.metadata.name.clone())
+        .collect();
+    let clusters: Vec<EtcdCluster> = answer
+        .clusters
+        .into_iter()
+        .filter(|c| name.is_none_or(|n| c.metadata.name.as_deref() == Some(n)))
+        .collect();
+    if let Some(want) = name
+        && clusters.is_empty()
+    {
+        return Err(Error::NoCluster {
+            name: want.into(),
+            state: state_dir.display().to_string(),
+            known: if known.is_empty() {
+                "none".into()
+            } else {
+                known.join(", ")
+            },
+        });
+    }
+    Ok((clusters, answer.problems, Source::Operator(answer.pid)))
 }
 
 /// Reads the published resources (all, or the one named).
@@ -179,6 +243,9 @@ mod tests {
                 recovery: None,
                 tls: None,
                 tuning: None,
+                quota_backend_bytes: None,
+                compaction: None,
+                defrag: None,
             },
         );
         c.status = Some(EtcdClusterStatus {

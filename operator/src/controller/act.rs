@@ -88,6 +88,7 @@ pub(super) async fn run<P: Platform>(
             c.clients.remove(&api()?, *id).await?;
             c.replacing |= *why != RemoveWhy::ScaleDown;
             c.crashes.forget(member);
+            c.forget_db(member);
             if obs.platform.iter().any(|p| &p.addr.name == member) {
                 c.platform.delete(&c.name, member).await?;
             }
@@ -126,6 +127,13 @@ pub(super) async fn run<P: Platform>(
             let p = on_platform(c, obs, member)?;
             let url = with_scheme(&p.addr.peer_url, *https);
             Ok(c.clients.update_peer_urls(&api()?, *id, vec![url]).await?)
+        }
+        Step::Compact { revision } => c.compact(obs, *revision).await,
+        Step::Defragment { member, .. } => c.defragment(obs, member).await,
+        Step::Disarm { alarm } => {
+            c.clients.disarm(&api()?, *alarm).await?;
+            tracing::info!(cluster = %c.name, "{step}: done");
+            Ok(())
         }
         Step::Wait(_) | Step::Converged => Ok(()),
     }
@@ -286,6 +294,7 @@ async fn bootstrap<P: Platform>(
                     bootstrap: true,
                     tls: state.files.clone(),
                     tuning: spec.tuning,
+                    backend: spec.backend.clone(),
                 };
                 c.tls_install(&addr, &state).await?;
                 c.crashes.started(&addr.name);
@@ -348,6 +357,7 @@ async fn add_learner<P: Platform>(
         bootstrap: false,
         tls: state.files.clone(),
         tuning: spec.tuning,
+        backend: spec.backend.clone(),
     };
     c.crashes.started(&name);
     Ok(c.platform.create(&c.name, &config, None).await?)

@@ -89,7 +89,7 @@ pub fn metrics_addr_path(state_dir: &Path) -> PathBuf {
 }
 
 /// A manifest problem that could not be tied to a cluster, for `status`.
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct FileProblem {
     /// The file.
     pub file: PathBuf,
@@ -118,6 +118,8 @@ pub async fn run(
     )?);
     let clients = Arc::new(Clients::new(STATUS_TIMEOUT));
     crate::metrics::server::record_addr(&metrics_addr_path(&opts.state_dir), opts.metrics_addr);
+    let problems = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let server = super::live::serve(&opts.state_dir, platform.clone(), problems.clone());
     let (fs_tx, mut fs_events) = mpsc::unbounded_channel();
     let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
         // Reading the manifests ourselves raises access events: only
@@ -152,6 +154,7 @@ pub async fn run(
         missing_since: HashMap::new(),
         problems_written: None,
         logged: HashSet::new(),
+        problems,
     };
     ctl.rescan().await;
     tokio::pin!(shutdown);
@@ -179,6 +182,10 @@ pub async fn run(
         }
     }
     tracing::info!("shutting down; etcd members keep running and are adopted on the next start");
+    if let Some(server) = server {
+        server.abort();
+        let _ = std::fs::remove_file(super::live::socket_path(&ctl.opts.state_dir));
+    }
     let tasks: Vec<JoinHandle<()>> = ctl.workers.into_values().map(|w| w.task).collect();
     for t in tasks {
         t.abort();
@@ -199,6 +206,9 @@ struct Local {
     problems_written: Option<String>,
     /// The manifest problems logged, to log each once while it lasts.
     logged: HashSet<String>,
+    /// The problems that name no cluster, for `status` to ask the running
+    /// operator ([`super::live`]).
+    problems: Arc<std::sync::Mutex<Vec<FileProblem>>>,
 }
 
 impl Local {
@@ -220,6 +230,7 @@ impl Local {
         let on_disk: HashSet<String> = self.clusters_on_disk().into_iter().collect();
         let problems_file = problems_path(&self.opts.state_dir);
         let print = serde_json::to_string(&orphan_problems).unwrap_or_default();
+        *self.problems.lock().unwrap_or_else(|e| e.into_inner()) = orphan_problems.clone();
         if self.problems_written.as_deref() != Some(print.as_str()) {
             match write_json(&problems_file, &orphan_problems) {
                 Ok(()) => self.problems_written = Some(print),

@@ -9,11 +9,14 @@ pub mod act;
 pub mod backups;
 mod crashes;
 pub mod kube;
+pub mod live;
 pub mod local;
+mod maintenance;
 mod remember;
 pub mod status;
 mod tls;
 
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -49,10 +52,14 @@ pub const CRASH_LOOP_EXITS_WITHOUT_QUORUM: u32 = 10;
 /// Retry interval after etcd refused a membership change.
 pub const REFUSED_RETRY: Duration = Duration::from_millis(200);
 /// Published status is rewritten at least this often (for `observedAt`).
-const STATUS_REFRESH: Duration = Duration::from_secs(5);
+pub(super) const STATUS_REFRESH: Duration = Duration::from_secs(5);
 
 /// The spec of a cluster as the controller has it.
 #[derive(Clone, Debug)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one per cluster task, mostly Valid: boxing would only add an indirection"
+)]
 pub enum SpecState {
     /// A spec that passed validation.
     Valid {
@@ -127,6 +134,10 @@ pub struct Cluster<P> {
     /// This pass acted, failed.
     pass_acted: bool,
     pass_failed: bool,
+    db: maintenance::DbState,
+    /// The last write that failed because the state folder is full, until
+    /// a status write succeeds again.
+    state_full: Option<String>,
 }
 
 impl<P: Platform> Cluster<P> {
@@ -166,6 +177,8 @@ impl<P: Platform> Cluster<P> {
             unready_since: None,
             pass_acted: false,
             pass_failed: false,
+            db: maintenance::DbState::default(),
+            state_full: None,
         };
         cluster.take_spec(spec).await;
         Ok(cluster)
@@ -255,7 +268,12 @@ impl<P: Platform> Cluster<P> {
     }
 
     async fn pass(&mut self) -> Outcome {
-        let looping = self.crashes.looping(CRASH_LOOP_EXITS);
+        // A member that dies at start while the state folder is full dies
+        // of the full disk, not of its data: no crash loop is judged then.
+        let looping = match self.state_full {
+            Some(_) => HashSet::new(),
+            None => self.crashes.looping(CRASH_LOOP_EXITS),
+        };
         let valid = match &self.spec {
             SpecState::Valid { spec, .. } => Some((**spec).clone()),
             SpecState::Invalid { .. } => None,
@@ -287,10 +305,14 @@ impl<P: Platform> Cluster<P> {
         }
         self.remember(&obs).await;
         self.measure(&obs);
+        self.db_facts(&mut obs).await;
         if obs.observed.bootstrapped && !obs.observed.membership_known {
             // Without quorum a member's data is given up only on the longer
             // proof (see CRASH_LOOP_EXITS_WITHOUT_QUORUM).
-            let looping = self.crashes.looping(CRASH_LOOP_EXITS_WITHOUT_QUORUM);
+            let looping = match self.state_full {
+                Some(_) => HashSet::new(),
+                None => self.crashes.looping(CRASH_LOOP_EXITS_WITHOUT_QUORUM),
+            };
             for m in &mut obs.observed.members {
                 if let Some(p) = m.platform.as_mut() {
                     p.crash_looping &= looping.contains(&m.name);
@@ -357,6 +379,9 @@ impl<P: Platform> Cluster<P> {
                 }
             }
             Err(e) => {
+                if let act::Error::Platform(p) = &e {
+                    self.note_storage(p);
+                }
                 let refused = e.is_refused();
                 self.failed(e.category(), format!("{step} failed: {e}"));
                 // etcd refuses membership changes for a few seconds after a
@@ -404,6 +429,7 @@ impl<P: Platform> Cluster<P> {
 
     async fn save_record(&mut self) {
         if let Err(e) = self.platform.save_record(&self.name, &self.record).await {
+            self.note_storage(&e);
             self.failed(e.category(), format!("cannot save the cluster record: {e}"));
         }
     }

@@ -6,12 +6,13 @@ use std::time::{Instant, SystemTime};
 use super::{Cluster, STATUS_REFRESH, SpecState};
 use crate::crd::{Condition, EtcdCluster, EtcdClusterSpec, EtcdClusterStatus, Phase};
 use crate::observe::Observation;
-use crate::plan::{RemoveWhy, Step, Wait};
+use crate::plan::{AlarmKind, DefragWhy, RemoveWhy, Step, Wait};
 use crate::platform::Platform;
 
 impl<P: Platform> Cluster<P> {
-    /// Publishes the status of this pass (through the platform), unless
-    /// it says what the last one said and that one is still fresh.
+    /// Builds the status and publishes it when it changed (or every
+    /// [`STATUS_REFRESH`]); a write that fails for lack of space is noted
+    /// and said in the status kept in memory at once.
     pub(super) async fn publish(&mut self, obs: &Observation, step: Option<&Step>) {
         let failing = self.failing_note(obs).await;
         let previous = self.published.as_ref().map(|(s, _)| s);
@@ -27,12 +28,44 @@ impl<P: Platform> Cluster<P> {
             return;
         }
         match self.platform.save_status(&self.name, &resource).await {
-            Ok(()) => self.published = Some((status, Instant::now())),
+            Ok(()) => {
+                self.published = Some((status, Instant::now()));
+                if self.state_full.take().is_some() {
+                    tracing::info!("the state folder takes writes again");
+                }
+            }
+            Err(e) if e.is_storage_full() => {
+                self.metrics.error(e.category());
+                let first = self.state_full.is_none();
+                self.note_storage(&e);
+                if first {
+                    // The status kept in memory says so at once.
+                    let failing = self.failing_note(obs).await;
+                    let previous = self.published.as_ref().map(|(s, _)| s);
+                    let resource = build(self, obs, step, previous, failing);
+                    let _ = self.platform.save_status(&self.name, &resource).await;
+                }
+            }
             Err(e) => {
                 self.metrics.error(e.category());
                 tracing::warn!("cannot publish status: {e}");
             }
         }
+    }
+
+    /// Notes a write that failed for lack of space under the state folder
+    /// (logged once while it lasts).
+    pub(super) fn note_storage(&mut self, e: &crate::platform::Error) {
+        if !e.is_storage_full() {
+            return;
+        }
+        if self.state_full.is_none() {
+            tracing::error!(
+                "state folder full: {e}; status is kept in memory (`etcd-operator status` asks \
+                 the operator)"
+            );
+        }
+        self.state_full = Some(e.to_string());
     }
 
     /// A line for status about members failing at start, with the reason
@@ -96,6 +129,9 @@ pub(super) fn build<P>(
                         recovery: None,
                         tls: None,
                         tuning: None,
+                        quota_backend_bytes: None,
+                        compaction: None,
+                        defrag: None,
                     });
                 EtcdCluster::new(&c.name, spec)
             }
@@ -161,6 +197,51 @@ pub(super) fn build<P>(
     resource
 }
 
+/// The Degraded reason and message for an alarm etcd raised, or a member
+/// about to be replaced as corrupt.
+fn alarm_note(obs: &Observation, step: Option<&Step>) -> Option<(&'static str, String)> {
+    let name = |id: u64| {
+        obs.members
+            .iter()
+            .find(|m| m.id.as_deref() == Some(&format!("{id:x}")))
+            .map(|m| m.name.clone())
+            .unwrap_or_else(|| format!("{id:x}"))
+    };
+    let alarms = &obs.observed.db.alarms;
+    let doing = step.map(|s| format!("; {s}")).unwrap_or_default();
+    if let Some(a) = alarms.iter().find(|a| a.kind == AlarmKind::NoSpace) {
+        let largest = obs.observed.members.iter().map(|m| m.db.size).max();
+        return Some((
+            "NoSpaceAlarm",
+            format!(
+                "etcd raised NOSPACE (member {}; largest database file {} MiB): writes are \
+                 refused until the operator compacts, defragments member by member and \
+                 disarms the alarm{doing}",
+                name(a.member),
+                largest.unwrap_or_default() >> 20
+            ),
+        ));
+    }
+    if let Some(a) = alarms.iter().find(|a| a.kind == AlarmKind::Corrupt) {
+        return Some((
+            "CorruptAlarm",
+            format!(
+                "etcd raised CORRUPT about member {}: requests are refused{doing}",
+                name(a.member)
+            ),
+        ));
+    }
+    match step {
+        Some(
+            s @ Step::Remove {
+                why: RemoveWhy::Corrupt,
+                ..
+            },
+        ) => Some(("CorruptMember", s.to_string())),
+        _ => None,
+    }
+}
+
 fn cond(type_: &str, status: bool, reason: &str, message: String) -> Condition {
     Condition {
         type_: type_.into(),
@@ -192,8 +273,21 @@ fn judge<P>(
             "InvalidSpec",
             format!("{message}; nothing is done until it is fixed"),
         )
+    } else if let Some(e) = &c.state_full {
+        cond(
+            "Degraded",
+            true,
+            "StateFolderFull",
+            format!(
+                "state folder full: {e}; members that stop cannot start again and status files \
+                 are not written until space is freed (this status is the operator's own, kept \
+                 in memory)"
+            ),
+        )
     } else if let Some(e) = &c.last_error {
         cond("Degraded", true, "ActionFailed", e.clone())
+    } else if let Some((reason, message)) = alarm_note(obs, step) {
+        cond("Degraded", true, reason, message)
     } else if let Some(f) = failing {
         cond("Degraded", true, "MemberFailing", f)
     } else if !not_ready.is_empty() {
@@ -241,6 +335,17 @@ fn judge<P>(
         Step::RenewCertificates { .. } => (Phase::Recovering, "RenewingCertificates"),
         Step::Reconfigure { .. } => (Phase::Recovering, "ChangingTLS"),
         Step::UpdatePeerUrl { .. } => (Phase::Recovering, "UpdatingPeerURL"),
+        Step::Compact { .. }
+        | Step::Defragment {
+            why: DefragWhy::NoSpace,
+            ..
+        } => (Phase::Recovering, "ClearingNoSpace"),
+        Step::Disarm { .. } => (Phase::Recovering, "DisarmingAlarm"),
+        Step::Defragment { .. } => (Phase::Running, "Defragmenting"),
+        Step::Remove {
+            why: RemoveWhy::Corrupt,
+            ..
+        } => (Phase::Recovering, "ReplacingCorruptMember"),
         Step::RestoreFromBackup => (Phase::Recovering, "RestoringFromBackup"),
         Step::Remove {
             why: RemoveWhy::ScaleDown,
@@ -254,7 +359,7 @@ fn judge<P>(
         _ => (Phase::Recovering, "ReplacingMember"),
     };
     let progressing = match phase {
-        Phase::Running => cond(
+        Phase::Running if *step == Step::Converged => cond(
             "Progressing",
             false,
             reason,

@@ -93,6 +93,9 @@ pub fn etcd_args(
     // created before spec.tuning existed keep their exact command line.
     .chain(timing(config))
     .chain(tls_args.into_iter().flat_map(|(k, v)| [k.to_string(), v]))
+    // Quota and auto-compaction only where the spec sets them: members
+    // created before those fields existed keep their exact command line.
+    .chain(config.backend.flags())
     .collect();
     // Mutual TLS: a peer or client must present a certificate the
     // trusted CAs signed. Boolean flags take `=`.
@@ -142,6 +145,7 @@ mod tests {
             bootstrap: false,
             tls: MemberTls::default(),
             tuning: Tuning::default(),
+            backend: Default::default(),
         }
     }
 

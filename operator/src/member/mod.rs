@@ -6,12 +6,14 @@
 //! ([`Settings`]: version and election timing). Neither platform owns this
 //! module; both use it.
 
+pub mod backend;
 pub mod flags;
 pub mod hints;
 pub mod tuning;
 
 use serde::{Deserialize, Serialize};
 
+pub use self::backend::Backend;
 pub use self::tuning::Tuning;
 use crate::version::Version;
 
@@ -71,6 +73,10 @@ pub struct MemberConfig {
     /// TLS, so records written before TLS existed read and write the same.
     #[serde(default, skip_serializing_if = "MemberTls::is_off")]
     pub tls: MemberTls,
+    /// Quota and auto-compaction (absent from the JSON when etcd's
+    /// defaults, so records written before it existed stay the same).
+    #[serde(default, skip_serializing_if = "Backend::is_default")]
+    pub backend: Backend,
 }
 
 /// What a member's etcd is given for TLS. Whether its peer and client

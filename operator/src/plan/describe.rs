@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use super::{NoRestore, RemoveWhy, RestartWhy, Step, Wait};
+use super::{AlarmKind, DefragWhy, NoRestore, RemoveWhy, RestartWhy, Step, Wait};
 
 impl fmt::Display for Step {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -17,6 +17,10 @@ impl fmt::Display for Step {
                     RemoveWhy::DataLost => "its data is gone; it will be replaced",
                     RemoveWhy::NotOnPlatform => "the platform lost it; it will be replaced",
                     RemoveWhy::ScaleDown => "the spec asks for fewer members",
+                    RemoveWhy::Corrupt => {
+                        "its KV hash differs from the one a majority of members agrees on at \
+                         the same revision (corrupt data); it will be replaced"
+                    }
                 };
                 write!(f, "remove member {member} ({id:x}): {why}")
             }
@@ -27,6 +31,27 @@ impl fmt::Display for Step {
                 f,
                 "rebuild the cluster from the newest verified backup (quorum is lost for good)"
             ),
+            Step::Compact { revision } => write!(
+                f,
+                "compact the history up to revision {revision} (to clear the NOSPACE alarm)"
+            ),
+            Step::Defragment { member, why } => {
+                let why = match why {
+                    DefragWhy::NoSpace => "to clear the NOSPACE alarm",
+                    DefragWhy::Scheduled => "spec.defrag.interval came due",
+                    DefragWhy::Fragmented => {
+                        "its free space passed spec.defrag.fragmentationPercent"
+                    }
+                };
+                write!(f, "defragment member {member} ({why})")
+            }
+            Step::Disarm { alarm } => {
+                let kind = match alarm.kind {
+                    AlarmKind::NoSpace => "NOSPACE alarm: the database has room again",
+                    AlarmKind::Corrupt => "CORRUPT alarm: that member is no longer in the cluster",
+                };
+                write!(f, "disarm member {:x}'s {kind}", alarm.member)
+            }
             Step::Upgrade { member, to } => write!(f, "upgrade member {member} to {to}"),
             Step::RenewCertificates { member } => {
                 write!(f, "renew the certificates of member {member}")
@@ -82,6 +107,9 @@ impl Wait {
             Wait::UpgradeNeedsThreeMembers => "UpgradeNeedsThreeMembers",
             Wait::RestartNeedsThreeMembers => "RestartNeedsThreeMembers",
             Wait::TlsInvalid { .. } => "TLSInvalid",
+            Wait::CorruptUnconfirmed { .. } => "CorruptAlarm",
+            Wait::DefragWouldRiskQuorum => "NoSpaceDefragWouldRiskQuorum",
+            Wait::QuotaFull { .. } => "NoSpaceQuotaFull",
         }
     }
 
@@ -155,6 +183,24 @@ impl fmt::Display for Wait {
             Wait::TlsInvalid { message } => {
                 write!(f, "{message}; nothing is restarted until it is fixed")
             }
+            Wait::CorruptUnconfirmed { member } => write!(
+                f,
+                "etcd raised a CORRUPT alarm about member {member}, but its KV hash does not \
+                 differ from a majority's at the same revision; etcd refuses requests until \
+                 the alarm is disarmed (`etcdctl alarm disarm`) once the data is checked"
+            ),
+            Wait::DefragWouldRiskQuorum => write!(
+                f,
+                "etcd raised NOSPACE and a member must be defragmented, but while it is busy \
+                 too few voters would be left for quorum; scale up to 3 members"
+            ),
+            Wait::QuotaFull { in_use, quota } => write!(
+                f,
+                "etcd raised NOSPACE: compacted and defragmented, the keys still use {} MiB of \
+                 the {} MiB quota; raise spec.quotaBackendBytes or delete keys",
+                in_use >> 20,
+                quota >> 20
+            ),
         }
     }
 }

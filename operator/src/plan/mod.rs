@@ -28,6 +28,7 @@
 use crate::crd::StoragePolicy;
 
 mod describe;
+mod maintenance;
 #[cfg(test)]
 mod props;
 #[cfg(test)]
@@ -35,6 +36,7 @@ mod tests;
 pub mod tls;
 mod types;
 
+pub use maintenance::{DISARM_BELOW, MIN_RECLAIM};
 pub use types::*;
 
 /// Votes needed for quorum among `voters`.
@@ -91,6 +93,7 @@ fn plan_bootstrap(o: &Observed) -> Step {
 /// Derived facts about the observation.
 struct View<'a> {
     members: &'a [Member],
+    db: &'a ClusterDb,
     persistent: bool,
     voters: usize,
     healthy_voters: usize,
@@ -104,6 +107,7 @@ impl<'a> View<'a> {
             .filter(|m| m.etcd.is_some_and(|e| !e.learner));
         View {
             members: &o.members,
+            db: &o.db,
             persistent: d.storage == StoragePolicy::Persistent,
             voters: voting.clone().count(),
             healthy_voters: voting.filter(|m| m.healthy).count(),
@@ -257,6 +261,9 @@ impl<'a> View<'a> {
                     .unwrap_or(Step::Converged)
             };
         }
+        if let Some(step) = self.replace_corrupt() {
+            return step;
+        }
         if self.voters < d.size {
             return Step::AddLearner;
         }
@@ -268,6 +275,9 @@ impl<'a> View<'a> {
                 .unwrap_or(Step::Converged);
         }
         if let Some(step) = self.tls_change(&d.tls) {
+            return step;
+        }
+        if let Some(step) = self.maintain(&d.db) {
             return step;
         }
         self.roll(d)

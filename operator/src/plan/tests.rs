@@ -7,6 +7,8 @@ use crate::version::Version;
 const V34: Version = Version::new(3, 4, 23);
 pub(super) const V35: Version = Version::new(3, 5, 1);
 
+mod db;
+
 pub(super) fn desired(size: usize) -> Desired {
     Desired {
         size,
@@ -17,6 +19,7 @@ pub(super) fn desired(size: usize) -> Desired {
         tls: TlsWanted::default(),
         tuning: Tuning::default(),
         handover: true,
+        db: DbPolicy::default(),
     }
 }
 
@@ -43,6 +46,7 @@ pub(super) fn up(name: &str, id: u64) -> Member {
         }),
         healthy: true,
         raft_index: 100,
+        db: DbFacts::default(),
     }
 }
 
@@ -75,6 +79,7 @@ pub(super) fn cluster(members: Vec<Member>) -> Observed {
         voters_hint: members.len(),
         members,
         backup_available: false,
+        db: ClusterDb::default(),
     }
 }
 
@@ -207,6 +212,7 @@ fn quorum_loss_restarts_members_with_data_only() {
         members: m.clone(),
         voters_hint: 3,
         backup_available: true,
+        ..Observed::default()
     };
     assert_eq!(
         plan(&desired(3), &o),

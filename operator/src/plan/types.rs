@@ -1,6 +1,7 @@
 //! The plan's inputs and output: what the spec asks for, what was observed,
 //! and the step chosen.
 
+pub use super::maintenance::{Alarm, AlarmKind, ClusterDb, DbFacts, DbPolicy, DefragWhy, KvHash};
 use crate::crd::StoragePolicy;
 use crate::member::MemberTls;
 use crate::member::Tuning;
@@ -28,6 +29,8 @@ pub struct Desired {
     pub handover: bool,
     /// TLS wanted.
     pub tls: TlsWanted,
+    /// Quota and defragmentation policy.
+    pub db: DbPolicy,
 }
 
 /// TLS as the spec wants it.
@@ -57,6 +60,10 @@ impl From<&ValidSpec> for Desired {
             },
             tuning: s.tuning,
             handover: true,
+            db: DbPolicy {
+                quota: s.backend.quota(),
+                fragmentation: s.defrag.as_ref().and_then(|d| d.fragmentation),
+            },
         }
     }
 }
@@ -75,6 +82,8 @@ pub struct Observed {
     pub voters_hint: usize,
     /// A verified backup exists to rebuild from.
     pub backup_available: bool,
+    /// Alarms, the revision and the last compaction.
+    pub db: ClusterDb,
 }
 
 /// One member, joined from the platform's record and etcd's member list.
@@ -91,6 +100,8 @@ pub struct Member {
     /// The raft index it reported (0 when it did not answer): how caught
     /// up it is, to choose whom to hand the leadership to.
     pub raft_index: u64,
+    /// Its database: size, free space, KV hash, defragmentation due.
+    pub db: DbFacts,
 }
 
 /// A member as the platform runs it.
@@ -179,6 +190,24 @@ pub enum Step {
     /// Quorum is lost for good: move the old members' data aside and
     /// bootstrap a new cluster from the newest verified backup.
     RestoreFromBackup,
+    /// Compact the cluster's history up to `revision` (physically: the
+    /// call returns once the space is free inside the database files).
+    Compact {
+        /// The revision to compact to.
+        revision: i64,
+    },
+    /// Defragment one member's database (it answers nothing meanwhile).
+    Defragment {
+        /// The member.
+        member: String,
+        /// Why now.
+        why: DefragWhy,
+    },
+    /// Disarm an alarm etcd raised.
+    Disarm {
+        /// The alarm.
+        alarm: Alarm,
+    },
     /// Restart a member on a new version, keeping its data (and with the
     /// spec's other settings, such as its tuning).
     Upgrade {
@@ -257,6 +286,9 @@ pub enum RemoveWhy {
     NotOnPlatform,
     /// The spec asks for fewer members.
     ScaleDown,
+    /// Its KV hash differs from the one a majority of voters agrees on at
+    /// the same revision: it will be replaced.
+    Corrupt,
 }
 
 /// Why the plan waits.
@@ -319,6 +351,22 @@ pub enum Wait {
         /// What is wrong, naming the field and the file or Secret.
         message: String,
     },
+    /// etcd raised a CORRUPT alarm about a member whose KV hash does not
+    /// (yet) differ from a majority's.
+    CorruptUnconfirmed {
+        /// The member.
+        member: String,
+    },
+    /// A NOSPACE alarm needs a defragmentation that would leave too few
+    /// voters to keep quorum while it runs.
+    DefragWouldRiskQuorum,
+    /// Compacted and defragmented, the keys still fill the quota.
+    QuotaFull {
+        /// Bytes in use in the largest database.
+        in_use: i64,
+        /// The quota.
+        quota: i64,
+    },
 }
 
 /// Why a cluster that lost quorum is not rebuilt from a backup.
@@ -378,6 +426,9 @@ impl Step {
             Step::RenewCertificates { .. } => "renew_certificates",
             Step::Reconfigure { .. } => "reconfigure",
             Step::UpdatePeerUrl { .. } => "update_peer_url",
+            Step::Compact { .. } => "compact",
+            Step::Defragment { .. } => "defragment",
+            Step::Disarm { .. } => "disarm",
             Step::Wait(_) => "wait",
             Step::Converged => "converged",
         }

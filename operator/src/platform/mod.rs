@@ -82,6 +82,23 @@ impl Error {
     }
 }
 
+impl Error {
+    /// A write failed because the disk under it is full (ENOSPC), or its
+    /// quota is reached.
+    pub fn is_storage_full(&self) -> bool {
+        let io = match self {
+            Error::Io { source, .. } => Some(source),
+            _ => None,
+        };
+        io.is_some_and(|e| {
+            matches!(
+                e.kind(),
+                std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+            )
+        })
+    }
+}
+
 /// Wraps an io error with what was being done.
 pub(crate) fn io_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
     let what = what.into();

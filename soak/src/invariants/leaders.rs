@@ -5,20 +5,42 @@
 //! backup is a new raft cluster, with a new cluster id, whose terms start
 //! again.)
 //!
-//! Only a member's word about itself counts: etcd's status gives the leader
-//! a member follows now but the term of the last entry it *applied*, so a
-//! follower that has just learnt of a new leader (a member coming back from
-//! a partition, say) reports the new leader beside an older term for a
-//! moment, which is no split brain.
+//! Only a member's word about itself counts, and only its word once its
+//! term has caught up: etcd's status gives the leader a member follows *now*
+//! but the term of the last entry it *applied*. A follower that has just
+//! learnt of a new leader reports the new leader beside an older term, and
+//! so does the new leader itself until it applies the first entry of its
+//! term (seen in a real soak: right after the leader was killed, the new
+//! leader said "leader: me, term 2" for a moment while the killed one had
+//! led term 2). So each member's leadership is followed as a *stint*:
+//! consecutive samples in which it names itself leader. A leader's real
+//! term cannot change within a stint, so the stint's term is the highest
+//! it reported; the lower ones were the lag. A split brain is two stints
+//! of different members with the same term in the same raft cluster. A
+//! stint is judged when it ends (the member follows another leader or
+//! none) or when the run ends ([`LeaderTerms::finish`]).
 
 use std::collections::BTreeMap;
 
 use super::{Check, Violation};
 use crate::history::{Ms, Sample};
 
+/// One member's uninterrupted leadership as seen by the probes.
+#[derive(Clone, Debug)]
+struct Stint {
+    /// Highest term it reported while leading.
+    term: u64,
+    /// Its client URL.
+    url: String,
+    /// When it first reported that term.
+    at: Ms,
+}
+
 /// Leaders seen per term, fed sample by sample.
 #[derive(Debug, Default)]
 pub struct LeaderTerms {
+    /// (cluster id, member id) -> its current stint.
+    open: BTreeMap<(u64, u64), Stint>,
     /// (cluster id, term) -> (leader, reporter URL, when first seen)
     terms: BTreeMap<(u64, u64), (u64, String, Ms)>,
     /// Terms already reported, so a split brain is reported once.
@@ -26,46 +48,83 @@ pub struct LeaderTerms {
 }
 
 impl LeaderTerms {
-    /// Checks one sample's answers.
+    /// Checks one sample's answers: stints that ended are judged.
     pub fn observe(&mut self, s: &Sample) -> Vec<Violation> {
-        let mut out = Vec::new();
-        for v in s.views.iter().filter(|v| v.leader != 0 && v.leader == v.id) {
-            let key = (v.cluster_id, v.term);
-            match self.terms.get(&key) {
-                None => {
-                    self.terms.insert(key, (v.leader, v.url.clone(), s.at));
+        let mut ended = Vec::new();
+        for v in &s.views {
+            let key = (v.cluster_id, v.id);
+            if v.leader != 0 && v.leader == v.id {
+                let st = self.open.entry(key).or_insert_with(|| Stint {
+                    term: v.term,
+                    url: v.url.clone(),
+                    at: s.at,
+                });
+                if v.term > st.term {
+                    st.term = v.term;
+                    st.at = s.at;
                 }
-                Some((l, by, at)) if *l != v.leader && !self.reported.contains_key(&key) => {
-                    self.reported.insert(key, ());
-                    out.push(Violation::new(
-                        s.at,
-                        Check::LeaderPerTerm,
-                        format!(
-                            "two leaders in term {}: {l:x} (reported by {by} at {}) and {:x} \
-                             (reported by {})",
-                            v.term,
-                            crate::history::rfc3339(*at),
-                            v.leader,
-                            v.url
-                        ),
-                    ));
-                }
-                Some(_) => {}
+            } else if let Some(st) = self.open.remove(&key) {
+                ended.push((key, st));
             }
+        }
+        let mut out = Vec::new();
+        for (key, st) in ended {
+            out.extend(self.judge(key, st, s.at));
         }
         out
     }
 
-    /// Number of distinct terms seen (elections observed, roughly).
+    /// Judges the stints still open at the end of the run.
+    pub fn finish(&mut self, at: Ms) -> Vec<Violation> {
+        let open = std::mem::take(&mut self.open);
+        open.into_iter()
+            .filter_map(|(key, st)| self.judge(key, st, at))
+            .collect()
+    }
+
+    fn judge(&mut self, (cluster, id): (u64, u64), st: Stint, now: Ms) -> Option<Violation> {
+        let key = (cluster, st.term);
+        match self.terms.get(&key) {
+            None => {
+                self.terms.insert(key, (id, st.url, st.at));
+                None
+            }
+            Some((l, by, at)) if *l != id && !self.reported.contains_key(&key) => {
+                self.reported.insert(key, ());
+                Some(Violation::new(
+                    now,
+                    Check::LeaderPerTerm,
+                    format!(
+                        "two leaders in term {}: {l:x} (reported by {by} at {}) and {id:x} \
+                         (reported by {} at {})",
+                        st.term,
+                        crate::history::rfc3339(*at),
+                        st.url,
+                        crate::history::rfc3339(st.at),
+                    ),
+                ))
+            }
+            Some(_) => None,
+        }
+    }
+
+    /// Number of distinct terms seen (elections observed, roughly),
+    /// counting the stints still open.
     pub fn terms(&self) -> usize {
-        self.terms.len()
+        let open = self
+            .open
+            .iter()
+            .filter(|((c, _), st)| !self.terms.contains_key(&(*c, st.term)));
+        self.terms.len() + open.count()
     }
 }
 
 /// Checks a whole history.
 pub fn check(samples: &[Sample]) -> Vec<Violation> {
     let mut t = LeaderTerms::default();
-    samples.iter().flat_map(|s| t.observe(s)).collect()
+    let mut out: Vec<Violation> = samples.iter().flat_map(|s| t.observe(s)).collect();
+    out.extend(t.finish(samples.last().map_or(0, |s| s.at)));
+    out
 }
 
 #[cfg(test)]
@@ -140,6 +199,50 @@ mod tests {
             v.term = 3;
         }
         assert!(check(&[a, b]).is_empty());
+    }
+
+    #[test]
+    fn a_new_leader_naming_itself_beside_its_applied_term_is_no_split_brain() {
+        // Member 1 led term 2 and was killed; member 2 wins term 3 and,
+        // until it applies the first entry of term 3, says "leader: me"
+        // beside term 2 (seen in a real soak), then beside term 3.
+        let a = healthy(0, 3, 2);
+        let mut b = healthy(100, 3, 2);
+        b.views.remove(0);
+        for v in &mut b.views {
+            v.leader = 2;
+        }
+        let mut c = b.clone();
+        c.at = 200;
+        for v in &mut c.views {
+            v.term = 3;
+        }
+        assert!(check(&[a.clone(), b.clone(), c.clone()]).is_empty());
+        // Had member 2 kept saying term 2 while leading, it would be a
+        // second leader of term 2.
+        let v = check(&[a, b.clone(), b]);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].message.contains("two leaders in term 2"), "{v:?}");
+    }
+
+    #[test]
+    fn a_split_brain_is_reported_when_the_stint_ends() {
+        let a = healthy(0, 3, 2);
+        let mut b = healthy(100, 3, 2);
+        b.views[2].leader = 3;
+        let mut c = healthy(200, 3, 2);
+        c.views[2].leader = 1;
+        let mut t = LeaderTerms::default();
+        assert!(t.observe(&a).is_empty());
+        assert!(t.observe(&b).is_empty(), "still leading: not judged yet");
+        // Member 3's stint ends; member 1's goes on (its term may still
+        // rise): judged when it ends, here with the run.
+        assert!(t.observe(&c).is_empty());
+        let v = t.finish(300);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert_eq!(v[0].at, 300);
+        assert!(t.finish(400).is_empty(), "reported once");
+        assert_eq!(t.terms(), 1);
     }
 
     #[test]

@@ -74,6 +74,10 @@ pub struct KeyState {
     pub uncertain: Vec<WriteId>,
     /// A delete whose outcome is unknown was sent.
     pub uncertain_delete: bool,
+    /// Deletes sent and not answered yet.
+    pub deletes_in_flight: u32,
+    /// When the last delete was answered (or failed).
+    pub last_delete_done: Option<Ms>,
     /// Writes acknowledged in all.
     pub acked: u64,
 }
@@ -176,6 +180,27 @@ impl Ledger {
         self.keys.get(&key).is_some_and(|k| k.uncertain_delete)
     }
 
+    /// A delete of `key` is about to be sent.
+    pub fn delete_sent(&mut self, key: u32) {
+        self.keys.entry(key).or_default().deletes_in_flight += 1;
+    }
+
+    /// A delete of `key` was answered, whatever the answer, at `at`.
+    pub fn delete_done(&mut self, key: u32, at: Ms) {
+        let k = self.keys.entry(key).or_default();
+        k.deletes_in_flight = k.deletes_in_flight.saturating_sub(1);
+        k.last_delete_done = Some(k.last_delete_done.map_or(at, |d| d.max(at)));
+    }
+
+    /// A delete of `key` was in flight at some moment since `since` (a
+    /// read started then may rightly find the key absent, whatever was
+    /// acknowledged before it started).
+    pub fn delete_since(&self, key: u32, since: Ms) -> bool {
+        self.keys.get(&key).is_some_and(|k| {
+            k.deletes_in_flight > 0 || k.last_delete_done.is_some_and(|d| d >= since)
+        })
+    }
+
     /// The newest acknowledged write of `key`.
     pub fn newest(&self, key: u32) -> Option<Acked> {
         self.keys.get(&key).and_then(|k| k.newest)
@@ -241,6 +266,12 @@ mod tests {
         l.ack_delete(7, b, 5, 10);
         let n = l.newest(7).expect("newest");
         assert!(n.tombstone && n.revision == 5, "{n:?}");
+        assert!(!l.delete_since(9, 0));
+        l.delete_sent(9);
+        assert!(l.delete_since(9, 50), "in flight");
+        l.delete_done(9, 40);
+        assert!(!l.delete_since(9, 50), "answered before the read started");
+        assert!(l.delete_since(9, 40), "answered while the read ran");
         assert!(!l.may_be_deleted(8));
         l.uncertain_delete(8);
         assert_eq!(l.uncertain_count(), 1);

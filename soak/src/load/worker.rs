@@ -143,6 +143,9 @@ impl Worker {
         if kind == Kind::Cas {
             rec.expect_mod_rev = Some(expect);
         }
+        if kind == Kind::Delete {
+            lock(&self.state).ledger.delete_sent(key);
+        }
         let started = Instant::now();
         let lie = self.cfg.sabotage == Some(Sabotage::AckUnsentWrites)
             && kind == Kind::Put
@@ -193,6 +196,9 @@ impl Worker {
         let took = started.elapsed();
         let at = now_ms();
         let mut st = lock(&self.state);
+        if kind == Kind::Delete {
+            st.ledger.delete_done(key, at);
+        }
         match r {
             Ok(answer) => {
                 rec.status = Status::Ok;
@@ -297,7 +303,10 @@ impl Worker {
                 if let Some(b) = before
                     && b.epoch == st.ledger.epoch()
                     && !rolled
-                    && !(got == 0 && (b.tombstone || st.ledger.may_be_deleted(key)))
+                    && !(got == 0
+                        && (b.tombstone
+                            || st.ledger.may_be_deleted(key)
+                            || st.ledger.delete_since(key, started_ms)))
                     && let Some(v) = stale_read(&name, started_ms, b.revision, b.at, got)
                 {
                     push(&mut st, v);

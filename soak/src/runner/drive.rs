@@ -198,7 +198,9 @@ pub(super) async fn drive(
     ));
     progress.finish();
 
-    let r = std::mem::take(&mut *probe::lock(&obs.rec));
+    let mut r = std::mem::take(&mut *probe::lock(&obs.rec));
+    let last_at = r.samples.last().map_or(0, |x| x.at);
+    r.violations.extend(r.leaders.finish(last_at));
     let cut = crate::history::restores(&r.samples)
         .first()
         .map(|x| x.at.saturating_mul(1000));

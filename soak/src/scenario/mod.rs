@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use etcd_operator::crd::{
-    BackupSpec, EtcdCluster, EtcdClusterSpec, RecoverySpec, RestoreSpec, StorageSpec, TuningSpec,
+    BackupSpec, CompactionSpec, DefragSpec, EtcdCluster, EtcdClusterSpec, RecoverySpec,
+    RestoreSpec, StorageSpec, TuningSpec,
 };
 use serde::{Deserialize, Serialize};
 
@@ -126,6 +127,15 @@ pub struct ClusterSpec {
     /// spec.tuning.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tuning: Option<TuningSpec>,
+    /// spec.quotaBackendBytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quota_backend_bytes: Option<i64>,
+    /// spec.compaction.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compaction: Option<CompactionSpec>,
+    /// spec.defrag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub defrag: Option<DefragSpec>,
 }
 
 impl ClusterSpec {
@@ -141,6 +151,9 @@ impl ClusterSpec {
             recovery: self.recovery.clone(),
             tls: self.tls.clone(),
             tuning: self.tuning.clone(),
+            quota_backend_bytes: self.quota_backend_bytes,
+            compaction: self.compaction.clone(),
+            defrag: self.defrag.clone(),
         }
     }
 

@@ -6,6 +6,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+use crate::controller::maintenance::ALARM_POLL;
 use crate::controller::{Cluster, SpecState};
 use crate::platform::local::LocalPlatform;
 
@@ -40,8 +41,26 @@ pub(super) fn fingerprint(spec: &SpecState) -> String {
     }
 }
 
-/// One cluster's task: reconcile at once on every message, else when the
-/// last pass asked to come back.
+/// Sleeps `next`, cut short when etcd raises an alarm
+/// ([`Cluster::alarm_raised`], asked every [`ALARM_POLL`]).
+async fn idle(cluster: &Cluster<LocalPlatform>, next: Duration) {
+    let until = tokio::time::Instant::now() + next;
+    loop {
+        let left = until.saturating_duration_since(tokio::time::Instant::now());
+        if left < ALARM_POLL {
+            tokio::time::sleep(left).await;
+            return;
+        }
+        tokio::time::sleep(ALARM_POLL).await;
+        if cluster.alarm_raised().await {
+            tracing::debug!(cluster = %cluster.name(), "an alarm was raised: a pass now");
+            return;
+        }
+    }
+}
+
+/// One cluster's task: reconcile at once on every message or a new alarm,
+/// else when the last pass asked to come back.
 pub(super) async fn work(
     mut cluster: Cluster<LocalPlatform>,
     mut rx: mpsc::UnboundedReceiver<Msg>,
@@ -50,7 +69,7 @@ pub(super) async fn work(
     loop {
         let msg = tokio::select! {
             m = rx.recv() => Some(m),
-            () = tokio::time::sleep(next) => None,
+            () = idle(&cluster, next) => None,
         };
         let mut pending = Vec::new();
         match msg {

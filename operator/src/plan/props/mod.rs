@@ -36,7 +36,22 @@ struct M {
     listed_https: bool,
     /// Its certificates must be renewed.
     certs_due: bool,
+    /// Size of its database file.
+    size: i64,
+    /// Its KV hash: [`TRUTH`] unless its data was corrupted.
+    hash: u32,
+    /// Busy defragmenting: answers nothing.
+    defragging: bool,
+    /// Defragmented since the NOSPACE alarm was raised.
+    defragged_since_alarm: bool,
 }
+
+/// The KV hash of good data.
+const TRUTH: u32 = 0;
+/// The quota of the model's members.
+const QUOTA: i64 = 64 << 20;
+/// Bytes of live keys (never deleted in the model).
+const LIVE: i64 = 1 << 20;
 
 #[derive(Clone, Debug)]
 struct Model {
@@ -50,6 +65,14 @@ struct Model {
     restored: bool,
     /// The voter leadership was handed to (it leads while it is up).
     preferred: Option<u64>,
+    /// Bytes of history not yet compacted.
+    history: i64,
+    /// The member etcd raised NOSPACE about, if raised.
+    nospace: Option<u64>,
+    /// The store's revision.
+    revision: i64,
+    /// The revision last compacted to.
+    compacted: i64,
 }
 
 impl Model {
@@ -62,11 +85,20 @@ impl Model {
             backup: true,
             restored: false,
             preferred: None,
+            history: 0,
+            nospace: None,
+            revision: 1,
+            compacted: 0,
         }
     }
 
     fn up(m: &M) -> bool {
-        m.on_platform && m.running && !m.hung
+        m.on_platform && m.running && !m.hung && !m.defragging
+    }
+
+    /// Voters whose data is corrupt.
+    fn corrupt_voters(&self) -> usize {
+        self.voters().filter(|m| m.hash != TRUTH).count()
     }
 
     fn voters(&self) -> impl Iterator<Item = &M> {
@@ -124,6 +156,19 @@ impl Model {
             membership_known: quorum,
             voters_hint: self.voters().count(),
             backup_available: self.backup,
+            db: ClusterDb {
+                alarms: self
+                    .nospace
+                    .filter(|_| quorum)
+                    .map(|member| Alarm {
+                        member,
+                        kind: AlarmKind::NoSpace,
+                    })
+                    .into_iter()
+                    .collect(),
+                revision: self.revision,
+                compacted: self.compacted,
+            },
             members: self
                 .members
                 .iter()
@@ -148,6 +193,21 @@ impl Model {
                     }),
                     healthy: quorum && m.in_etcd && Self::up(m),
                     raft_index: if Self::up(m) { 100 + m.id % 3 } else { 0 },
+                    db: if Self::up(m) {
+                        DbFacts {
+                            size: m.size,
+                            in_use: LIVE + self.history,
+                            hash: Some(KvHash {
+                                revision: self.revision,
+                                compact_revision: self.compacted,
+                                hash: m.hash,
+                            }),
+                            defrag_due: false,
+                            defragged_since_alarm: m.defragged_since_alarm,
+                        }
+                    } else {
+                        DbFacts::default()
+                    },
                 })
                 .collect(),
         }
@@ -194,6 +254,10 @@ impl Model {
             listed_https: tls.peer_https,
             tls,
             certs_due: false,
+            size: LIVE + self.history,
+            hash: TRUTH,
+            defragging: false,
+            defragged_since_alarm: false,
         }
     }
 
@@ -245,6 +309,18 @@ impl Model {
                 m.tls = to.clone();
             }
             Step::UpdatePeerUrl { member, https, .. } => self.find(member).listed_https = *https,
+            Step::Compact { revision } => {
+                self.compacted = *revision;
+                self.history = 0;
+            }
+            Step::Defragment { member, .. } => {
+                let in_use = LIVE + self.history;
+                let m = self.find(member);
+                m.size = in_use;
+                m.defragging = true;
+                m.defragged_since_alarm = true;
+            }
+            Step::Disarm { .. } => self.nospace = None,
             Step::RestoreFromBackup => {
                 self.members.clear();
                 self.bootstrapped = false;
@@ -295,6 +371,22 @@ impl Model {
             FaultKind::Unhang => {
                 for m in &mut self.members {
                     m.hung = false;
+                    m.defragging = false;
+                }
+            }
+            // Distinct damage gives distinct hashes.
+            FaultKind::Corrupt => m.hash = 1000 + (m.id as u32),
+            FaultKind::Fragment => m.size += 8 << 20,
+            FaultKind::FillUp => {
+                let id = m.id;
+                self.history = QUOTA - LIVE;
+                self.revision += 100;
+                for m in &mut self.members {
+                    m.size = m.size.max(QUOTA);
+                    m.defragged_since_alarm = false;
+                }
+                if self.bootstrapped {
+                    self.nospace = Some(id);
                 }
             }
         }
@@ -318,6 +410,9 @@ enum FaultKind {
     LosePlatform,
     Hang,
     Unhang,
+    Corrupt,
+    Fragment,
+    FillUp,
 }
 
 #[derive(Clone, Debug)]
@@ -333,6 +428,9 @@ fn fault() -> impl Strategy<Value = Fault> {
         1 => Just(FaultKind::LosePlatform),
         1 => Just(FaultKind::Hang),
         2 => Just(FaultKind::Unhang),
+        1 => Just(FaultKind::Corrupt),
+        1 => Just(FaultKind::Fragment),
+        1 => Just(FaultKind::FillUp),
     ];
     (kind, 0usize..16).prop_map(|(kind, victim)| Fault { kind, victim })
 }

@@ -118,6 +118,7 @@ fn check_step(model: &Model, obs: &Observed, d: &Desired, step: &Step) -> Result
             ));
         }
     }
+    check_db_step(model, obs, d, step)?;
     // Quorum by the plan's own hand: apply only the step's immediate effect
     // (a restarted member is down until it comes back).
     if model.bootstrapped && model.has_quorum() {
@@ -146,6 +147,94 @@ fn tls_on() -> TlsWanted {
     }
 }
 
+/// The rules of database maintenance: one defragmentation at a time, never
+/// while quorum is at risk, the leader last; a member replaced as corrupt
+/// is corrupt, and never on a corrupt majority's word; NOSPACE disarmed
+/// only with room again.
+fn check_db_step(model: &Model, obs: &Observed, d: &Desired, step: &Step) -> Result<(), String> {
+    let all_healthy = obs.members.iter().all(|m| m.healthy);
+    let voters = model.voters().count();
+    match step {
+        Step::Defragment { member, why } => {
+            if model.members.iter().any(|m| m.defragging) {
+                return Err(format!("{step} while another defragmentation runs"));
+            }
+            if !all_healthy {
+                return Err(format!("{step} while a member is unhealthy"));
+            }
+            let target = obs.members.iter().find(|m| &m.name == member);
+            let target = target.ok_or_else(|| format!("{step}: no such member"))?;
+            let e = target.etcd.ok_or_else(|| format!("{step}: not in etcd"))?;
+            let others = obs
+                .members
+                .iter()
+                .filter(|m| m.name != *member && m.healthy && m.etcd.is_some_and(|e| !e.learner))
+                .count();
+            if voters > 1 && others < quorum(voters) {
+                return Err(format!(
+                    "{step} leaves {others} of {voters} voters: quorum at risk"
+                ));
+            }
+            let needs = |m: &Member| {
+                let free = m.db.reclaimable();
+                match why {
+                    // Once per alarm whatever the bytes in use say.
+                    DefragWhy::NoSpace => free >= MIN_RECLAIM || !m.db.defragged_since_alarm,
+                    DefragWhy::Fragmented => {
+                        free >= MIN_RECLAIM
+                            && d.db
+                                .fragmentation
+                                .is_some_and(|p| free * 100 >= m.db.size * i64::from(p))
+                    }
+                    DefragWhy::Scheduled => m.db.defrag_due,
+                }
+            };
+            if !needs(target) {
+                return Err(format!("{step}: it does not need it"));
+            }
+            let follower_waits = obs
+                .members
+                .iter()
+                .any(|m| m.etcd.is_some_and(|f| !f.leader) && needs(m));
+            if e.leader && follower_waits {
+                return Err(format!(
+                    "{step}: the leader before a follower that needs it"
+                ));
+            }
+        }
+        Step::Remove {
+            member,
+            why: RemoveWhy::Corrupt,
+            ..
+        } => {
+            let m = model.members.iter().find(|m| &m.name == member);
+            if m.is_none_or(|m| m.hash == TRUTH) {
+                return Err(format!("{step}: its data is good"));
+            }
+            if model.corrupt_voters() >= quorum(voters) {
+                return Err(format!("{step}: a majority of voters is corrupt"));
+            }
+        }
+        Step::Compact { .. } if model.nospace.is_none() => {
+            return Err(format!("{step} without a NOSPACE alarm"));
+        }
+        Step::Disarm { .. } => {
+            let full = model
+                .members
+                .iter()
+                .filter(|m| m.in_etcd)
+                .any(|m| m.size * 100 >= QUOTA * DISARM_BELOW);
+            if full {
+                return Err(format!(
+                    "{step} while a database file is still at the quota"
+                ));
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
 fn desired(size: usize, version: Version, storage: StoragePolicy) -> Desired {
     Desired {
         size,
@@ -156,12 +245,20 @@ fn desired(size: usize, version: Version, storage: StoragePolicy) -> Desired {
         tls: TlsWanted::default(),
         tuning: Tuning::default(),
         handover: true,
+        db: DbPolicy {
+            quota: QUOTA,
+            fragmentation: Some(50),
+        },
     }
 }
 
 /// Runs the plan without faults until it stops acting; returns the last step.
 fn converge(model: &mut Model, d: &Desired) -> Result<Step, String> {
     for _ in 0..200 {
+        // The operator waits for a defragmentation to end.
+        for m in &mut model.members {
+            m.defragging = false;
+        }
         let obs = model.observe();
         let step = plan(d, &obs);
         check_step(model, &obs, d, &step)?;
@@ -220,6 +317,17 @@ proptest! {
         model.fault(&Fault { kind: FaultKind::Unhang, victim: 0 });
         let last = converge(&mut model, &d).map_err(TestCaseError::fail)?;
         let voters = model.voters().count();
+        if last == Step::Wait(Wait::DefragWouldRiskQuorum) {
+            prop_assert!(voters == 2, "NOSPACE not cleared with {} voters", voters);
+            return Ok(());
+        }
+        prop_assert!(model.nospace.is_none(), "NOSPACE left: {:?}", model);
+        // Where good voters form a quorum they agree on one hash, and the
+        // plan does not stop while a member differs from it.
+        let corrupt = model.corrupt_voters();
+        if voters - corrupt >= quorum(voters.max(1)) {
+            prop_assert_eq!(corrupt, 0, "a corrupt minority left: {:?}", model);
+        }
         let small = [Wait::UpgradeNeedsThreeMembers, Wait::RestartNeedsThreeMembers];
         if matches!(&last, Step::Wait(w) if small.contains(w)) {
             prop_assert!(voters < 3, "upgrade refused with {} voters", voters);
@@ -325,6 +433,36 @@ proptest! {
         prop_assert_eq!(last, Step::Converged);
         prop_assert!(flagged.restored);
         prop_assert_eq!(flagged.voters().count(), size);
+    }
+
+    /// Damaged data is judged by a majority: with a good majority the
+    /// corrupt members (each damaged its own way) are replaced one by one
+    /// and the cluster converges, all good; when the corrupt members are a
+    /// majority no member is replaced as corrupt (no majority agrees).
+    #[test]
+    fn corruption_is_judged_by_a_majority(
+        (size, corrupted) in (1usize..=9).prop_flat_map(|size| (
+            Just(size),
+            prop::sample::subsequence((0..size).collect::<Vec<_>>(), 0..=size),
+        )),
+    ) {
+        let d = desired(size, V34, StoragePolicy::Persistent);
+        let mut model = Model::new(StoragePolicy::Persistent);
+        converge(&mut model, &d).map_err(TestCaseError::fail)?;
+        for i in &corrupted {
+            model.fault(&Fault { kind: FaultKind::Corrupt, victim: *i });
+        }
+        let before: Vec<String> = model.members.iter().map(|m| m.name.clone()).collect();
+        let last = converge(&mut model, &d).map_err(TestCaseError::fail)?;
+        prop_assert_eq!(last, Step::Converged);
+        prop_assert_eq!(model.voters().count(), size);
+        if size - corrupted.len() >= quorum(size) {
+            prop_assert!(model.members.iter().all(|m| m.hash == TRUTH), "{:?}", model);
+        } else {
+            let after: Vec<String> = model.members.iter().map(|m| m.name.clone()).collect();
+            prop_assert_eq!(after, before, "members replaced on a corrupt majority's word");
+            prop_assert_eq!(model.corrupt_voters(), corrupted.len());
+        }
     }
 
     /// Paused means no action at all, whatever the state.

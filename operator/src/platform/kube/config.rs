@@ -62,6 +62,7 @@ mod tests {
             bootstrap: true,
             tls: Default::default(),
             tuning: Default::default(),
+            backend: Default::default(),
         }
     }
 

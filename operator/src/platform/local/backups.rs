@@ -86,8 +86,15 @@ impl BackupStore for LocalBackups {
         self.dir(location).display().to_string()
     }
 
+    /// Checks the free-space floor first ([`super::space`]): a backup
+    /// about the size of the member's database must leave it free.
     async fn save(&self, location: &Location, source: Source<'_>) -> Result<BackupMeta> {
         let dir = self.dir(location);
+        tokio::fs::create_dir_all(&dir)
+            .await
+            .map_err(io_err(format!("cannot create {}", dir.display())))?;
+        let expected = super::space::db_size(source.url).await;
+        super::space::check(&dir, expected)?;
         snapshot::take(&location.cluster, source, &dir, &self.binaries).await
     }
 

@@ -250,6 +250,7 @@ mod tests {
                 bootstrap: false,
                 tls: Default::default(),
                 tuning: Default::default(),
+                backend: Default::default(),
             },
             ip: Ipv4Addr::new(127, 31, 4, 7),
             process: Some(ProcessId {

@@ -11,13 +11,14 @@ pub mod binaries;
 pub mod layout;
 pub mod process;
 pub mod safe_path;
+pub mod space;
 mod state;
 pub mod tls;
 
 use self::state::lock;
 pub use self::state::{kill_all, running_members, running_operator};
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::fs::File;
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
@@ -51,6 +52,9 @@ pub struct LocalPlatform {
     backups: Arc<LocalBackups>,
     events: mpsc::UnboundedSender<Event>,
     watched: Arc<Mutex<HashSet<ProcessId>>>,
+    /// The latest status of each cluster, kept even when its file cannot
+    /// be written (a full disk): `etcd-operator status` asks for it.
+    statuses: Mutex<BTreeMap<String, EtcdCluster>>,
     _lock: File,
 }
 
@@ -77,6 +81,7 @@ impl LocalPlatform {
             binaries,
             events,
             watched: Arc::default(),
+            statuses: Mutex::default(),
             _lock: lock,
         })
     }
@@ -84,6 +89,13 @@ impl LocalPlatform {
     /// The state folder's layout.
     pub fn layout(&self) -> &Layout {
         &self.layout
+    }
+
+    /// The latest status of every cluster, as published (also when its
+    /// file could not be written).
+    pub fn statuses(&self) -> Vec<EtcdCluster> {
+        let statuses = self.statuses.lock().unwrap_or_else(|e| e.into_inner());
+        statuses.values().cloned().collect()
     }
 
     /// The binaries in use.
@@ -401,6 +413,9 @@ impl Platform for LocalPlatform {
         for r in futures::future::join_all(deletes).await {
             r?;
         }
+        let mut statuses = self.statuses.lock().unwrap_or_else(|e| e.into_inner());
+        statuses.remove(cluster);
+        drop(statuses);
         self.remove_dir(cluster, &[])
     }
 
@@ -423,6 +438,9 @@ impl Platform for LocalPlatform {
 
     async fn save_status(&self, cluster: &str, resource: &EtcdCluster) -> Result<()> {
         let path = self.path(cluster, &["status.json"])?;
+        let mut statuses = self.statuses.lock().unwrap_or_else(|e| e.into_inner());
+        statuses.insert(cluster.to_string(), resource.clone());
+        drop(statuses);
         write_json(&path, resource).map_err(io_err(format!("cannot write {}", path.display())))
     }
 }
