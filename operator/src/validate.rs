@@ -286,7 +286,8 @@ fn check_tls(spec: &EtcdClusterSpec, err: &mut impl FnMut(&str, String)) -> TlsP
                 if e.path.is_some() || e.secret_name.is_some() {
                     err(
                         &field,
-                        "path and secretName name certificates you provide: use them with                          mode: Provided, or leave them out for mode: Auto"
+                        "path and secretName name certificates you provide: use them with \
+                         mode: Provided, or leave them out for mode: Auto"
                             .into(),
                     );
                 }
@@ -296,7 +297,9 @@ fn check_tls(spec: &EtcdClusterSpec, err: &mut impl FnMut(&str, String)) -> TlsP
                 if e.path.is_none() && e.secret_name.is_none() || blank(&e.path) {
                     err(
                         &field,
-                        "mode: Provided needs path (a folder with ca.crt, tls.crt and tls.key;                          local platform) or secretName (a kubernetes.io/tls Secret with ca.crt;                          Kubernetes)"
+                        "mode: Provided needs path (a folder with ca.crt, tls.crt and tls.key; \
+                         local platform) or secretName (a kubernetes.io/tls Secret with ca.crt; \
+                         Kubernetes)"
                             .into(),
                     );
                 }

@@ -274,10 +274,16 @@ impl<'a> View<'a> {
                 .and_then(|m| self.remove(m, RemoveWhy::ScaleDown))
                 .unwrap_or(Step::Converged);
         }
-        if let Some(step) = self.tls_change(&d.tls) {
-            return step;
+        // A TLS change that can only wait (a cluster too small to restart
+        // a member) does not hold back clearing an alarm.
+        let tls = self.tls_change(&d.tls);
+        if let Some(step) = tls.as_ref().filter(|s| !matches!(s, Step::Wait(_))) {
+            return step.clone();
         }
         if let Some(step) = self.maintain(&d.db) {
+            return step;
+        }
+        if let Some(step) = tls {
             return step;
         }
         self.roll(d)
