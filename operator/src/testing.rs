@@ -7,6 +7,7 @@
 //! condition.
 
 pub mod mutate;
+pub mod writer;
 
 use std::collections::HashSet;
 use std::net::Ipv4Addr;

@@ -42,6 +42,10 @@ pub struct ValidSpec {
     pub restore: Option<String>,
     /// Rebuild from the newest backup when a majority is lost for good.
     pub restore_from_backup: bool,
+    /// Rebuild from the most advanced surviving member when a majority is
+    /// lost for good (`spec.recovery.fromSurvivor`, by default
+    /// `restoreFromBackup` on persistent storage).
+    pub from_survivor: bool,
     /// TLS of members and clients.
     pub tls: TlsPolicy,
     /// etcd's quota and auto-compaction ([`crate::member::backend`]).
@@ -238,6 +242,21 @@ pub fn validate(
         );
     }
     let tls = check_tls(spec, &mut err);
+    let persistent = spec.storage.policy == StoragePolicy::Persistent;
+    let from_survivor = match spec.recovery.as_ref().and_then(|r| r.from_survivor) {
+        Some(true) if !persistent => {
+            err(
+                "spec.recovery.fromSurvivor",
+                "needs spec.storage.policy: Persistent: with Ephemeral storage a member's data \
+                 does not outlive the restart that would rebuild the cluster from it; remove \
+                 fromSurvivor or use Persistent storage"
+                    .into(),
+            );
+            false
+        }
+        Some(on) => on,
+        None => restore_from_backup && persistent,
+    };
     let (backend, defrag) = backend::check(spec, &mut errors);
     match version {
         Some(version) if errors.is_empty() => Ok(ValidSpec {
@@ -251,6 +270,7 @@ pub fn validate(
             tls,
             backend,
             defrag,
+            from_survivor,
         }),
         _ => Err(Invalid(errors)),
     }
@@ -466,6 +486,7 @@ mod tests {
         let mut s = spec(3, "3.4.23");
         s.recovery = Some(RecoverySpec {
             restore_from_backup: true,
+            from_survivor: None,
         });
         assert_eq!(
             fields(validate("demo", &s, &V)),
@@ -516,6 +537,44 @@ mod tests {
         });
         let e = validate("demo", &s, &V).expect_err("invalid");
         assert!(e.to_string().contains("needs path"), "{e}");
+    }
+
+    #[test]
+    fn from_survivor_follows_restore_from_backup_unless_set_and_needs_persistent_storage() {
+        let mut s = spec(3, "3.4.23");
+        s.backup = Some(BackupSpec {
+            interval: "30m".into(),
+            max_backups: 3,
+            location: None,
+        });
+        let recovery = |restore, survivor| {
+            Some(RecoverySpec {
+                restore_from_backup: restore,
+                from_survivor: survivor,
+            })
+        };
+        for (r, fs, want) in [
+            (true, None, true),
+            (false, None, false),
+            (true, Some(false), false),
+            (false, Some(true), true),
+        ] {
+            s.recovery = recovery(r, fs);
+            let v = validate("demo", &s, &V).expect("valid");
+            assert_eq!(
+                (v.restore_from_backup, v.from_survivor),
+                (r, want),
+                "{r} {fs:?}"
+            );
+        }
+        s.storage.policy = StoragePolicy::Ephemeral;
+        s.recovery = recovery(true, None);
+        let v = validate("demo", &s, &V).expect("valid: the default just stays off");
+        assert!(!v.from_survivor);
+        s.recovery = recovery(true, Some(true));
+        let e = validate("demo", &s, &V).expect_err("an explicit fromSurvivor is refused");
+        assert_eq!(e.0[0].field, "spec.recovery.fromSurvivor");
+        assert!(e.to_string().contains("Persistent"), "{e}");
     }
 
     #[test]

@@ -129,6 +129,7 @@ fn config(member: &str) -> MemberConfig {
         bootstrap: true,
         tls: Default::default(),
         backend: Default::default(),
+        force_new_cluster: false,
     }
 }
 

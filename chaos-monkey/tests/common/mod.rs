@@ -232,6 +232,7 @@ impl FakeState {
                 bootstrap: true,
                 tls: Default::default(),
                 backend: Default::default(),
+                force_new_cluster: false,
                 initial_cluster: String::new(),
                 initial_state: InitialState::New,
                 token: "test".into(),

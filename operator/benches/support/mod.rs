@@ -112,6 +112,7 @@ pub fn hand(dir: &Path, seed: &str, name: &str, taken: &mut HashSet<std::net::Ip
             bootstrap: true,
             tls: Default::default(),
             backend: Default::default(),
+            force_new_cluster: false,
             initial_cluster: String::new(),
             initial_state: InitialState::New,
             token: "floor".into(),

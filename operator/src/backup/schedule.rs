@@ -31,8 +31,15 @@ pub struct Schedule {
 }
 
 impl Schedule {
-    /// Starts backing a cluster up into `location` of `store` on `policy`.
-    pub fn start<S: BackupStore>(policy: BackupPolicy, location: Location, store: Arc<S>) -> Self {
+    /// Starts backing a cluster up into `location` of `store` on `policy`;
+    /// with `full_now`, the first backup is due at once (after a rebuild:
+    /// the backups kept hold another history).
+    pub fn start<S: BackupStore>(
+        policy: BackupPolicy,
+        location: Location,
+        store: Arc<S>,
+        full_now: bool,
+    ) -> Self {
         let (candidates, rx) = watch::channel(Vec::new());
         let status = Arc::new(Mutex::new(BackupStatus::default()));
         let task = tokio::spawn(run(
@@ -41,6 +48,7 @@ impl Schedule {
             store,
             rx,
             status.clone(),
+            full_now,
         ));
         Schedule {
             policy,
@@ -101,6 +109,7 @@ async fn run<S: BackupStore>(
     store: Arc<S>,
     mut candidates: watch::Receiver<Vec<Candidate>>,
     status: Arc<Mutex<BackupStatus>>,
+    mut full_now: bool,
 ) {
     let cluster = &location.cluster;
     let set =
@@ -117,9 +126,10 @@ async fn run<S: BackupStore>(
     let mut source_index = 0usize;
     loop {
         let kept = store.list(&location).await.unwrap_or_default();
-        let due = kept
-            .first()
-            .map_or(0, |m| m.unix_ms.saturating_add(interval_ms));
+        let due = match kept.first() {
+            Some(m) if !full_now => m.unix_ms.saturating_add(interval_ms),
+            _ => 0,
+        };
         let good = kept.iter().filter(|m| !damaged.contains(&m.name)).count();
         set(&|s| {
             s.kept = i64::try_from(good).unwrap_or(i64::MAX);
@@ -152,6 +162,7 @@ async fn run<S: BackupStore>(
         match store.save(&location, source).await {
             Ok(meta) => {
                 failures = 0;
+                full_now = false;
                 tracing::info!(
                     %cluster, backup = %meta.name, revision = meta.revision, bytes = meta.size,
                     from = %meta.member, "backup taken and verified"

@@ -107,6 +107,10 @@ pub(super) async fn run<P: Platform>(
             tracing::info!(cluster = %c.name, "{step}: done");
             Ok(())
         }
+        Step::RebuildFromSurvivor { member, revision } => {
+            c.rebuild_from_survivor(member, *revision).await
+        }
+        Step::FinishReseed { member } => c.finish_reseed(member).await,
         Step::Wait(_) | Step::Converged => Ok(()),
     }
 }
@@ -231,6 +235,7 @@ async fn bootstrap<P: Platform>(
                     bootstrap: true,
                     tls: state.files.clone(),
                     backend: spec.backend.clone(),
+                    force_new_cluster: false,
                 };
                 c.tls_install(&addr, &state).await?;
                 c.crashes.started(&addr.name);
@@ -293,6 +298,7 @@ async fn add_learner<P: Platform>(
         bootstrap: false,
         tls: state.files.clone(),
         backend: spec.backend.clone(),
+        force_new_cluster: false,
     };
     c.crashes.started(&name);
     Ok(c.platform.create(&c.name, &config, None).await?)

@@ -62,6 +62,7 @@ mod tests {
             bootstrap: true,
             tls: Default::default(),
             backend: Default::default(),
+            force_new_cluster: false,
         }
     }
 

@@ -250,6 +250,7 @@ mod tests {
                 bootstrap: false,
                 tls: Default::default(),
                 backend: Default::default(),
+                force_new_cluster: false,
             },
             ip: Ipv4Addr::new(127, 31, 4, 7),
             process: Some(ProcessId {

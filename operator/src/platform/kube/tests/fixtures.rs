@@ -65,6 +65,7 @@ pub fn config(name: &str, version: &str) -> MemberConfig {
         bootstrap: true,
         tls: Default::default(),
         backend: Default::default(),
+        force_new_cluster: false,
     }
 }
 

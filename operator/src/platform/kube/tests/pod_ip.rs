@@ -42,6 +42,7 @@ fn config(name: &str, ip: Ipv4Addr, initial_cluster: &str) -> MemberConfig {
         bootstrap: true,
         tls: Default::default(),
         backend: Default::default(),
+        force_new_cluster: false,
     }
 }
 
