@@ -116,7 +116,7 @@ mod tests {
         assert_eq!(
             best_survivor(&ms)
                 .map(|b| b.map(|(m, _)| &m.name))
-                .unwrap_err()
+                .expect_err("a silent survivor")
                 .name,
             "c-1"
         );
