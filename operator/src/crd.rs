@@ -300,6 +300,15 @@ pub struct RecoverySpec {
     /// the cluster is reported Degraded and left alone.
     #[serde(default)]
     pub restore_from_backup: bool,
+    /// When a majority of members is lost for good but at least one member
+    /// still runs with its data, rebuild the cluster from the most advanced
+    /// of them: it is restarted alone with `--force-new-cluster` (keeping
+    /// every write it holds), then new members join it one at a time.
+    /// Needs `storage.policy: Persistent`. Default: on when
+    /// `restoreFromBackup` is on (a survivor that holds more than the
+    /// newest backup is preferred to it), else off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_survivor: Option<bool>,
 }
 
 /// Observed state of an etcd cluster, written by the operator.
@@ -380,23 +389,51 @@ pub struct TlsStatus {
     pub change: Option<String>,
 }
 
-/// A rebuild of the cluster from a backup after its quorum was lost for good.
+/// What a cluster whose quorum was lost for good was rebuilt from.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum RecoverySource {
+    /// The newest verified backup.
+    #[default]
+    Backup,
+    /// The most advanced surviving member, restarted alone.
+    Survivor,
+}
+
+/// A rebuild of the cluster after its quorum was lost for good: from a
+/// surviving member or from a backup.
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RecoveryStatus {
-    /// The backup the cluster was rebuilt from.
+    /// `Survivor` or `Backup`.
+    #[serde(default)]
+    pub source: RecoverySource,
+    /// The member that seeded the rebuilt cluster (source `Survivor`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub member: Option<String>,
+    /// The revision the rebuilt cluster starts from: the survivor's, or
+    /// the backup's. 0 in records written before it
+    /// existed: see `backupRevision`.
+    #[serde(default)]
+    pub seed_revision: i64,
+    /// The backup the cluster was rebuilt from (source `Backup`).
+    #[serde(default)]
     pub backup: String,
     /// When that backup was taken (RFC 3339).
+    #[serde(default)]
     pub backup_time: String,
     /// The revision the backup holds.
+    #[serde(default)]
     pub backup_revision: i64,
     /// The last revision seen before the loss (0 if never seen).
     pub last_seen_revision: i64,
-    /// Revisions written after the backup and lost with the old members.
+    /// Revisions seen before the loss that the rebuilt cluster does not
+    /// hold (the last seen minus the seed revision, at least 0).
     pub lost_revisions: i64,
     /// When the rebuild started (RFC 3339).
     pub recovered_at: String,
-    /// Where the old members' data was moved (kept for forensics).
+    /// Where the old members' data was moved (kept for forensics; empty
+    /// for a rebuild from a survivor, whose data is used in place).
+    #[serde(default)]
     pub old_data: String,
 }
 

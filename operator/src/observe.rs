@@ -7,7 +7,7 @@ use futures::future::join_all;
 
 use crate::crd::MemberStatus;
 use crate::etcd::{self, Clients, ListedMember};
-use crate::plan::{DbFacts, EtcdMember, Member, Observed, Runtime, TlsState};
+use crate::plan::{DbFacts, EtcdMember, Member, Observed, Position, Runtime, TlsState};
 use crate::platform::{self, ClusterRecord, Platform, PlatformMember};
 use crate::tls::{ClientTls, is_https, same_endpoint, url_host};
 
@@ -82,6 +82,18 @@ pub async fn observe<P: Platform>(
         }
     }))
     .await;
+    // A member that runs but does not answer on its client port may be
+    // waiting for a quorum to publish itself (restarted after a quorum
+    // loss): its metrics still say how far its log goes. A paused or cut
+    // off member answers neither.
+    let metered: Vec<Option<Position>> =
+        join_all(pm.iter().zip(&statuses).map(|(m, s)| async move {
+            match (&m.metrics_url, s) {
+                (Some(url), None) if m.running => crate::member::metrics::position(url).await,
+                _ => None,
+            }
+        }))
+        .await;
 
     // The leader as the member with the newest term sees it.
     let leader_id = statuses
@@ -124,7 +136,7 @@ pub async fn observe<P: Platform>(
         ..Observation::default()
     };
     let mut seen_peers = Vec::new();
-    for (m, status) in pm.iter().zip(&statuses) {
+    for ((m, status), metered) in pm.iter().zip(&statuses).zip(metered) {
         seen_peers.push(m.addr.peer_url.clone());
         // Matched whatever the scheme: a member moving to or from TLS is
         // listed with its old scheme until the list is updated.
@@ -169,6 +181,15 @@ pub async fn observe<P: Platform>(
                 in_use: s.db_size_in_use,
                 ..DbFacts::default()
             };
+        }
+        if let Some(member) = observation.observed.members.last_mut() {
+            member.position = status
+                .as_ref()
+                .map(|s| Position {
+                    raft_index: s.raft_index,
+                    revision: s.revision,
+                })
+                .or(metered);
         }
     }
     // Members etcd lists that the platform does not have.
@@ -240,6 +261,7 @@ pub async fn observe<P: Platform>(
     } else {
         record.last_voters
     };
+    observation.observed.reseeding = record.reseeding.clone();
     observation.platform = pm;
     observation.listed = listed;
     Ok(observation)
@@ -296,6 +318,7 @@ impl Observation {
             healthy,
             raft_index,
             db: DbFacts::default(),
+            position: None,
         });
     }
 }

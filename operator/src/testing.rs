@@ -6,7 +6,9 @@
 //! panics) stops them all. Every wait is bounded ([`WAIT`]) and polls a
 //! condition.
 
+pub mod acked;
 pub mod mutate;
+pub mod writer;
 
 use std::collections::HashSet;
 use std::net::Ipv4Addr;
@@ -15,7 +17,6 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 pub use crate::metrics::scrape as metrics;
-pub mod writer;
 
 use crate::crd::EtcdCluster;
 use crate::platform::local::layout::{Layout, MemberRecord, read_json};

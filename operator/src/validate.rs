@@ -46,6 +46,10 @@ pub struct ValidSpec {
     pub restore_from_backup: bool,
     /// Raft timing of every member.
     pub tuning: Tuning,
+    /// Rebuild from the most advanced surviving member when a majority is
+    /// lost for good (`spec.recovery.fromSurvivor`, by default
+    /// `restoreFromBackup` on persistent storage).
+    pub from_survivor: bool,
     /// TLS of members and clients.
     pub tls: TlsPolicy,
     /// etcd's quota and auto-compaction ([`crate::member::backend`]).
@@ -252,6 +256,21 @@ pub fn validate(
             None
         }
     };
+    let persistent = spec.storage.policy == StoragePolicy::Persistent;
+    let from_survivor = match spec.recovery.as_ref().and_then(|r| r.from_survivor) {
+        Some(true) if !persistent => {
+            err(
+                "spec.recovery.fromSurvivor",
+                "needs spec.storage.policy: Persistent: with Ephemeral storage a member's data \
+                 does not outlive the restart that would rebuild the cluster from it; remove \
+                 fromSurvivor or use Persistent storage"
+                    .into(),
+            );
+            false
+        }
+        Some(on) => on,
+        None => restore_from_backup && persistent,
+    };
     let (backend, defrag) = backend::check(spec, &mut errors);
     match (version, tuning) {
         (Some(version), Some(tuning)) if errors.is_empty() => Ok(ValidSpec {
@@ -266,6 +285,7 @@ pub fn validate(
             tuning,
             backend,
             defrag,
+            from_survivor,
         }),
         _ => Err(Invalid(errors)),
     }
@@ -485,6 +505,7 @@ mod tests {
         let mut s = spec(3, "3.4.23");
         s.recovery = Some(RecoverySpec {
             restore_from_backup: true,
+            from_survivor: None,
         });
         assert_eq!(
             fields(validate("demo", &s, &V)),
@@ -559,6 +580,44 @@ mod tests {
         });
         let v = validate("demo", &s, &V).expect("valid");
         assert_eq!(v.tuning, Tuning::new(Some(25), Some(250)));
+    }
+
+    #[test]
+    fn from_survivor_follows_restore_from_backup_unless_set_and_needs_persistent_storage() {
+        let mut s = spec(3, "3.4.23");
+        s.backup = Some(BackupSpec {
+            interval: "30m".into(),
+            max_backups: 3,
+            location: None,
+        });
+        let recovery = |restore, survivor| {
+            Some(RecoverySpec {
+                restore_from_backup: restore,
+                from_survivor: survivor,
+            })
+        };
+        for (r, fs, want) in [
+            (true, None, true),
+            (false, None, false),
+            (true, Some(false), false),
+            (false, Some(true), true),
+        ] {
+            s.recovery = recovery(r, fs);
+            let v = validate("demo", &s, &V).expect("valid");
+            assert_eq!(
+                (v.restore_from_backup, v.from_survivor),
+                (r, want),
+                "{r} {fs:?}"
+            );
+        }
+        s.storage.policy = StoragePolicy::Ephemeral;
+        s.recovery = recovery(true, None);
+        let v = validate("demo", &s, &V).expect("valid: the default just stays off");
+        assert!(!v.from_survivor);
+        s.recovery = recovery(true, Some(true));
+        let e = validate("demo", &s, &V).expect_err("an explicit fromSurvivor is refused");
+        assert_eq!(e.0[0].field, "spec.recovery.fromSurvivor");
+        assert!(e.to_string().contains("Persistent"), "{e}");
     }
 
     #[test]

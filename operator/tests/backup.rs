@@ -15,7 +15,9 @@ fn with_backup(name: &str, interval: &str, keep: u32, restore_flag: bool) -> Str
         "  backup:\n    interval: {interval}\n    maxBackups: {keep}\n"
     ));
     if restore_flag {
-        m.push_str("  recovery:\n    restoreFromBackup: true\n");
+        // The backup path itself: a kept member would otherwise seed the
+        // rebuild (fromSurvivor follows restoreFromBackup; tests/survivor.rs).
+        m.push_str("  recovery:\n    restoreFromBackup: true\n    fromSurvivor: false\n");
     }
     m
 }

@@ -162,6 +162,7 @@ fn config(member: &str) -> MemberConfig {
         tls: Default::default(),
         tuning: Default::default(),
         backend: Default::default(),
+        force_new_cluster: false,
     }
 }
 

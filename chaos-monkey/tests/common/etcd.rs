@@ -128,6 +128,7 @@ impl Cluster {
                 bootstrap: true,
                 tls: Default::default(),
                 backend: Default::default(),
+                force_new_cluster: false,
                 initial_cluster: self.initial.clone(),
                 initial_state: InitialState::New,
                 token: "net".into(),

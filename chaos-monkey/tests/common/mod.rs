@@ -233,6 +233,7 @@ impl FakeState {
                 tls: Default::default(),
                 tuning: Default::default(),
                 backend: Default::default(),
+                force_new_cluster: false,
                 initial_cluster: String::new(),
                 initial_state: InitialState::New,
                 token: "test".into(),

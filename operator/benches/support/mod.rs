@@ -151,6 +151,7 @@ pub fn hand(dir: &Path, seed: &str, name: &str, taken: &mut HashSet<std::net::Ip
             tls: Default::default(),
             tuning: Default::default(),
             backend: Default::default(),
+            force_new_cluster: false,
             initial_cluster: String::new(),
             initial_state: InitialState::New,
             token: "floor".into(),

@@ -35,12 +35,15 @@ pub struct Schedule {
 
 impl Schedule {
     /// Starts backing a cluster up into `location` of `store` on `policy`;
-    /// each backup taken or failed is counted in `metrics`.
+    /// each backup taken or failed is counted in `metrics`; with
+    /// `full_now`, the first backup is due at once (after a rebuild: the
+    /// backups kept hold another history).
     pub fn start<S: BackupStore>(
         policy: BackupPolicy,
         location: Location,
         store: Arc<S>,
         metrics: ClusterMetrics,
+        full_now: bool,
     ) -> Self {
         let (candidates, rx) = watch::channel(Vec::new());
         let status = Arc::new(Mutex::new(BackupStatus::default()));
@@ -52,6 +55,7 @@ impl Schedule {
                 store,
                 rx,
                 (status.clone(), metrics),
+                full_now,
             )
             .instrument(span),
         );
@@ -114,6 +118,7 @@ async fn run<S: BackupStore>(
     store: Arc<S>,
     mut candidates: watch::Receiver<Vec<Candidate>>,
     (status, metrics): (Arc<Mutex<BackupStatus>>, ClusterMetrics),
+    mut full_now: bool,
 ) {
     let set =
         |f: &dyn Fn(&mut BackupStatus)| f(&mut status.lock().unwrap_or_else(|e| e.into_inner()));
@@ -129,9 +134,10 @@ async fn run<S: BackupStore>(
     let mut source_index = 0usize;
     loop {
         let kept = store.list(&location).await.unwrap_or_default();
-        let due = kept
-            .first()
-            .map_or(0, |m| m.unix_ms.saturating_add(interval_ms));
+        let due = match kept.first() {
+            Some(m) if !full_now => m.unix_ms.saturating_add(interval_ms),
+            _ => 0,
+        };
         let good = kept.iter().filter(|m| !damaged.contains(&m.name)).count();
         set(&|s| {
             s.kept = i64::try_from(good).unwrap_or(i64::MAX);
@@ -166,6 +172,7 @@ async fn run<S: BackupStore>(
                 failures = 0;
                 let taken = UNIX_EPOCH + Duration::from_millis(meta.unix_ms);
                 metrics.backup_taken(meta.size, taken);
+                full_now = false;
                 tracing::info!(
                     backup = %meta.name, revision = meta.revision, bytes = meta.size,
                     from = %meta.member, "backup taken and verified"

@@ -135,6 +135,10 @@ pub(super) async fn run<P: Platform>(
             tracing::info!(cluster = %c.name, "{step}: done");
             Ok(())
         }
+        Step::RebuildFromSurvivor { member, revision } => {
+            c.rebuild_from_survivor(member, *revision).await
+        }
+        Step::FinishReseed { member } => c.finish_reseed(member).await,
         Step::Wait(_) | Step::Converged => Ok(()),
     }
 }
@@ -295,6 +299,7 @@ async fn bootstrap<P: Platform>(
                     tls: state.files.clone(),
                     tuning: spec.tuning,
                     backend: spec.backend.clone(),
+                    force_new_cluster: false,
                 };
                 c.tls_install(&addr, &state).await?;
                 c.crashes.started(&addr.name);
@@ -358,6 +363,7 @@ async fn add_learner<P: Platform>(
         tls: state.files.clone(),
         tuning: spec.tuning,
         backend: spec.backend.clone(),
+        force_new_cluster: false,
     };
     c.crashes.started(&name);
     Ok(c.platform.create(&c.name, &config, None).await?)

@@ -9,7 +9,7 @@ use super::act::Error;
 use super::{Cluster, SpecState};
 use crate::backup::schedule::Schedule;
 use crate::backup::{BackupStore, Location, RestoreSource};
-use crate::crd::RecoveryStatus;
+use crate::crd::{RecoverySource, RecoveryStatus};
 use crate::observe::Observation;
 use crate::platform::Platform;
 use crate::validate::ValidSpec;
@@ -43,7 +43,36 @@ impl<P: Platform> Cluster<P> {
             keep = policy.max_backups, "backup schedule"
         );
         let metrics = self.metrics.clone();
-        self.schedule = Some(Schedule::start(policy.clone(), location, store, metrics));
+        self.schedule = Some(Schedule::start(
+            policy.clone(),
+            location,
+            store,
+            metrics,
+            false,
+        ));
+    }
+
+    /// After a rebuild the cluster's history goes on from another point:
+    /// the schedule starts again and takes a full backup as soon as a
+    /// member is ready, whatever the newest backup's age.
+    pub(super) fn new_backup_chain(&mut self) {
+        let SpecState::Valid { spec, .. } = &self.spec else {
+            return;
+        };
+        let Some(policy) = &spec.backup else {
+            return;
+        };
+        let location = self.backup_location(spec);
+        let store = self.platform.backups();
+        let metrics = self.metrics.clone();
+        self.schedule = None;
+        self.schedule = Some(Schedule::start(
+            policy.clone(),
+            location,
+            store,
+            metrics,
+            true,
+        ));
     }
 
     /// Offers the ready members (followers first) to the schedule.
@@ -70,19 +99,27 @@ impl<P: Platform> Cluster<P> {
         );
     }
 
-    /// Whether a verified backup exists to rebuild from. Only asked while
-    /// quorum is lost, and only worth an answer when the spec allows a
-    /// rebuild (the store remembers what it checked, see
-    /// [`BackupStore::any_good`]).
-    pub(super) async fn backup_available(&self) -> bool {
+    /// The revision of the newest verified backup to rebuild from, if one
+    /// exists: the plan prefers a survivor unless that backup holds more.
+    /// Only asked while quorum is lost, and only worth an answer when the
+    /// spec allows a rebuild from backups (the store remembers what it
+    /// checked, see [`BackupStore::any_good`]).
+    pub(super) async fn backup_available(&self) -> Option<i64> {
         let SpecState::Valid { spec, .. } = &self.spec else {
-            return false;
+            return None;
         };
         if !spec.restore_from_backup {
-            return false;
+            return None;
         }
         let location = self.backup_location(spec);
-        self.platform.backups().any_good(&location).await
+        let store = self.platform.backups();
+        if !store.any_good(&location).await {
+            return None;
+        }
+        match store.newest_good(&location).await {
+            Ok((Some(meta), _)) => Some(meta.revision),
+            _ => None,
+        }
     }
 
     /// The snapshot a new bootstrap restores every member from: the one a
@@ -125,9 +162,11 @@ impl<P: Platform> Cluster<P> {
             .to_string()
             .replace(':', "");
         let old_data = self.platform.retire_members(&self.name, &tag).await?;
-        let last_seen = self.record.last_revision;
+        let last_seen = self.last_seen_revision();
         let lost = (last_seen - meta.revision).max(0);
         let recovery = RecoveryStatus {
+            source: RecoverySource::Backup,
+            seed_revision: meta.revision,
             backup: meta.name.clone(),
             backup_time: meta.time.clone(),
             backup_revision: meta.revision,
@@ -135,6 +174,7 @@ impl<P: Platform> Cluster<P> {
             lost_revisions: lost,
             recovered_at: humantime::format_rfc3339_seconds(now).to_string(),
             old_data,
+            ..RecoveryStatus::default()
         };
         tracing::error!(
             "quorum lost for good: rebuilding from backup {} taken at {} (revision {}); the last \
@@ -146,6 +186,7 @@ impl<P: Platform> Cluster<P> {
             recovery.old_data
         );
         self.record.bootstrapped = false;
+        self.record.reseeding = None;
         self.record.initial.clear();
         self.record.restore_from = Some(staged);
         self.record.last_recovery = Some(recovery);
@@ -153,6 +194,7 @@ impl<P: Platform> Cluster<P> {
         // is measured from there, not from the old cluster's history.
         self.record.last_revision = meta.revision;
         self.save_record().await;
+        self.new_backup_chain();
         Ok(())
     }
 

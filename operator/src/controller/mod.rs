@@ -12,6 +12,7 @@ pub mod kube;
 pub mod live;
 pub mod local;
 mod maintenance;
+mod recovery;
 mod remember;
 pub mod status;
 mod tls;
@@ -318,7 +319,9 @@ impl<P: Platform> Cluster<P> {
                     p.crash_looping &= looping.contains(&m.name);
                 }
             }
-            obs.observed.backup_available = self.backup_available().await;
+            let backup = self.backup_available().await;
+            obs.observed.backup_available = backup.is_some();
+            obs.observed.backup_revision = backup;
         }
         let step = match &valid {
             Some(spec) => {

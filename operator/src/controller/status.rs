@@ -347,6 +347,9 @@ fn judge<P>(
             ..
         } => (Phase::Recovering, "ReplacingCorruptMember"),
         Step::RestoreFromBackup => (Phase::Recovering, "RestoringFromBackup"),
+        Step::RebuildFromSurvivor { .. } | Step::FinishReseed { .. } => {
+            (Phase::Recovering, "RebuildingFromSurvivor")
+        }
         Step::Remove {
             why: RemoveWhy::ScaleDown,
             ..

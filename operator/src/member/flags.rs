@@ -8,7 +8,9 @@ use crate::tls::{files, is_https};
 
 /// The port of etcd's plain `http://` metrics and health listener, added
 /// in a pod whose client port wants client certificates (the kubelet's
-/// probes have none).
+/// probes have none), and on every local member: the operator reads the
+/// position of a member that cannot answer on its client port from it
+/// ([`super::metrics`]).
 pub const METRICS_PORT: u16 = 2381;
 
 /// Where a member listens.
@@ -97,6 +99,12 @@ pub fn etcd_args(
     // created before those fields existed keep their exact command line.
     .chain(config.backend.flags())
     .collect();
+    if listen == Listen::Advertised
+        && let Some(host) = crate::tls::url_host(&config.addr.client_url)
+    {
+        flags.push("--listen-metrics-urls".into());
+        flags.push(format!("http://{host}:{METRICS_PORT}"));
+    }
     // Mutual TLS: a peer or client must present a certificate the
     // trusted CAs signed. Boolean flags take `=`.
     if tls.peer {
@@ -109,6 +117,11 @@ pub fn etcd_args(
     // refuses to start (and, failing by itself, is replaced as a crash
     // loop) instead of serving wrong data.
     flags.push("--experimental-initial-corrupt-check=true".into());
+    // The seed of a rebuild after a quorum loss: its data and member id
+    // kept, every other member dropped from its member list.
+    if config.force_new_cluster {
+        flags.push("--force-new-cluster=true".into());
+    }
     flags
 }
 
@@ -146,6 +159,7 @@ mod tests {
             tls: MemberTls::default(),
             tuning: Tuning::default(),
             backend: Default::default(),
+            force_new_cluster: false,
         }
     }
 
@@ -191,14 +205,28 @@ mod tests {
             flag(&pod, "--listen-client-urls").as_deref(),
             Some("http://0.0.0.0:2379")
         );
-        let differ = args.iter().zip(&pod).filter(|(a, b)| a != b).count();
-        assert_eq!((pod.len(), differ), (args.len(), 2), "only the listen URLs");
+        // Locally the metrics listener is on the member's own address.
+        assert_eq!(
+            flag(&args, "--listen-metrics-urls").as_deref(),
+            Some("http://127.1.2.3:2381")
+        );
+        assert_eq!(flag(&pod, "--listen-metrics-urls"), None);
+        let metrics = args.iter().position(|a| a == "--listen-metrics-urls");
+        let mut local = args.clone();
+        local.drain(metrics.expect("metrics")..metrics.expect("metrics") + 2);
+        let differ = local.iter().zip(&pod).filter(|(a, b)| a != b).count();
+        assert_eq!(
+            (pod.len(), differ),
+            (local.len(), 2),
+            "only the listen URLs"
+        );
         assert!(
             !args
                 .iter()
                 .any(|a| a.contains("heartbeat") || a.contains("election")),
             "etcd's default timing is not spelled out: {args:?}"
         );
+        assert!(!args.iter().any(|a| a.contains("force-new-cluster")));
     }
 
     #[test]
@@ -216,6 +244,37 @@ mod tests {
         assert!(joined.contains("--election-timeout 3000"), "{joined}");
         // The defaults written out are the defaults: no flag, no restart.
         assert_eq!(Tuning::new(Some(100), Some(1000)), Tuning::default());
+    }
+
+    #[test]
+    fn the_seed_of_a_rebuild_forces_a_new_cluster_on_every_platform() {
+        let seed = MemberConfig {
+            force_new_cluster: true,
+            ..config()
+        };
+        for listen in [Listen::Advertised, Listen::Everywhere] {
+            let args = etcd_args(&seed, Path::new("/data"), Path::new("/t"), listen);
+            let plain = etcd_args(&config(), Path::new("/data"), Path::new("/t"), listen);
+            assert_eq!(
+                args.last().map(String::as_str),
+                Some("--force-new-cluster=true")
+            );
+            assert_eq!(args[..args.len() - 1], plain[..], "nothing else changes");
+        }
+    }
+
+    #[test]
+    fn a_record_without_the_flag_loads_and_is_written_without_it() {
+        let json = serde_json::to_value(config()).expect("json");
+        assert!(json.get("forceNewCluster").is_none(), "{json}");
+        let old: MemberConfig = serde_json::from_value(json).expect("an older record");
+        assert!(!old.force_new_cluster);
+        let seed = MemberConfig {
+            force_new_cluster: true,
+            ..config()
+        };
+        let json = serde_json::to_value(&seed).expect("json");
+        assert_eq!(json["forceNewCluster"], true);
     }
 
     #[test]
@@ -244,7 +303,11 @@ mod tests {
         for f in ["--peer-client-cert-auth=true", "--client-cert-auth=true"] {
             assert!(args.iter().any(|a| a == f), "{f}");
         }
-        assert_eq!(flag(&args, "--listen-metrics-urls"), None);
+        assert_eq!(
+            flag(&args, "--listen-metrics-urls").as_deref(),
+            Some("http://127.1.2.3:2381"),
+            "plain, also with TLS"
+        );
         let pod = etcd_args(&c, Path::new("/data"), Path::new("/t"), Listen::Everywhere);
         assert_eq!(
             flag(&pod, "--listen-client-urls").as_deref(),

@@ -9,6 +9,7 @@
 pub mod backend;
 pub mod flags;
 pub mod hints;
+pub mod metrics;
 pub mod tuning;
 
 use serde::{Deserialize, Serialize};
@@ -77,6 +78,14 @@ pub struct MemberConfig {
     /// defaults, so records written before it existed stay the same).
     #[serde(default, skip_serializing_if = "Backend::is_default")]
     pub backend: Backend,
+    /// Start it with `--force-new-cluster`: it keeps its data and member id
+    /// and becomes a cluster of one, every other member dropped from its
+    /// member list. Set only while a cluster whose quorum is lost for good
+    /// is rebuilt from this member (see the plan's rules), and cleared once
+    /// it serves, before any member joins it: a later start with the flag
+    /// would drop them again. Absent in records written before it existed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub force_new_cluster: bool,
 }
 
 /// What a member's etcd is given for TLS. Whether its peer and client

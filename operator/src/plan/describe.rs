@@ -52,6 +52,16 @@ impl fmt::Display for Step {
                 };
                 write!(f, "disarm member {:x}'s {kind}", alarm.member)
             }
+            Step::RebuildFromSurvivor { member, revision } => write!(
+                f,
+                "rebuild the cluster from member {member}, the most advanced survivor (revision \
+                 {revision}): restart it alone with --force-new-cluster (quorum is lost for good)"
+            ),
+            Step::FinishReseed { member } => write!(
+                f,
+                "member {member} serves as a cluster of one: later starts no longer force a new \
+                 cluster"
+            ),
             Step::Upgrade { member, to } => write!(f, "upgrade member {member} to {to}"),
             Step::RenewCertificates { member } => {
                 write!(f, "renew the certificates of member {member}")
@@ -110,6 +120,8 @@ impl Wait {
             Wait::CorruptUnconfirmed { .. } => "CorruptAlarm",
             Wait::DefragWouldRiskQuorum => "NoSpaceDefragWouldRiskQuorum",
             Wait::QuotaFull { .. } => "NoSpaceQuotaFull",
+            Wait::SurvivorSilent { .. } => "SurvivorSilent",
+            Wait::Reseeding { .. } => "RebuildingFromSurvivor",
         }
     }
 
@@ -118,7 +130,11 @@ impl Wait {
     pub fn is_problem(&self) -> bool {
         !matches!(
             self,
-            Wait::Paused | Wait::Forming | Wait::MemberNotReady { .. } | Wait::Electing { .. }
+            Wait::Paused
+                | Wait::Forming
+                | Wait::MemberNotReady { .. }
+                | Wait::Electing { .. }
+                | Wait::Reseeding { .. }
         )
     }
 }
@@ -146,12 +162,19 @@ impl fmt::Display for Wait {
                 match no_restore {
                     NoRestore::FlagOff => write!(
                         f,
-                        "waiting: set spec.recovery.restoreFromBackup to rebuild from the newest \
-                         backup (writes after it are lost), or bring members back by hand"
+                        "waiting: set spec.recovery.fromSurvivor to rebuild from the member that \
+                         kept the most (nothing it kept is lost), or \
+                         spec.recovery.restoreFromBackup to rebuild from the newest backup \
+                         (writes after it are lost), or bring members back by hand"
                     ),
                     NoRestore::NoBackup => write!(
                         f,
                         "spec.recovery.restoreFromBackup is set but there is no verified backup"
+                    ),
+                    NoRestore::NoSurvivor => write!(
+                        f,
+                        "spec.recovery.fromSurvivor is set but no member kept its data; set \
+                         spec.recovery.restoreFromBackup to rebuild from the newest backup"
                     ),
                 }
             }
@@ -168,6 +191,17 @@ impl fmt::Display for Wait {
                 f,
                 "cannot go from {from} to {to}: upgrades move one minor version forward \
                  at a time and never down"
+            ),
+            Wait::SurvivorSilent { member } => write!(
+                f,
+                "quorum lost for good, but member {member} runs with its data and does not \
+                 answer (paused, cut off?): it may be the most advanced, so the rebuild waits \
+                 for it to answer or stop"
+            ),
+            Wait::Reseeding { member } => write!(
+                f,
+                "member {member} was restarted alone with --force-new-cluster and is not serving \
+                 yet"
             ),
             Wait::UpgradeNeedsThreeMembers => write!(
                 f,

@@ -12,11 +12,13 @@
 //! * a member whose data survived is restarted in place; one whose data is
 //!   gone is replaced (removed, then a new one added as a learner, started,
 //!   and promoted once it has caught up);
-//! * when quorum is lost it only restarts members whose data survived;
 //! * a TLS change or a new trusted CA restarts one member at a time, only
 //!   when every member is healthy and a voter can be spared, and never
 //!   gives a member an `https://` peer URL while a peer cannot dial it
 //!   (see [`tls`]); renewing certificates restarts nothing;
+//! * when quorum is lost it only restarts members whose data survived,
+//!   and rebuilds only when quorum is lost for good (the rules are in
+//!   [`lost`]): from the most advanced survivor, or from a backup;
 //! * it never restarts or removes the leader while another healthy voter
 //!   can take over: it hands the leadership over first
 //!   ([`Step::MoveLeader`]), to the most caught-up healthy voter that the
@@ -28,6 +30,7 @@
 use crate::crd::StoragePolicy;
 
 mod describe;
+pub mod lost;
 mod maintenance;
 #[cfg(test)]
 mod props;
@@ -68,7 +71,7 @@ pub fn plan(desired: &Desired, observed: &Observed) -> Step {
     if !observed.membership_known {
         return view.without_quorum(desired, observed);
     }
-    let step = view.with_quorum(desired);
+    let step = view.with_quorum(desired, observed);
     if desired.handover {
         view.hand_over_first(desired, step)
     } else {
@@ -147,18 +150,39 @@ impl<'a> View<'a> {
         })
     }
 
+    fn find(&self, name: &str) -> Option<&Member> {
+        self.members.iter().find(|m| m.name == name)
+    }
+
+    fn running(m: &Member) -> bool {
+        m.platform.as_ref().is_some_and(|p| p.running)
+    }
+
+    /// Without quorum: restart what kept its data; only when a quorum
+    /// cannot come back that way, rebuild (see [`lost`] for the rules).
     fn without_quorum(&self, d: &Desired, o: &Observed) -> Step {
+        // A rebuild from a survivor under way: its seed is started again
+        // if it stopped, and waited for while it starts. A seed lost for
+        // good itself leaves the choice to be made again below.
+        if let Some(seed) = o.reseeding.as_deref().and_then(|s| self.find(s)) {
+            if self.restartable(seed) {
+                return Step::Start {
+                    member: seed.name.clone(),
+                };
+            }
+            if Self::running(seed) {
+                return Step::Wait(Wait::Reseeding {
+                    member: seed.name.clone(),
+                });
+            }
+        }
         if let Some(m) = self.members.iter().find(|m| self.restartable(m)) {
             return Step::Start {
                 member: m.name.clone(),
             };
         }
         // Nothing left to restart: those running are all that can vote.
-        let alive = self
-            .members
-            .iter()
-            .filter(|m| m.platform.as_ref().is_some_and(|p| p.running))
-            .count();
+        let alive = self.members.iter().filter(|m| Self::running(m)).count();
         let voters = if o.voters_hint > 0 {
             o.voters_hint
         } else {
@@ -168,22 +192,51 @@ impl<'a> View<'a> {
         if alive >= needed {
             return Step::Wait(Wait::Electing { alive, needed });
         }
-        match (d.restore_from_backup, o.backup_available) {
-            (true, true) => Step::RestoreFromBackup,
-            (false, _) => Step::Wait(Wait::QuorumLost {
+        // Quorum is lost for good: rebuild from what holds the most.
+        let survivor = if d.from_survivor && self.persistent {
+            match lost::best_survivor(self.members) {
+                Ok(s) => s,
+                Err(silent) => {
+                    return Step::Wait(Wait::SurvivorSilent {
+                        member: silent.name.clone(),
+                    });
+                }
+            }
+        } else {
+            None
+        };
+        let backup = d.restore_from_backup && o.backup_available;
+        match (survivor, backup) {
+            (Some((_, p)), true) if o.backup_revision.is_some_and(|b| b > p.revision) => {
+                Step::RestoreFromBackup
+            }
+            (Some((m, p)), _) => Step::RebuildFromSurvivor {
+                member: m.name.clone(),
+                revision: p.revision,
+            },
+            (None, true) => Step::RestoreFromBackup,
+            (None, false) => Step::Wait(Wait::QuorumLost {
                 alive,
                 needed,
-                no_restore: NoRestore::FlagOff,
-            }),
-            (true, false) => Step::Wait(Wait::QuorumLost {
-                alive,
-                needed,
-                no_restore: NoRestore::NoBackup,
+                no_restore: if d.restore_from_backup {
+                    NoRestore::NoBackup
+                } else if d.from_survivor && self.persistent {
+                    NoRestore::NoSurvivor
+                } else {
+                    NoRestore::FlagOff
+                },
             }),
         }
     }
 
-    fn with_quorum(&self, d: &Desired) -> Step {
+    fn with_quorum(&self, d: &Desired, o: &Observed) -> Step {
+        // The seed of a rebuild serves: no later start of it may force a
+        // new cluster again, so that is settled before anyone joins.
+        if let Some(seed) = &o.reseeding {
+            return Step::FinishReseed {
+                member: seed.clone(),
+            };
+        }
         if let Some(step) = self.peer_url_mismatch() {
             return step;
         }

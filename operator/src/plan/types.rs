@@ -27,6 +27,9 @@ pub struct Desired {
     /// the leader (on unless the operator runs with
     /// `--no-leader-handover`, a switch for benchmarks).
     pub handover: bool,
+    /// Rebuild from the most advanced surviving member when quorum cannot
+    /// come back (`spec.recovery.fromSurvivor`).
+    pub from_survivor: bool,
     /// TLS wanted.
     pub tls: TlsWanted,
     /// Quota and defragmentation policy.
@@ -64,6 +67,7 @@ impl From<&ValidSpec> for Desired {
                 quota: s.backend.quota(),
                 fragmentation: s.defrag.as_ref().and_then(|d| d.fragmentation),
             },
+            from_survivor: s.from_survivor,
         }
     }
 }
@@ -84,6 +88,13 @@ pub struct Observed {
     pub backup_available: bool,
     /// Alarms, the revision and the last compaction.
     pub db: ClusterDb,
+    /// The revision the newest verified backup brings a rebuilt cluster
+    /// to, when known: a survivor behind
+    /// it is passed over for it.
+    pub backup_revision: Option<i64>,
+    /// A rebuild from this member is under way: it was started with
+    /// `--force-new-cluster`, which must be cleared before anyone joins it.
+    pub reseeding: Option<String>,
 }
 
 /// One member, joined from the platform's record and etcd's member list.
@@ -102,6 +113,19 @@ pub struct Member {
     pub raft_index: u64,
     /// Its database: size, free space, KV hash, defragmentation due.
     pub db: DbFacts,
+    /// How far its log goes, when it answered a status call.
+    pub position: Option<Position>,
+}
+
+/// How far a member's log goes, as its status says: the raft index it
+/// knows committed (what `--force-new-cluster` keeps), then its store
+/// revision. Ordered: the greater is the more advanced member.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Position {
+    /// Raft index (committed, as the member knows it).
+    pub raft_index: u64,
+    /// Store revision.
+    pub revision: i64,
 }
 
 /// A member as the platform runs it.
@@ -207,6 +231,22 @@ pub enum Step {
     Disarm {
         /// The alarm.
         alarm: Alarm,
+    },
+    /// Quorum is lost for good and `member`, the most advanced survivor,
+    /// kept its data: restart it alone with `--force-new-cluster` (its data
+    /// and id kept, the others dropped from its member list); the others
+    /// are then deleted as strays and new members added as learners.
+    RebuildFromSurvivor {
+        /// The survivor.
+        member: String,
+        /// Its revision when chosen.
+        revision: i64,
+    },
+    /// The seed of a rebuild serves: later starts of it must not force a
+    /// new cluster again (that would drop the members added next).
+    FinishReseed {
+        /// The seed.
+        member: String,
     },
     /// Restart a member on a new version, keeping its data (and with the
     /// spec's other settings, such as its tuning).
@@ -367,6 +407,19 @@ pub enum Wait {
         /// The quota.
         quota: i64,
     },
+    /// Quorum is lost for good, but a surviving member runs without
+    /// answering (paused, cut off): the most advanced survivor cannot be
+    /// chosen until it answers or stops.
+    SurvivorSilent {
+        /// The member.
+        member: String,
+    },
+    /// The seed of a rebuild was started with `--force-new-cluster` and is
+    /// not serving yet.
+    Reseeding {
+        /// The seed.
+        member: String,
+    },
 }
 
 /// Why a cluster that lost quorum is not rebuilt from a backup.
@@ -376,6 +429,9 @@ pub enum NoRestore {
     FlagOff,
     /// No verified backup exists.
     NoBackup,
+    /// No member kept its data, and no backup may be used (the flag is off
+    /// or there is none): said apart so the message names what is missing.
+    NoSurvivor,
 }
 
 impl Step {
@@ -426,6 +482,8 @@ impl Step {
             Step::RenewCertificates { .. } => "renew_certificates",
             Step::Reconfigure { .. } => "reconfigure",
             Step::UpdatePeerUrl { .. } => "update_peer_url",
+            Step::RebuildFromSurvivor { .. } => "rebuild_from_survivor",
+            Step::FinishReseed { .. } => "finish_reseed",
             Step::Compact { .. } => "compact",
             Step::Defragment { .. } => "defragment",
             Step::Disarm { .. } => "disarm",

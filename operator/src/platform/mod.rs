@@ -129,6 +129,11 @@ pub struct PlatformMember {
     /// while it cannot be reached (a pod without an IP yet). The published
     /// status keeps `addr.client_url`.
     pub call_url: Option<String>,
+    /// Where the operator reads the member's position from its metrics
+    /// ([`crate::member::metrics`]) when it does not answer on its client
+    /// port (restarted without quorum): locally `http://IP:2381/metrics`;
+    /// `None` on Kubernetes (not offered there yet).
+    pub metrics_url: Option<String>,
     /// The platform restarts the member by itself (the kubelet does, on
     /// Kubernetes) and it keeps failing right after start: reported as not
     /// running, and its data is not trusted, as the controller's own
@@ -192,6 +197,10 @@ pub struct ClusterRecord {
     /// The last rebuild after a quorum loss.
     #[serde(default)]
     pub last_recovery: Option<crate::crd::RecoveryStatus>,
+    /// The member a rebuild from a survivor started with
+    /// `--force-new-cluster`, until it serves and the flag is cleared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reseeding: Option<String>,
 }
 
 /// Something that happened to a member without the operator asking.
@@ -283,6 +292,28 @@ pub trait Platform: TlsStore + Send + Sync + 'static {
     ) -> impl Future<Output = Result<()>> + Send;
     /// Stops a member (at once) and deletes it with its data.
     fn delete(&self, cluster: &str, member: &str) -> impl Future<Output = Result<()>> + Send;
+    /// Stops a member gracefully, keeping its data, and starts it again
+    /// with `--force-new-cluster` ([`MemberConfig::force_new_cluster`],
+    /// recorded so a start cut short is finished the same way): it becomes
+    /// a cluster of one with its data and member id, the seed of a rebuild
+    /// after a quorum loss. Needs the member's data to outlive its process
+    /// (a volume claim on Kubernetes).
+    fn force_new_cluster(
+        &self,
+        cluster: &str,
+        member: &str,
+    ) -> impl Future<Output = Result<()>> + Send;
+    /// The seed serves: its recorded configuration drops
+    /// `--force-new-cluster`, so that no later start of it drops the
+    /// members added next. Locally only the record changes (the process
+    /// goes on); on Kubernetes the pod is re-created on its claim, since a
+    /// pod's arguments cannot change and the kubelet would restart the
+    /// container with the flag.
+    fn end_force_new_cluster(
+        &self,
+        cluster: &str,
+        member: &str,
+    ) -> impl Future<Output = Result<()>> + Send;
     /// Stops every member of a cluster (at once) and moves their data aside
     /// (never deleted: it may hold writes a restore loses). Returns where it
     /// went.
@@ -310,6 +341,14 @@ pub trait Platform: TlsStore + Send + Sync + 'static {
         cluster: &str,
         resource: &EtcdCluster,
     ) -> impl Future<Output = Result<()>> + Send;
+    /// Reports something a person should know about the cluster (a rebuild
+    /// after a quorum loss, and what it kept): an Event on the resource on
+    /// Kubernetes. The controller logs it too; locally there is nothing
+    /// more to do.
+    fn event(&self, cluster: &str, reason: &str, message: &str) -> impl Future<Output = ()> + Send {
+        let _ = (cluster, reason, message);
+        async {}
+    }
     /// Why a member last failed, from the end of its log, for the status of
     /// a member that keeps failing at start (`None` where no log is kept).
     fn failure_hint(

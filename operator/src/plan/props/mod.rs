@@ -44,6 +44,8 @@ struct M {
     defragging: bool,
     /// Defragmented since the NOSPACE alarm was raised.
     defragged_since_alarm: bool,
+    /// How far its log goes (a committed index, and the revision too).
+    pos: u64,
 }
 
 /// The KV hash of good data.
@@ -73,6 +75,10 @@ struct Model {
     revision: i64,
     /// The revision last compacted to.
     compacted: i64,
+    /// Rebuilt from this survivor, at this position.
+    reseeded: Option<(String, u64)>,
+    /// The seed of a rebuild still starts with `--force-new-cluster`.
+    reseeding: Option<String>,
 }
 
 impl Model {
@@ -89,6 +95,8 @@ impl Model {
             nospace: None,
             revision: 1,
             compacted: 0,
+            reseeded: None,
+            reseeding: None,
         }
     }
 
@@ -169,6 +177,8 @@ impl Model {
                 revision: self.revision,
                 compacted: self.compacted,
             },
+            backup_revision: None,
+            reseeding: self.reseeding.clone(),
             members: self
                 .members
                 .iter()
@@ -208,6 +218,10 @@ impl Model {
                     } else {
                         DbFacts::default()
                     },
+                    position: (Self::up(m) && m.has_data).then_some(Position {
+                        raft_index: m.pos,
+                        revision: i64::try_from(m.pos).unwrap_or(i64::MAX),
+                    }),
                 })
                 .collect(),
         }
@@ -258,6 +272,7 @@ impl Model {
             hash: TRUTH,
             defragging: false,
             defragged_since_alarm: false,
+            pos: 0,
         }
     }
 
@@ -325,7 +340,22 @@ impl Model {
                 self.members.clear();
                 self.bootstrapped = false;
                 self.restored = true;
+                self.reseeding = None;
             }
+            Step::RebuildFromSurvivor { member, .. } => {
+                for m in &mut self.members {
+                    let seed = &m.name == member;
+                    m.in_etcd = seed;
+                    if seed {
+                        m.learner = false;
+                        m.running = true;
+                        m.hung = false;
+                        self.reseeded = Some((m.name.clone(), m.pos));
+                    }
+                }
+                self.reseeding = Some(member.clone());
+            }
+            Step::FinishReseed { .. } => self.reseeding = None,
             Step::Wait(_) | Step::Converged => {}
         }
         if self.storage == StoragePolicy::Ephemeral {
@@ -334,6 +364,38 @@ impl Model {
             }
         }
         self.settle();
+    }
+
+    /// Whether a quorum may still come back by itself or by restarts:
+    /// voters that run (answering or not: paused, cut off) or kept their
+    /// data form a quorum. Nothing may be rebuilt while this holds.
+    fn could_come_back(&self) -> bool {
+        let voters = self.voters().count();
+        let alive = self
+            .voters()
+            .filter(|m| m.on_platform && (m.running || m.has_data))
+            .count();
+        voters > 0 && alive >= quorum(voters)
+    }
+
+    /// A write committed by the voters that are up, all but `lagging`
+    /// when the others still make a quorum: positions drift apart.
+    fn write(&mut self, lagging: usize) {
+        if !self.bootstrapped || !self.has_quorum() || self.members.is_empty() {
+            return;
+        }
+        let lagging = &self.members[lagging % self.members.len()].name.clone();
+        let voters = self.voters().count();
+        let others = self
+            .voters()
+            .filter(|m| Self::up(m) && &m.name != lagging)
+            .count();
+        let skip = others >= quorum(voters);
+        for m in &mut self.members {
+            if m.in_etcd && !m.learner && Self::up(m) && !(skip && &m.name == lagging) {
+                m.pos += 1;
+            }
+        }
     }
 
     /// Whether a majority of voters still has data (or is running).
@@ -435,12 +497,13 @@ fn fault() -> impl Strategy<Value = Fault> {
     (kind, 0usize..16).prop_map(|(kind, victim)| Fault { kind, victim })
 }
 
-/// Either a fault or a plan step, and sometimes a new spec size or
-/// timing.
+/// Either a fault or a plan step, a write (one member may lag it), and
+/// sometimes a new spec size or timing.
 #[derive(Clone, Debug)]
 enum Event {
     Fault(Fault),
     Step,
+    Write(usize),
     Resize(usize),
     Retune(Tuning),
 }
@@ -457,6 +520,7 @@ fn event() -> impl Strategy<Value = Event> {
     prop_oneof![
         3 => fault().prop_map(Event::Fault),
         6 => Just(Event::Step),
+        2 => (0usize..16).prop_map(Event::Write),
         1 => (1usize..=9).prop_map(Event::Resize),
         1 => tuning().prop_map(Event::Retune),
     ]

@@ -63,6 +63,7 @@ mod tests {
             tls: Default::default(),
             tuning: Default::default(),
             backend: Default::default(),
+            force_new_cluster: false,
         }
     }
 

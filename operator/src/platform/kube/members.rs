@@ -166,6 +166,7 @@ fn member(
             call_url: pod
                 .filter(|_| running)
                 .and_then(|p| pod_url(p, config.client_https())),
+            metrics_url: None,
             crash_looping: looping,
             problem: pod.filter(|_| !ready).and_then(problem),
             tls: config.tls.clone(),

@@ -32,6 +32,7 @@ pub mod error;
 pub mod members;
 pub mod objects;
 pub mod pod;
+mod reseed;
 mod shared;
 pub mod tls;
 pub mod trouble;
@@ -348,6 +349,18 @@ impl Platform for KubePlatform {
 
     async fn delete(&self, cluster: &str, member: &str) -> Result<()> {
         Ok(self.delete_member(cluster, member).await?)
+    }
+
+    async fn force_new_cluster(&self, cluster: &str, member: &str) -> Result<()> {
+        Ok(self.set_force_new_cluster(cluster, member, true).await?)
+    }
+
+    async fn end_force_new_cluster(&self, cluster: &str, member: &str) -> Result<()> {
+        Ok(self.set_force_new_cluster(cluster, member, false).await?)
+    }
+
+    async fn event(&self, cluster: &str, reason: &str, message: &str) {
+        self.warn(cluster, reason, message).await;
     }
 
     async fn retire_members(&self, cluster: &str, tag: &str) -> Result<String> {

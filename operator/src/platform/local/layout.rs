@@ -251,6 +251,7 @@ mod tests {
                 tls: Default::default(),
                 tuning: Default::default(),
                 backend: Default::default(),
+                force_new_cluster: false,
             },
             ip: Ipv4Addr::new(127, 31, 4, 7),
             process: Some(ProcessId {

@@ -274,6 +274,8 @@ impl Platform for LocalPlatform {
                     .as_deref()
                     .and_then(|t| humantime::parse_rfc3339_weak(t).ok()),
                 call_url: Some(record.config.addr.client_url.clone()),
+                metrics_url: crate::tls::url_host(&record.config.addr.client_url)
+                    .map(|h| crate::member::metrics::url(h, crate::member::flags::METRICS_PORT)),
                 crash_looping: false,
                 problem: None,
                 tls: record.config.tls,
@@ -380,6 +382,27 @@ impl Platform for LocalPlatform {
                 .map_err(io_err(format!("cannot stop {member}")))?;
         }
         self.remove_dir(cluster, &["members", member])
+    }
+
+    async fn force_new_cluster(&self, cluster: &str, member: &str) -> Result<()> {
+        let mut record = self.record(cluster, member)?;
+        if let Some(id) = Self::running(&record) {
+            process::stop(id, STOP_GRACE)
+                .await
+                .map_err(io_err(format!("cannot stop {member}")))?;
+        }
+        record.config.force_new_cluster = true;
+        self.save_member(cluster, &record)?;
+        self.spawn_member(cluster, &mut record)
+    }
+
+    async fn end_force_new_cluster(&self, cluster: &str, member: &str) -> Result<()> {
+        let mut record = self.record(cluster, member)?;
+        if record.config.force_new_cluster {
+            record.config.force_new_cluster = false;
+            self.save_member(cluster, &record)?;
+        }
+        Ok(())
     }
 
     async fn retire_members(&self, cluster: &str, tag: &str) -> Result<String> {

@@ -66,6 +66,7 @@ pub fn config(name: &str, version: &str) -> MemberConfig {
         tls: Default::default(),
         tuning: Default::default(),
         backend: Default::default(),
+        force_new_cluster: false,
     }
 }
 

@@ -11,6 +11,7 @@ mod platform;
 mod pod_ip;
 mod rbac;
 mod reconcile;
+mod reseed;
 mod restart;
 mod scenario;
 mod trouble;

@@ -43,6 +43,7 @@ fn config(name: &str, ip: Ipv4Addr, initial_cluster: &str) -> MemberConfig {
         tls: Default::default(),
         tuning: Default::default(),
         backend: Default::default(),
+        force_new_cluster: false,
     }
 }
 

@@ -125,6 +125,14 @@ async fn by_hand(client: kube::Client, fake: &Fake, demo: &EtcdCluster, eph: &Et
     p.restart("eph", "eph-0", &v)
         .await
         .expect("upgraded in place");
+    // The seed of a rebuild after a quorum loss, and its Event.
+    p.force_new_cluster("demo", "demo-0").await.expect("seeded");
+    all_ready(fake);
+    p.end_force_new_cluster("demo", "demo-0")
+        .await
+        .expect("settled");
+    p.event("demo", "RebuiltFromSurvivor", "rebuilt from demo-0")
+        .await;
     // A pod gone: re-created from its claim.
     let pod = format!("{}/demo-1", collection("pods"));
     assert!(fake.remove(&pod).is_some(), "demo-1 has a pod");
