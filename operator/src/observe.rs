@@ -27,6 +27,8 @@ pub struct Observation {
     pub api_url: Option<String>,
     /// Name of the leader.
     pub leader: Option<String>,
+    /// The newest raft term a member that knows a leader reported.
+    pub leader_term: Option<u64>,
     /// The version every member reports, when they agree.
     pub current_version: Option<String>,
     /// The highest store revision a member reported.
@@ -127,6 +129,12 @@ pub async fn observe<P: Platform>(
 
     let mut observation = Observation {
         api_url,
+        leader_term: statuses
+            .iter()
+            .flatten()
+            .filter(|s| s.leader != 0)
+            .map(|s| s.raft_term)
+            .max(),
         revision: statuses.iter().flatten().map(|s| s.revision).max(),
         member_revisions: pm
             .iter()

@@ -128,8 +128,8 @@ pub struct Cluster<P> {
     /// Hand a leader's leadership over before restarting or removing it.
     handover: bool,
     metrics: ClusterMetrics,
-    /// The leader last seen, to count leader changes.
-    last_leader: Option<String>,
+    /// The leader last seen and its term, to count leader changes.
+    last_leader: Option<(String, u64)>,
     /// Since when members are not all ready (for the recovery time).
     unready_since: Option<Instant>,
     /// This pass acted, failed.

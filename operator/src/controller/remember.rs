@@ -38,12 +38,18 @@ impl<P: Platform> Cluster<P> {
     }
 
     /// Leader changes, members, and how long members were not all ready.
+    /// A leader change is a new leader or a newer term: a killed leader
+    /// restarted fast enough can win the election that follows, and that
+    /// election counts too.
     pub(super) fn measure(&mut self, obs: &Observation) {
         if let Some(leader) = &obs.leader {
-            if self.last_leader.as_ref().is_some_and(|l| l != leader) {
+            let term = obs.leader_term.unwrap_or(0);
+            if let Some((last, last_term)) = &self.last_leader
+                && (last != leader || term > *last_term)
+            {
                 self.metrics.leader_changed();
             }
-            self.last_leader = Some(leader.clone());
+            self.last_leader = Some((leader.clone(), term));
         }
         let members = &obs.observed.members;
         let voting = members

@@ -10,7 +10,7 @@
 //! | `etcd_operator_steps_total` | kind | steps taken: `start`, `add_learner`, `remove`, `upgrade`, `restart`, `move_leader`... |
 //! | `etcd_operator_errors_total` | category | failures: `timeout`, `refused`, `unreachable`, `io`, `kube_api`, `handover`... |
 //! | `etcd_operator_members_ready`, `_voting`, `_learners` | | members now |
-//! | `etcd_operator_leader_changes_total` | | a new leader seen (handovers included) |
+//! | `etcd_operator_leader_changes_total` | | a new leader, or the same one in a newer term (elections and handovers) |
 //! | `etcd_operator_backups_total` | result | `taken` (verified) or `failed` |
 //! | `etcd_operator_last_backup_age_seconds`, `etcd_operator_last_backup_size_bytes` | | the newest backup this operator took |
 //! | `etcd_operator_last_recovery_duration_seconds` | | the last time members were not all ready: how long until they were again |
