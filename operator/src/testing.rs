@@ -252,9 +252,15 @@ impl Env {
             if Instant::now() > deadline {
                 let log = std::fs::read_to_string(self.dir.path().join("operator.log"))
                     .unwrap_or_default();
-                let tail: Vec<&str> = log.lines().rev().take(40).collect();
+                // Idle passes and routine backups would fill the tail.
+                let routine = |l: &&str| {
+                    l.contains("outcome=\"converged\"")
+                        || l.contains("backup taken and verified")
+                        || l.contains("retention deleted")
+                };
+                let tail: Vec<&str> = log.lines().rev().filter(|l| !routine(l)).take(60).collect();
                 panic!(
-                    "timed out after {WAIT:?} waiting for {what}\n--- operator log (last lines, newest first) ---\n{}",
+                    "timed out after {WAIT:?} waiting for {what}\n--- operator log (last lines but idle passes and routine backups, newest first) ---\n{}",
                     tail.join("\n")
                 );
             }
