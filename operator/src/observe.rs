@@ -178,7 +178,7 @@ pub async fn observe<P: Platform>(
             &m.addr.name,
             Some(runtime),
             entry,
-            (leader_id, status.as_ref().map_or(0, |s| s.raft_index)),
+            (leader_id, position(status.as_ref()).or(metered)),
             healthy,
             (&m.addr.client_url, &m.addr.peer_url),
             Some(version),
@@ -189,15 +189,6 @@ pub async fn observe<P: Platform>(
                 in_use: s.db_size_in_use,
                 ..DbFacts::default()
             };
-        }
-        if let Some(member) = observation.observed.members.last_mut() {
-            member.position = status
-                .as_ref()
-                .map(|s| Position {
-                    raft_index: s.raft_index,
-                    revision: s.revision,
-                })
-                .or(metered);
         }
     }
     // Members etcd lists that the platform does not have.
@@ -233,12 +224,12 @@ pub async fn observe<P: Platform>(
         let healthy = status.as_ref().is_some_and(|s| s.leader != 0);
         let client = e.client_urls.first().cloned().unwrap_or_default();
         let peer = e.peer_urls.first().cloned().unwrap_or_default();
-        let index = status.as_ref().map_or(0, |s| s.raft_index);
+        let at = position(status.as_ref());
         observation.push(
             &name,
             None,
             Some(e),
-            (leader_id, index),
+            (leader_id, at),
             healthy,
             (&client, &peer),
             status.map(|s| s.version),
@@ -293,7 +284,7 @@ impl Observation {
         name: &str,
         platform: Option<Runtime>,
         entry: Option<&ListedMember>,
-        (leader_id, raft_index): (Option<u64>, u64),
+        (leader_id, position): (Option<u64>, Option<Position>),
         healthy: bool,
         (client_url, peer_url): (&str, &str),
         version: Option<String>,
@@ -324,9 +315,16 @@ impl Observation {
             platform,
             etcd,
             healthy,
-            raft_index,
             db: DbFacts::default(),
-            position: None,
+            position,
         });
     }
+}
+
+/// How far a member's log goes, from its status.
+fn position(status: Option<&etcd::MemberStatus>) -> Option<Position> {
+    status.map(|s| Position {
+        raft_index: s.raft_index,
+        revision: s.revision,
+    })
 }

@@ -83,7 +83,6 @@ mod tests {
             }),
             etcd: None,
             healthy: false,
-            raft_index: position.map_or(0, |p| p.0),
             db: Default::default(),
             position: position.map(|(raft_index, revision)| Position {
                 raft_index,

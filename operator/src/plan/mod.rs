@@ -442,8 +442,8 @@ impl<'a> View<'a> {
             .filter(|m| m.healthy && m.name != leader.name)
             .filter_map(|m| m.etcd.filter(|e| !e.learner && e.started).map(|e| (m, e)))
             .max_by(|(a, _), (b, _)| {
-                (spared(a), a.raft_index)
-                    .cmp(&(spared(b), b.raft_index))
+                (spared(a), a.raft_index())
+                    .cmp(&(spared(b), b.raft_index()))
                     .then_with(|| member_order(&b.name, &a.name))
             });
         match best {

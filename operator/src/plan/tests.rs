@@ -46,7 +46,6 @@ pub(super) fn up(name: &str, id: u64) -> Member {
             peer_https: false,
         }),
         healthy: true,
-        raft_index: 100,
         db: DbFacts::default(),
         position: Some(Position {
             raft_index: 100,

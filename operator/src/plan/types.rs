@@ -108,13 +108,19 @@ pub struct Member {
     pub etcd: Option<EtcdMember>,
     /// Answers with a leader (and is in the member list when that is known).
     pub healthy: bool,
-    /// The raft index it reported (0 when it did not answer): how caught
-    /// up it is, to choose whom to hand the leadership to.
-    pub raft_index: u64,
     /// Its database: size, free space, KV hash, defragmentation due.
     pub db: DbFacts,
-    /// How far its log goes, when it answered a status call.
+    /// How far its log goes, when it answered a status call (or, not
+    /// serving, its metrics port): to choose the survivor that seeds a
+    /// rebuild, and whom to hand the leadership to.
     pub position: Option<Position>,
+}
+
+impl Member {
+    /// The raft index it reported (0 when unknown): how caught up it is.
+    pub fn raft_index(&self) -> u64 {
+        self.position.map_or(0, |p| p.raft_index)
+    }
 }
 
 /// How far a member's log goes, as its status says: the raft index it

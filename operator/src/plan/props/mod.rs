@@ -202,7 +202,6 @@ impl Model {
                         peer_https: m.listed_https,
                     }),
                     healthy: quorum && m.in_etcd && Self::up(m),
-                    raft_index: if Self::up(m) { 100 + m.id % 3 } else { 0 },
                     db: if Self::up(m) {
                         DbFacts {
                             size: m.size,

@@ -6,6 +6,14 @@ use super::super::*;
 use super::{V35, cluster, desired, led_by, three, up, with};
 use crate::member::Tuning;
 
+/// Sets how far `m`'s log goes.
+fn caught_up(m: &mut Member, raft_index: u64) {
+    m.position = Some(Position {
+        raft_index,
+        revision: 50,
+    });
+}
+
 #[test]
 fn scale_down_hands_over_first_when_the_leader_must_go() {
     let mut m = three();
@@ -13,8 +21,8 @@ fn scale_down_hands_over_first_when_the_leader_must_go() {
     m.push(up("demo-4", 5));
     // demo-1 is the most caught up of the members that stay; demo-3, more
     // caught up still, goes too.
-    m[1].raft_index = 120;
-    m[3].raft_index = 130;
+    caught_up(&mut m[1], 120);
+    caught_up(&mut m[3], 130);
     let m = led_by(m, "demo-4");
     assert_eq!(
         plan(&desired(3), &cluster(m.clone())),
@@ -61,7 +69,7 @@ fn the_handover_goes_to_the_most_caught_up_then_the_oldest() {
             id: 2
         }
     );
-    m[2].raft_index = 101;
+    caught_up(&mut m[2], 101);
     assert!(matches!(
         plan(&d, &cluster(m.clone())),
         Step::MoveLeader { id: 3, .. }
