@@ -112,15 +112,21 @@ fn scheduled_backups_retention_and_restore_into_a_new_cluster() {
     let urls = client_urls(&c);
     put_keys(&env, &urls, "k", 30);
 
-    // Backups appear on schedule; retention keeps two.
+    // Backups appear on schedule; retention keeps two. They are copied
+    // aside to be checked: retention deletes one each second.
     let mut seen = std::collections::BTreeSet::new();
-    let (dir, kept) = env.wait_for("four backups taken, two kept", || {
+    let aside = tempfile::tempdir().expect("tempdir");
+    let kept = env.wait_for("four backups taken, two kept", || {
         let (dir, list) = backups(&env, "src");
         seen.extend(list.iter().map(|m| m.name.clone()));
-        (seen.len() >= 4 && list.len() == 2).then_some((dir, list))
+        (seen.len() >= 4 && list.len() == 2).then_some(())?;
+        for m in &list {
+            std::fs::copy(m.path(&dir), m.path(aside.path())).ok()?;
+        }
+        Some(list)
     });
     for m in &kept {
-        check_with_tools(&m.path(&dir), m);
+        check_with_tools(&m.path(aside.path()), m);
     }
     let status = env.wait_for("backup status", || {
         let b = env.status("src")?.status?.backup?;
