@@ -9,6 +9,7 @@
 //! documentation, the scenario and this test cannot drift apart.
 //! `TUNING_UNDER_LOAD=HB/ET` (milliseconds, e.g. `5/25`) runs the same test
 //! with another timing by hand: an aggressive one shows that it can fail.
+//! `.config/nextest.toml` runs it alone (it spins every core on purpose).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -124,6 +125,8 @@ fn the_recommended_loopback_tuning_has_no_election_on_a_loaded_machine() {
     let watch = TermWatch::start(urls.clone());
     let writer = Writer::start(urls);
     let burners = Burners::start();
+    // The observation window itself (no condition to wait for: the test
+    // is that nothing happens in it).
     std::thread::sleep(WINDOW);
     drop(burners);
     let report = writer.stop();
