@@ -201,12 +201,12 @@ mod tests {
         let samples = vec![listed(1_000)];
         let faults = vec![corrupt("n1", 10_000)];
         let cps = vec![
-            at(5_000, &[1], false),   // before the fault: not explained
-            at(15_000, &[1], false),  // 5 s after: excused
-            at(30_000, &[1], false),  // exactly the window: excused
-            at(30_001, &[1], false),  // past it: never replaced, a violation
-            at(16_000, &[1], true),   // the final checkpoint: never excused
-            at(17_000, &[], false),   // equal: nothing to excuse
+            at(5_000, &[1], false),  // before the fault: not explained
+            at(15_000, &[1], false), // 5 s after: excused
+            at(30_000, &[1], false), // exactly the window: excused
+            at(30_001, &[1], false), // past it: never replaced, a violation
+            at(16_000, &[1], true),  // the final checkpoint: never excused
+            at(17_000, &[], false),  // equal: nothing to excuse
         ];
         let got = excused(&cps, &samples, &faults, 20_000);
         assert_eq!(got, BTreeSet::from([15_000, 30_000]));

@@ -214,8 +214,13 @@ pub(super) async fn settle_and_check(
             .saturating_sub(settle_start.elapsed())
             .max(Duration::from_secs(10));
         let agree = s.bounds.hash_divergence_max.is_some();
-        if let Some(cp) =
-            final_hash(live.prober, live.rec, left.min(Duration::from_secs(30)), agree).await
+        if let Some(cp) = final_hash(
+            live.prober,
+            live.rec,
+            left.min(Duration::from_secs(30)),
+            agree,
+        )
+        .await
         {
             let mut r = probe::lock(live.rec);
             if let Some(v) = crate::invariants::hash::compare(&cp) {
