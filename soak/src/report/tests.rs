@@ -281,3 +281,49 @@ fn a_failed_run_reports_its_error_as_a_run_violation() {
         "{md}"
     );
 }
+
+#[test]
+fn a_corrupted_members_hash_is_excused_within_hash_divergence_max_only() {
+    let run = |differ_at: &[u64]| {
+        let mut d = good_run();
+        d.scenario = crate::scenario::parse(
+            Path::new("t.yaml"),
+            "name: t\nduration: 10s\ncluster: {name: t, size: 3, version: \"3.4.23\"}\n\
+             chaos: {killInterval: 5s, fault: corrupt, corrupt: db}\n\
+             bounds: {recoveryP99: 2s, recoveryMax: 5s, availability: 0.9, minFaults: 1, \
+             hashDivergenceMax: 3s}\n",
+        )
+        .expect("parses");
+        d.faults[0].fault = Fault::Corrupt;
+        d.faults[0].member = "m2".into();
+        for &at in differ_at {
+            let cp = Checkpoint {
+                at,
+                revision: 5,
+                hashes: (1..=3)
+                    .map(|id| {
+                        let h = if id == 2 { 7 } else { 1 };
+                        (format!("http://127.0.0.{id}:2379"), Ok((h, 0)))
+                    })
+                    .collect(),
+                final_check: false,
+            };
+            d.live_violations
+                .extend(crate::invariants::hash::compare(&cp));
+            d.checkpoints.push(cp);
+        }
+        evaluate(&d).0
+    };
+    // 2 s after the corrupt fault: excused, and said so.
+    let s = run(&[4_000]);
+    assert!(s.pass, "{:#?}", s.violations);
+    let row = s.bounds.iter().find(|r| r.check == "KV hashes equal");
+    assert!(
+        row.is_some_and(|r| r.measured.contains("1 differing within 3s")),
+        "{row:?}"
+    );
+    // Still differing 4 s after it: never replaced, a violation.
+    let s = run(&[4_000, 6_000]);
+    assert!(!s.pass);
+    assert_eq!(s.violation_counts.get("kv-hash"), Some(&1));
+}

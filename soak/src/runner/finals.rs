@@ -109,13 +109,15 @@ async fn scan(pool: &Pool, url: &str, value_size: usize) -> Result<ReadBack, Str
 }
 
 /// The final KV hash checkpoint: retried until the cluster is healthy and
-/// every member answers, or `within` has passed (then the last attempt
-/// counts, over every member of the newest probe: one that does not answer
-/// is a failure of the final check).
+/// every member answers (and, with `agree`, the hashes agree: a member
+/// corrupted just before the end gets its time to be replaced), or `within`
+/// has passed (then the last attempt counts, over every member of the
+/// newest probe: one that does not answer is a failure of the final check).
 pub async fn final_hash(
     prober: &Prober,
     rec: &SharedRecorder,
     within: Duration,
+    agree: bool,
 ) -> Option<Checkpoint> {
     let deadline = Instant::now() + within;
     let mut last = None;
@@ -140,7 +142,8 @@ pub async fn final_hash(
             if let Some(latest) = latest
                 && let Some(cp) = prober.checkpoint(&latest, true).await
             {
-                let complete = cp.hashes.iter().all(|(_, h)| h.is_ok());
+                let complete = cp.hashes.iter().all(|(_, h)| h.is_ok())
+                    && (!agree || crate::invariants::hash::compare(&cp).is_none());
                 last = Some(cp);
                 if complete {
                     break;
@@ -210,7 +213,14 @@ pub(super) async fn settle_and_check(
             .get()
             .saturating_sub(settle_start.elapsed())
             .max(Duration::from_secs(10));
-        if let Some(cp) = final_hash(live.prober, live.rec, left.min(Duration::from_secs(30))).await
+        let agree = s.bounds.hash_divergence_max.is_some();
+        if let Some(cp) = final_hash(
+            live.prober,
+            live.rec,
+            left.min(Duration::from_secs(30)),
+            agree,
+        )
+        .await
         {
             let mut r = probe::lock(live.rec);
             if let Some(v) = crate::invariants::hash::compare(&cp) {

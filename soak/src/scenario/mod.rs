@@ -402,6 +402,12 @@ pub struct Bounds {
     /// counted), and revisions may go back once per restore.
     #[serde(default)]
     pub data_loss: DataLoss,
+    /// With `chaos.fault: corrupt`: how long after a fault the member it hit
+    /// may hold a KV hash that differs from the one a strict majority agrees
+    /// on (until the operator replaces it); unset, hashes must always agree.
+    /// The final checkpoint never excuses a difference.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hash_divergence_max: Option<Dur>,
 }
 
 /// What data loss a scenario accepts.

@@ -282,3 +282,28 @@ fn types_are_as_strict_as_the_operators() {
     let e = parse_error(&SMOKE.replace("seed: 1}", "seed: 1, dryRun: \"yes\"}"));
     assert!(e.contains("chaos.dryRun: must be true or false"), "{e}");
 }
+
+#[test]
+fn hash_divergence_max_needs_the_corrupt_fault_and_a_length() {
+    let corrupt = SMOKE
+        .replace("fault: kill", "fault: corrupt, corrupt: db")
+        .replace("lostWrites: 0", "lostWrites: 0, hashDivergenceMax: 20s");
+    let s = parse(Path::new("t.yaml"), &corrupt).expect("parses");
+    validate(&s).expect("valid");
+    assert_eq!(
+        s.bounds.hash_divergence_max,
+        Some(Dur(Duration::from_secs(20)))
+    );
+    let p = problems(&SMOKE.replace("lostWrites: 0", "lostWrites: 0, hashDivergenceMax: 20s"));
+    assert!(
+        p.iter()
+            .any(|e| e.contains("bounds.hashDivergenceMax") && e.contains("fault: corrupt")),
+        "{p:?}"
+    );
+    let p = problems(&corrupt.replace("hashDivergenceMax: 20s", "hashDivergenceMax: 0s"));
+    assert!(
+        p.iter()
+            .any(|e| e.contains("bounds.hashDivergenceMax") && e.contains("more than 0s")),
+        "{p:?}"
+    );
+}

@@ -379,6 +379,26 @@ pub fn validate(s: &Scenario) -> Result<(), Vec<String>> {
             _ => {}
         }
     }
+    if let Some(window) = b.hash_divergence_max {
+        let corrupt = s
+            .chaos
+            .as_ref()
+            .is_some_and(|c| c.fault == Some(FaultKind::Corrupt));
+        if !corrupt {
+            err(
+                "bounds.hashDivergenceMax",
+                "applies only with chaos.fault: corrupt (only a corrupted member may hold \
+                 a differing KV hash); remove it"
+                    .into(),
+            );
+        } else if window.get() == Duration::ZERO {
+            err(
+                "bounds.hashDivergenceMax",
+                "must be more than 0s (remove it to require equal hashes at every checkpoint)"
+                    .into(),
+            );
+        }
+    }
     if b.data_loss == DataLoss::SinceBackup && s.cluster.backup.is_none() {
         err(
             "bounds.dataLoss",
