@@ -97,9 +97,19 @@ impl ClusterView {
             .count()
     }
 
-    /// How many more voters can go down while a quorum keeps running.
+    /// How many more voters can go down while a quorum keeps running,
+    /// whatever the members of unknown role turn out to be: they count as
+    /// voters in the quorum to keep, but not as voters that keep it. (A
+    /// member just added as a learner does not answer yet: counted as a
+    /// voter that keeps quorum, it let a second member go while the
+    /// cluster had two voters, and quorum was lost for good.)
     pub fn safe_losses(&self) -> usize {
-        (self.voters().saturating_sub(1) / 2).saturating_sub(self.voters_down())
+        let sure = self
+            .members
+            .iter()
+            .filter(|m| m.running && matches!(m.role, Role::Leader | Role::Follower))
+            .count();
+        sure.saturating_sub(self.voters() / 2 + 1)
     }
 
     fn hittable(&self) -> Vec<usize> {

@@ -60,6 +60,24 @@ fn no_known_leader_means_no_victim() {
 }
 
 #[test]
+fn a_member_of_unknown_role_keeps_no_quorum() {
+    // Two voters and a learner that does not answer yet: hitting either
+    // voter loses quorum for good.
+    let c = [cluster("a", &[Role::Leader, Role::Follower, Role::Unknown])];
+    assert!(choose(1, 0, &c, Target::Minority, usize::MAX).is_empty());
+    let c = [cluster(
+        "a",
+        &[Role::Leader, Role::Follower, Role::Follower, Role::Unknown],
+    )];
+    assert!(choose(1, 0, &c, Target::Minority, usize::MAX).is_empty());
+    let c = [cluster(
+        "a",
+        &[Role::Leader, Role::Follower, Role::Follower, Role::Learner],
+    )];
+    assert_eq!(choose(1, 0, &c, Target::Minority, usize::MAX).len(), 1);
+}
+
+#[test]
 fn minority_sizes() {
     for (size, want) in [(1, 0), (2, 0), (3, 1), (4, 1), (5, 2), (7, 3)] {
         let c = [cluster("a", &vec![Role::Follower; size])];
@@ -218,10 +236,16 @@ proptest! {
     fn minority_keeps_quorum(seed: u64, tick: u64, cs in clusters(), cap in 1usize..5) {
         let picks = choose(seed, tick, &cs, Target::Minority, cap);
         if let Some(first) = picks.first() {
+            // Members of unknown role may be voters (in the quorum to keep)
+            // or learners (keeping none of it): quorum holds either way.
             let c = &cs[first.cluster];
             let voters = c.voters();
-            let hit_voters = picks.iter().filter(|p| c.members[p.member].role != Role::Learner).count();
-            let running_after = voters - c.voters_down() - hit_voters;
+            let sure = |i: usize, m: &MemberView| {
+                m.running
+                    && matches!(m.role, Role::Leader | Role::Follower)
+                    && !picks.iter().any(|p| p.member == i)
+            };
+            let running_after = c.members.iter().enumerate().filter(|(i, m)| sure(*i, m)).count();
             prop_assert!(running_after > voters / 2, "{} of {} voters left", running_after, voters);
         }
     }
