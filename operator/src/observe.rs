@@ -189,6 +189,17 @@ pub async fn observe<P: Platform>(
                 in_use: s.db_size_in_use,
                 ..DbFacts::default()
             };
+            // Without the member list a learner still says what it is: it
+            // keeps no quorum and seeds no rebuild (plan::lost).
+            if !known && s.is_learner {
+                last.etcd = Some(EtcdMember {
+                    id: s.id,
+                    started: true,
+                    learner: true,
+                    leader: false,
+                    peer_https: is_https(&m.addr.peer_url),
+                });
+            }
         }
     }
     // Members etcd lists that the platform does not have.

@@ -13,10 +13,11 @@
 //! 3. A member that kept its data but does not run is restarted first,
 //!    and so is every such member before any rebuild is considered.
 //! 4. Quorum is **lost for good** when, after those restarts, the members
-//!    that run are fewer than a quorum of the voters last seen in the
-//!    member list. Only then may the cluster be rebuilt.
+//!    that run (learners, which vote for nothing, left out) are fewer than
+//!    a quorum of the voters last seen in the member list. Only then may
+//!    the cluster be rebuilt.
 //! 5. A rebuild from a survivor (`spec.recovery.fromSurvivor`, needs
-//!    `Persistent` storage) starts from the **most advanced** member that
+//!    `Persistent` storage) starts from the **most advanced** voter that
 //!    runs with its data: the greatest [`Position`] (committed raft index,
 //!    then revision). Every such member must have answered with its
 //!    position; while one runs silent (rule 2) the rebuild waits, as it
@@ -30,7 +31,7 @@
 use super::{Member, Position};
 
 /// A member that runs with its data (a candidate seed), with its
-/// position if it answered.
+/// position if it answered. Learners are left out: they may lag.
 fn survivors(members: &[Member]) -> impl Iterator<Item = (&Member, Option<Position>)> {
     members
         .iter()
@@ -38,8 +39,23 @@ fn survivors(members: &[Member]) -> impl Iterator<Item = (&Member, Option<Positi
             m.platform
                 .as_ref()
                 .is_some_and(|p| p.running && p.has_data && !p.crash_looping)
+                && !is_learner(m)
         })
         .map(|m| (m, m.position))
+}
+
+/// Known to be a learner (from the member list, or from its own status
+/// when the list cannot be read).
+pub fn is_learner(m: &Member) -> bool {
+    m.etcd.is_some_and(|e| e.learner)
+}
+
+/// Members that run and may vote (rule 4).
+pub fn voters_alive(members: &[Member]) -> usize {
+    members
+        .iter()
+        .filter(|m| m.platform.as_ref().is_some_and(|p| p.running) && !is_learner(m))
+        .count()
 }
 
 /// The most advanced survivor (rule 5): `Ok(None)` when no member runs

@@ -181,8 +181,8 @@ impl<'a> View<'a> {
                 member: m.name.clone(),
             };
         }
-        // Nothing left to restart: those running are all that can vote.
-        let alive = self.members.iter().filter(|m| Self::running(m)).count();
+        // Nothing left to restart: the voters running are all that can vote.
+        let alive = lost::voters_alive(self.members);
         let voters = if o.voters_hint > 0 {
             o.voters_hint
         } else {

@@ -517,6 +517,40 @@ fn a_majority_lost_for_good_is_rebuilt_from_the_most_advanced_survivor() {
 }
 
 #[test]
+fn a_running_learner_keeps_no_quorum_and_seeds_no_rebuild() {
+    // Two voters and a learner being added; one voter destroyed: the
+    // learner runs, but quorum is lost for good (it was taken for a voter
+    // and the operator waited for an election that could not come).
+    let o = without_quorum(3, &[1], &[Some((100, 50)), None, Some((120, 60))]);
+    let mut o = Observed {
+        voters_hint: 2,
+        ..o
+    };
+    o.members[2].etcd = Some(EtcdMember {
+        id: 3,
+        started: true,
+        learner: true,
+        leader: false,
+        peer_https: false,
+    });
+    assert_eq!(
+        plan(&survivor_flag(), &o),
+        Step::RebuildFromSurvivor {
+            member: "demo-0".into(),
+            revision: 50
+        }
+    );
+    let Step::Wait(Wait::QuorumLost {
+        alive: 1,
+        needed: 2,
+        ..
+    }) = plan(&desired(3), &o)
+    else {
+        panic!("expected quorum lost: {:?}", plan(&desired(3), &o));
+    };
+}
+
+#[test]
 fn a_silent_survivor_or_a_paused_majority_is_never_taken_for_lost() {
     // Two of three run but answer nothing (SIGSTOP, a partition): they may
     // come back, so nothing is rebuilt.

@@ -194,13 +194,17 @@ impl Model {
                         tls: m.tls.clone(),
                         certs_due: m.certs_due,
                     }),
-                    etcd: (quorum && m.in_etcd).then_some(EtcdMember {
-                        id: m.id,
-                        started: m.started,
-                        learner: m.learner,
-                        leader: leader == Some(m.id),
-                        peer_https: m.listed_https,
-                    }),
+                    // Without quorum only a learner that answers says what
+                    // it is (its status); the list cannot be read.
+                    etcd: (m.in_etcd && (quorum || (m.learner && Self::up(m)))).then_some(
+                        EtcdMember {
+                            id: m.id,
+                            started: m.started,
+                            learner: m.learner,
+                            leader: leader == Some(m.id),
+                            peer_https: m.listed_https,
+                        },
+                    ),
                     healthy: quorum && m.in_etcd && Self::up(m),
                     db: if Self::up(m) {
                         DbFacts {
