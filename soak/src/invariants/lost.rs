@@ -29,6 +29,9 @@ pub enum Verdict {
     RolledBack {
         /// The write that was rolled back.
         expected: Acked,
+        /// How long before the rebuild that rolled it back it was
+        /// acknowledged (`None` when no rebuild was reported after it).
+        before_rebuild: Option<Ms>,
     },
 }
 
@@ -59,13 +62,15 @@ pub fn judge(
     {
         // The revision the cluster went back to: the backup of the first
         // rebuild after the write, else where the next epoch's revisions began.
-        let restored = restores
-            .iter()
-            .find(|r| r.at >= expected.at)
+        let rebuild = restores.iter().find(|r| r.at >= expected.at);
+        let restored = rebuild
             .map(|r| r.backup_revision)
             .unwrap_or_else(|| ledger.floor(expected.epoch + 1));
         if expected.revision > restored {
-            return Verdict::RolledBack { expected };
+            return Verdict::RolledBack {
+                expected,
+                before_rebuild: rebuild.map(|r| r.at - expected.at),
+            };
         }
     }
     let found = match (found, found_id) {
@@ -91,6 +96,9 @@ pub struct Outcome {
     pub lost: usize,
     /// Keys rolled back by a restore (accepted).
     pub rolled_back: usize,
+    /// The loss window: the longest time between a rolled-back write's
+    /// acknowledgement and the rebuild that rolled it back.
+    pub loss_window: Option<Ms>,
     /// One violation per lost key.
     pub violations: Vec<Violation>,
 }
@@ -107,7 +115,10 @@ pub fn check<'a>(
         out.keys += 1;
         match judge(state, read(key), ledger, restores) {
             Verdict::Present => {}
-            Verdict::RolledBack { .. } => out.rolled_back += 1,
+            Verdict::RolledBack { before_rebuild, .. } => {
+                out.rolled_back += 1;
+                out.loss_window = out.loss_window.max(before_rebuild);
+            }
             Verdict::Lost { expected, found } => {
                 out.lost += 1;
                 out.violations.push(Violation::new(
@@ -232,6 +243,7 @@ mod tests {
         assert_eq!(strict.lost, 2);
         let o = run(&l, &finals, true);
         assert_eq!(o.rolled_back, 1, "the write after the backup is excused");
+        assert_eq!(o.loss_window, None, "no rebuild reported: no window known");
         assert_eq!(o.lost, 1, "the write before the backup must survive");
         assert!(o.violations[0].message.contains("soak/k000001"));
     }
@@ -250,6 +262,7 @@ mod tests {
         }];
         let o = run_with(&l, &finals, Some(&restores));
         assert_eq!((o.rolled_back, o.lost), (1, 1), "{o:?}");
+        assert_eq!(o.loss_window, Some(3), "acknowledged at 2, rebuilt at 5");
         assert!(o.violations[0].message.contains("soak/k000001"));
     }
 }
