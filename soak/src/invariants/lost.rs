@@ -57,12 +57,13 @@ pub fn judge(
     if present {
         return Verdict::Present;
     }
-    if let Some(restores) = restores
-        && expected.epoch < ledger.epoch()
-    {
+    // A rebuild after the write may have rolled it back: one the load saw
+    // (a later epoch), or one reported too close to the end for the load
+    // to see it.
+    let rebuild = restores.and_then(|r| r.iter().find(|r| r.at >= expected.at));
+    if restores.is_some() && (expected.epoch < ledger.epoch() || rebuild.is_some()) {
         // The revision the cluster went back to: the backup of the first
         // rebuild after the write, else where the next epoch's revisions began.
-        let rebuild = restores.iter().find(|r| r.at >= expected.at);
         let restored = rebuild
             .map(|r| r.backup_revision)
             .unwrap_or_else(|| ledger.floor(expected.epoch + 1));
@@ -264,5 +265,24 @@ mod tests {
         assert_eq!((o.rolled_back, o.lost), (1, 1), "{o:?}");
         assert_eq!(o.loss_window, Some(3), "acknowledged at 2, rebuilt at 5");
         assert!(o.violations[0].message.contains("soak/k000001"));
+    }
+
+    #[test]
+    fn a_rebuild_reported_at_the_very_end_rolls_back_too() {
+        // The load stopped before it saw the rebuilt cluster: no new epoch,
+        // but the operator reported the rebuild after the write.
+        let mut l = Ledger::new();
+        l.ack(1, id(0, 1), 19, 1); // in the backup
+        l.ack(2, id(0, 2), 20, 2); // after it
+        let restores = [Restore {
+            at: 5,
+            backup_revision: 19,
+        }];
+        let o = run_with(&l, &HashMap::new(), Some(&restores));
+        assert_eq!(
+            (o.rolled_back, o.lost, o.loss_window),
+            (1, 1, Some(3)),
+            "{o:?}"
+        );
     }
 }
