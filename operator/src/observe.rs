@@ -117,7 +117,8 @@ pub async fn observe<P: Platform>(
         ..Observation::default()
     };
     let mut seen_peers = Vec::new();
-    for (m, status) in pm.iter().zip(&statuses) {
+    let mut pm = pm;
+    for (m, status) in pm.iter_mut().zip(&statuses) {
         seen_peers.push(m.addr.peer_url.clone());
         // Matched whatever the scheme: a member moving to or from TLS is
         // listed with its old scheme until the list is updated.
@@ -128,7 +129,13 @@ pub async fn observe<P: Platform>(
                     .any(|u| same_endpoint(u, &m.addr.peer_url))
             })
         });
-        let healthy = status.as_ref().is_some_and(|s| s.leader != 0) && (!known || entry.is_some());
+        let moving = status.as_ref().and_then(|s| not_yet(m.version, &s.version));
+        if let Some(note) = &moving {
+            m.problem.get_or_insert_with(|| note.clone());
+        }
+        let healthy = status.as_ref().is_some_and(|s| s.leader != 0)
+            && (!known || entry.is_some())
+            && moving.is_none();
         let runtime = Runtime {
             running: m.running,
             has_data: m.has_data,
@@ -247,6 +254,19 @@ fn register_tls(clients: &Clients, tls: &ClientTls, call_url: Option<&str>, clie
     clients.set_tls(call, Some(tls.with_server_name(name.map(str::to_string))));
 }
 
+/// Why a member that answers does not count yet: etcd reports another
+/// version than the one the platform runs it at. Right after an upgrade
+/// step the old process may still answer (a kubelet takes hundreds of
+/// milliseconds to swap a container), and a member counts as moved only
+/// once etcd itself reports the new version. `None` when they agree, or
+/// when etcd's answer is no version.
+pub fn not_yet(platform: crate::version::Version, reported: &str) -> Option<String> {
+    let reported: crate::version::Version = reported.parse().ok()?;
+    (reported != platform).then(|| {
+        format!("etcd answers as {reported}, not yet as {platform}: the member is being moved")
+    })
+}
+
 impl Observation {
     #[allow(clippy::too_many_arguments)]
     fn push(
@@ -287,5 +307,24 @@ impl Observation {
             healthy,
             db: DbFacts::default(),
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::not_yet;
+    use crate::version::Version;
+
+    #[test]
+    fn a_member_counts_at_its_version_only_once_etcd_reports_it() {
+        let v = Version::new(3, 5, 1);
+        assert_eq!(not_yet(v, "3.5.1"), None);
+        let note = not_yet(v, "3.4.23").expect("still the old process");
+        assert!(note.contains("3.4.23") && note.contains("3.5.1"), "{note}");
+        assert_eq!(
+            not_yet(v, ""),
+            None,
+            "no version reported: nothing to judge"
+        );
     }
 }

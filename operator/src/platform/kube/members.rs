@@ -11,7 +11,9 @@ use kube::ResourceExt;
 
 use super::Error;
 use super::config::{self, started};
-use super::trouble::{crash_looping, etcd_container, problem, to_system_time, uses_empty_dir};
+use super::trouble::{
+    container_swap, crash_looping, etcd_container, problem, to_system_time, uses_empty_dir,
+};
 use crate::crd::LABEL_MEMBER;
 use crate::member::CLIENT_PORT;
 use crate::platform::{PlatformMember, http_url};
@@ -138,7 +140,10 @@ fn member(
             });
         }
     };
-    let ready = pod.is_some_and(|p| running && pod_ready(p));
+    // A container changed in place still runs the old etcd until the
+    // kubelet swaps it: not called (so not counted healthy) until then.
+    let swapping = pod.filter(|_| running).and_then(container_swap);
+    let ready = pod.is_some_and(|p| running && pod_ready(p)) && swapping.is_none();
     let (has_data, mark) = match (claim, pod) {
         (Some(c), _) => {
             let alive = c.metadata.deletion_timestamp.is_none();
@@ -163,10 +168,10 @@ fn member(
             bootstrap: config.bootstrap,
             started_at: pod.and_then(started_at),
             call_url: pod
-                .filter(|_| running)
+                .filter(|_| running && swapping.is_none())
                 .and_then(|p| pod_url(p, config.client_https())),
             crash_looping: looping,
-            problem: pod.filter(|_| !ready).and_then(problem),
+            problem: swapping.or_else(|| pod.filter(|_| !ready).and_then(problem)),
             tls: config.tls.clone(),
         },
         mark,

@@ -92,6 +92,39 @@ pub fn crash_looping(pod: &Pod) -> bool {
         || (restarts >= CRASH_LOOP_EXITS && last_termination(c).is_some_and(fast_failure))
 }
 
+/// The tag of an image reference (`repo/name:TAG`, a digest dropped);
+/// `None` when it has none.
+fn image_tag(image: &str) -> Option<&str> {
+    let image = image.split('@').next().unwrap_or(image);
+    let last = image.rsplit('/').next().unwrap_or(image);
+    last.split_once(':').map(|(_, tag)| tag)
+}
+
+/// The etcd container the kubelet runs is not yet the one the pod asks
+/// for: the image was changed in place (an emptyDir member's upgrade) and
+/// the kubelet has not swapped the container yet, so the old etcd still
+/// answers. Says which images, or `None` when they agree or cannot be
+/// told apart (no status yet, or an image without a tag). Tags are
+/// compared, as runtimes may report the repository in another form
+/// (`docker.io/library/...`).
+pub fn container_swap(pod: &Pod) -> Option<String> {
+    let spec = pod.spec.as_ref()?.containers.iter();
+    let wanted = spec
+        .clone()
+        .find(|c| c.name == CONTAINER)?
+        .image
+        .as_deref()?;
+    let status = etcd_container(pod)?;
+    status.state.as_ref()?.running.as_ref()?;
+    let (want, have) = (image_tag(wanted)?, image_tag(&status.image)?);
+    (want != have).then(|| {
+        format!(
+            "the kubelet is replacing its container: it still runs {}, the pod asks for {wanted}",
+            status.image
+        )
+    })
+}
+
 /// `text` cut to [`PROBLEM_MAX_CHARS`] characters.
 fn cut(text: &str) -> String {
     match text.char_indices().nth(PROBLEM_MAX_CHARS) {

@@ -4,6 +4,7 @@
 pub(crate) mod api;
 mod builders;
 mod changes;
+mod etcd_pods;
 pub(crate) mod fake;
 pub(crate) mod fixtures;
 mod members;
@@ -14,3 +15,4 @@ mod reconcile;
 mod restart;
 mod scenario;
 mod trouble;
+mod upgrade;
