@@ -214,12 +214,18 @@ async fn bootstrap<P: Platform>(
         .map(|a| with_schemes(a, &state))
         .collect();
     let initial_cluster = initial_cluster(initial.iter());
+    // Every member is tried: one that cannot start now (its pod waits for
+    // an image, say) does not hold back the others; the first error is
+    // reported once all were tried.
+    let mut first_error = None;
     for addr in initial {
         match obs.platform.iter().find(|p| p.addr.name == addr.name) {
             Some(p) if p.running => {}
             Some(_) => {
                 c.crashes.started(&addr.name);
-                c.platform.start(&c.name, &addr.name).await?;
+                if let Err(e) = c.platform.start(&c.name, &addr.name).await {
+                    first_error.get_or_insert(e);
+                }
             }
             None => {
                 let config = MemberConfig {
@@ -235,11 +241,13 @@ async fn bootstrap<P: Platform>(
                 c.tls_install(&addr, &state).await?;
                 c.crashes.started(&addr.name);
                 let restore_from = restore_from.as_ref();
-                c.platform.create(&c.name, &config, restore_from).await?;
+                if let Err(e) = c.platform.create(&c.name, &config, restore_from).await {
+                    first_error.get_or_insert(e);
+                }
             }
         }
     }
-    Ok(())
+    first_error.map_or(Ok(()), |e| Err(e.into()))
 }
 
 /// Adds a learner to etcd, then creates and starts it with

@@ -83,6 +83,8 @@ impl Versions for KubeVersions {
 struct Registration {
     owner: OwnerReference,
     storage: StoragePolicy,
+    /// The version the spec asks for (`None`: not a version).
+    version: Option<Version>,
     /// Members the disruption budget protects.
     size: usize,
     /// The size the Services and the budget were last applied for.
@@ -148,6 +150,7 @@ impl KubePlatform {
             Registration {
                 owner,
                 storage: resource.spec.storage.policy,
+                version: resource.spec.version.parse().ok(),
                 size,
                 shared,
             },
@@ -218,7 +221,9 @@ impl KubePlatform {
             {
                 // Counted once the mark is written; try again next time.
                 tracing::warn!(%cluster, member = %member.addr.name, "{e}");
-                member.has_data = false;
+                if mark.sets_started() {
+                    member.has_data = false;
+                }
             }
             out.push(member);
         }

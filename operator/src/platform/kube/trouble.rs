@@ -11,6 +11,8 @@
 //!   its start. The pod's restart count is not "in a row", but the
 //!   kubelet's backoff, and with it `CrashLoopBackOff`, is only reached
 //!   again after a second failure once a container ran for a while.
+//! * An image that cannot be pulled (`ErrImagePull`, `ImagePullBackOff`...):
+//!   the member does not run, though the pod is `Pending` or `Running`.
 //! * A problem: a pod that is not scheduled (`Pending: ` and the
 //!   scheduler's message), a container waiting for a reason other than
 //!   being created (`ImagePullBackOff`, `ErrImagePull`,
@@ -33,6 +35,15 @@ pub const CRASH_LOOP_BACK_OFF: &str = "CrashLoopBackOff";
 pub const PROBLEM_MAX_CHARS: usize = 300;
 /// Waiting reasons of a container on its way up, no problem.
 const STARTING: [&str; 2] = ["ContainerCreating", "PodInitializing"];
+/// Waiting reasons of a container whose image cannot be had: it never
+/// runs until the image exists (the kubelet keeps trying to pull it).
+pub const IMAGE_TROUBLE: [&str; 5] = [
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "InvalidImageName",
+    "ErrImageNeverPull",
+    "RegistryUnavailable",
+];
 
 pub(super) fn to_system_time(t: &Time) -> Option<SystemTime> {
     let ms = u64::try_from(t.0.as_millisecond()).ok()?;
@@ -76,6 +87,14 @@ fn fast_failure(t: &ContainerStateTerminated) -> bool {
         _ => return false,
     };
     failed_by_itself(t) && ran < CRASH_WINDOW
+}
+
+/// The etcd container cannot start because its image cannot be pulled
+/// (a version with no image, a registry out of reach): the member does not
+/// run, whatever the pod's phase says. Returns the waiting reason.
+pub fn image_unavailable(pod: &Pod) -> Option<&str> {
+    let reason = waiting_reason(etcd_container(pod)?)?;
+    IMAGE_TROUBLE.contains(&reason).then_some(reason)
 }
 
 /// The kubelet keeps restarting etcd in this pod and it keeps failing (see

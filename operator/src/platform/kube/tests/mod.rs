@@ -13,6 +13,7 @@ mod pod_ip;
 mod rbac;
 mod reconcile;
 mod restart;
+mod rollback;
 mod scenario;
 mod trouble;
 mod upgrade;
