@@ -252,15 +252,24 @@ async fn bootstrap<P: Platform>(
 
 /// Adds a learner to etcd, then creates and starts it with
 /// `--initial-cluster-state existing`.
-async fn add_learner<P: Platform>(
+pub(super) async fn add_learner<P: Platform>(
     c: &mut Cluster<P>,
     obs: &Observation,
     spec: &ValidSpec,
     api: &str,
 ) -> Result<(), Error> {
-    let name = format!("{}-{}", c.name, c.record.next_index);
-    c.record.next_index += 1;
-    c.save_record().await;
+    // One name per add in flight: a retry after a refusal takes the same
+    // (the record keeps it until the member is created).
+    let name = match c.record.adding.clone() {
+        Some(name) => name,
+        None => {
+            let name = format!("{}-{}", c.name, c.record.next_index);
+            c.record.next_index += 1;
+            c.record.adding = Some(name.clone());
+            c.save_record().await;
+            name
+        }
+    };
     let addr = c
         .platform
         .allocate(&c.name, std::slice::from_ref(&name))
@@ -303,7 +312,10 @@ async fn add_learner<P: Platform>(
         backend: spec.backend.clone(),
     };
     c.crashes.started(&name);
-    Ok(c.platform.create(&c.name, &config, None).await?)
+    c.platform.create(&c.name, &config, None).await?;
+    c.record.adding = None;
+    c.save_record().await;
+    Ok(())
 }
 
 /// `name=peerURL,...` for `--initial-cluster`.

@@ -6,6 +6,8 @@
 //! event (a member's exit, a spec change); the timer is only a backstop.
 
 pub mod act;
+#[cfg(test)]
+mod add_tests;
 pub mod backups;
 mod crashes;
 pub mod kube;

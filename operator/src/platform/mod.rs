@@ -164,6 +164,11 @@ pub struct ClusterRecord {
     pub bootstrapped: bool,
     /// Index for the next member name (`NAME-INDEX`); never reused.
     pub next_index: u32,
+    /// The name taken for the member being added, kept until it is created
+    /// so that an add etcd refused (for 5 s after a member reconnects) is
+    /// retried under the same name and URLs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adding: Option<String>,
     /// The members the cluster was bootstrapped with.
     #[serde(default)]
     pub initial: Vec<MemberAddr>,
