@@ -6,8 +6,6 @@
 //! event (a member's exit, a spec change); the timer is only a backstop.
 
 pub mod act;
-#[cfg(test)]
-mod add_tests;
 pub mod backups;
 mod crashes;
 pub mod kube;
@@ -15,6 +13,8 @@ pub mod live;
 pub mod local;
 mod maintenance;
 pub mod status;
+#[cfg(test)]
+mod tests;
 mod tls;
 
 use std::collections::HashSet;

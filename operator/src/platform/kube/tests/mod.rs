@@ -10,7 +10,7 @@ pub(crate) mod fixtures;
 mod members;
 mod platform;
 mod pod_ip;
-mod rbac;
+pub(crate) mod rbac;
 mod reconcile;
 mod restart;
 mod rollback;

@@ -51,11 +51,11 @@ fn allows(rules: &Value, group: &str, resource: &str, verb: &str) -> bool {
     })
 }
 
-pub(super) fn collection(resource: &str) -> String {
+pub(crate) fn collection(resource: &str) -> String {
     format!("/api/v1/namespaces/default/{resource}")
 }
 
-pub(super) fn clusters_path() -> &'static str {
+pub(crate) fn clusters_path() -> &'static str {
     "/apis/etcdoperator.dev/v1alpha1/namespaces/default/etcdclusters"
 }
 

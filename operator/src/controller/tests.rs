@@ -1,8 +1,11 @@
-//! One member name per add in flight, on both platforms: etcd refuses an
-//! add for 5 s after a member reconnects, and every retry took a new name
-//! (a 3 -> 5 resize on a real API server ended with members `example-5`
-//! and `example-18`). Here no etcd answers at all, so every add fails; the
-//! name and the record stay the same across retries.
+//! The generic controller against both platforms (the kube one on a fake
+//! API server), for what was seen on a real API server:
+//!
+//! * one member name per add in flight: etcd refuses an add for 5 s after
+//!   a member reconnects, and every retry took a new name (a 3 -> 5 resize
+//!   ended with members `example-5` and `example-18`). Here no etcd answers
+//!   at all, so every add fails; the name and the record stay the same;
+//! * `Available` was published as True while 1 of 3 members was ready.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -94,4 +97,53 @@ async fn a_retried_add_keeps_its_name_locally() {
     assert_one_name(&retried(&mut c, &spec).await);
     let saved = platform.load_record("demo").await.expect("a record");
     assert_eq!(saved.and_then(|r| r.adding).as_deref(), Some("demo-0"));
+}
+
+#[tokio::test]
+async fn available_is_published_false_while_only_one_of_three_voters_is_ready() {
+    use crate::plan::{EtcdMember, Member, Step, Wait};
+    use crate::platform::kube::tests::rbac::clusters_path;
+    let (client, fake) = fake();
+    let r = resource(3, "3.5.1", StoragePolicy::Persistent);
+    fake.put(clusters_path(), serde_json::to_value(&r).expect("json"));
+    let platform = Arc::new(platform_for(client, &r));
+    let mut c = Cluster::new("demo", platform, clients(), spec_state(&r))
+        .await
+        .expect("the cluster");
+    // The member list was read from demo-0, which still names a leader;
+    // the two others do not answer.
+    let mut obs = Observation::default();
+    obs.observed.bootstrapped = true;
+    obs.observed.membership_known = true;
+    for i in 0..3u64 {
+        obs.observed.members.push(Member {
+            name: format!("demo-{i}"),
+            platform: None,
+            etcd: Some(EtcdMember {
+                id: i + 1,
+                started: true,
+                learner: false,
+                leader: i == 0,
+                peer_https: false,
+            }),
+            db: Default::default(),
+            healthy: i == 0,
+        });
+    }
+    obs.leader = Some("demo-0".into());
+    let step = Step::Wait(Wait::MemberNotReady {
+        member: "demo-1".into(),
+    });
+    c.publish(&obs, Some(&step)).await;
+    let published = fake
+        .get(&format!("{}/demo", clusters_path()))
+        .expect("the resource");
+    let conditions = published["status"]["conditions"].as_array().cloned();
+    let available = conditions
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "Available")
+        .expect("an Available condition");
+    assert_eq!(available["status"], "False", "{available:#}");
+    assert_eq!(available["reason"], "QuorumNotReady", "{available:#}");
 }
