@@ -200,7 +200,12 @@ pub async fn observe<P: Platform>(
         } else {
             e.name.clone()
         };
-        let healthy = status.as_ref().is_some_and(|s| s.leader != 0);
+        // A member this operator created whose process or pod is gone (an
+        // emptyDir pod just deleted, its container not yet stopped) may
+        // still answer for a moment: it is on its way out and is replaced,
+        // not someone else's member to leave alone.
+        let healthy =
+            status.as_ref().is_some_and(|s| s.leader != 0) && !created(cluster, record, &name);
         let client = e.client_urls.first().cloned().unwrap_or_default();
         let peer = e.peer_urls.first().cloned().unwrap_or_default();
         observation.push(
@@ -252,6 +257,16 @@ fn register_tls(clients: &Clients, tls: &ClientTls, call_url: Option<&str>, clie
     };
     let name = url_host(client_url).filter(|h| Some(*h) != url_host(call));
     clients.set_tls(call, Some(tls.with_server_name(name.map(str::to_string))));
+}
+
+/// Whether `member` is a name this operator gave in `cluster`
+/// (`CLUSTER-N` below the record's next index).
+fn created(cluster: &str, record: &ClusterRecord, member: &str) -> bool {
+    let n = member
+        .strip_prefix(cluster)
+        .and_then(|r| r.strip_prefix('-'));
+    let n = n.and_then(|n| n.parse::<u32>().ok());
+    n.is_some_and(|n| n < record.next_index) || record.initial.iter().any(|a| a.name == member)
 }
 
 /// Why a member that answers does not count yet: etcd reports another
@@ -314,6 +329,18 @@ impl Observation {
 mod tests {
     use super::not_yet;
     use crate::version::Version;
+
+    #[test]
+    fn names_this_operator_gave() {
+        let record = crate::platform::ClusterRecord {
+            next_index: 3,
+            ..Default::default()
+        };
+        assert!(super::created("demo", &record, "demo-2"));
+        assert!(!super::created("demo", &record, "demo-3"), "not given yet");
+        assert!(!super::created("demo", &record, "demo2-0"));
+        assert!(!super::created("demo", &record, "other"));
+    }
 
     #[test]
     fn a_member_counts_at_its_version_only_once_etcd_reports_it() {

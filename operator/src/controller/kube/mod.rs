@@ -293,18 +293,19 @@ fn error_policy(obj: Arc<EtcdCluster>, err: &Error, ctx: Arc<Context>) -> Action
 
 /// What to say when the operator does not run in a pod (no
 /// `KUBERNETES_SERVICE_HOST`, which the kubelet sets in every container):
-/// it reaches members at their pod IPs, which are routed only in the
-/// cluster (and members talk to each other at DNS names that resolve only
-/// there), so from outside every member looks down.
+/// it reaches members at their pod IPs, which only some networks route to
+/// machines outside the cluster, so say how to tell and what to do.
 pub fn outside_cluster_warning(service_host: Option<&str>) -> Option<String> {
     if service_host.is_some_and(|h| !h.trim().is_empty()) {
         return None;
     }
     Some(
-        "not running in a pod: etcd members are reached at their pod IPs, which are routed \
-         only inside the cluster (not from a kind host); from here every member will look \
-         down and clusters will show as Degraded. Run the operator in the cluster \
-         (deploy/operator.yaml), or where pod IPs are routed"
+        "not running in a pod: etcd members are called at their pod IPs. That works where pod \
+         IPs are routed to this machine (a flat or VPC-native pod network); where they are not \
+         (a kind cluster seen from its host, most overlay networks) members look down and \
+         clusters show as Degraded with no member ready. To check, call a member's pod IP \
+         from here (`kubectl get pods -o wide`, then `curl http://POD_IP:2379/health`); if it \
+         does not answer, run the operator in the cluster (deploy/operator.yaml)"
             .to_string(),
     )
 }

@@ -17,3 +17,4 @@ mod rollback;
 mod scenario;
 mod trouble;
 mod upgrade;
+mod vanishing;
