@@ -21,10 +21,13 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
+
+pub mod watch;
 
 use super::{Cluster, SpecState};
 use crate::crd::{EtcdCluster, LABEL_MANAGED_BY, MANAGED_BY};
@@ -317,11 +320,13 @@ pub async fn run(
     opts: Options,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), Error> {
+    // Owned objects are watched for their metadata only.
+    type Meta<K> = PartialObjectMeta<K>;
     let (api, pods, claims) = match &opts.namespace {
         Some(ns) => (
             Api::<EtcdCluster>::namespaced(client.clone(), ns),
-            Api::<Pod>::namespaced(client.clone(), ns),
-            Api::<PersistentVolumeClaim>::namespaced(client.clone(), ns),
+            Api::<Meta<Pod>>::namespaced(client.clone(), ns),
+            Api::<Meta<PersistentVolumeClaim>>::namespaced(client.clone(), ns),
         ),
         None => (
             Api::all(client.clone()),
@@ -354,9 +359,18 @@ pub async fn run(
         "etcd-operator running on the Kubernetes platform"
     );
     let for_each_ctx = ctx.clone();
-    Controller::new(api, watcher::Config::default())
-        .owns(pods, owned())
-        .owns(claims, owned())
+    // Each watch backs off on its own and lists again at once when it
+    // expires (watch.rs); the controller adds no pause of its own.
+    let (reader, writer) = reflector::store();
+    let resources = watch::with_backoff(watcher(api, watcher::Config::default()))
+        .reflect(writer)
+        .applied_objects();
+    let pods = watch::with_backoff(watcher(pods, owned())).touched_objects();
+    let claims = watch::with_backoff(watcher(claims, owned())).touched_objects();
+    Controller::for_stream(resources, reader)
+        .owns_stream(pods)
+        .owns_stream(claims)
+        .trigger_backoff(watch::Immediate)
         .graceful_shutdown_on(async move {
             let _ = stop_rx.await;
         })
