@@ -197,6 +197,16 @@ pub struct ClusterRecord {
     pub last_recovery: Option<crate::crd::RecoveryStatus>,
 }
 
+/// Something users should hear of about a cluster beyond its status.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Notice {
+    /// A CamelCase word for what happened (an Event's reason on
+    /// Kubernetes).
+    pub reason: &'static str,
+    /// What happened, in words a user can act on.
+    pub message: String,
+}
+
 /// Something that happened to a member without the operator asking.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
@@ -309,6 +319,14 @@ pub trait Platform: TlsStore + Send + Sync + 'static {
         cluster: &str,
         resource: &EtcdCluster,
     ) -> impl Future<Output = Result<()>> + Send;
+    /// Tells users of something that happened to `cluster` that its status
+    /// keeps only until the next such thing (a rebuild from a backup, and
+    /// the writes it lost): a Warning Event on Kubernetes; nothing more
+    /// locally, where the controller's log already says it.
+    fn announce(&self, cluster: &str, notice: &Notice) -> impl Future<Output = ()> + Send {
+        let _ = (cluster, notice);
+        async {}
+    }
     /// Why a member last failed, from the end of its log, for the status of
     /// a member that keeps failing at start (`None` where no log is kept).
     fn failure_hint(

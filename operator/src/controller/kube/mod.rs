@@ -77,22 +77,47 @@ pub struct Options {
     pub namespace: Option<String>,
     /// etcd image repository; members run `IMAGE:vVERSION`.
     pub image: String,
+    /// The operator's own image, which backup Jobs run (`None`: no
+    /// backups; a spec asking for them is told how to set it).
+    pub backup_image: Option<String>,
 }
 
-/// What the Kubernetes platform cannot do yet, as field errors.
+/// What only makes sense on another platform, or cannot be done here, as
+/// field errors: a backup folder (backups go to a volume claim), a
+/// snapshot file path to restore from (name a backup in the claim), and a
+/// restore into members without volume claims (their data is restored
+/// into the claim before the pod starts).
 pub fn kube_checks(resource: &EtcdCluster) -> Vec<String> {
+    let spec = &resource.spec;
     let mut errors = Vec::new();
-    if resource.spec.backup.is_some() {
+    let location = spec.backup.as_ref().and_then(|b| b.location.as_ref());
+    if location.is_some_and(|l| l.path.is_some()) {
         errors.push(
-            "spec.backup: backups are not supported on the Kubernetes platform yet; remove \
-             spec.backup"
+            "spec.backup.location.path: a folder is where the local platform keeps backups; on \
+             Kubernetes they go to a volume claim: use spec.backup.location.persistentVolumeClaim \
+             (default CLUSTER-backups, created when missing)"
                 .to_string(),
         );
     }
-    if resource.spec.restore.is_some() {
+    if let Some(r) = &spec.restore
+        && (r.backup.contains('/') || r.backup.ends_with(".db"))
+    {
+        errors.push(format!(
+            "spec.restore.backup: {} is a file path; on Kubernetes name a backup in the backup \
+             claim (as status.backup.lastBackup shows it)",
+            crate::names::quote(&r.backup, 80)
+        ));
+    }
+    let restores = spec.restore.is_some()
+        || spec
+            .recovery
+            .as_ref()
+            .is_some_and(|r| r.restore_from_backup);
+    if restores && spec.storage.policy == crate::crd::StoragePolicy::Ephemeral {
         errors.push(
-            "spec.restore: restoring from a backup is not supported on the Kubernetes platform \
-             yet; remove spec.restore"
+            "storage.policy: Ephemeral members cannot be restored from a backup on Kubernetes (the \
+             data is restored into each member's volume claim before its pod starts); use \
+             Persistent, or drop spec.restore and spec.recovery.restoreFromBackup"
                 .to_string(),
         );
     }
@@ -150,6 +175,7 @@ struct Managed {
 struct Context {
     client: Client,
     image: String,
+    backup_image: Option<String>,
     clients: Arc<Clients>,
     recorder: Recorder,
     platforms: Mutex<HashMap<String, Arc<KubePlatform>>>,
@@ -165,11 +191,8 @@ impl Context {
     fn platform(&self, namespace: &str) -> Arc<KubePlatform> {
         let mut platforms = lock(&self.platforms);
         let p = platforms.entry(namespace.to_string()).or_insert_with(|| {
-            Arc::new(KubePlatform::new(
-                self.client.clone(),
-                namespace,
-                &self.image,
-            ))
+            let p = KubePlatform::new(self.client.clone(), namespace, &self.image);
+            Arc::new(p.with_backup_image(self.backup_image.clone()))
         });
         p.clone()
     }
@@ -337,6 +360,7 @@ pub async fn run(
     let ctx = Arc::new(Context {
         client: client.clone(),
         image: opts.image.clone(),
+        backup_image: opts.backup_image.clone(),
         clients: Arc::new(Clients::new(STATUS_TIMEOUT)),
         recorder: Recorder::new(client, Reporter::from(MANAGER)),
         platforms: Mutex::default(),

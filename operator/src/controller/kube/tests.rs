@@ -27,7 +27,7 @@ fn a_plain_spec_is_valid() {
 }
 
 #[test]
-fn backups_and_restores_are_refused_by_field() {
+fn backups_and_restores_are_taken_where_kubernetes_can_do_them() {
     let mut r = resource(3, "3.5.1");
     r.spec.backup = Some(BackupSpec {
         interval: "30m".into(),
@@ -35,14 +35,28 @@ fn backups_and_restores_are_refused_by_field() {
         location: None,
     });
     r.spec.restore = Some(RestoreSpec {
-        backup: "b1".into(),
+        backup: "demo-20260101-000000-000".into(),
     });
-    let m = message(spec_state(&r));
-    assert!(
-        m.contains("spec.backup: backups are not supported on the Kubernetes"),
-        "{m}"
+    assert!(matches!(spec_state(&r), SpecState::Valid { .. }));
+    // A folder, a file path and Ephemeral members are refused by field.
+    r.spec.backup = Some(
+        serde_json::from_value(serde_json::json!({
+            "interval": "30m", "maxBackups": 3, "location": {"path": "/backups"},
+        }))
+        .expect("a backup spec"),
     );
-    assert!(m.contains("spec.restore: restoring"), "{m}");
+    r.spec.restore = Some(RestoreSpec {
+        backup: "/tmp/x.db".into(),
+    });
+    r.spec.storage.policy = crate::crd::StoragePolicy::Ephemeral;
+    let m = message(spec_state(&r));
+    for field in [
+        "spec.backup.location.path:",
+        "spec.restore.backup:",
+        "storage.policy:",
+    ] {
+        assert!(m.contains(field), "{field} in {m}");
+    }
 }
 
 #[test]
@@ -59,6 +73,7 @@ fn context(client: Client) -> Arc<Context> {
     Arc::new(Context {
         client: client.clone(),
         image: crate::platform::kube::pod::DEFAULT_IMAGE.into(),
+        backup_image: None,
         clients: Arc::new(Clients::new(Duration::from_millis(100))),
         recorder: Recorder::new(client, Reporter::from(MANAGER)),
         platforms: Mutex::default(),
@@ -86,11 +101,12 @@ async fn an_invalid_spec_gets_one_event_and_an_invalid_status_and_nothing_else()
     use http::Method;
     let (client, api) = mock();
     let mut r = fixtures::resource(3, "3.5.1", crate::crd::StoragePolicy::Persistent);
-    r.spec.backup = Some(BackupSpec {
-        interval: "30m".into(),
-        max_backups: 3,
-        location: None,
-    });
+    r.spec.backup = Some(
+        serde_json::from_value(serde_json::json!({
+            "interval": "30m", "maxBackups": 3, "location": {"path": "/backups"},
+        }))
+        .expect("a backup spec"),
+    );
     let server = tokio::spawn(async move {
         let mut api = api;
         let event = "/apis/events.k8s.io/v1/namespaces/default/events";
@@ -100,7 +116,7 @@ async fn an_invalid_spec_gets_one_event_and_an_invalid_status_and_nothing_else()
         assert_eq!(e.body["regarding"]["name"], "demo");
         let note = e.body["note"].as_str().unwrap_or_default().to_string();
         assert!(
-            note.starts_with("spec.backup: backups are not supported"),
+            note.starts_with("spec.backup.location.path: a folder is where the local platform"),
             "{note}"
         );
         e.echo();
@@ -257,6 +273,7 @@ async fn an_expired_watch_is_listed_again_at_once() {
     let opts = Options {
         namespace: None,
         image: crate::platform::kube::pod::DEFAULT_IMAGE.into(),
+        backup_image: None,
     };
     run(client, opts, tokio::time::sleep(Duration::from_secs(5)))
         .await

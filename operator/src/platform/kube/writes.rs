@@ -135,8 +135,9 @@ impl KubePlatform {
         }
     }
 
-    /// Creates a member; restoring from a snapshot is not supported on
-    /// Kubernetes yet.
+    /// Creates a member; with `restore_from`, its data claim is first
+    /// restored from that snapshot by a Job ([`super::restore`]), which
+    /// needs persistent storage.
     pub(super) async fn create_member(
         &self,
         cluster: &str,
@@ -144,10 +145,13 @@ impl KubePlatform {
         restore_from: Option<&RestoreSource>,
     ) -> Result<(), Error> {
         let reg = self.registration(cluster)?;
-        if let Some(snapshot) = restore_from {
+        if let Some(snapshot) = restore_from
+            && reg.storage != StoragePolicy::Persistent
+        {
             return Err(Error::Unsupported(format!(
-                "member {}: restoring from a snapshot ({snapshot}) is not supported on the \
-                 Kubernetes platform yet",
+                "member {}: restoring from a snapshot ({snapshot}) needs storage.policy \
+                 Persistent on Kubernetes (the data is restored into the member's volume claim \
+                 before its pod starts)",
                 config.addr.name
             )));
         }
@@ -172,6 +176,9 @@ impl KubePlatform {
             }
             self.apply(&claim, &data_claim(cluster, config, &reg.owner))
                 .await?;
+            if let Some(source) = restore_from {
+                self.restore_member(cluster, config, source, &reg).await?;
+            }
         }
         let pod = member_pod(cluster, config, reg.storage, &self.image, &reg.owner);
         self.apply(name, &pod).await

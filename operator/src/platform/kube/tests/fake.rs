@@ -120,6 +120,8 @@ pub struct Fake {
     log: Log,
     /// Paths whose next watch is answered "too old resource version".
     expire: Arc<Mutex<Vec<String>>>,
+    /// Pods' logs, by the pod's path.
+    logs: Arc<Mutex<BTreeMap<String, String>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -133,6 +135,7 @@ pub fn fake() -> (Client, Fake) {
         store: Arc::default(),
         log: Arc::default(),
         expire: Arc::default(),
+        logs: Arc::default(),
     };
     tokio::spawn(serve(Box::pin(handle), fake.clone()));
     (Client::new(service, "default"), fake)
@@ -226,6 +229,19 @@ impl Fake {
     /// from an API server that restarted and compacted its history.
     pub fn expire_next_watch(&self, path: &str) {
         lock(&self.expire).push(path.to_string());
+    }
+
+    /// Sets the log of the pod at `path` (`.../pods/NAME`), as served by
+    /// `GET .../pods/NAME/log`.
+    pub fn set_log(&self, path: &str, text: &str) {
+        lock(&self.logs).insert(path.to_string(), text.to_string());
+    }
+
+    /// Every object whose path starts with `prefix`, with its path.
+    pub fn all(&self, prefix: &str) -> Vec<(String, Value)> {
+        let store = lock(&self.store);
+        let found = store.iter().filter(|(k, _)| k.starts_with(prefix));
+        found.map(|(k, v)| (k.clone(), v.clone())).collect()
     }
 
     /// Every request so far.
@@ -381,6 +397,23 @@ async fn serve(mut handle: std::pin::Pin<Box<Handle<Request<Body>, Response<Body
                 send.send_response(expired_watch());
             } else {
                 held.push(send);
+            }
+            continue;
+        }
+        if seen.method == Method::GET
+            && let Some(pod) = seen.path.strip_suffix("/log")
+        {
+            let text = lock(&fake.logs).get(pod).cloned();
+            let (code, text) = match text {
+                Some(t) => (StatusCode::OK, t),
+                None => (StatusCode::NOT_FOUND, String::new()),
+            };
+            let response = Response::builder()
+                .status(code)
+                .header(http::header::CONTENT_TYPE, "text/plain")
+                .body(Body::from(text.into_bytes()));
+            if let Ok(r) = response {
+                send.send_response(r);
             }
             continue;
         }
