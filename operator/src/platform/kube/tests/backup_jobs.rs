@@ -208,3 +208,33 @@ async fn without_the_operators_image_backups_say_how_to_set_it() {
     assert_eq!(e.category(), "unsupported");
     assert!(e.to_string().contains("--backup-image"), "{e}");
 }
+
+#[tokio::test]
+async fn a_tls_clusters_backup_is_refused_before_any_request() {
+    let (client, api) = mock();
+    let tls = crate::tls::ClientTls {
+        ca: "ca".into(),
+        cert_key: crate::tls::CertKey {
+            cert: "cert".into(),
+            key: "key".into(),
+        },
+        server_name: None,
+    };
+    let e = play(
+        with_image(client),
+        |api: ApiServer| async move { api },
+        |p| async move {
+            let source = Source {
+                member: "demo-1",
+                url: "https://demo-1.demo.default.svc:2379",
+                tls: Some(&tls),
+            };
+            let e = p.backups().save(&location(), source).await;
+            (p, e.expect_err("refused"))
+        },
+        api,
+    )
+    .await;
+    assert_eq!(e.category(), "unsupported");
+    assert!(e.to_string().contains("spec.tls.client"), "{e}");
+}
