@@ -22,6 +22,10 @@ use crate::tls::with_scheme;
 
 /// What to write on a member's data holder once it is seen ready.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "a few marks per pass; the claim's config is written as it is"
+)]
 pub enum Mark {
     /// On its data volume claim (persistent storage): the started mark
     /// (`started`: the claim has none yet), and the config the member now
