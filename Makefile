@@ -37,6 +37,7 @@ lint: setup
 bench: release
 	$(CARGO) bench -q -p etcd-operator --bench operator
 	$(CARGO) bench -q -p etcd-operator --bench snapshot
+	$(CARGO) bench -q -p etcd-operator --bench handover
 	$(CARGO) bench -q -p chaos-monkey --bench faults
 	$(CARGO) run --release -q -p soak --bin soak -- bench
 	$(CARGO) bench -q -p soak --bench checker

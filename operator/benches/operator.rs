@@ -7,6 +7,9 @@
 //! * replace: data wiped and `kill -9` -> 3 members healthy (remove, add as
 //!   learner, start, promote), each run on a cluster settled past etcd's 5 s
 //!   reconfiguration guard;
+//! * both recoveries again on a cluster with peer and client TLS (`mode:
+//!   Auto`), beside a hand-driven TLS floor (members with certificates from
+//!   a CA of the benchmark's), and the ratio TLS / plain;
 //! * the operator's resident memory and CPU while idle, with 1 and 10
 //!   clusters of 3 members.
 //!
@@ -25,7 +28,8 @@ use etcd_operator::etcd::Clients;
 use etcd_operator::member::InitialState;
 use etcd_operator::platform::local::process;
 use etcd_operator::testing::{Env, manifest};
-use support::{Hand, hand, row, until_healthy, usage};
+use etcd_operator::tls::ClientTls;
+use support::{Hand, HandCa, hand, median, row, until_healthy, usage};
 
 /// Past etcd's 5 s "unhealthy cluster" guard after a member reconnects.
 const SETTLE: Duration = Duration::from_secs(6);
@@ -132,14 +136,34 @@ async fn follower(clients: &Clients, urls: &[String]) -> usize {
     0
 }
 
-async fn recovery_by_operator(clients: &Clients) -> (Vec<Duration>, Vec<Duration>) {
+/// Peer and client TLS from the operator's own CA.
+const TLS_SPEC: &str = "  tls:\n    peer: {mode: Auto}\n    client: {mode: Auto}\n";
+
+/// Tells `clients` to reach `urls` with the client certificate the
+/// cluster's status names (nothing for a cluster without client TLS).
+fn register_tls(env: &Env, clients: &Clients, cluster: &str, urls: &[String]) {
+    let status = env.status(cluster);
+    let tls = ClientTls::from_status(status.as_ref().and_then(|c| c.status.as_ref())).unwrap();
+    for u in urls {
+        clients.set_tls(u, tls.clone());
+    }
+}
+
+/// The operator's recoveries (restart in place, replace) on a 3-member
+/// cluster, with peer and client TLS when `tls`.
+async fn recovery_by_operator(clients: &Clients, tls: bool) -> (Vec<Duration>, Vec<Duration>) {
     let mut env = operator_env();
-    env.write_manifest("r.yaml", &manifest("r", 3, "3.4.23"));
+    let mut m = manifest("r", 3, "3.4.23");
+    if tls {
+        m.push_str(TLS_SPEC);
+    }
+    env.write_manifest("r.yaml", &m);
     env.start_operator();
     env.wait_running("r", 3);
     let (mut restart, mut replace) = (Vec::new(), Vec::new());
     for _ in 0..runs() {
         let urls = member_urls(&env, "r", 3, Instant::now()).await;
+        register_tls(&env, clients, "r", &urls);
         let victim = follower(clients, &urls).await;
         let name = env
             .layout()
@@ -159,6 +183,7 @@ async fn recovery_by_operator(clients: &Clients) -> (Vec<Duration>, Vec<Duration
     for _ in 0..runs() {
         tokio::time::sleep(SETTLE).await;
         let urls = member_urls(&env, "r", 3, Instant::now()).await;
+        register_tls(&env, clients, "r", &urls);
         let victim = follower(clients, &urls).await;
         let name = env
             .layout()
@@ -183,23 +208,39 @@ async fn recovery_by_operator(clients: &Clients) -> (Vec<Duration>, Vec<Duration
             }
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
+        register_tls(&env, clients, "r", &new_urls);
         replace.push(until_healthy(clients, &new_urls, t0).await);
     }
     (restart, replace)
 }
 
-async fn recovery_by_hand(clients: &Clients) -> (Vec<Duration>, Vec<Duration>) {
+/// The same recoveries by hand, the floor; members with peer and client
+/// TLS from `tls`'s CA when given.
+async fn recovery_by_hand(
+    clients: &Clients,
+    tls: Option<&HandCa>,
+) -> (Vec<Duration>, Vec<Duration>) {
     let dir = tempfile::tempdir().unwrap();
     let mut taken = HashSet::new();
     let mut next = 0;
+    let prefix = if tls.is_some() {
+        "floor-tls"
+    } else {
+        "floor-recovery"
+    };
     let mut new_hand = |taken: &mut HashSet<_>| {
         next += 1;
-        hand(
+        let mut h = hand(
             dir.path(),
-            &format!("floor-recovery-{next}"),
+            &format!("{prefix}-{next}"),
             &format!("h{next}"),
             taken,
-        )
+        );
+        if let Some(ca) = tls {
+            h.use_tls(ca);
+            clients.set_tls(&h.record.addr.client_url, Some(ca.client.clone()));
+        }
+        h
     };
     let mut hands: Vec<Hand> = (0..3).map(|_| new_hand(&mut taken)).collect();
     let ic: Vec<String> = hands
@@ -322,10 +363,23 @@ fn main() {
         );
         let (c, cf) = create(&clients).await;
         row("create: manifest -> 3 healthy", &c, &cf);
-        let (r, p) = recovery_by_operator(&clients).await;
-        let (rf, pf) = recovery_by_hand(&clients).await;
+        let (r, p) = recovery_by_operator(&clients, false).await;
+        let (rf, pf) = recovery_by_hand(&clients, None).await;
         row("kill -9 follower -> 3 healthy", &r, &rf);
         row("wipe+kill -9 -> replaced, healthy", &p, &pf);
+        let ca = HandCa::new();
+        let (rt, pt) = recovery_by_operator(&clients, true).await;
+        let (rtf, ptf) = recovery_by_hand(&clients, Some(&ca)).await;
+        row("TLS: kill -9 follower -> healthy", &rt, &rtf);
+        row("TLS: wipe+kill -9 -> replaced", &pt, &ptf);
+        println!(
+            "TLS / plain recovery (medians): restart {:.2}x, replace {:.2}x; floors: {:.2}x, {:.2}x \
+             (target: TLS recovery within 2x of its floor)",
+            median(&rt) / median(&r),
+            median(&pt) / median(&p),
+            median(&rtf) / median(&rf),
+            median(&ptf) / median(&pf),
+        );
         idle().await;
     });
 }

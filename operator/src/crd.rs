@@ -84,6 +84,11 @@ pub struct EtcdClusterSpec {
     /// What to do when a majority of members is lost.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recovery: Option<RecoverySpec>,
+    /// Raft election timing of every member (etcd's defaults when unset).
+    /// A change is applied by a rolling restart, one member at a time,
+    /// the leader last and after handing its leadership over.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tuning: Option<TuningSpec>,
     /// TLS between members (`peer`) and for clients (`client`). Either can
     /// be turned on or off on a running cluster: members move over one at a
     /// time, without losing a write.
@@ -200,6 +205,29 @@ pub enum TlsMode {
     Auto,
     /// You, through a folder (local) or a Secret (Kubernetes).
     Provided,
+}
+
+/// etcd's raft timing (`--heartbeat-interval`, `--election-timeout`).
+///
+/// A dead leader is noticed after about one election timeout, so a shorter
+/// one heals a killed leader sooner; too short for the network or the
+/// machine's load and members call elections that nothing caused. Guidance:
+/// loopback or one host `25ms`/`250ms`; a LAN or one zone etcd's defaults
+/// (`100ms`/`1s`); across zones the heartbeat near the round trip between
+/// members (say `200ms`) and the election 10 times that (`2s`).
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TuningSpec {
+    /// How often the leader tells followers it is alive, as a duration in
+    /// whole milliseconds ("100ms", the default). From 1ms to 10s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heartbeat_interval: Option<String>,
+    /// How long a follower waits without hearing from the leader before it
+    /// calls an election, in whole milliseconds ("1s", the default). At
+    /// least 5 times the heartbeat interval (etcd refuses less), at most
+    /// 50s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub election_timeout: Option<String>,
 }
 
 /// Storage policy of the members.

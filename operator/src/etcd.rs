@@ -321,6 +321,19 @@ impl Clients {
         .map(|_| ())
     }
 
+    /// Asks the leader at `leader_url` to hand its leadership to voter `id`
+    /// (etcd's MoveLeader: the leader brings `id` up to date and tells it
+    /// to campaign at once, so no election timeout passes). etcd answers
+    /// once `id` leads, or refuses ("not leader" when `leader_url` no
+    /// longer leads; a timeout when the transfer did not finish).
+    pub async fn move_leader(&self, leader_url: &str, id: u64) -> Result<()> {
+        self.call("move leader", leader_url, |mut c| async move {
+            c.move_leader(id).await
+        })
+        .await
+        .map(|_| ())
+    }
+
     /// Promotes learner `id` to a voting member.
     pub async fn promote(&self, url: &str, id: u64) -> Result<()> {
         self.call("member promote", url, |mut c| async move {

@@ -14,6 +14,7 @@ pub mod faults;
 pub mod kube_names;
 pub mod manifest;
 pub mod member;
+pub mod metrics;
 pub mod names;
 pub mod observe;
 pub mod plan;

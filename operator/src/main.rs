@@ -8,6 +8,8 @@ use std::time::SystemTime;
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 use etcd_operator::controller::local;
+use etcd_operator::metrics::Metrics;
+use etcd_operator::metrics::server::{self, Health};
 use etcd_operator::platform::local::binaries::Binaries;
 use etcd_operator::{cli, crd};
 use kube::CustomResourceExt;
@@ -143,6 +145,18 @@ struct RunArgs {
     /// it to the image it runs.
     #[arg(long, env = "ETCD_OPERATOR_BACKUP_IMAGE")]
     backup_image: Option<String>,
+    /// Restart or remove a leader without handing its leadership over to
+    /// another voter first, so each such step costs an election (about an
+    /// election timeout without a leader). Only for benchmarks that
+    /// measure what the handover saves.
+    #[arg(long, env = "ETCD_OPERATOR_NO_LEADER_HANDOVER")]
+    no_leader_handover: bool,
+    /// Serve /metrics (Prometheus, OpenMetrics text), /healthz and /readyz
+    /// on this address, e.g. `0.0.0.0:8080` in a pod or `127.0.0.1:9090`
+    /// locally (port 0: any free port; the local platform writes the one
+    /// bound to STATE/metrics-addr). Not served when unset.
+    #[arg(long, env = "ETCD_OPERATOR_METRICS_ADDR", value_name = "HOST:PORT")]
+    metrics_addr: Option<std::net::SocketAddr>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -227,17 +241,29 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         );
         return Ok(ExitCode::from(2));
     };
-    let opts = local::Options {
-        manifests,
-        state_dir: args.state_dir,
-        binaries: Arc::new(Binaries::new(args.etcd_binaries)),
-    };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
     rt.block_on(async {
+        let (metrics, health) = (Arc::<Metrics>::default(), Arc::<Health>::default());
+        let metrics_addr = match serve_metrics(args.metrics_addr, &metrics, &health).await {
+            Ok(a) => a,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return Ok(ExitCode::from(2));
+            }
+        };
+        let opts = local::Options {
+            manifests,
+            state_dir: args.state_dir,
+            binaries: Arc::new(Binaries::new(args.etcd_binaries)),
+            handover: !args.no_leader_handover,
+            metrics,
+            health,
+            metrics_addr,
+        };
         match local::run(opts, shutdown_signal()).await {
             Ok(()) => Ok(ExitCode::SUCCESS),
             Err(e @ local::Error::NoManifests(_)) => {
@@ -249,18 +275,40 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// Serves /metrics, /healthz and /readyz when asked; the address bound.
+async fn serve_metrics(
+    addr: Option<std::net::SocketAddr>,
+    metrics: &Arc<Metrics>,
+    health: &Arc<Health>,
+) -> Result<Option<std::net::SocketAddr>, server::Error> {
+    match addr {
+        Some(a) => Ok(Some(
+            server::serve(a, metrics.clone(), health.clone()).await?,
+        )),
+        None => Ok(None),
+    }
+}
+
 fn run_kube(args: RunArgs) -> anyhow::Result<ExitCode> {
-    let opts = etcd_operator::controller::kube::Options {
-        namespace: args.namespace,
-        image: args.etcd_image,
-        backup_image: args.backup_image,
-    };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
     rt.block_on(async {
+        let (metrics, health) = (Arc::<Metrics>::default(), Arc::<Health>::default());
+        if let Err(e) = serve_metrics(args.metrics_addr, &metrics, &health).await {
+            eprintln!("error: {e}");
+            return Ok(ExitCode::from(2));
+        }
+        let opts = etcd_operator::controller::kube::Options {
+            namespace: args.namespace,
+            image: args.etcd_image,
+            backup_image: args.backup_image,
+            handover: !args.no_leader_handover,
+            metrics,
+            health,
+        };
         let client = kube::Client::try_default()
             .await
             .context("cannot reach Kubernetes (no in-cluster config and no usable kubeconfig)")?;

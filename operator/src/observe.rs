@@ -41,7 +41,14 @@ impl Observation {
         self.members.iter().filter(|m| m.ready).count()
     }
 
-    /// The platform's member with this peer URL (whatever its scheme).
+    /// Where the operator calls member `name` (its `call_url`), if the
+    /// platform runs it and it can be reached.
+    pub fn call_url(&self, name: &str) -> Option<&str> {
+        let m = self.platform.iter().find(|p| p.addr.name == name)?;
+        m.call_url.as_deref()
+    }
+
+    /// The platform's member with this peer URL.
     pub fn on_platform(&self, peer_url: &str) -> Option<&PlatformMember> {
         self.platform
             .iter()
@@ -141,6 +148,7 @@ pub async fn observe<P: Platform>(
             has_data: m.has_data,
             crash_looping: m.crash_looping || crash_looping.contains(&m.addr.name),
             version: m.version,
+            tuning: m.tuning,
             bootstrap: m.bootstrap,
             tls: TlsState {
                 files: m.tls.clone(),
@@ -157,7 +165,7 @@ pub async fn observe<P: Platform>(
             &m.addr.name,
             Some(runtime),
             entry,
-            leader_id,
+            (leader_id, status.as_ref().map_or(0, |s| s.raft_index)),
             healthy,
             (&m.addr.client_url, &m.addr.peer_url),
             Some(version),
@@ -208,11 +216,12 @@ pub async fn observe<P: Platform>(
             status.as_ref().is_some_and(|s| s.leader != 0) && !created(cluster, record, &name);
         let client = e.client_urls.first().cloned().unwrap_or_default();
         let peer = e.peer_urls.first().cloned().unwrap_or_default();
+        let index = status.as_ref().map_or(0, |s| s.raft_index);
         observation.push(
             &name,
             None,
             Some(e),
-            leader_id,
+            (leader_id, index),
             healthy,
             (&client, &peer),
             status.map(|s| s.version),
@@ -289,7 +298,7 @@ impl Observation {
         name: &str,
         platform: Option<Runtime>,
         entry: Option<&ListedMember>,
-        leader_id: Option<u64>,
+        (leader_id, raft_index): (Option<u64>, u64),
         healthy: bool,
         (client_url, peer_url): (&str, &str),
         version: Option<String>,
@@ -320,6 +329,7 @@ impl Observation {
             platform,
             etcd,
             healthy,
+            raft_index,
             db: DbFacts::default(),
         });
     }

@@ -14,6 +14,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+pub use crate::metrics::scrape as metrics;
+pub mod writer;
+
 use crate::crd::EtcdCluster;
 use crate::platform::local::layout::{Layout, MemberRecord, read_json};
 
@@ -37,6 +40,8 @@ pub struct Env {
     pub etcd_binaries: PathBuf,
     /// Environment variables set for the operator (such as `PATH`).
     pub operator_env: Vec<(String, String)>,
+    /// Extra arguments of `etcd-operator run`.
+    pub operator_args: Vec<String>,
     operator: Option<Child>,
 }
 
@@ -115,6 +120,7 @@ impl Env {
             log_filter: "etcd_operator=debug".into(),
             etcd_binaries: binaries(),
             operator_env: Vec::new(),
+            operator_args: Vec::new(),
             operator: None,
         }
     }
@@ -147,6 +153,7 @@ impl Env {
             .arg(&self.state)
             .arg("--etcd-binaries")
             .arg(&self.etcd_binaries)
+            .args(&self.operator_args)
             .env("RUST_LOG", &self.log_filter)
             .envs(self.operator_env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
@@ -155,6 +162,28 @@ impl Env {
             .spawn()
             .expect("start etcd-operator");
         self.operator = Some(child);
+    }
+
+    /// Serves the operator's endpoints on a free loopback port (call before
+    /// [`Env::start_operator`]); see [`Env::metrics_addr`].
+    pub fn with_metrics(&mut self) {
+        self.operator_args
+            .extend(["--metrics-addr".to_string(), "127.0.0.1:0".to_string()]);
+    }
+
+    /// Where the running operator serves `/metrics` (waits for it).
+    pub fn metrics_addr(&self) -> std::net::SocketAddr {
+        let path = crate::controller::local::metrics_addr_path(&self.state);
+        self.wait_for("the operator's metrics address", || {
+            std::fs::read_to_string(&path).ok()?.trim().parse().ok()
+        })
+    }
+
+    /// The operator's metrics, parsed.
+    pub fn scrape(&self) -> Vec<metrics::Sample> {
+        let (code, body) = metrics::get(self.metrics_addr(), "/metrics").expect("GET /metrics");
+        assert_eq!(code, 200, "GET /metrics: {body}");
+        metrics::parse(&body)
     }
 
     /// The running operator's process, from its lock file.

@@ -9,7 +9,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::crd::{EtcdClusterSpec, StoragePolicy, TlsEndpoint, TlsMode};
+use crate::member::Tuning;
 use crate::member::backend::{self, Backend, DefragPolicy};
+use crate::member::tuning::check_tuning;
 use crate::version::Version;
 
 /// Largest cluster the operator manages.
@@ -42,6 +44,8 @@ pub struct ValidSpec {
     pub restore: Option<String>,
     /// Rebuild from the newest backup when a majority is lost for good.
     pub restore_from_backup: bool,
+    /// Raft timing of every member.
+    pub tuning: Tuning,
     /// TLS of members and clients.
     pub tls: TlsPolicy,
     /// etcd's quota and auto-compaction ([`crate::member::backend`]).
@@ -268,9 +272,19 @@ pub fn validate(
         );
     }
     let tls = check_tls(spec, &mut err);
+    let tuning = match spec.tuning.as_ref().map(check_tuning) {
+        None => Some(Tuning::default()),
+        Some(Ok(t)) => Some(t),
+        Some(Err(problems)) => {
+            for (field, message) in problems {
+                err(field, message);
+            }
+            None
+        }
+    };
     let (backend, defrag) = backend::check(spec, &mut errors);
-    match version {
-        Some(version) if errors.is_empty() => Ok(ValidSpec {
+    match (version, tuning) {
+        (Some(version), Some(tuning)) if errors.is_empty() => Ok(ValidSpec {
             size: usize::try_from(spec.size).unwrap_or(1),
             version,
             paused: spec.paused,
@@ -279,6 +293,7 @@ pub fn validate(
             restore: spec.restore.as_ref().map(|r| r.backup.trim().to_string()),
             restore_from_backup,
             tls,
+            tuning,
             backend,
             defrag,
         }),
@@ -301,7 +316,8 @@ fn check_tls(spec: &EtcdClusterSpec, err: &mut impl FnMut(&str, String)) -> TlsP
                 if e.path.is_some() || e.secret_name.is_some() {
                     err(
                         &field,
-                        "path and secretName name certificates you provide: use them with                          mode: Provided, or leave them out for mode: Auto"
+                        "path and secretName name certificates you provide: use them with \
+                         mode: Provided, or leave them out for mode: Auto"
                             .into(),
                     );
                 }
@@ -311,7 +327,9 @@ fn check_tls(spec: &EtcdClusterSpec, err: &mut impl FnMut(&str, String)) -> TlsP
                 if e.path.is_none() && e.secret_name.is_none() || blank(&e.path) {
                     err(
                         &field,
-                        "mode: Provided needs path (a folder with ca.crt, tls.crt and tls.key;                          local platform) or secretName (a kubernetes.io/tls Secret with ca.crt;                          Kubernetes)"
+                        "mode: Provided needs path (a folder with ca.crt, tls.crt and tls.key; \
+                         local platform) or secretName (a kubernetes.io/tls Secret with ca.crt; \
+                         Kubernetes)"
                             .into(),
                     );
                 }
@@ -420,6 +438,7 @@ mod tests {
             restore: None,
             recovery: None,
             tls: None,
+            tuning: None,
             quota_backend_bytes: None,
             compaction: None,
             defrag: None,
@@ -546,6 +565,30 @@ mod tests {
         });
         let e = validate("demo", &s, &V).expect_err("invalid");
         assert!(e.to_string().contains("needs path"), "{e}");
+    }
+
+    #[test]
+    fn tuning_problems_come_with_the_others() {
+        let mut s = spec(0, "3.4.23");
+        s.tuning = Some(crate::crd::TuningSpec {
+            heartbeat_interval: Some("x".into()),
+            election_timeout: Some("0ms".into()),
+        });
+        assert_eq!(
+            fields(validate("demo", &s, &V)),
+            [
+                "spec.size",
+                "spec.tuning.heartbeatInterval",
+                "spec.tuning.electionTimeout"
+            ]
+        );
+        s.size = 3;
+        s.tuning = Some(crate::crd::TuningSpec {
+            heartbeat_interval: Some("25ms".into()),
+            election_timeout: Some("250ms".into()),
+        });
+        let v = validate("demo", &s, &V).expect("valid");
+        assert_eq!(v.tuning, Tuning::new(Some(25), Some(250)));
     }
 
     #[test]

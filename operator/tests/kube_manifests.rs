@@ -1,8 +1,10 @@
 //! Every manifest in deploy/, and the objects the Kubernetes platform
 //! builds (serialized to YAML), pass `kubernetes-validate --strict` against
 //! the newest Kubernetes schemas it ships and an older one (1.30, about what
-//! kind runs). The example EtcdCluster is checked against the CRD's own
-//! schema and by the operator's validation.
+//! kind runs). The example EtcdClusters (`deploy/example-*.yaml`, and the
+//! `Provided` variant in the TLS example's comments) are checked against
+//! the CRD's own schema and by the operator's validation; the objects a TLS
+//! cluster adds (its pods' flags and volume, its Secrets) are validated too.
 //!
 //! The tool comes from `bash ci/setup` (into .venv/). Without it the tests
 //! fail when `CI` is set, and otherwise say how to install it and pass.
@@ -12,12 +14,17 @@ use std::process::Command;
 
 use etcd_operator::controller::SpecState;
 use etcd_operator::controller::kube::spec_state;
-use etcd_operator::crd::{EtcdCluster, StoragePolicy};
-use etcd_operator::member::{InitialState, MemberAddr, MemberConfig};
+use etcd_operator::crd::{EtcdCluster, StoragePolicy, TlsMode, TlsSpec};
+use etcd_operator::member::{InitialState, MemberAddr, MemberConfig, MemberTls};
 use etcd_operator::platform::kube::objects::{
     client_service, data_claim, disruption_budget, peer_service, record_config_map,
 };
 use etcd_operator::platform::kube::pod::{DEFAULT_IMAGE, member_pod};
+use etcd_operator::platform::kube::tls::{ca_secret, client_secret, member_secret};
+use etcd_operator::tls::inspect::CertInfo;
+use etcd_operator::tls::issue::{self, Usage};
+use etcd_operator::tls::store::ClientFiles;
+use etcd_operator::tls::{CaState, MemberFiles, RoleFiles};
 use kube::Resource;
 
 /// Kubernetes versions validated against.
@@ -83,8 +90,28 @@ fn validate(tool: &(PathBuf, Vec<String>), files: &[PathBuf]) {
     }
 }
 
+/// The example EtcdClusters: `deploy/example-*.yaml` (kubernetes-validate
+/// has no schema for their kind; they are checked against the CRD's).
+fn examples() -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(root().join("deploy"))
+        .expect("deploy/")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("example-") && n.ends_with(".yaml"))
+        })
+        .collect();
+    found.sort();
+    found
+}
+
 fn example() -> PathBuf {
     root().join("deploy/example-cluster.yaml")
+}
+
+fn tls_example() -> PathBuf {
+    root().join("deploy/example-cluster-tls.yaml")
 }
 
 #[test]
@@ -94,7 +121,7 @@ fn every_deploy_manifest_is_valid() {
         .expect("deploy/")
         .map(|e| e.expect("entry").path())
         .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
-        .filter(|p| *p != example())
+        .filter(|p| !examples().contains(p))
         .collect();
     files.sort();
     let names: Vec<_> = files.iter().filter_map(|f| f.file_name()).collect();
@@ -108,8 +135,13 @@ fn every_deploy_manifest_is_valid() {
 }
 
 fn resource() -> EtcdCluster {
-    let text = std::fs::read_to_string(example()).expect("deploy/example-cluster.yaml");
-    let mut r: EtcdCluster = serde_saphyr::from_str(&text).expect("an EtcdCluster");
+    read_resource(&example())
+}
+
+fn read_resource(path: &Path) -> EtcdCluster {
+    let text = std::fs::read_to_string(path).expect("an example manifest");
+    let mut r: EtcdCluster = serde_saphyr::from_str(&text)
+        .unwrap_or_else(|e| panic!("{}: not an EtcdCluster: {e}", path.display()));
     r.metadata.uid = Some("0b1c9a4e-0000-4000-8000-000000000001".into());
     r
 }
@@ -128,6 +160,7 @@ fn config(member: &str) -> MemberConfig {
         token: "example-token".into(),
         bootstrap: true,
         tls: Default::default(),
+        tuning: Default::default(),
         backend: Default::default(),
     }
 }
@@ -173,15 +206,128 @@ fn built_objects_are_valid() {
     validate(&tool, &files);
 }
 
+/// What a TLS cluster adds: pods with https URLs, the TLS flags, the
+/// member's Secret mounted and readiness on the plain metrics port; the
+/// CA, member and client Secrets.
 #[test]
-fn example_cluster_matches_the_crd_schema_and_is_a_valid_spec() {
-    let r = resource();
-    assert_eq!(r.spec.size, 3);
-    assert!(
-        matches!(spec_state(&r), SpecState::Valid { .. }),
-        "deploy/example-cluster.yaml is refused by the operator"
+fn built_tls_objects_are_valid() {
+    let Some(tool) = tool() else { return };
+    let r = read_resource(&tls_example());
+    let owner = r.controller_owner_ref(&()).expect("owner");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    let mut files = Vec::new();
+    let mut c = config("example-tls-0");
+    c.addr.peer_url = c.addr.peer_url.replace("http://", "https://");
+    c.addr.client_url = c.addr.client_url.replace("http://", "https://");
+    c.initial_cluster = c.initial_cluster.replace("http://", "https://");
+    c.tls = MemberTls {
+        peer: true,
+        client: true,
+        trust: "0123456789abcdef".into(),
+    };
+    let pod = member_pod(
+        "example-tls",
+        &c,
+        StoragePolicy::Persistent,
+        DEFAULT_IMAGE,
+        &owner,
     );
-    let Some((python, _)) = tool() else { return };
+    let text = serde_json::to_string(&pod).expect("json");
+    for flag in [
+        "--client-cert-auth=true",
+        "--peer-client-cert-auth=true",
+        "/etc/etcd/tls",
+    ] {
+        assert!(text.contains(flag), "{flag} missing from the TLS pod");
+    }
+    files.push(write_yaml(d, "tls-pod", &pod));
+    let now = std::time::SystemTime::now();
+    let day = std::time::Duration::from_secs(86_400);
+    let ca = issue::new_ca("example-tls", 30 * day, now).expect("ca");
+    let leaf = issue::issue(
+        &ca,
+        now + 30 * day,
+        "example-tls-0",
+        &["example-tls-0".into()],
+        Usage::Member,
+        day,
+        now,
+    )
+    .expect("member certificate");
+    let client = issue::issue(&ca, now + 30 * day, "tools", &[], Usage::Client, day, now)
+        .expect("client certificate");
+    let role = RoleFiles {
+        cert_key: leaf,
+        ca: ca.cert.clone(),
+    };
+    let member = MemberFiles {
+        peer: Some(role.clone()),
+        client: Some(role),
+    };
+    let state = CaState {
+        issuing: ca.clone(),
+        next: None,
+        retiring: None,
+    };
+    let tools = ClientFiles {
+        ca: ca.cert.clone(),
+        cert_key: client,
+    };
+    files.push(write_yaml(
+        d,
+        "ca-secret",
+        &ca_secret("example-tls", &state, &owner),
+    ));
+    files.push(write_yaml(
+        d,
+        "member-secret",
+        &member_secret("example-tls", "example-tls-0", &member, &owner),
+    ));
+    files.push(write_yaml(
+        d,
+        "client-secret",
+        &client_secret("example-tls", &tools, &owner),
+    ));
+    validate(&tool, &files);
+}
+
+/// The block of YAML in the comments after the line saying `marker`: the
+/// lines indented under `#`, up to the first blank comment line after it.
+fn commented_block(text: &str, marker: &str, starts: &str) -> String {
+    let mut lines = text.lines().skip_while(|l| !l.contains(marker));
+    let block: Vec<&str> = lines
+        .by_ref()
+        .skip_while(|l| l.trim_start_matches('#').trim() != starts)
+        .take_while(|l| l.trim() != "#")
+        .map(|l| l.strip_prefix('#').unwrap_or(l))
+        .collect();
+    assert!(
+        !block.is_empty(),
+        "no commented {starts:?} after {marker:?}"
+    );
+    block.join("\n")
+}
+
+/// The `Provided` variant the TLS example shows in its comments, as a
+/// resource: the example with its `tls:` block replaced.
+fn provided_variant() -> EtcdCluster {
+    let text = std::fs::read_to_string(tls_example()).expect("deploy/example-cluster-tls.yaml");
+    let block = commented_block(&text, "Provided variant", "tls:");
+    #[derive(serde::Deserialize)]
+    struct Only {
+        tls: TlsSpec,
+    }
+    let only: Only = serde_saphyr::from_str(&block)
+        .unwrap_or_else(|e| panic!("the commented tls block is no spec.tls: {e}\n{block}"));
+    let mut r = read_resource(&tls_example());
+    r.spec.tls = Some(only.tls);
+    r
+}
+
+/// Checks an EtcdCluster file against the CRD's schema (with the tool's
+/// python and jsonschema).
+fn matches_crd_schema(python: &Path, file: &Path) {
     let script = r#"
 import sys, yaml, jsonschema
 crd = yaml.safe_load(open(sys.argv[1]))
@@ -193,15 +339,103 @@ print("example matches the CRD schema")
     let out = Command::new(python)
         .args(["-c", script])
         .arg(root().join("deploy/crd.yaml"))
-        .arg(example())
+        .arg(file)
         .output()
         .expect("python runs");
     assert!(
         out.status.success(),
-        "deploy/example-cluster.yaml does not match the CRD's schema:\n{}{}",
+        "{} does not match the CRD's schema:\n{}{}",
+        file.display(),
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+#[test]
+fn example_clusters_match_the_crd_schema_and_are_valid_specs() {
+    let files = examples();
+    assert!(
+        files.contains(&example()) && files.contains(&tls_example()),
+        "{files:?}"
+    );
+    for file in &files {
+        let r = read_resource(file);
+        assert_eq!(r.spec.size, 3, "{}", file.display());
+        assert!(
+            matches!(spec_state(&r), SpecState::Valid { .. }),
+            "{} is refused by the operator",
+            file.display()
+        );
+    }
+    // The TLS example: Auto on both sides; its commented variant: Provided
+    // from a Secret, also valid.
+    let tls = read_resource(&tls_example()).spec.tls.expect("spec.tls");
+    let mode = |e: &Option<etcd_operator::crd::TlsEndpoint>| e.as_ref().map(|e| e.mode);
+    assert_eq!(mode(&tls.peer), Some(TlsMode::Auto));
+    assert_eq!(mode(&tls.client), Some(TlsMode::Auto));
+    let variant = provided_variant();
+    let vt = variant.spec.tls.clone().expect("spec.tls");
+    for side in [&vt.peer, &vt.client] {
+        let side = side.as_ref().expect("both sides");
+        assert_eq!(side.mode, TlsMode::Provided);
+        assert_eq!(side.secret_name.as_deref(), Some("example-tls-certs"));
+    }
+    assert!(
+        matches!(spec_state(&variant), SpecState::Valid { .. }),
+        "the Provided variant is refused by the operator"
+    );
+    let Some((python, _)) = tool() else { return };
+    for file in &files {
+        matches_crd_schema(&python, file);
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let variant_file = write_yaml(dir.path(), "provided-variant", &variant);
+    matches_crd_schema(&python, &variant_file);
+}
+
+/// The cert-manager Certificate in the TLS example's comments makes the
+/// Secret its Provided variant names, with names covering every member's
+/// URL host and the usages the operator checks for.
+#[test]
+fn the_commented_certificate_covers_every_member_of_the_provided_variant() {
+    let text = std::fs::read_to_string(tls_example()).expect("deploy/example-cluster-tls.yaml");
+    let block = commented_block(
+        &text,
+        "cert-manager Certificate",
+        "apiVersion: cert-manager.io/v1",
+    );
+    let cert: serde_json::Value = serde_saphyr::from_str(&block)
+        .unwrap_or_else(|e| panic!("the commented Certificate is no YAML: {e}\n{block}"));
+    let spec = &cert["spec"];
+    assert_eq!(cert["kind"], "Certificate");
+    assert_eq!(spec["secretName"], "example-tls-certs");
+    let list = |key: &str| -> Vec<String> {
+        spec[key]
+            .as_array()
+            .unwrap_or_else(|| panic!("spec.{key}"))
+            .iter()
+            .filter_map(|v| v.as_str().map(str::to_string))
+            .collect()
+    };
+    let usages = list("usages");
+    assert!(usages.iter().any(|u| u == "server auth") && usages.iter().any(|u| u == "client auth"));
+    let names = CertInfo {
+        not_before: std::time::SystemTime::UNIX_EPOCH,
+        not_after: std::time::SystemTime::UNIX_EPOCH,
+        dns: list("dnsNames"),
+        ips: Vec::new(),
+        is_ca: false,
+        server_auth: true,
+        client_auth: true,
+    };
+    let r = provided_variant();
+    let (name, ns) = (r.metadata.name.clone().expect("name"), "default");
+    assert_eq!(r.metadata.namespace.as_deref(), Some(ns));
+    for i in 0..r.spec.size {
+        // The host of the member's peer and client URLs on Kubernetes.
+        let host = format!("{name}-{i}.{name}.{ns}.svc");
+        assert!(names.covers(&host), "{host} not in {:?}", names.dns);
+    }
 }
 
 /// glibc of the base images and build machines the operator image is

@@ -3,7 +3,10 @@
 //! cluster in the same run, with the same number of clients and value size
 //! (check perf: 256-byte keys, 1024-byte values, clients 50/200/500/1000 for
 //! loads s/m/l/xl, rate-capped at 150/1000/8000/15000 writes/s, 60 s).
-//! Prints numbers and the ratio, never pass/fail.
+//! Then the same load generator on a second cluster with peer and client
+//! TLS (`mode: Auto`, mutual TLS, the client certificate the status names),
+//! for the cost of TLS: the ratio TLS / plain (target: at least 0.85).
+//! Prints numbers and the ratios, never pass/fail.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -17,6 +20,7 @@ use crate::client::Pool;
 use crate::load;
 use crate::runner::local::Local;
 use crate::scenario::{ClusterSpec, Dur};
+use etcd_operator::crd::{TlsEndpoint, TlsMode, TlsSpec};
 
 /// Why the benchmark could not run.
 #[derive(Debug, thiserror::Error)]
@@ -154,9 +158,8 @@ pub async fn run(a: Args) -> Result<String, Error> {
             etcdctl.display()
         )));
     }
-    let logs = tempfile::tempdir().map_err(|e| Error::Run(format!("temporary folder: {e}")))?;
-    let cluster = ClusterSpec {
-        name: "bench".into(),
+    let cluster = |name: &str, tls: Option<TlsSpec>| ClusterSpec {
+        name: name.into(),
         size: 3,
         version: a.version.clone(),
         paused: false,
@@ -164,36 +167,14 @@ pub async fn run(a: Args) -> Result<String, Error> {
         backup: None,
         restore: None,
         recovery: None,
-        tls: None,
+        tls,
+        tuning: None,
         quota_backend_bytes: None,
         compaction: None,
         defrag: None,
     };
-    let mut local = Local::prepare(&cluster, &operator, &bins, None, logs.path())?;
-    local.write_manifest(false)?;
-    local.start_operator()?;
-    let status = local.status_source();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let urls = loop {
-        let c = status();
-        if let Some(st) = c.as_ref().and_then(|c| c.status.as_ref())
-            && st.phase.as_str() == "Running"
-            && st.members.iter().filter(|m| m.ready).count() == 3
-        {
-            break st
-                .members
-                .iter()
-                .map(|m| m.client_url.clone())
-                .collect::<Vec<_>>();
-        }
-        if Instant::now() > deadline {
-            return Err(Error::Run(format!(
-                "the bench cluster was not Running within 120s:\n{}",
-                local.operator_log_tail(20)
-            )));
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let logs = tempfile::tempdir().map_err(|e| Error::Run(format!("temporary folder: {e}")))?;
+    let (mut local, urls) = start(&cluster("bench", None), &operator, &bins, logs.path()).await?;
     eprintln!(
         "bench: cluster up ({}); etcdctl check perf --load={} (60s)...",
         urls.join(","),
@@ -231,8 +212,96 @@ pub async fn run(a: Args) -> Result<String, Error> {
         "bench: soak load generator, {n} writers, unthrottled, {}...",
         a.duration
     );
+    let value_size = usize::try_from(a.value_size).unwrap_or(1024);
+    let ours = drive(Arc::new(Pool::new()), urls, n, value_size, a.duration.get()).await;
+    tokio::task::block_in_place(|| local.teardown());
+
+    // The same load on a cluster with peer and client TLS.
+    let auto = || {
+        Some(TlsEndpoint {
+            mode: TlsMode::Auto,
+            path: None,
+            secret_name: None,
+        })
+    };
+    let tls_spec = TlsSpec {
+        peer: auto(),
+        client: auto(),
+        ..TlsSpec::default()
+    };
+    let tls_logs = tempfile::tempdir().map_err(|e| Error::Run(format!("temporary folder: {e}")))?;
+    let (mut tls_local, tls_urls) = start(
+        &cluster("benchtls", Some(tls_spec)),
+        &operator,
+        &bins,
+        tls_logs.path(),
+    )
+    .await?;
+    eprintln!(
+        "bench: TLS cluster up ({}); soak load generator over mutual TLS, {}...",
+        tls_urls.join(","),
+        a.duration
+    );
     let pool = Arc::new(Pool::new());
-    let (_eps_tx, eps_rx) = watch::channel(urls.clone());
+    pool.set_tls(tls_local.tls_for());
+    let tls = drive(pool, tls_urls, n, value_size, a.duration.get()).await;
+    tokio::task::block_in_place(|| tls_local.teardown());
+    Ok(render(
+        &a.load,
+        cap,
+        n,
+        &a.version,
+        a.value_size,
+        &ctl_side,
+        &ours,
+        Some(&tls),
+    ))
+}
+
+/// Starts the operator with `cluster` and waits (at most 120 s) until it
+/// runs with 3 ready members; returns its client URLs.
+async fn start(
+    cluster: &ClusterSpec,
+    operator: &std::path::Path,
+    bins: &std::path::Path,
+    logs: &std::path::Path,
+) -> Result<(Local, Vec<String>), Error> {
+    let mut local = Local::prepare(cluster, operator, bins, None, logs)?;
+    local.write_manifest(false)?;
+    local.start_operator()?;
+    let status = local.status_source();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let c = status();
+        if let Some(st) = c.as_ref().and_then(|c| c.status.as_ref())
+            && st.phase.as_str() == "Running"
+            && st.members.iter().filter(|m| m.ready).count() == 3
+            && (cluster.tls.is_none() || st.tls.as_ref().is_some_and(|t| t.ca_file.is_some()))
+        {
+            let urls = st.members.iter().map(|m| m.client_url.clone()).collect();
+            return Ok((local, urls));
+        }
+        if Instant::now() > deadline {
+            return Err(Error::Run(format!(
+                "the bench cluster {} was not Running within 120s:\n{}",
+                cluster.name,
+                local.operator_log_tail(20)
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Runs the load generator (`n` writers, puts only, unthrottled) against
+/// `urls` for `duration`; returns its numbers.
+async fn drive(
+    pool: Arc<Pool>,
+    urls: Vec<String>,
+    n: u32,
+    value_size: usize,
+    duration: Duration,
+) -> Side {
+    let (_eps_tx, eps_rx) = watch::channel(urls);
     let stop = tokio_util::sync::CancellationToken::new();
     let state = load::shared();
     let cfg = load::Config {
@@ -240,7 +309,7 @@ pub async fn run(a: Args) -> Result<String, Error> {
         readers: 0,
         rate: 0,
         keys: 100_000,
-        value_size: usize::try_from(a.value_size).unwrap_or(1024),
+        value_size,
         timeout: Duration::from_secs(5),
         seed: 1,
         allow_rollback: false,
@@ -252,35 +321,24 @@ pub async fn run(a: Args) -> Result<String, Error> {
     };
     let started = Instant::now();
     let task = tokio::spawn(load::run(cfg, pool, eps_rx, state.clone(), stop.clone()));
-    tokio::time::sleep(a.duration.get()).await;
+    tokio::time::sleep(duration).await;
     stop.cancel();
     let _ = tokio::time::timeout(Duration::from_secs(30), task).await;
     let elapsed = started.elapsed().as_secs_f64();
-    let ours = {
-        let st = load::lock(&state);
-        let h = &st.stats.write_us;
-        Side {
-            throughput: st.stats.writes_ok as f64 / elapsed.max(1e-9),
-            p50_ms: Some(h.value_at_quantile(0.5) as f64 / 1000.0),
-            p99_ms: Some(h.value_at_quantile(0.99) as f64 / 1000.0),
-            slowest_ms: Some(h.max() as f64 / 1000.0),
-            stddev_ms: Some(h.stdev() / 1000.0),
-            errors: st.stats.writes_failed,
-        }
-    };
-    tokio::task::block_in_place(|| local.teardown());
-    Ok(render(
-        &a.load,
-        cap,
-        n,
-        &a.version,
-        a.value_size,
-        &ctl_side,
-        &ours,
-    ))
+    let st = load::lock(&state);
+    let h = &st.stats.write_us;
+    Side {
+        throughput: st.stats.writes_ok as f64 / elapsed.max(1e-9),
+        p50_ms: Some(h.value_at_quantile(0.5) as f64 / 1000.0),
+        p99_ms: Some(h.value_at_quantile(0.99) as f64 / 1000.0),
+        slowest_ms: Some(h.max() as f64 / 1000.0),
+        stddev_ms: Some(h.stdev() / 1000.0),
+        errors: st.stats.writes_failed,
+    }
 }
 
-/// The printed comparison.
+/// The printed comparison; `tls` is the load generator on the TLS cluster.
+#[allow(clippy::too_many_arguments)] // one printed table, its facts
 pub fn render(
     load: &str,
     cap: u32,
@@ -289,6 +347,7 @@ pub fn render(
     value_size: u32,
     ctl: &Side,
     ours: &Side,
+    tls: Option<&Side>,
 ) -> String {
     let f = |v: Option<f64>| v.map(|x| format!("{x:.1}")).unwrap_or_else(|| "-".into());
     let mut o = String::new();
@@ -300,7 +359,7 @@ pub fn render(
         o,
         "| writer | writes/s | p50 ms | p99 ms | slowest ms | stddev ms | errors |\n|---|---|---|---|---|---|---|"
     );
-    for (name, s) in [
+    let mut rows = vec![
         (
             format!("etcdctl check perf --load={load} (cap {cap}/s, 1024 B values)"),
             ctl,
@@ -309,7 +368,16 @@ pub fn render(
             format!("soak load generator (unthrottled, {value_size} B values)"),
             ours,
         ),
-    ] {
+    ];
+    if let Some(t) = tls {
+        rows.push((
+            format!(
+                "soak load generator, peer and client TLS (unthrottled, {value_size} B values)"
+            ),
+            t,
+        ));
+    }
+    for (name, s) in rows {
         let _ = writeln!(
             o,
             "| {name} | {:.0} | {} | {} | {} | {} | {} |",
@@ -330,6 +398,18 @@ pub fn render(
         o,
         "\nthroughput ratio soak/etcdctl: {ratio:.2}x (target: at least 1.0x)"
     );
+    if let Some(t) = tls {
+        let ratio = if ours.throughput > 0.0 {
+            t.throughput / ours.throughput
+        } else {
+            f64::NAN
+        };
+        let _ = writeln!(
+            o,
+            "throughput ratio TLS/plain: {ratio:.2}x, TLS costs {:.0}% (target: at most 15%, a ratio of at least 0.85x)",
+            (1.0 - ratio) * 100.0
+        );
+    }
     if ctl.throughput >= f64::from(cap) * 0.9 {
         let _ = writeln!(
             o,
@@ -373,8 +453,15 @@ mod tests {
             p50_ms: Some(2.0),
             ..Side::default()
         };
-        let t = render("m", 1000, 200, "3.4.23", 1024, &ctl, &ours);
+        let t = render("m", 1000, 200, "3.4.23", 1024, &ctl, &ours, None);
         assert!(t.contains("ratio soak/etcdctl: 1.50x"), "{t}");
         assert!(t.contains("rate cap"), "{t}");
+        assert!(!t.contains("TLS"), "{t}");
+        let tls = Side {
+            throughput: 1200.0,
+            ..Side::default()
+        };
+        let t = render("m", 1000, 200, "3.4.23", 1024, &ctl, &ours, Some(&tls));
+        assert!(t.contains("ratio TLS/plain: 0.80x, TLS costs 20%"), "{t}");
     }
 }

@@ -72,6 +72,9 @@ pub struct RunData {
     pub series: Vec<Second>,
     /// Things that made the run itself fail.
     pub errors: Vec<String>,
+    /// The operator's `/metrics` at the end of the run, or why it was not
+    /// read.
+    pub operator_metrics: Result<String, String>,
 }
 
 impl RunData {
@@ -103,6 +106,7 @@ impl RunData {
             watch: None,
             series: Vec::new(),
             errors: Vec::new(),
+            operator_metrics: Err("the run ended before it was read".into()),
         }
     }
 }

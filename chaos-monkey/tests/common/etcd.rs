@@ -131,6 +131,7 @@ impl Cluster {
                 initial_cluster: self.initial.clone(),
                 initial_state: InitialState::New,
                 token: "net".into(),
+                tuning: Default::default(),
             },
             ip: self.ips[i],
             process: Some(id),

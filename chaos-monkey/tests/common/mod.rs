@@ -231,6 +231,7 @@ impl FakeState {
                 version: "3.4.23".parse().expect("version"),
                 bootstrap: true,
                 tls: Default::default(),
+                tuning: Default::default(),
                 backend: Default::default(),
                 initial_cluster: String::new(),
                 initial_state: InitialState::New,

@@ -10,9 +10,11 @@ use std::time::{Duration, Instant};
 
 use etcd_operator::etcd::Clients;
 use etcd_operator::member::flags::{Listen, etcd_args};
-use etcd_operator::member::{InitialState, MemberAddr, MemberConfig};
+use etcd_operator::member::{InitialState, MemberAddr, MemberConfig, MemberTls};
 use etcd_operator::platform::local::addr;
 use etcd_operator::platform::local::process::{self, ProcessId};
+use etcd_operator::tls::issue::{self, Usage};
+use etcd_operator::tls::{CertKey, ClientTls, files};
 use etcd_operator::version::Version;
 
 /// The longest any benchmark step may take before it is reported as failed.
@@ -69,6 +71,42 @@ pub async fn healthy(clients: &Clients, urls: &[String]) -> bool {
         })
 }
 
+/// Median of a sample, in seconds.
+pub fn median(samples: &[Duration]) -> f64 {
+    stats(samples).0
+}
+
+/// A CA for hand-run TLS members, and a client certificate it signed.
+pub struct HandCa {
+    pub ca: CertKey,
+    pub client: ClientTls,
+}
+
+const DAY: Duration = Duration::from_secs(86_400);
+
+impl HandCa {
+    pub fn new() -> Self {
+        let now = std::time::SystemTime::now();
+        let ca = issue::new_ca("floor", 30 * DAY, now).unwrap();
+        let cert_key = issue::issue(
+            &ca,
+            now + 30 * DAY,
+            "floor-client",
+            &[],
+            Usage::Client,
+            DAY,
+            now,
+        )
+        .unwrap();
+        let client = ClientTls {
+            ca: ca.cert.clone(),
+            cert_key,
+            server_name: None,
+        };
+        HandCa { ca, client }
+    }
+}
+
 /// Polls (every 5 ms) until `urls` are healthy; returns the time taken.
 pub async fn until_healthy(clients: &Clients, urls: &[String], since: Instant) -> Duration {
     loop {
@@ -111,6 +149,7 @@ pub fn hand(dir: &Path, seed: &str, name: &str, taken: &mut HashSet<std::net::Ip
             version: Version::new(3, 4, 23),
             bootstrap: true,
             tls: Default::default(),
+            tuning: Default::default(),
             backend: Default::default(),
             initial_cluster: String::new(),
             initial_state: InitialState::New,
@@ -123,12 +162,59 @@ pub fn hand(dir: &Path, seed: &str, name: &str, taken: &mut HashSet<std::net::Ip
 }
 
 impl Hand {
+    /// The TLS folder etcd is pointed at.
+    fn tls_dir(&self) -> PathBuf {
+        self.data.join("../tls")
+    }
+
+    /// Peer and client TLS, as the operator sets a member up: https URLs,
+    /// a certificate from `ca` naming its address and 127.0.0.1 (peers
+    /// dial from there), mutual TLS on both sides.
+    pub fn use_tls(&mut self, ca: &HandCa) {
+        let a = &mut self.record.addr;
+        a.peer_url = a.peer_url.replace("http://", "https://");
+        a.client_url = a.client_url.replace("http://", "https://");
+        let host = etcd_operator::tls::url_host(&a.client_url)
+            .unwrap()
+            .to_string();
+        let now = std::time::SystemTime::now();
+        let names = [host, "127.0.0.1".into(), "localhost".into()];
+        let leaf = issue::issue(
+            &ca.ca,
+            now + 30 * DAY,
+            &a.name,
+            &names,
+            Usage::Member,
+            DAY,
+            now,
+        )
+        .unwrap();
+        std::fs::create_dir_all(&self.data).unwrap();
+        let dir = self.tls_dir();
+        std::fs::create_dir_all(&dir).unwrap();
+        for (name, text) in [
+            (files::PEER_CERT, &leaf.cert),
+            (files::PEER_KEY, &leaf.key),
+            (files::PEER_CA, &ca.ca.cert),
+            (files::SERVER_CERT, &leaf.cert),
+            (files::SERVER_KEY, &leaf.key),
+            (files::CLIENT_CA, &ca.ca.cert),
+        ] {
+            std::fs::write(dir.join(name), text).unwrap();
+        }
+        self.record.tls = MemberTls {
+            peer: true,
+            client: true,
+            trust: String::new(),
+        };
+    }
+
     pub fn start(&mut self) {
         std::fs::create_dir_all(&self.data).unwrap();
         let args = etcd_args(
             &self.record,
             &self.data,
-            &self.data.join("../tls"),
+            &self.tls_dir(),
             Listen::Advertised,
         );
         self.process = Some(process::spawn(&etcd_bin(), &args, &self.log).unwrap());

@@ -12,8 +12,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use tracing::Instrument;
+
 use super::{BackupStore, Location, Source};
 use crate::crd::BackupStatus;
+use crate::metrics::ClusterMetrics;
 use crate::validate::BackupPolicy;
 
 /// A member backups may be taken from: (name, client URL, the client
@@ -31,17 +34,27 @@ pub struct Schedule {
 }
 
 impl Schedule {
-    /// Starts backing a cluster up into `location` of `store` on `policy`.
-    pub fn start<S: BackupStore>(policy: BackupPolicy, location: Location, store: Arc<S>) -> Self {
+    /// Starts backing a cluster up into `location` of `store` on `policy`;
+    /// each backup taken or failed is counted in `metrics`.
+    pub fn start<S: BackupStore>(
+        policy: BackupPolicy,
+        location: Location,
+        store: Arc<S>,
+        metrics: ClusterMetrics,
+    ) -> Self {
         let (candidates, rx) = watch::channel(Vec::new());
         let status = Arc::new(Mutex::new(BackupStatus::default()));
-        let task = tokio::spawn(run(
-            policy.clone(),
-            location.clone(),
-            store,
-            rx,
-            status.clone(),
-        ));
+        let span = tracing::info_span!("backups", cluster = %location.cluster);
+        let task = tokio::spawn(
+            run(
+                policy.clone(),
+                location.clone(),
+                store,
+                rx,
+                (status.clone(), metrics),
+            )
+            .instrument(span),
+        );
         Schedule {
             policy,
             location,
@@ -100,16 +113,15 @@ async fn run<S: BackupStore>(
     location: Location,
     store: Arc<S>,
     mut candidates: watch::Receiver<Vec<Candidate>>,
-    status: Arc<Mutex<BackupStatus>>,
+    (status, metrics): (Arc<Mutex<BackupStatus>>, ClusterMetrics),
 ) {
-    let cluster = &location.cluster;
     let set =
         |f: &dyn Fn(&mut BackupStatus)| f(&mut status.lock().unwrap_or_else(|e| e.into_inner()));
     let interval_ms = u64::try_from(policy.interval.as_millis()).unwrap_or(u64::MAX);
     let mut damaged = match store.retain(&location, policy.max_backups).await {
         Ok(r) => r.damaged,
         Err(e) => {
-            tracing::warn!(%cluster, "retention failed: {e}");
+            tracing::warn!("retention failed: {e}");
             Vec::new()
         }
     };
@@ -152,31 +164,34 @@ async fn run<S: BackupStore>(
         match store.save(&location, source).await {
             Ok(meta) => {
                 failures = 0;
+                let taken = UNIX_EPOCH + Duration::from_millis(meta.unix_ms);
+                metrics.backup_taken(meta.size, taken);
                 tracing::info!(
-                    %cluster, backup = %meta.name, revision = meta.revision, bytes = meta.size,
+                    backup = %meta.name, revision = meta.revision, bytes = meta.size,
                     from = %meta.member, "backup taken and verified"
                 );
                 match store.retain(&location, policy.max_backups).await {
                     Ok(r) => {
                         if !r.deleted.is_empty() {
-                            tracing::info!(%cluster, "retention deleted {}", r.deleted.join(", "));
+                            tracing::info!("retention deleted {}", r.deleted.join(", "));
                         }
                         if !r.damaged.is_empty() {
                             tracing::error!(
-                                %cluster, "damaged backups, not counted as kept: {}",
+                                "damaged backups, not counted as kept: {}",
                                 r.damaged.join(", ")
                             );
                         }
                         damaged = r.damaged;
                     }
-                    Err(e) => tracing::warn!(%cluster, "retention failed: {e}"),
+                    Err(e) => tracing::warn!("retention failed: {e}"),
                 }
                 set(&|s| s.last_error = None);
             }
             Err(e) => {
                 failures += 1;
                 source_index += 1; // try another member next time
-                tracing::warn!(%cluster, "backup failed (attempt {failures}): {e}");
+                metrics.backup_failed();
+                tracing::warn!("backup failed (attempt {failures}): {e}");
                 let message = format!("backup failed (attempt {failures}, will retry): {e}");
                 set(&|s| s.last_error = Some(message.clone()));
                 let backoff = Duration::from_secs(1 << failures.min(6))

@@ -242,6 +242,7 @@ mod tests {
                 restore: None,
                 recovery: None,
                 tls: None,
+                tuning: None,
                 quota_backend_bytes: None,
                 compaction: None,
                 defrag: None,

@@ -4,6 +4,8 @@
 //! after every step, and a step that failed half-way is finished or undone
 //! by a later plan (see the plan's rules for strays and unstarted members).
 
+use std::time::{Duration, Instant};
+
 use rand::Rng;
 
 use super::Cluster;
@@ -11,7 +13,7 @@ use crate::etcd;
 use crate::observe::Observation;
 use crate::plan::tls::for_new_member;
 use crate::plan::{RemoveWhy, Step, TlsState};
-use crate::platform::{self, InitialState, MemberAddr, MemberConfig, Platform};
+use crate::platform::{self, InitialState, MemberAddr, MemberConfig, Platform, Settings};
 use crate::tls::with_scheme;
 use crate::validate::ValidSpec;
 
@@ -33,6 +35,17 @@ pub enum Error {
     /// No verified backup to rebuild from.
     #[error("no verified backup to rebuild the cluster from")]
     NoBackup,
+    /// A leadership handover was accepted but the new leader was not seen
+    /// leading in time.
+    #[error("handing the leadership from {from} to {to}: {to} did not lead within {waited:?}")]
+    Handover {
+        /// The leader.
+        from: String,
+        /// The voter that was to lead.
+        to: String,
+        /// How long it was waited for.
+        waited: Duration,
+    },
 }
 
 impl Error {
@@ -44,6 +57,7 @@ impl Error {
             Error::NoLeader => "no_leader",
             Error::Backup(e) => e.category(),
             Error::NoBackup => "no_backup",
+            Error::Handover { .. } => "handover",
         }
     }
 
@@ -85,9 +99,23 @@ pub(super) async fn run<P: Platform>(
             Ok(c.platform.delete(&c.name, member).await?)
         }
         Step::Upgrade { member, to } => {
+            let settings = Settings {
+                version: *to,
+                tuning: spec.tuning,
+            };
             c.crashes.started(member);
-            Ok(c.platform.upgrade(&c.name, member, *to).await?)
+            Ok(c.platform.restart(&c.name, member, &settings).await?)
         }
+        Step::Restart { member, .. } => {
+            let on_platform = obs.platform.iter().find(|p| &p.addr.name == member);
+            let settings = Settings {
+                version: on_platform.map_or(spec.version, |p| p.version),
+                tuning: spec.tuning,
+            };
+            c.crashes.started(member);
+            Ok(c.platform.restart(&c.name, member, &settings).await?)
+        }
+        Step::MoveLeader { from, to, id } => hand_over(c, obs, from, to, *id).await,
         Step::RestoreFromBackup => c.rebuild_from_backup(spec).await,
         Step::RenewCertificates { member } => {
             let p = on_platform(c, obs, member)?;
@@ -186,6 +214,41 @@ async fn reconfigure<P: Platform>(
     Ok(())
 }
 
+/// How long a handover may take to show after etcd accepted it (etcd
+/// answers MoveLeader once the new leader leads; this only bounds the
+/// wait for the members to say so).
+pub const HANDOVER_WAIT: Duration = Duration::from_secs(5);
+
+/// Hands the leadership from `from` to voter `id` (`to`) and waits until
+/// `to` says it leads, so the step that follows (a restart or removal of
+/// `from`) costs no election.
+async fn hand_over<P: Platform>(
+    c: &Cluster<P>,
+    obs: &Observation,
+    from: &str,
+    to: &str,
+    id: u64,
+) -> Result<(), Error> {
+    let leader_url = obs.call_url(from).ok_or(Error::NoLeader)?;
+    let started = Instant::now();
+    c.clients.move_leader(leader_url, id).await?;
+    let target = obs.call_url(to).unwrap_or(leader_url);
+    while started.elapsed() < HANDOVER_WAIT {
+        if let Ok(s) = c.clients.status(target).await
+            && s.leader == id
+        {
+            tracing::info!(%from, %to, took = ?started.elapsed(), "leadership handed over");
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    Err(Error::Handover {
+        from: from.to_string(),
+        to: to.to_string(),
+        waited: HANDOVER_WAIT,
+    })
+}
+
 /// Creates the initial members all at once (`--initial-cluster-state new`).
 /// The member names and URLs are saved in the cluster record before
 /// anything starts, so a bootstrap cut short is finished with the same ones.
@@ -236,6 +299,7 @@ async fn bootstrap<P: Platform>(
                     token: c.record.token.clone(),
                     bootstrap: true,
                     tls: state.files.clone(),
+                    tuning: spec.tuning,
                     backend: spec.backend.clone(),
                 };
                 c.tls_install(&addr, &state).await?;
@@ -309,6 +373,7 @@ pub(super) async fn add_learner<P: Platform>(
         token: c.record.token.clone(),
         bootstrap: false,
         tls: state.files.clone(),
+        tuning: spec.tuning,
         backend: spec.backend.clone(),
     };
     c.crashes.started(&name);

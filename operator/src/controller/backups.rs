@@ -39,10 +39,11 @@ impl<P: Platform> Cluster<P> {
         }
         let store = self.platform.backups();
         tracing::info!(
-            cluster = %self.name, dir = %store.describe(&location), interval = ?policy.interval,
+            dir = %store.describe(&location), interval = ?policy.interval,
             keep = policy.max_backups, "backup schedule"
         );
-        self.schedule = Some(Schedule::start(policy.clone(), location, store));
+        let metrics = self.metrics.clone();
+        self.schedule = Some(Schedule::start(policy.clone(), location, store, metrics));
     }
 
     /// Offers the ready members (followers first) to the schedule.
@@ -102,7 +103,7 @@ impl<P: Platform> Cluster<P> {
             .backups()
             .open_for_restore(&location, name)
             .await?;
-        tracing::info!(cluster = %self.name, backup = %name, "creating the cluster from a backup");
+        tracing::info!(backup = %name, "creating the cluster from a backup");
         self.record.restore_from = Some(staged);
         self.record.created_from = Some(name.clone());
         Ok(self.record.restore_from.clone())
@@ -115,7 +116,7 @@ impl<P: Platform> Cluster<P> {
         let location = self.backup_location(spec);
         let (meta, skipped) = store.newest_good(&location).await?;
         for p in &skipped {
-            tracing::error!(cluster = %self.name, "skipping a damaged backup: {p}");
+            tracing::error!("skipping a damaged backup: {p}");
         }
         let meta = meta.ok_or(Error::NoBackup)?;
         let staged = store.open_for_restore(&location, &meta.name).await?;
@@ -136,11 +137,13 @@ impl<P: Platform> Cluster<P> {
             old_data,
         };
         tracing::error!(
-            cluster = %self.name,
             "quorum lost for good: rebuilding from backup {} taken at {} (revision {}); the last \
              revision seen before the loss was {last_seen}, so {lost} revisions written after the \
              backup are lost; the old members' data is kept in {}",
-            meta.name, meta.time, meta.revision, recovery.old_data
+            meta.name,
+            meta.time,
+            meta.revision,
+            recovery.old_data
         );
         self.record.bootstrapped = false;
         self.record.initial.clear();

@@ -21,6 +21,8 @@ use super::{Cluster, SpecState};
 use crate::backup::Location;
 use crate::etcd::Clients;
 use crate::manifest::{self, Loaded};
+use crate::metrics::Metrics;
+use crate::metrics::server::Health;
 use crate::names::check_cluster_name;
 use crate::platform::local::LocalPlatform;
 use crate::platform::local::binaries::Binaries;
@@ -69,6 +71,21 @@ pub struct Options {
     pub state_dir: PathBuf,
     /// Where etcd binaries are found.
     pub binaries: Arc<Binaries>,
+    /// Hand a leader's leadership over before restarting or removing it.
+    pub handover: bool,
+    /// Where every cluster's metrics go.
+    pub metrics: Arc<Metrics>,
+    /// What `/readyz` says: ready once the manifests folder was read.
+    pub health: Arc<Health>,
+    /// The address `/metrics` is served on, if it is: written to
+    /// [`metrics_addr_path`] for tools and tests that asked for port 0.
+    pub metrics_addr: Option<std::net::SocketAddr>,
+}
+
+/// Where the local controller writes the address it serves `/metrics` on
+/// (removed when it serves none).
+pub fn metrics_addr_path(state_dir: &Path) -> PathBuf {
+    state_dir.join("metrics-addr")
 }
 
 /// A manifest problem that could not be tied to a cluster, for `status`.
@@ -100,6 +117,7 @@ pub async fn run(
         events_tx,
     )?);
     let clients = Arc::new(Clients::new(STATUS_TIMEOUT));
+    crate::metrics::server::record_addr(&metrics_addr_path(&opts.state_dir), opts.metrics_addr);
     let problems = Arc::new(std::sync::Mutex::new(Vec::new()));
     let server = super::live::serve(&opts.state_dir, platform.clone(), problems.clone());
     let (fs_tx, mut fs_events) = mpsc::unbounded_channel();
@@ -198,13 +216,16 @@ impl Local {
         let loaded = match manifest::load_dir(&self.opts.manifests) {
             Ok(l) => l,
             Err(e) => {
-                tracing::error!(
+                let why = format!(
                     "cannot read {}: {e}; clusters are left as they are",
                     self.opts.manifests.display()
                 );
+                tracing::error!("{why}");
+                self.opts.health.not_ready(why);
                 return;
             }
         };
+        self.opts.health.ready();
         let (wanted, orphan_problems) = self.desired(loaded).await;
         let on_disk: HashSet<String> = self.clusters_on_disk().into_iter().collect();
         let problems_file = problems_path(&self.opts.state_dir);
@@ -258,7 +279,7 @@ impl Local {
             let spec = match checked {
                 Ok(spec) => SpecState::Valid {
                     resource: Box::new(m.cluster),
-                    spec,
+                    spec: Box::new(spec),
                     source: Some(m.file),
                 },
                 Err(e) => SpecState::Invalid {
@@ -392,13 +413,15 @@ impl Local {
             return;
         }
         let cluster = Cluster::new(name, self.platform.clone(), self.clients.clone(), spec);
-        let cluster = match cluster.await {
+        let mut cluster = match cluster.await {
             Ok(c) => c,
             Err(e) => {
                 tracing::error!(cluster = %name, "cannot take over the cluster: {e}");
                 return;
             }
         };
+        cluster.set_handover(self.opts.handover);
+        cluster.set_metrics(self.opts.metrics.cluster("", name));
         let (tx, rx) = mpsc::unbounded_channel();
         let task = tokio::spawn(work(cluster, rx));
         self.workers.insert(

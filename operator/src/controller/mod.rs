@@ -12,6 +12,7 @@ pub mod kube;
 pub mod live;
 pub mod local;
 mod maintenance;
+mod remember;
 pub mod status;
 #[cfg(test)]
 mod tests;
@@ -26,6 +27,7 @@ use self::crashes::Crashes;
 use crate::backup::schedule::Schedule;
 use crate::crd::{EtcdCluster, EtcdClusterStatus};
 use crate::etcd::Clients;
+use crate::metrics::ClusterMetrics;
 use crate::observe::{Observation, observe};
 use crate::plan::{Desired, Step, Wait, plan};
 use crate::platform::{ClusterRecord, Platform};
@@ -66,7 +68,7 @@ pub enum SpecState {
         /// The resource as read.
         resource: Box<EtcdCluster>,
         /// Its checked spec.
-        spec: ValidSpec,
+        spec: Box<ValidSpec>,
         /// Where it came from (a manifest file locally).
         source: Option<PathBuf>,
     },
@@ -124,6 +126,16 @@ pub struct Cluster<P> {
     schedule: Option<Schedule>,
     revision_saved: Option<Instant>,
     tls: tls::Tls,
+    /// Hand a leader's leadership over before restarting or removing it.
+    handover: bool,
+    metrics: ClusterMetrics,
+    /// The leader last seen, to count leader changes.
+    last_leader: Option<String>,
+    /// Since when members are not all ready (for the recovery time).
+    unready_since: Option<Instant>,
+    /// This pass acted, failed.
+    pass_acted: bool,
+    pass_failed: bool,
     db: maintenance::DbState,
     /// The last write that failed because the state folder is full, until
     /// a status write succeeds again.
@@ -133,6 +145,7 @@ pub struct Cluster<P> {
 impl<P: Platform> Cluster<P> {
     /// Takes over cluster `name` (loading its record, if it has one).
     /// Its backups go to the platform's store ([`Platform::backups`]).
+    #[tracing::instrument(name = "take_over", skip_all, fields(cluster = %name))]
     pub async fn new(
         name: &str,
         platform: Arc<P>,
@@ -160,11 +173,31 @@ impl<P: Platform> Cluster<P> {
             schedule: None,
             revision_saved: None,
             tls: tls::Tls::default(),
+            handover: true,
+            metrics: ClusterMetrics::detached(name),
+            last_leader: None,
+            unready_since: None,
+            pass_acted: false,
+            pass_failed: false,
             db: maintenance::DbState::default(),
             state_full: None,
         };
         cluster.take_spec(spec).await;
         Ok(cluster)
+    }
+
+    /// Whether a leader's leadership is handed over before the leader is
+    /// restarted or removed (default: yes; `--no-leader-handover` turns it
+    /// off, for benchmarks).
+    pub fn set_handover(&mut self, on: bool) {
+        self.handover = on;
+    }
+
+    /// Where the cluster's metrics go (by default nowhere).
+    pub fn set_metrics(&mut self, metrics: ClusterMetrics) {
+        self.metrics = metrics;
+        self.schedule = None;
+        self.sync_schedule();
     }
 
     /// The cluster's name.
@@ -180,6 +213,7 @@ impl<P: Platform> Cluster<P> {
     /// Takes a new spec, handing the platform its resource first
     /// ([`Platform::prepare`]; on an error the spec is not taken); a
     /// changed valid spec bumps the generation.
+    #[tracing::instrument(name = "spec", skip_all, fields(cluster = %self.name))]
     pub async fn set_spec(&mut self, spec: SpecState) -> crate::platform::Result<()> {
         let voters = self.record.last_voters;
         prepare(&*self.platform, &self.name, &spec, voters).await?;
@@ -200,7 +234,7 @@ impl<P: Platform> Cluster<P> {
                 self.record.spec_json = json;
                 self.record.source.clone_from(source);
                 if let Err(e) = self.platform.save_record(&self.name, &self.record).await {
-                    tracing::warn!(cluster = %self.name, "cannot save the cluster record: {e}");
+                    tracing::warn!("cannot save the cluster record: {e}");
                 }
             }
         }
@@ -210,12 +244,32 @@ impl<P: Platform> Cluster<P> {
 
     /// Notes that a member's process exited (`crashed`: by itself, with a
     /// failure).
+    #[tracing::instrument(skip_all, fields(cluster = %self.name, %member, crashed = crashed))]
     pub fn member_exited(&mut self, member: &str, crashed: bool) {
+        tracing::info!("member process exited");
         self.crashes.exited(member, crashed);
     }
 
-    /// One pass of observe -> plan -> act -> status.
+    /// One pass of observe -> plan -> act -> status, in a span naming the
+    /// cluster (every log line of the pass carries it), measured.
+    #[tracing::instrument(name = "reconcile", skip_all, fields(cluster = %self.name))]
     pub async fn reconcile(&mut self) -> Outcome {
+        let started = Instant::now();
+        (self.pass_acted, self.pass_failed) = (false, false);
+        let out = self.pass().await;
+        let outcome = match &out.step {
+            _ if self.pass_failed => "failed",
+            _ if self.pass_acted => "acted",
+            None => "invalid",
+            Some(Step::Converged) => "converged",
+            Some(_) => "waiting",
+        };
+        self.metrics.reconciled(outcome, started.elapsed());
+        tracing::debug!(next = ?out.next, step = ?out.step, outcome, "reconciled");
+        out
+    }
+
+    async fn pass(&mut self) -> Outcome {
         // A member that dies at start while the state folder is full dies
         // of the full disk, not of its data: no crash loop is judged then.
         let looping = match self.state_full {
@@ -223,7 +277,7 @@ impl<P: Platform> Cluster<P> {
             None => self.crashes.looping(CRASH_LOOP_EXITS),
         };
         let valid = match &self.spec {
-            SpecState::Valid { spec, .. } => Some(spec.clone()),
+            SpecState::Valid { spec, .. } => Some((**spec).clone()),
             SpecState::Invalid { .. } => None,
         };
         if let Some(spec) = &valid {
@@ -242,7 +296,7 @@ impl<P: Platform> Cluster<P> {
         {
             Ok(o) => o,
             Err(e) => {
-                self.failed(format!("cannot observe the cluster: {e}"));
+                self.failed(e.category(), format!("cannot observe the cluster: {e}"));
                 self.publish(&Observation::default(), None).await;
                 return self.retry();
             }
@@ -252,6 +306,7 @@ impl<P: Platform> Cluster<P> {
             self.crashes.healthy(&m.name);
         }
         self.remember(&obs).await;
+        self.measure(&obs);
         self.db_facts(&mut obs).await;
         if obs.observed.bootstrapped && !obs.observed.membership_known {
             // Without quorum a member's data is given up only on the longer
@@ -270,6 +325,7 @@ impl<P: Platform> Cluster<P> {
         let step = match &valid {
             Some(spec) => {
                 let mut desired = Desired::from(spec);
+                desired.handover = self.handover;
                 desired.tls = self.tls_observed(&mut obs, spec).await;
                 Some(match &self.tls.problem {
                     Some(message) => Step::Wait(Wait::TlsInvalid {
@@ -312,7 +368,9 @@ impl<P: Platform> Cluster<P> {
             return self.retry();
         };
         let spec = spec.clone();
-        tracing::info!(cluster = %self.name, "{step}");
+        tracing::info!("{step}");
+        self.pass_acted = true;
+        self.metrics.step(step.kind());
         match act::run(self, &step, obs, &spec).await {
             Ok(()) => {
                 self.last_error = None;
@@ -327,7 +385,7 @@ impl<P: Platform> Cluster<P> {
                     self.note_storage(p);
                 }
                 let refused = e.is_refused();
-                self.failed(format!("{step} failed: {e}"));
+                self.failed(e.category(), format!("{step} failed: {e}"));
                 // etcd refuses membership changes for a few seconds after a
                 // member reconnects; it will accept soon, so ask often.
                 let next = if refused {
@@ -343,9 +401,11 @@ impl<P: Platform> Cluster<P> {
         }
     }
 
-    fn failed(&mut self, message: String) {
+    fn failed(&mut self, category: &'static str, message: String) {
+        self.pass_failed = true;
+        self.metrics.error(category);
         if self.last_error.as_deref() != Some(&message) {
-            tracing::warn!(cluster = %self.name, "{message}");
+            tracing::warn!(category, "{message}");
         }
         self.last_error = Some(message);
         self.errors_in_row += 1;
@@ -360,31 +420,6 @@ impl<P: Platform> Cluster<P> {
             .unwrap_or_default()
     }
 
-    /// A line for status about members failing at start, with the reason
-    /// from their log, and members not ready for a reason the platform
-    /// reports (a pod stuck Pending, a container the kubelet restarts).
-    async fn failing_note(&self, obs: &Observation) -> Option<String> {
-        let failing = self.crashes.failing();
-        let mut parts = Vec::new();
-        for (member, n) in &failing {
-            let hint = self.platform.failure_hint(&self.name, member).await;
-            let why = hint.map(|h| format!(": {h}")).unwrap_or_default();
-            parts.push(format!(
-                "member {member} failed {n} time(s) right after start{why}"
-            ));
-        }
-        let troubled = obs.platform.iter().filter_map(|p| {
-            let name = &p.addr.name;
-            let problem = p.problem.as_ref()?;
-            let ready = obs.members.iter().any(|m| &m.name == name && m.ready);
-            (!ready && !failing.iter().any(|(f, _)| f == name)).then_some((name, problem))
-        });
-        for (member, problem) in troubled {
-            parts.push(format!("member {member}: {problem}"));
-        }
-        (!parts.is_empty()).then(|| parts.join("; "))
-    }
-
     /// Backoff after errors: 100 ms doubling to 2 s.
     fn retry(&self) -> Outcome {
         let n = self.errors_in_row.clamp(1, 6) - 1;
@@ -394,44 +429,18 @@ impl<P: Platform> Cluster<P> {
         }
     }
 
-    /// Keeps what a later quorum loss must know: that the cluster formed,
-    /// its number of voters, and the highest revision seen.
-    async fn remember(&mut self, obs: &Observation) {
-        let mut dirty = false;
-        if obs.observed.membership_known && !self.record.bootstrapped {
-            self.record.bootstrapped = true;
-            self.restore_done().await;
-            dirty = true;
-        }
-        if obs.observed.membership_known && obs.observed.voters_hint != self.record.last_voters {
-            self.record.last_voters = obs.observed.voters_hint;
-            dirty = true;
-        }
-        if let Some(rev) = obs.revision
-            && rev > self.record.last_revision
-        {
-            self.record.last_revision = rev;
-            let stale = self
-                .revision_saved
-                .is_none_or(|t| t.elapsed() >= STATUS_REFRESH);
-            dirty |= stale;
-        }
-        if dirty {
-            self.revision_saved = Some(Instant::now());
-            self.save_record().await;
-        }
-    }
-
     async fn save_record(&mut self) {
         if let Err(e) = self.platform.save_record(&self.name, &self.record).await {
             self.note_storage(&e);
-            self.failed(format!("cannot save the cluster record: {e}"));
+            self.failed(e.category(), format!("cannot save the cluster record: {e}"));
         }
     }
 
     /// Stops every member and deletes everything kept about the cluster.
+    #[tracing::instrument(skip_all, fields(cluster = %self.name))]
     pub async fn delete(self) -> crate::platform::Result<()> {
-        tracing::info!(cluster = %self.name, "manifest removed: deleting the cluster");
+        tracing::info!("manifest removed: deleting the cluster");
+        self.metrics.forget();
         self.platform.delete_cluster(&self.name).await
     }
 }

@@ -1,5 +1,5 @@
 //! Status: phase, conditions and members, from an observation and the step
-//! the plan chose.
+//! the plan chose, and publishing it (with why members fail) each pass.
 
 use std::time::{Instant, SystemTime};
 
@@ -31,10 +31,11 @@ impl<P: Platform> Cluster<P> {
             Ok(()) => {
                 self.published = Some((status, Instant::now()));
                 if self.state_full.take().is_some() {
-                    tracing::info!(cluster = %self.name, "the state folder takes writes again");
+                    tracing::info!("the state folder takes writes again");
                 }
             }
             Err(e) if e.is_storage_full() => {
+                self.metrics.error(e.category());
                 let first = self.state_full.is_none();
                 self.note_storage(&e);
                 if first {
@@ -45,7 +46,10 @@ impl<P: Platform> Cluster<P> {
                     let _ = self.platform.save_status(&self.name, &resource).await;
                 }
             }
-            Err(e) => tracing::warn!(cluster = %self.name, "cannot publish status: {e}"),
+            Err(e) => {
+                self.metrics.error(e.category());
+                tracing::warn!("cannot publish status: {e}");
+            }
         }
     }
 
@@ -57,12 +61,36 @@ impl<P: Platform> Cluster<P> {
         }
         if self.state_full.is_none() {
             tracing::error!(
-                cluster = %self.name,
                 "state folder full: {e}; status is kept in memory (`etcd-operator status` asks \
                  the operator)"
             );
         }
         self.state_full = Some(e.to_string());
+    }
+
+    /// A line for status about members failing at start, with the reason
+    /// from their log, and members not ready for a reason the platform
+    /// reports (a pod stuck Pending, a container the kubelet restarts).
+    async fn failing_note(&self, obs: &Observation) -> Option<String> {
+        let failing = self.crashes.failing();
+        let mut parts = Vec::new();
+        for (member, n) in &failing {
+            let hint = self.platform.failure_hint(&self.name, member).await;
+            let why = hint.map(|h| format!(": {h}")).unwrap_or_default();
+            parts.push(format!(
+                "member {member} failed {n} time(s) right after start{why}"
+            ));
+        }
+        let troubled = obs.platform.iter().filter_map(|p| {
+            let name = &p.addr.name;
+            let problem = p.problem.as_ref()?;
+            let ready = obs.members.iter().any(|m| &m.name == name && m.ready);
+            (!ready && !failing.iter().any(|(f, _)| f == name)).then_some((name, problem))
+        });
+        for (member, problem) in troubled {
+            parts.push(format!("member {member}: {problem}"));
+        }
+        (!parts.is_empty()).then(|| parts.join("; "))
     }
 }
 
@@ -100,6 +128,7 @@ pub(super) fn build<P>(
                         restore: None,
                         recovery: None,
                         tls: None,
+                        tuning: None,
                         quota_backend_bytes: None,
                         compaction: None,
                         defrag: None,
@@ -337,6 +366,11 @@ fn judge<P>(
         }
         Step::Wait(_) if !obs.observed.bootstrapped => (Phase::Creating, "Forming"),
         Step::Upgrade { .. } => (Phase::Recovering, "Upgrading"),
+        Step::Restart { .. } => (Phase::Recovering, "Restarting"),
+        Step::MoveLeader { .. } => (Phase::Recovering, "HandingOverLeadership"),
+        Step::RenewCertificates { .. } => (Phase::Recovering, "RenewingCertificates"),
+        Step::Reconfigure { .. } => (Phase::Recovering, "ChangingTLS"),
+        Step::UpdatePeerUrl { .. } => (Phase::Recovering, "UpdatingPeerURL"),
         Step::Compact { .. }
         | Step::Defragment {
             why: DefragWhy::NoSpace,
@@ -438,6 +472,7 @@ mod tests {
                     peer_https: false,
                 }),
                 db: Default::default(),
+                raft_index: 0,
                 healthy: learner || (i as usize) < ready,
             });
         }

@@ -55,7 +55,7 @@ fn assert_one_name(records: &[ClusterRecord]) {
 
 fn valid(state: &super::SpecState) -> ValidSpec {
     match state {
-        super::SpecState::Valid { spec, .. } => spec.clone(),
+        super::SpecState::Valid { spec, .. } => (**spec).clone(),
         super::SpecState::Invalid { message, .. } => panic!("{message}"),
     }
 }
@@ -88,7 +88,7 @@ async fn a_retried_add_keeps_its_name_locally() {
     let spec = valid(&spec_state(&r));
     let state = super::SpecState::Valid {
         resource: Box::new(r),
-        spec: spec.clone(),
+        spec: Box::new(spec.clone()),
         source: None,
     };
     let mut c = Cluster::new("demo", platform.clone(), clients(), state)
@@ -127,6 +127,7 @@ async fn available_is_published_false_while_only_one_of_three_voters_is_ready() 
                 peer_https: false,
             }),
             db: Default::default(),
+            raft_index: 0,
             healthy: i == 0,
         });
     }

@@ -89,6 +89,9 @@ pub fn etcd_args(
     ]
     .into_iter()
     .flat_map(|(k, v)| [k.to_string(), v.to_string()])
+    // Raft timing only when it differs from etcd's defaults: members
+    // created before spec.tuning existed keep their exact command line.
+    .chain(timing(config))
     .chain(tls_args.into_iter().flat_map(|(k, v)| [k.to_string(), v]))
     // Quota and auto-compaction only where the spec sets them: members
     // created before those fields existed keep their exact command line.
@@ -109,10 +112,23 @@ pub fn etcd_args(
     flags
 }
 
+/// `--heartbeat-interval` and `--election-timeout` (ms) where set.
+fn timing(config: &MemberConfig) -> Vec<String> {
+    let t = &config.tuning;
+    let mut out = Vec::new();
+    if let Some(h) = t.heartbeat_ms {
+        out.extend(["--heartbeat-interval".to_string(), h.to_string()]);
+    }
+    if let Some(e) = t.election_ms {
+        out.extend(["--election-timeout".to_string(), e.to_string()]);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::member::{MemberAddr, MemberTls};
+    use crate::member::{MemberAddr, MemberTls, Tuning};
     use crate::version::Version;
 
     fn config() -> MemberConfig {
@@ -128,6 +144,7 @@ mod tests {
             token: "demo-t".into(),
             bootstrap: false,
             tls: MemberTls::default(),
+            tuning: Tuning::default(),
             backend: Default::default(),
         }
     }
@@ -176,6 +193,29 @@ mod tests {
         );
         let differ = args.iter().zip(&pod).filter(|(a, b)| a != b).count();
         assert_eq!((pod.len(), differ), (args.len(), 2), "only the listen URLs");
+        assert!(
+            !args
+                .iter()
+                .any(|a| a.contains("heartbeat") || a.contains("election")),
+            "etcd's default timing is not spelled out: {args:?}"
+        );
+    }
+
+    #[test]
+    fn timing_flags_only_where_set() {
+        let mut c = config();
+        c.tuning = Tuning::new(Some(25), Some(250));
+        let args = etcd_args(&c, Path::new("/data"), Path::new("/t"), Listen::Advertised);
+        let joined = args.join(" ");
+        assert!(joined.contains("--heartbeat-interval 25"), "{joined}");
+        assert!(joined.contains("--election-timeout 250"), "{joined}");
+        c.tuning = Tuning::new(None, Some(3000));
+        let joined =
+            etcd_args(&c, Path::new("/data"), Path::new("/t"), Listen::Everywhere).join(" ");
+        assert!(!joined.contains("--heartbeat-interval"), "{joined}");
+        assert!(joined.contains("--election-timeout 3000"), "{joined}");
+        // The defaults written out are the defaults: no flag, no restart.
+        assert_eq!(Tuning::new(Some(100), Some(1000)), Tuning::default());
     }
 
     #[test]

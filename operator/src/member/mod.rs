@@ -2,15 +2,19 @@
 //! the one type the local platform's member record, the Kubernetes pod
 //! annotation and the etcd command line are built from), etcd's standard
 //! ports, the command line itself ([`flags`]) and why etcd failed, read
-//! from its log ([`hints`]). Neither platform owns this module; both use it.
+//! from its log ([`hints`]), and the settings a planned restart changes
+//! ([`Settings`]: version and election timing). Neither platform owns this
+//! module; both use it.
 
 pub mod backend;
 pub mod flags;
 pub mod hints;
+pub mod tuning;
 
 use serde::{Deserialize, Serialize};
 
 pub use self::backend::Backend;
+pub use self::tuning::Tuning;
 use crate::version::Version;
 
 /// etcd's client port.
@@ -60,6 +64,11 @@ pub struct MemberConfig {
     pub token: String,
     /// One of the bootstrap members.
     pub bootstrap: bool,
+    /// `--heartbeat-interval` and `--election-timeout` (etcd's defaults
+    /// when unset; absent from the JSON then, so records and annotations
+    /// written before it existed read and re-serialize the same).
+    #[serde(default, skip_serializing_if = "Tuning::is_default")]
+    pub tuning: Tuning,
     /// Its TLS files and listeners; absent (all off) for a member without
     /// TLS, so records written before TLS existed read and write the same.
     #[serde(default, skip_serializing_if = "MemberTls::is_off")]
@@ -109,5 +118,26 @@ impl MemberConfig {
     /// Its client URL is `https://`.
     pub fn client_https(&self) -> bool {
         crate::tls::is_https(&self.addr.client_url)
+    }
+}
+
+/// What a planned restart runs a member with: the parts of its config the
+/// cluster's spec decides. A restart ([`crate::platform::Platform::restart`])
+/// writes them into the member's recorded config, so a restart cut short
+/// is finished by the next start. (A TLS change restarts a member through
+/// [`crate::platform::Platform::reconfigure`], with new URLs as well.)
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Settings {
+    /// The etcd version.
+    pub version: Version,
+    /// Election timing.
+    pub tuning: Tuning,
+}
+
+impl Settings {
+    /// Writes these settings into `config`.
+    pub fn apply(&self, config: &mut MemberConfig) {
+        config.version = self.version;
+        config.tuning = self.tuning;
     }
 }

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use super::{AlarmKind, DefragWhy, NoRestore, RemoveWhy, Step, Wait};
+use super::{AlarmKind, DefragWhy, NoRestore, RemoveWhy, RestartWhy, Step, Wait};
 
 impl fmt::Display for Step {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -70,6 +70,17 @@ impl fmt::Display for Step {
                 f,
                 "update the peer URL of member {member} in etcd's member list to {}://",
                 if *https { "https" } else { "http" }
+            ),
+            Step::Restart { member, why } => {
+                let why = match why {
+                    RestartWhy::Tuning => "to apply spec.tuning",
+                };
+                write!(f, "restart member {member} {why}")
+            }
+            Step::MoveLeader { from, to, .. } => write!(
+                f,
+                "hand the leadership over from {from} to {to} before {from} is restarted or \
+                 removed"
             ),
             Step::Wait(w) => write!(f, "wait: {w}"),
             Step::Converged => write!(f, "nothing to do"),
@@ -165,8 +176,9 @@ impl fmt::Display for Wait {
             ),
             Wait::RestartNeedsThreeMembers => write!(
                 f,
-                "a TLS change (or trusting a new CA) restarts one voter at a time and needs at \
-                 least 3 healthy members to keep quorum; scale up first"
+                "a TLS change, a new trusted CA or new spec.tuning restarts one voter at a time \
+                 and needs at least 3 healthy members to keep quorum; scale up first (new members \
+                 start with the spec's settings)"
             ),
             Wait::TlsInvalid { message } => {
                 write!(f, "{message}; nothing is restarted until it is fixed")

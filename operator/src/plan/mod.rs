@@ -16,7 +16,14 @@
 //! * a TLS change or a new trusted CA restarts one member at a time, only
 //!   when every member is healthy and a voter can be spared, and never
 //!   gives a member an `https://` peer URL while a peer cannot dial it
-//!   (see [`tls`]); renewing certificates restarts nothing.
+//!   (see [`tls`]); renewing certificates restarts nothing;
+//! * it never restarts or removes the leader while another healthy voter
+//!   can take over: it hands the leadership over first
+//!   ([`Step::MoveLeader`]), to the most caught-up healthy voter that the
+//!   next steps leave alone;
+//! * a scale-down removes the newest voters (a leader among them hands
+//!   over first); a rolling upgrade, restart or TLS change goes followers
+//!   first, the leader last.
 
 use crate::crd::StoragePolicy;
 
@@ -61,7 +68,12 @@ pub fn plan(desired: &Desired, observed: &Observed) -> Step {
     if !observed.membership_known {
         return view.without_quorum(desired, observed);
     }
-    view.with_quorum(desired)
+    let step = view.with_quorum(desired);
+    if desired.handover {
+        view.hand_over_first(desired, step)
+    } else {
+        step
+    }
 }
 
 /// Before the cluster first formed: (re)start the initial members.
@@ -257,46 +269,67 @@ impl<'a> View<'a> {
         }
         if over_size {
             return self
-                .scale_down_victim()
+                .scale_down_victims(d)
+                .last()
                 .and_then(|m| self.remove(m, RemoveWhy::ScaleDown))
                 .unwrap_or(Step::Converged);
         }
-        if let Some(step) = self.tls_change(&d.tls) {
-            return step;
+        // A TLS change that can only wait (a cluster too small to restart
+        // a member) does not hold back clearing an alarm.
+        let tls = self.tls_change(&d.tls);
+        if let Some(step) = tls.as_ref().filter(|s| !matches!(s, Step::Wait(_))) {
+            return step.clone();
         }
         if let Some(step) = self.maintain(&d.db) {
             return step;
         }
-        self.upgrade(d)
+        if let Some(step) = tls {
+            return step;
+        }
+        self.roll(d)
     }
 
-    /// The member to remove when scaling down: not the leader, newest first.
-    fn scale_down_victim(&self) -> Option<&Member> {
-        self.members
+    /// The voters a scale-down to `d.size` removes: the newest (the names
+    /// that stay are the oldest), the leader among them if it is (it hands
+    /// over first). Oldest first; the plan removes the last.
+    fn scale_down_victims(&self, d: &Desired) -> Vec<&Member> {
+        let mut voters: Vec<&Member> = self
+            .members
             .iter()
-            .filter(|m| m.etcd.is_some_and(|e| !e.leader))
-            .max_by(|a, b| member_order(&a.name, &b.name))
+            .filter(|m| m.etcd.is_some_and(|e| !e.learner))
+            .collect();
+        voters.sort_by(|a, b| member_order(&a.name, &b.name));
+        voters.split_off(d.size.min(voters.len()))
     }
 
-    /// Next member to move to the spec's version: followers first, then the
-    /// leader, one at a time.
-    fn upgrade(&self, d: &Desired) -> Step {
+    /// Whether a member runs another version or other settings than the
+    /// spec asks for.
+    fn behind(m: &Member, d: &Desired) -> bool {
+        m.platform
+            .as_ref()
+            .is_some_and(|p| p.version != d.version || p.tuning != d.tuning)
+    }
+
+    /// Next member to move to the spec's version and settings (a restart
+    /// each): followers first, then the leader, one at a time.
+    fn roll(&self, d: &Desired) -> Step {
         let behind: Vec<(&Member, &Runtime)> = self
             .members
             .iter()
+            .filter(|m| Self::behind(m, d))
             .filter_map(|m| m.platform.as_ref().map(|p| (m, p)))
-            .filter(|(_, p)| p.version != d.version)
             .collect();
-        let Some(&(first, _)) = behind
+        let Some(&(first, runtime)) = behind
             .iter()
             .find(|(m, _)| !m.etcd.is_some_and(|e| e.leader))
             .or_else(|| behind.first())
         else {
             return Step::Converged;
         };
+        let upgrading = behind.iter().any(|(_, p)| p.version != d.version);
         if let Some((_, p)) = behind
             .iter()
-            .find(|(_, p)| !p.version.can_upgrade_to(d.version))
+            .find(|(_, p)| p.version != d.version && !p.version.can_upgrade_to(d.version))
         {
             return Step::Wait(Wait::UpgradePath {
                 from: p.version,
@@ -304,11 +337,69 @@ impl<'a> View<'a> {
             });
         }
         if self.healthy_voters < 1 + quorum(self.voters) {
-            return Step::Wait(Wait::UpgradeNeedsThreeMembers);
+            return Step::Wait(if upgrading {
+                Wait::UpgradeNeedsThreeMembers
+            } else {
+                Wait::RestartNeedsThreeMembers
+            });
         }
-        Step::Upgrade {
-            member: first.name.clone(),
-            to: d.version,
+        if runtime.version != d.version {
+            Step::Upgrade {
+                member: first.name.clone(),
+                to: d.version,
+            }
+        } else {
+            Step::Restart {
+                member: first.name.clone(),
+                why: RestartWhy::Tuning,
+            }
+        }
+    }
+
+    /// `step`, or first a [`Step::MoveLeader`] when it would restart or
+    /// remove the leader and another healthy voter can lead: the one the
+    /// next steps leave alone (not behind the spec's version, settings or
+    /// TLS, not to be scaled down), the most caught up, the oldest on a tie. With no such voter
+    /// (a cluster of one) the step is taken as it is.
+    fn hand_over_first(&self, d: &Desired, step: Step) -> Step {
+        let Some(target) = step.disrupts() else {
+            return step;
+        };
+        let Some((leader, _)) = self.members.iter().find_map(|m| {
+            m.etcd
+                .filter(|e| e.leader && m.healthy && m.name == target)
+                .map(|e| (m, e))
+        }) else {
+            return step;
+        };
+        let doomed: Vec<&str> = if self.voters > d.size {
+            self.scale_down_victims(d)
+                .iter()
+                .map(|m| m.name.as_str())
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let spared = |m: &Member| {
+            !Self::behind(m, d) && !self.tls_behind(&d.tls, m) && !doomed.contains(&m.name.as_str())
+        };
+        let best = self
+            .members
+            .iter()
+            .filter(|m| m.healthy && m.name != leader.name)
+            .filter_map(|m| m.etcd.filter(|e| !e.learner && e.started).map(|e| (m, e)))
+            .max_by(|(a, _), (b, _)| {
+                (spared(a), a.raft_index)
+                    .cmp(&(spared(b), b.raft_index))
+                    .then_with(|| member_order(&b.name, &a.name))
+            });
+        match best {
+            Some((m, e)) => Step::MoveLeader {
+                from: leader.name.clone(),
+                to: m.name.clone(),
+                id: e.id,
+            },
+            None => step,
         }
     }
 }

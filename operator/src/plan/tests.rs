@@ -1,14 +1,15 @@
 //! Scenario tests of the plan, one situation each.
 
 use super::*;
+use crate::member::Tuning;
 use crate::version::Version;
 
 const V34: Version = Version::new(3, 4, 23);
-const V35: Version = Version::new(3, 5, 1);
+pub(super) const V35: Version = Version::new(3, 5, 1);
 
 mod db;
 
-fn desired(size: usize) -> Desired {
+pub(super) fn desired(size: usize) -> Desired {
     Desired {
         size,
         version: V34,
@@ -16,12 +17,14 @@ fn desired(size: usize) -> Desired {
         paused: false,
         restore_from_backup: false,
         tls: TlsWanted::default(),
+        tuning: Tuning::default(),
+        handover: true,
         db: DbPolicy::default(),
     }
 }
 
 /// A healthy, started, voting member with its data.
-fn up(name: &str, id: u64) -> Member {
+pub(super) fn up(name: &str, id: u64) -> Member {
     Member {
         name: name.into(),
         platform: Some(Runtime {
@@ -29,6 +32,7 @@ fn up(name: &str, id: u64) -> Member {
             has_data: true,
             crash_looping: false,
             version: V34,
+            tuning: Tuning::default(),
             bootstrap: true,
             tls: Default::default(),
             certs_due: false,
@@ -41,11 +45,12 @@ fn up(name: &str, id: u64) -> Member {
             peer_https: false,
         }),
         healthy: true,
+        raft_index: 100,
         db: DbFacts::default(),
     }
 }
 
-fn with(mut m: Member, f: impl FnOnce(&mut Member)) -> Member {
+pub(super) fn with(mut m: Member, f: impl FnOnce(&mut Member)) -> Member {
     f(&mut m);
     m
 }
@@ -67,7 +72,7 @@ fn destroyed(m: Member) -> Member {
     })
 }
 
-fn cluster(members: Vec<Member>) -> Observed {
+pub(super) fn cluster(members: Vec<Member>) -> Observed {
     Observed {
         bootstrapped: true,
         membership_known: members.iter().any(|m| m.healthy),
@@ -78,7 +83,7 @@ fn cluster(members: Vec<Member>) -> Observed {
     }
 }
 
-fn three() -> Vec<Member> {
+pub(super) fn three() -> Vec<Member> {
     vec![up("demo-0", 1), up("demo-1", 2), up("demo-2", 3)]
 }
 
@@ -280,6 +285,16 @@ fn scale_up_adds_one_learner_at_a_time() {
     assert_eq!(plan(&desired(5), &cluster(three())), Step::AddLearner);
 }
 
+/// `m` with the leadership on `leader` (by name).
+pub(super) fn led_by(mut m: Vec<Member>, leader: &str) -> Vec<Member> {
+    for x in &mut m {
+        if let Some(e) = &mut x.etcd {
+            e.leader = x.name == leader;
+        }
+    }
+    m
+}
+
 #[test]
 fn scale_down_removes_the_newest_follower() {
     let mut m = three();
@@ -387,8 +402,13 @@ fn upgrade_goes_follower_first_and_leader_last() {
             p.version = V35;
         }
     }
+    // The leader goes last, after handing its leadership over.
+    assert!(matches!(
+        plan(&d, &cluster(m.clone())),
+        Step::MoveLeader { from, .. } if from == "demo-0"
+    ));
     assert_eq!(
-        plan(&d, &cluster(m)),
+        plan(&d, &cluster(led_by(m, "demo-2"))),
         Step::Upgrade {
             member: "demo-0".into(),
             to: V35
@@ -420,3 +440,5 @@ fn member_order_is_numeric() {
     assert!(member_order("demo-10", "demo-9").is_gt());
     assert!(member_order("demo-1", "demo-2").is_lt());
 }
+
+mod handover;

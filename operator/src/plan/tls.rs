@@ -102,14 +102,28 @@ impl View<'_> {
         })
     }
 
-    /// The next TLS restart, followers first, then the leader; every
-    /// member is healthy when this is asked.
-    pub(super) fn tls_change(&self, w: &TlsWanted) -> Option<Step> {
-        let states: Vec<&TlsState> = self
-            .members
+    /// The TLS state of every member the platform runs.
+    fn tls_states(&self) -> Vec<&TlsState> {
+        self.members
             .iter()
             .filter_map(|m| m.platform.as_ref().map(|p| &p.tls))
-            .collect();
+            .collect()
+    }
+
+    /// Whether `m` still has a TLS restart ahead of it at this stage (a
+    /// handover prefers a voter without one).
+    pub(super) fn tls_behind(&self, w: &TlsWanted, m: &Member) -> bool {
+        let states = self.tls_states();
+        m.platform
+            .as_ref()
+            .is_some_and(|p| target(w, &p.tls, &states) != p.tls)
+    }
+
+    /// The next TLS restart, followers first, then the leader (after a
+    /// handover, see [`super::plan`]); every member is healthy when this is
+    /// asked.
+    pub(super) fn tls_change(&self, w: &TlsWanted) -> Option<Step> {
+        let states = self.tls_states();
         let behind: Vec<(&Member, TlsState)> = self
             .members
             .iter()

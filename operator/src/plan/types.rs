@@ -4,6 +4,7 @@
 pub use super::maintenance::{Alarm, AlarmKind, ClusterDb, DbFacts, DbPolicy, DefragWhy, KvHash};
 use crate::crd::StoragePolicy;
 use crate::member::MemberTls;
+use crate::member::Tuning;
 use crate::validate::ValidSpec;
 use crate::version::Version;
 
@@ -20,6 +21,12 @@ pub struct Desired {
     pub paused: bool,
     /// Rebuild from the newest backup when quorum cannot come back.
     pub restore_from_backup: bool,
+    /// Raft timing every member should run with.
+    pub tuning: Tuning,
+    /// Hand the leadership over before a planned restart or removal of
+    /// the leader (on unless the operator runs with
+    /// `--no-leader-handover`, a switch for benchmarks).
+    pub handover: bool,
     /// TLS wanted.
     pub tls: TlsWanted,
     /// Quota and defragmentation policy.
@@ -51,6 +58,8 @@ impl From<&ValidSpec> for Desired {
                 client: s.tls.client.is_some(),
                 trust: String::new(),
             },
+            tuning: s.tuning,
+            handover: true,
             db: DbPolicy {
                 quota: s.backend.quota(),
                 fragmentation: s.defrag.as_ref().and_then(|d| d.fragmentation),
@@ -88,6 +97,9 @@ pub struct Member {
     pub etcd: Option<EtcdMember>,
     /// Answers with a leader (and is in the member list when that is known).
     pub healthy: bool,
+    /// The raft index it reported (0 when it did not answer): how caught
+    /// up it is, to choose whom to hand the leadership to.
+    pub raft_index: u64,
     /// Its database: size, free space, KV hash, defragmentation due.
     pub db: DbFacts,
 }
@@ -103,6 +115,8 @@ pub struct Runtime {
     pub crash_looping: bool,
     /// The version it runs (or will run when started).
     pub version: Version,
+    /// The raft timing it runs (or will run) with.
+    pub tuning: Tuning,
     /// One of the members the cluster was bootstrapped with.
     pub bootstrap: bool,
     /// Its TLS files and listeners, and its URLs' schemes.
@@ -194,7 +208,8 @@ pub enum Step {
         /// The alarm.
         alarm: Alarm,
     },
-    /// Restart a member on a new version, keeping its data.
+    /// Restart a member on a new version, keeping its data (and with the
+    /// spec's other settings, such as its tuning).
     Upgrade {
         /// Member to upgrade.
         member: String,
@@ -229,10 +244,37 @@ pub enum Step {
         /// `https://`.
         https: bool,
     },
+    /// Restart a member on its version with the spec's settings, keeping
+    /// its data.
+    Restart {
+        /// Member to restart.
+        member: String,
+        /// What changed.
+        why: RestartWhy,
+    },
+    /// Move the leadership to another voter (etcd's MoveLeader) and wait
+    /// until it leads: the step the plan takes before it restarts or
+    /// removes the leader, so no write waits for an election.
+    MoveLeader {
+        /// The leader now.
+        from: String,
+        /// The voter to lead: healthy, the most caught up of those the
+        /// next steps leave alone.
+        to: String,
+        /// Its etcd id.
+        id: u64,
+    },
     /// Nothing safe to do now; wait for a change.
     Wait(Wait),
     /// The cluster matches the spec.
     Converged,
+}
+
+/// Why a member is restarted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RestartWhy {
+    /// `spec.tuning` changed.
+    Tuning,
 }
 
 /// Why a member is removed.
@@ -299,8 +341,9 @@ pub enum Wait {
     /// Upgrading restarts a voter, and fewer than three voters cannot
     /// spare one.
     UpgradeNeedsThreeMembers,
-    /// A TLS change (or new trusted CAs) restarts a voter, and fewer than
-    /// three voters cannot spare one.
+    /// A restart (a TLS change, new trusted CAs, or new settings from
+    /// `spec.tuning`) takes a voter away, and fewer than three voters
+    /// cannot spare one.
     RestartNeedsThreeMembers,
     /// Certificates cannot be used as the spec says (set by the
     /// controller, not the plan): nothing is done until they are fixed.
@@ -345,8 +388,49 @@ impl Step {
     }
 
     /// Whether the step restarts a running voter on purpose (a planned
-    /// restart: an upgrade or a TLS change).
+    /// restart: an upgrade, a TLS change, or new settings).
     pub fn is_planned_restart(&self) -> bool {
-        matches!(self, Step::Upgrade { .. } | Step::Reconfigure { .. })
+        matches!(
+            self,
+            Step::Upgrade { .. } | Step::Reconfigure { .. } | Step::Restart { .. }
+        )
+    }
+
+    /// The member the step takes out of service (restarts, or removes from
+    /// the member list): a leader named here gets a [`Step::MoveLeader`]
+    /// first. Every step that stops or removes a running member must be
+    /// listed here.
+    pub fn disrupts(&self) -> Option<&str> {
+        match self {
+            Step::Upgrade { member, .. }
+            | Step::Restart { member, .. }
+            | Step::Reconfigure { member, .. }
+            | Step::Remove { member, .. } => Some(member),
+            _ => None,
+        }
+    }
+
+    /// A short name of the kind of step, for metrics and logs.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Step::Bootstrap => "bootstrap",
+            Step::Start { .. } => "start",
+            Step::AddLearner => "add_learner",
+            Step::Promote { .. } => "promote",
+            Step::Remove { .. } => "remove",
+            Step::DeleteStray { .. } => "delete_stray",
+            Step::RestoreFromBackup => "restore_from_backup",
+            Step::Upgrade { .. } => "upgrade",
+            Step::Restart { .. } => "restart",
+            Step::MoveLeader { .. } => "move_leader",
+            Step::RenewCertificates { .. } => "renew_certificates",
+            Step::Reconfigure { .. } => "reconfigure",
+            Step::UpdatePeerUrl { .. } => "update_peer_url",
+            Step::Compact { .. } => "compact",
+            Step::Defragment { .. } => "defragment",
+            Step::Disarm { .. } => "disarm",
+            Step::Wait(_) => "wait",
+            Step::Converged => "converged",
+        }
     }
 }

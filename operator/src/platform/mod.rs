@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::backup::{BackupStore, RestoreSource};
 use crate::crd::EtcdCluster;
-pub use crate::member::{InitialState, MemberAddr, MemberConfig};
+pub use crate::member::{InitialState, MemberAddr, MemberConfig, Settings, Tuning};
 use crate::tls::store::TlsStore;
 use crate::version::Version;
 
@@ -116,6 +116,8 @@ pub struct PlatformMember {
     pub has_data: bool,
     /// The version it runs or will run.
     pub version: Version,
+    /// The raft timing it runs or will run with.
+    pub tuning: Tuning,
     /// One of the bootstrap members.
     pub bootstrap: bool,
     /// When it was last started.
@@ -270,13 +272,20 @@ pub trait Platform: TlsStore + Send + Sync + 'static {
     ) -> impl Future<Output = Result<()>> + Send;
     /// Starts a stopped member in place (with its data, if any).
     fn start(&self, cluster: &str, member: &str) -> impl Future<Output = Result<()>> + Send;
-    /// Stops a member gracefully, keeps its data, moves it to `version` and
-    /// starts it again.
-    fn upgrade(
+    /// Stops a member gracefully, keeps its data, records `settings` in
+    /// its config (version, timing) and starts it again: a rolling
+    /// upgrade's or a new spec.tuning's restart. Locally the new config
+    /// is recorded before the member stops, so a restart cut short is
+    /// finished by the next start; on Kubernetes a member's claim records
+    /// it only once the member is ready on it, so an image that never runs
+    /// is undone by fixing the spec (the plan moves the member again while
+    /// the spec asks). The controller hands a leader's leadership over
+    /// before it asks.
+    fn restart(
         &self,
         cluster: &str,
         member: &str,
-        version: Version,
+        settings: &Settings,
     ) -> impl Future<Output = Result<()>> + Send;
     /// Stops a member gracefully, keeps its data, and starts it again with
     /// these URLs (the same host and ports, another scheme) and TLS

@@ -24,6 +24,7 @@ pub mod hist;
 mod html;
 pub mod junit;
 mod markdown;
+pub mod operator;
 pub mod plots;
 
 use std::path::Path;
@@ -127,10 +128,13 @@ pub fn write(out: &Path, d: &RunData) -> Result<Summary, Error> {
         "summary.json",
         &(serde_json::to_string_pretty(&summary).unwrap_or_default() + "\n"),
     )?;
-    put(
-        "report.md",
-        &markdown::render(d, &summary, &derived, &recovery_hist, &notes),
-    )?;
+    if let Ok(text) = &d.operator_metrics {
+        put("operator-metrics.txt", text)?;
+    }
+    let mut md = markdown::render(d, &summary, &derived, &recovery_hist, &notes);
+    let scrape = d.operator_metrics.as_deref().map_err(String::as_str);
+    md.push_str(&operator::section(scrape, &d.scenario.cluster.name));
+    put("report.md", &md)?;
     put(
         "report.html",
         &html::render(d, &summary, &derived, &recovery_hist, &svgs),

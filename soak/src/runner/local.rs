@@ -137,7 +137,9 @@ impl Local {
             .arg("--state-dir")
             .arg(&self.state)
             .arg("--etcd-binaries")
-            .arg(&self.etcd_binaries);
+            .arg(&self.etcd_binaries)
+            // Read at the end for the report (any free port).
+            .args(["--metrics-addr", "127.0.0.1:0"]);
         for (k, _) in std::env::vars_os() {
             if k.to_string_lossy().starts_with("ETCD_OPERATOR_") {
                 cmd.env_remove(k);
@@ -184,6 +186,22 @@ impl Local {
         };
         tracing::warn!("{note}; its last lines:\n{tail}");
         Some(note)
+    }
+
+    /// The operator's `/metrics` now, or why it cannot be read.
+    pub fn operator_metrics(&self) -> Result<String, String> {
+        let path = etcd_operator::controller::local::metrics_addr_path(&self.state);
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let addr = text
+            .trim()
+            .parse()
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        match etcd_operator::metrics::scrape::get(addr, "/metrics") {
+            Ok((200, body)) => Ok(body),
+            Ok((code, body)) => Err(format!("GET http://{addr}/metrics: {code} {body}")),
+            Err(e) => Err(format!("GET http://{addr}/metrics: {e}")),
+        }
     }
 
     /// The end of the operator's log.

@@ -158,6 +158,7 @@ pub async fn run(o: &Options, interrupted: watch::Receiver<bool>) -> Result<RunD
         Err(e) => return Err(fail(data, e)),
     };
     let result = drive::drive(o, &mut platform, &mut data, interrupted).await;
+    data.operator_metrics = platform.operator_metrics().await;
     platform.teardown().await;
     data.ended = now_ms();
     match result {

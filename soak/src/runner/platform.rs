@@ -77,6 +77,17 @@ impl Platform {
         }
     }
 
+    /// The operator's metrics (local platform: the runner's own operator;
+    /// on Kubernetes it runs in the cluster, out of the runner's reach).
+    pub(super) async fn operator_metrics(&self) -> Result<String, String> {
+        match self {
+            Platform::Local(l) => tokio::task::block_in_place(|| l.operator_metrics()),
+            Platform::Kube(_) => Err("the operator runs in the cluster; scrape it there \
+                 (deploy/monitoring/servicemonitor.yaml)"
+                .into()),
+        }
+    }
+
     pub(super) async fn teardown(&mut self) {
         match self {
             Platform::Local(l) => tokio::task::block_in_place(|| l.teardown()),

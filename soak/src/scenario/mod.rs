@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use etcd_operator::crd::{
     BackupSpec, CompactionSpec, DefragSpec, EtcdCluster, EtcdClusterSpec, RecoverySpec,
-    RestoreSpec, StorageSpec,
+    RestoreSpec, StorageSpec, TuningSpec,
 };
 use serde::{Deserialize, Serialize};
 
@@ -124,6 +124,9 @@ pub struct ClusterSpec {
     /// spec.tls.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<etcd_operator::crd::TlsSpec>,
+    /// spec.tuning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tuning: Option<TuningSpec>,
     /// spec.quotaBackendBytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quota_backend_bytes: Option<i64>,
@@ -147,6 +150,7 @@ impl ClusterSpec {
             restore: self.restore.clone(),
             recovery: self.recovery.clone(),
             tls: self.tls.clone(),
+            tuning: self.tuning.clone(),
             quota_backend_bytes: self.quota_backend_bytes,
             compaction: self.compaction.clone(),
             defrag: self.defrag.clone(),

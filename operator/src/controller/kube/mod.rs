@@ -32,6 +32,8 @@ pub mod watch;
 use super::{Cluster, SpecState};
 use crate::crd::{EtcdCluster, LABEL_MANAGED_BY, MANAGED_BY};
 use crate::etcd::Clients;
+use crate::metrics::Metrics;
+use crate::metrics::server::Health;
 use crate::names::check_cluster_name;
 use crate::platform::kube::{KubePlatform, KubeVersions};
 use crate::platform::{self, Platform};
@@ -80,6 +82,13 @@ pub struct Options {
     /// The operator's own image, which backup Jobs run (`None`: no
     /// backups; a spec asking for them is told how to set it).
     pub backup_image: Option<String>,
+    /// Hand a leader's leadership over before restarting or removing it.
+    pub handover: bool,
+    /// Where every cluster's metrics go.
+    pub metrics: Arc<Metrics>,
+    /// What `/readyz` says: ready once EtcdCluster resources can be
+    /// listed, not ready while the watches fail.
+    pub health: Arc<Health>,
 }
 
 /// What only makes sense on another platform, or cannot be done here, as
@@ -135,7 +144,7 @@ pub fn spec_state(resource: &EtcdCluster) -> SpecState {
     match valid {
         Ok(spec) if errors.is_empty() => SpecState::Valid {
             resource: Box::new(resource.clone()),
-            spec,
+            spec: Box::new(spec),
             source: None,
         },
         _ => SpecState::Invalid {
@@ -176,6 +185,8 @@ struct Context {
     client: Client,
     image: String,
     backup_image: Option<String>,
+    handover: bool,
+    metrics: Arc<Metrics>,
     clients: Arc<Clients>,
     recorder: Recorder,
     platforms: Mutex<HashMap<String, Arc<KubePlatform>>>,
@@ -219,12 +230,14 @@ impl Context {
             tracing::info!(namespace = %key.0, cluster = %key.1, "resource deleted; its objects go with it");
         }
         lock(&self.failures).remove(key);
+        self.metrics.cluster(&key.0, &key.1).forget();
         if let Some(p) = lock(&self.platforms).get(&key.0) {
             p.forget(&key.1);
         }
     }
 }
 
+#[tracing::instrument(name = "resource", skip_all, fields(namespace = %obj.namespace().unwrap_or_default()))]
 async fn reconcile(obj: Arc<EtcdCluster>, ctx: Arc<Context>) -> Result<Action, Error> {
     let name = obj.name_any();
     let namespace = obj
@@ -268,13 +281,15 @@ async fn reconcile(obj: Arc<EtcdCluster>, ctx: Arc<Context>) -> Result<Action, E
         cluster.set_spec(spec).await?;
     } else {
         let clients = ctx.clients.clone();
-        m.cluster = Some(Cluster::new(&name, platform.clone(), clients, spec).await?);
+        let mut cluster = Cluster::new(&name, platform.clone(), clients, spec).await?;
+        cluster.set_handover(ctx.handover);
+        cluster.set_metrics(ctx.metrics.cluster(&namespace, &name));
+        m.cluster = Some(cluster);
     }
     let Some(cluster) = m.cluster.as_mut() else {
         return Ok(Action::requeue(MIN_POLL));
     };
     let out = cluster.reconcile().await;
-    tracing::debug!(%namespace, cluster = %name, next = ?out.next, step = ?out.step, "reconciled");
     lock(&ctx.failures).remove(&key);
     Ok(Action::requeue(requeue_after(out.next)))
 }
@@ -361,6 +376,8 @@ pub async fn run(
         client: client.clone(),
         image: opts.image.clone(),
         backup_image: opts.backup_image.clone(),
+        handover: opts.handover,
+        metrics: opts.metrics.clone(),
         clients: Arc::new(Clients::new(STATUS_TIMEOUT)),
         recorder: Recorder::new(client, Reporter::from(MANAGER)),
         platforms: Mutex::default(),
@@ -382,6 +399,16 @@ pub async fn run(
         image = %opts.image,
         "etcd-operator running on the Kubernetes platform"
     );
+    let health = opts.health.clone();
+    match api.list(&kube::api::ListParams::default().limit(1)).await {
+        Ok(_) => health.ready(),
+        Err(e) => {
+            let why =
+                format!("cannot list EtcdCluster resources (is deploy/crd.yaml applied?): {e}");
+            tracing::warn!("{why}");
+            health.not_ready(why);
+        }
+    }
     let for_each_ctx = ctx.clone();
     // Each watch backs off on its own and lists again at once when it
     // expires (watch.rs); the controller adds no pause of its own.
@@ -401,9 +428,10 @@ pub async fn run(
         .run(reconcile, error_policy, ctx)
         .for_each(|res| {
             let ctx = for_each_ctx.clone();
+            let health = health.clone();
             async move {
                 match res {
-                    Ok(_) => {}
+                    Ok(_) => health.ready(),
                     Err(controller::Error::ObjectNotFound(r)) => {
                         ctx.forget(&(r.namespace.unwrap_or_default(), r.name));
                     }
@@ -412,7 +440,10 @@ pub async fn run(
                         tracing::debug!("controller: {e}")
                     }
                     // Watches failing: RBAC, a missing CRD, the API away.
-                    Err(e) => tracing::warn!("controller: {e}"),
+                    Err(e) => {
+                        tracing::warn!("controller: {e}");
+                        health.not_ready(format!("the watches fail: {e}"));
+                    }
                 }
             }
         })

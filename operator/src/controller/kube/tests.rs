@@ -74,6 +74,8 @@ fn context(client: Client) -> Arc<Context> {
         client: client.clone(),
         image: crate::platform::kube::pod::DEFAULT_IMAGE.into(),
         backup_image: None,
+        handover: true,
+        metrics: Arc::default(),
         clients: Arc::new(Clients::new(Duration::from_millis(100))),
         recorder: Recorder::new(client, Reporter::from(MANAGER)),
         platforms: Mutex::default(),
@@ -274,6 +276,9 @@ async fn an_expired_watch_is_listed_again_at_once() {
         namespace: None,
         image: crate::platform::kube::pod::DEFAULT_IMAGE.into(),
         backup_image: None,
+        handover: true,
+        metrics: Default::default(),
+        health: Default::default(),
     };
     run(client, opts, tokio::time::sleep(Duration::from_secs(5)))
         .await

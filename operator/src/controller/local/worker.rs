@@ -87,10 +87,7 @@ pub(super) async fn work(
                         tracing::error!(cluster = %cluster.name(), "cannot take the new spec: {e}");
                     }
                 }
-                Msg::Exited { member, crashed } => {
-                    tracing::info!(cluster = %cluster.name(), %member, crashed, "member process exited");
-                    cluster.member_exited(&member, crashed);
-                }
+                Msg::Exited { member, crashed } => cluster.member_exited(&member, crashed),
                 Msg::Delete => {
                     let name = cluster.name().to_string();
                     if let Err(e) = cluster.delete().await {
@@ -100,8 +97,7 @@ pub(super) async fn work(
                 }
             }
         }
-        let out = cluster.reconcile().await;
-        tracing::debug!(cluster = %cluster.name(), next = ?out.next, step = ?out.step, "reconciled");
-        next = out.next;
+        // The pass logs its outcome inside its span.
+        next = cluster.reconcile().await.next;
     }
 }

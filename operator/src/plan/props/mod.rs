@@ -10,6 +10,7 @@
 use proptest::prelude::*;
 
 use super::*;
+use crate::member::Tuning;
 use crate::version::Version;
 
 const V34: Version = Version::new(3, 4, 23);
@@ -27,6 +28,7 @@ struct M {
     hung: bool,
     has_data: bool,
     version: Version,
+    tuning: Tuning,
     bootstrap: bool,
     /// TLS as configured on the platform.
     tls: TlsState,
@@ -61,6 +63,8 @@ struct Model {
     backup: bool,
     /// Rebuilt from a backup (data written after it was lost).
     restored: bool,
+    /// The voter leadership was handed to (it leads while it is up).
+    preferred: Option<u64>,
     /// Bytes of history not yet compacted.
     history: i64,
     /// The member etcd raised NOSPACE about, if raised.
@@ -80,6 +84,7 @@ impl Model {
             storage,
             backup: true,
             restored: false,
+            preferred: None,
             history: 0,
             nospace: None,
             revision: 1,
@@ -109,7 +114,15 @@ impl Model {
         if !self.has_quorum() {
             return None;
         }
-        self.voters().filter(|m| Self::up(m)).map(|m| m.id).min()
+        let up: Vec<u64> = self
+            .voters()
+            .filter(|m| Self::up(m))
+            .map(|m| m.id)
+            .collect();
+        match self.preferred {
+            Some(p) if up.contains(&p) => Some(p),
+            _ => up.into_iter().min(),
+        }
     }
 
     /// Forms the cluster once a majority of the initial members runs.
@@ -166,6 +179,7 @@ impl Model {
                         has_data: m.has_data,
                         crash_looping: false,
                         version: m.version,
+                        tuning: m.tuning,
                         bootstrap: m.bootstrap,
                         tls: m.tls.clone(),
                         certs_due: m.certs_due,
@@ -178,6 +192,7 @@ impl Model {
                         peer_https: m.listed_https,
                     }),
                     healthy: quorum && m.in_etcd && Self::up(m),
+                    raft_index: if Self::up(m) { 100 + m.id % 3 } else { 0 },
                     db: if Self::up(m) {
                         DbFacts {
                             size: m.size,
@@ -196,6 +211,10 @@ impl Model {
                 })
                 .collect(),
         }
+    }
+
+    fn find_id(&self, name: &str) -> Option<u64> {
+        self.members.iter().find(|m| m.name == name).map(|m| m.id)
     }
 
     fn find(&mut self, name: &str) -> &mut M {
@@ -230,6 +249,7 @@ impl Model {
             hung: false,
             has_data: true,
             version: d.version,
+            tuning: d.tuning,
             bootstrap,
             listed_https: tls.peer_https,
             tls,
@@ -275,7 +295,13 @@ impl Model {
                 m.running = false;
                 self.members.retain(|m| m.in_etcd || m.on_platform);
             }
-            Step::Upgrade { member, to } => self.find(member).version = *to,
+            Step::Upgrade { member, to } => {
+                let m = self.find(member);
+                m.version = *to;
+                m.tuning = d.tuning;
+            }
+            Step::Restart { member, .. } => self.find(member).tuning = d.tuning,
+            Step::MoveLeader { id, .. } => self.preferred = Some(*id),
             Step::RenewCertificates { member } => self.find(member).certs_due = false,
             Step::Reconfigure { member, to, .. } => {
                 let m = self.find(member);
@@ -409,12 +435,22 @@ fn fault() -> impl Strategy<Value = Fault> {
     (kind, 0usize..16).prop_map(|(kind, victim)| Fault { kind, victim })
 }
 
-/// Either a fault or a plan step, and sometimes a new spec size.
+/// Either a fault or a plan step, and sometimes a new spec size or
+/// timing.
 #[derive(Clone, Debug)]
 enum Event {
     Fault(Fault),
     Step,
     Resize(usize),
+    Retune(Tuning),
+}
+
+fn tuning() -> impl Strategy<Value = Tuning> {
+    prop_oneof![
+        Just(Tuning::default()),
+        Just(Tuning::new(Some(25), Some(250))),
+        Just(Tuning::new(None, Some(3000))),
+    ]
 }
 
 fn event() -> impl Strategy<Value = Event> {
@@ -422,6 +458,7 @@ fn event() -> impl Strategy<Value = Event> {
         3 => fault().prop_map(Event::Fault),
         6 => Just(Event::Step),
         1 => (1usize..=9).prop_map(Event::Resize),
+        1 => tuning().prop_map(Event::Retune),
     ]
 }
 

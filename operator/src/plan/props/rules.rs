@@ -4,6 +4,7 @@
 use proptest::prelude::*;
 
 use super::*;
+use crate::member::Tuning;
 
 /// Checks one step against the safety rules, given the model before it.
 fn check_step(model: &Model, obs: &Observed, d: &Desired, step: &Step) -> Result<(), String> {
@@ -84,6 +85,39 @@ fn check_step(model: &Model, obs: &Observed, d: &Desired, step: &Step) -> Result
         }
         _ => {}
     }
+    // The handover rule: a planned restart or removal never takes the
+    // leader of a healthy cluster while another voter can lead; that voter
+    // gets the leadership first, and only a healthy voter ever does.
+    let leader = model.leader();
+    let can_lead = |id: Option<u64>| {
+        model
+            .voters()
+            .any(|m| Model::up(m) && Some(m.id) == id && m.started)
+    };
+    let another_leader = model
+        .voters()
+        .any(|m| Model::up(m) && m.started && Some(m.id) != leader);
+    if d.handover && model.bootstrapped && leader.is_some() {
+        let victim = step
+            .disrupts()
+            .and_then(|v| model.members.iter().find(|m| m.name == v));
+        if victim.is_some_and(|v| Some(v.id) == leader) && another_leader {
+            return Err(format!(
+                "{step}: the leader of a healthy cluster without a handover first"
+            ));
+        }
+    }
+    if let Step::MoveLeader { from, id, .. } = step {
+        let from_leads = model
+            .members
+            .iter()
+            .any(|m| &m.name == from && Some(m.id) == leader);
+        if !from_leads || Some(*id) == leader || !can_lead(Some(*id)) {
+            return Err(format!(
+                "{step}: leadership goes only from the leader to another healthy voter"
+            ));
+        }
+    }
     check_db_step(model, obs, d, step)?;
     // Quorum by the plan's own hand: apply only the step's immediate effect
     // (a restarted member is down until it comes back).
@@ -91,7 +125,9 @@ fn check_step(model: &Model, obs: &Observed, d: &Desired, step: &Step) -> Result
         let mut after = model.clone();
         match step {
             Step::Remove { member, .. } => after.members.retain(|m| &m.name != member),
-            Step::Upgrade { member, .. } => after.find(member).running = false,
+            Step::Upgrade { member, .. }
+            | Step::Restart { member, .. }
+            | Step::Reconfigure { member, .. } => after.find(member).running = false,
             Step::Promote { member, .. } => after.find(member).learner = false,
             _ => {}
         }
@@ -100,6 +136,15 @@ fn check_step(model: &Model, obs: &Observed, d: &Desired, step: &Step) -> Result
         }
     }
     Ok(())
+}
+
+/// Peer and client TLS on, trusting one CA.
+fn tls_on() -> TlsWanted {
+    TlsWanted {
+        peer: true,
+        client: true,
+        trust: "ca-1".into(),
+    }
 }
 
 /// The rules of database maintenance: one defragmentation at a time, never
@@ -198,6 +243,8 @@ fn desired(size: usize, version: Version, storage: StoragePolicy) -> Desired {
         paused: false,
         restore_from_backup: false,
         tls: TlsWanted::default(),
+        tuning: Tuning::default(),
+        handover: true,
         db: DbPolicy {
             quota: QUOTA,
             fragmentation: Some(50),
@@ -241,6 +288,7 @@ proptest! {
         size in 1usize..=9,
         storage in storage(),
         upgrade in any::<bool>(),
+        tls in any::<bool>(),
         events in prop::collection::vec(event(), 0..80),
     ) {
         let mut d = desired(size, V34, storage);
@@ -250,10 +298,14 @@ proptest! {
         if upgrade {
             d.version = V35;
         }
+        if tls {
+            d.tls = tls_on();
+        }
         for e in &events {
             match e {
                 Event::Fault(f) => model.fault(f),
                 Event::Resize(n) => d.size = *n,
+                Event::Retune(t) => d.tuning = *t,
                 Event::Step => {
                     let obs = model.observe();
                     let step = plan(&d, &obs);
@@ -276,7 +328,8 @@ proptest! {
         if voters - corrupt >= quorum(voters.max(1)) {
             prop_assert_eq!(corrupt, 0, "a corrupt minority left: {:?}", model);
         }
-        if last == Step::Wait(Wait::UpgradeNeedsThreeMembers) {
+        let small = [Wait::UpgradeNeedsThreeMembers, Wait::RestartNeedsThreeMembers];
+        if matches!(&last, Step::Wait(w) if small.contains(w)) {
             prop_assert!(voters < 3, "upgrade refused with {} voters", voters);
             return Ok(());
         }
@@ -284,6 +337,64 @@ proptest! {
         prop_assert_eq!(voters, d.size);
         prop_assert_eq!(model.members.len(), d.size, "no learners or strays left");
         prop_assert!(model.members.iter().all(|m| Model::up(m) && m.version == d.version));
+        prop_assert!(model.members.iter().all(|m| m.tuning == d.tuning));
+        let settled = tls::for_new_member(&d.tls, &[]);
+        prop_assert!(model.members.iter().all(|m| m.tls == settled && m.listed_https == settled.peer_https));
+    }
+
+    /// Scale-downs, upgrades, new timing and turning TLS on from a healthy
+    /// cluster led by any member: the leader is never restarted or removed while another
+    /// voter can lead (checked on every step), and whenever the planned
+    /// work reached the leader, it had handed its leadership over first.
+    #[test]
+    fn the_leader_hands_over_before_planned_disruption(
+        size in 3usize..=7,
+        down in 0usize..=4,
+        upgrade in any::<bool>(),
+        retune in any::<bool>(),
+        tls in any::<bool>(),
+        lead in 0usize..7,
+    ) {
+        let mut d = desired(size, V34, StoragePolicy::Persistent);
+        let mut model = Model::new(StoragePolicy::Persistent);
+        converge(&mut model, &d).map_err(TestCaseError::fail)?;
+        let first = model.members[lead % size].id;
+        model.preferred = Some(first);
+        d.size = size.saturating_sub(down).max(1);
+        if upgrade {
+            d.version = V35;
+        }
+        if retune {
+            d.tuning = Tuning::new(Some(25), Some(250));
+        }
+        if tls {
+            d.tls = tls_on();
+        }
+        let mut handed_over = false;
+        let mut disrupted = false;
+        for _ in 0..200 {
+            let obs = model.observe();
+            let step = plan(&d, &obs);
+            check_step(&model, &obs, &d, &step).map_err(TestCaseError::fail)?;
+            match &step {
+                Step::MoveLeader { .. } if model.leader() == Some(first) => handed_over = true,
+                s if s.disrupts().is_some_and(|v| model.find_id(v) == Some(first)) => {
+                    disrupted = true;
+                }
+                Step::Wait(_) | Step::Converged => break,
+                _ => {}
+            }
+            model.apply(&d, &step);
+        }
+        prop_assert!(!disrupted || handed_over, "the first leader was disrupted without a handover");
+        let last = plan(&d, &model.observe());
+        let small = [Wait::UpgradeNeedsThreeMembers, Wait::RestartNeedsThreeMembers];
+        if !matches!(&last, Step::Wait(w) if small.contains(w)) {
+            prop_assert_eq!(last, Step::Converged);
+            prop_assert!(model.members.iter().all(|m| m.version == d.version && m.tuning == d.tuning));
+            let settled = tls::for_new_member(&d.tls, &[]);
+            prop_assert!(model.members.iter().all(|m| m.tls == settled));
+        }
     }
 
     /// When a majority of voters lost their data the plan never invents a

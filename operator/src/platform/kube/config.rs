@@ -61,6 +61,7 @@ mod tests {
             token: "demo-1".into(),
             bootstrap: true,
             tls: Default::default(),
+            tuning: Default::default(),
             backend: Default::default(),
         }
     }

@@ -59,7 +59,7 @@ use self::members::owned_by;
 use self::objects::{RECORD_KEY, cluster_selector, member_host, record_config_map, record_name};
 use crate::backup::RestoreSource;
 use crate::crd::{EtcdCluster, StoragePolicy};
-use crate::member::{CLIENT_PORT, MemberAddr, MemberConfig, PEER_PORT};
+use crate::member::{CLIENT_PORT, MemberAddr, MemberConfig, PEER_PORT, Settings};
 use crate::platform::{ClusterRecord, Notice, Platform, PlatformMember, Result};
 use crate::validate::Versions;
 use crate::version::Version;
@@ -361,8 +361,8 @@ impl Platform for KubePlatform {
         Ok(self.start_member(cluster, member).await?)
     }
 
-    async fn upgrade(&self, cluster: &str, member: &str, version: Version) -> Result<()> {
-        Ok(self.upgrade_member(cluster, member, version).await?)
+    async fn restart(&self, cluster: &str, member: &str, settings: &Settings) -> Result<()> {
+        Ok(self.upgrade_member(cluster, member, settings).await?)
     }
 
     async fn reconfigure(

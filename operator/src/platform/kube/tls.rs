@@ -18,6 +18,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::ResourceExt;
 use kube::api::Patch;
 
@@ -55,7 +56,7 @@ fn text(secret: &Secret, key: &str) -> Option<String> {
 fn secret(
     name: String,
     labels: BTreeMap<String, String>,
-    owner: &k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference,
+    owner: &OwnerReference,
     type_: &str,
     data: &[(&str, &str)],
 ) -> Secret {
@@ -69,6 +70,50 @@ fn secret(
         ),
         ..Secret::default()
     }
+}
+
+/// The Secret holding a cluster's CAs (`CLUSTER-etcd-ca`, keys included).
+pub fn ca_secret(cluster: &str, ca: &CaState, owner: &OwnerReference) -> Secret {
+    let json = serde_json::to_string(ca).unwrap_or_default();
+    secret(
+        ca_secret_name(cluster),
+        cluster_labels(cluster),
+        owner,
+        "Opaque",
+        &[(CA_KEY, &json)],
+    )
+}
+
+/// A member's TLS Secret (`MEMBER-tls`), mounted in its pod.
+pub fn member_secret(
+    cluster: &str,
+    member: &str,
+    files: &MemberFiles,
+    owner: &OwnerReference,
+) -> Secret {
+    secret(
+        tls_secret_name(member),
+        member_labels(cluster, member),
+        owner,
+        "Opaque",
+        &files.to_map(),
+    )
+}
+
+/// The `kubernetes.io/tls` Secret with a client certificate for tools and
+/// users (`CLUSTER-client-tls`, with `ca.crt`).
+pub fn client_secret(cluster: &str, files: &ClientFiles, owner: &OwnerReference) -> Secret {
+    secret(
+        client_secret_name(cluster),
+        cluster_labels(cluster),
+        owner,
+        "kubernetes.io/tls",
+        &[
+            ("ca.crt", &files.ca),
+            ("tls.crt", &files.cert_key.cert),
+            ("tls.key", &files.cert_key.key),
+        ],
+    )
 }
 
 impl KubePlatform {
@@ -156,16 +201,8 @@ impl TlsStore for KubePlatform {
 
     async fn save_ca(&self, cluster: &str, ca: &CaState) -> Result<()> {
         let reg = self.registration(cluster)?;
-        let name = ca_secret_name(cluster);
-        let json = serde_json::to_string(ca).unwrap_or_default();
-        let s = secret(
-            name.clone(),
-            cluster_labels(cluster),
-            &reg.owner,
-            "Opaque",
-            &[(CA_KEY, &json)],
-        );
-        Ok(self.apply(&name, &s).await?)
+        let s = ca_secret(cluster, ca, &reg.owner);
+        Ok(self.apply(&ca_secret_name(cluster), &s).await?)
     }
 
     async fn member_files(&self, cluster: &str, member: &str) -> Result<Option<MemberFiles>> {
@@ -183,17 +220,10 @@ impl TlsStore for KubePlatform {
         files: &MemberFiles,
     ) -> Result<()> {
         let reg = self.registration(cluster)?;
-        let name = tls_secret_name(member);
-        let s = secret(
-            name.clone(),
-            member_labels(cluster, member),
-            &reg.owner,
-            "Opaque",
-            &files.to_map(),
-        );
+        let s = member_secret(cluster, member, files, &reg.owner);
         // Apply keeps keys no longer listed only if another manager owns
         // them; this manager owns all, so dropped roles go.
-        Ok(self.apply(&name, &s).await?)
+        Ok(self.apply(&tls_secret_name(member), &s).await?)
     }
 
     async fn provided(&self, _cluster: &str, source: &str) -> Result<Provided> {
@@ -243,19 +273,8 @@ impl TlsStore for KubePlatform {
         files: &ClientFiles,
     ) -> Result<ClientPlace> {
         let reg = self.registration(cluster)?;
-        let name = client_secret_name(cluster);
-        let s = secret(
-            name.clone(),
-            cluster_labels(cluster),
-            &reg.owner,
-            "kubernetes.io/tls",
-            &[
-                ("ca.crt", &files.ca),
-                ("tls.crt", &files.cert_key.cert),
-                ("tls.key", &files.cert_key.key),
-            ],
-        );
-        self.apply(&name, &s).await?;
+        let s = client_secret(cluster, files, &reg.owner);
+        self.apply(&client_secret_name(cluster), &s).await?;
         Ok(self.client_place(cluster))
     }
 

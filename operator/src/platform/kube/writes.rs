@@ -17,12 +17,12 @@ use super::config::{self, ANNOTATION_CONFIG, ANNOTATION_STARTED};
 use super::error::is_not_found;
 use super::members::{Mark, owned_by, pod_running};
 use super::objects::{claim_name, data_claim};
-use super::pod::{CONTAINER, image, member_pod, readiness_path, tls_secret_name};
+use super::pod::{CONTAINER, image, member_pod, pod_args, readiness_path, tls_secret_name};
 use super::trouble::image_unavailable;
 use super::{Error, FIELD_MANAGER, KubePlatform, Registration};
 use crate::backup::RestoreSource;
 use crate::crd::StoragePolicy;
-use crate::member::MemberConfig;
+use crate::member::{MemberConfig, Settings};
 use crate::version::Version;
 
 /// How long a deleted pod may take to go before the call gives up as busy.
@@ -265,15 +265,20 @@ impl KubePlatform {
         let image = pod.spec.as_ref().and_then(|s| s.containers.first());
         let image = image.and_then(|c| c.image.clone()).unwrap_or_default();
         Err(Error::Busy(format!(
-            "member {member} waits for its image {image} ({reason}); it runs once the image can              be pulled, or set spec.version back to undo the upgrade"
+            "member {member} waits for its image {image} ({reason}); it runs once the image can \
+             be pulled, or set spec.version back to undo the upgrade"
         )))
     }
 
+    /// Restarts a member with `settings` (a new version, new timing): with
+    /// a claim, the pod is re-created with them and the claim records them
+    /// once the member is ready on them (see [`Mark`]); without one, see
+    /// [`KubePlatform::upgrade_in_place`].
     pub(super) async fn upgrade_member(
         &self,
         cluster: &str,
         member: &str,
-        version: Version,
+        settings: &Settings,
     ) -> Result<(), Error> {
         let reg = self.registration(cluster)?;
         let claim_name = claim_name(member);
@@ -281,7 +286,7 @@ impl KubePlatform {
         let pod = self.get::<Pod>(member).await?;
         let pod = pod.filter(|p| owned_by(&p.metadata, &reg.owner.uid));
         let Some(claim) = claim.filter(|c| owned_by(&c.metadata, &reg.owner.uid)) else {
-            return self.upgrade_in_place(cluster, member, pod, version).await;
+            return self.upgrade_in_place(cluster, member, pod, settings).await;
         };
         let object = format!("persistentvolumeclaims/{claim_name}");
         let mut recorded =
@@ -289,9 +294,9 @@ impl KubePlatform {
                 object,
                 message: format!("no annotation {ANNOTATION_CONFIG}"),
             })?;
-        recorded.version = version;
-        // Only the new pod says the new version: the claim keeps the one
-        // its data ran until the member is seen ready on the new one (see
+        settings.apply(&mut recorded);
+        // Only the new pod says the new settings: the claim keeps the ones
+        // its data ran until the member is seen ready on the new ones (see
         // members::Mark). An upgrade cut short, or to an image that never
         // runs, leaves the member startable at its version; the plan moves
         // it again while the spec asks for it.
@@ -310,15 +315,16 @@ impl KubePlatform {
 
     /// Upgrades a member without a claim: its data lives in the pod's
     /// emptyDir, so the image is changed in place (the kubelet restarts the
-    /// container, the emptyDir stays). Probes cannot change in place: when
-    /// the new version needs another readiness path the pod is deleted, and
+    /// container, the emptyDir stays). Probes and the command line cannot
+    /// change in place: when the new version needs another readiness path,
+    /// or new settings (timing) change etcd's flags, the pod is deleted, and
     /// the plan replaces the member.
     async fn upgrade_in_place(
         &self,
         cluster: &str,
         member: &str,
         pod: Option<Pod>,
-        version: Version,
+        settings: &Settings,
     ) -> Result<(), Error> {
         let no_member = || Error::NoMember {
             cluster: cluster.into(),
@@ -328,9 +334,11 @@ impl KubePlatform {
         let object = format!("pods/{member}");
         let mut recorded =
             config::read(&object, pod.annotations().into())?.ok_or_else(no_member)?;
-        let from = recorded.version;
-        recorded.version = version;
-        if pod_running(&pod) && readiness_path(from) == readiness_path(version) {
+        let before = recorded.clone();
+        settings.apply(&mut recorded);
+        let (from, version) = (before.version, recorded.version);
+        let same_args = pod_args(&before) == pod_args(&recorded);
+        if pod_running(&pod) && same_args && readiness_path(from) == readiness_path(version) {
             let patch = serde_json::json!({
                 "metadata": {"annotations": {ANNOTATION_CONFIG: config::to_json(&recorded)}},
                 "spec": {"containers": [{"name": CONTAINER, "image": image(&self.image, version)}]},
@@ -339,8 +347,8 @@ impl KubePlatform {
         }
         tracing::warn!(
             %cluster, %member, %from, to = %version,
-            "the readiness probe changes between these versions and an emptyDir member cannot \
-             keep its data in a new pod: deleting it, it will be replaced"
+            "the readiness probe or etcd's flags change and an emptyDir member cannot keep its \
+             data in a new pod: deleting it, it will be replaced"
         );
         self.clear_pod(&pod).await
     }

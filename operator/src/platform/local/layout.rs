@@ -249,6 +249,7 @@ mod tests {
                 token: "demo-4f1e2d3c4b5a6978".into(),
                 bootstrap: false,
                 tls: Default::default(),
+                tuning: Default::default(),
                 backend: Default::default(),
             },
             ip: Ipv4Addr::new(127, 31, 4, 7),

@@ -33,14 +33,14 @@ use self::binaries::Binaries;
 use self::layout::{Layout, MemberRecord, read_json, tail, write_json};
 use self::process::ProcessId;
 use super::{
-    ClusterRecord, Error, Event, MemberAddr, MemberConfig, Platform, PlatformMember, Result, io_err,
+    ClusterRecord, Error, Event, MemberAddr, MemberConfig, Platform, PlatformMember, Result,
+    Settings, io_err,
 };
 use crate::backup::RestoreSource;
 use crate::crd::EtcdCluster;
 use crate::member::flags::{Listen, etcd_args};
 use crate::member::hints::failure_hint;
 use crate::member::{CLIENT_PORT, MemberTls, PEER_PORT};
-use crate::version::Version;
 
 /// How long a member gets to stop on SIGTERM before SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(10);
@@ -268,6 +268,7 @@ impl Platform for LocalPlatform {
                 has_data: self.layout.has_data(cluster, &name),
                 running: running.is_some(),
                 version: record.config.version,
+                tuning: record.config.tuning,
                 bootstrap: record.config.bootstrap,
                 started_at: record
                     .started_at
@@ -339,15 +340,15 @@ impl Platform for LocalPlatform {
         self.spawn_member(cluster, &mut record)
     }
 
-    async fn upgrade(&self, cluster: &str, member: &str, version: Version) -> Result<()> {
+    async fn restart(&self, cluster: &str, member: &str, settings: &Settings) -> Result<()> {
         let mut record = self.record(cluster, member)?;
+        settings.apply(&mut record.config);
+        self.save_member(cluster, &record)?;
         if let Some(id) = Self::running(&record) {
             process::stop(id, STOP_GRACE)
                 .await
                 .map_err(io_err(format!("cannot stop {member}")))?;
         }
-        record.config.version = version;
-        self.save_member(cluster, &record)?;
         self.spawn_member(cluster, &mut record)
     }
 

@@ -8,8 +8,108 @@ use super::api::{ApiServer, core, core_list, list, mock};
 use super::fixtures::{GENERATION, Seen, platform, platform_for, resource};
 use super::scenario::{assert_owned, config_of, expect_shared, play};
 use crate::crd::{EtcdClusterStatus, Phase, StoragePolicy};
+use crate::member::{Settings, Tuning};
 use crate::platform::{ClusterRecord, Platform};
 use crate::version::Version;
+
+fn settings(version: &str, tuning: Tuning) -> Settings {
+    Settings {
+        version: version.parse().expect("a version"),
+        tuning,
+    }
+}
+
+/// The value of `flag` in a pod's etcd command line.
+fn arg(pod: &serde_json::Value, flag: &str) -> Option<String> {
+    let args = pod["spec"]["containers"][0]["args"].as_array()?;
+    let i = args.iter().position(|a| a == flag)?;
+    args.get(i + 1)?.as_str().map(str::to_string)
+}
+
+#[tokio::test]
+async fn new_timing_re_creates_the_pod_with_its_flags_and_the_claim_waits() {
+    let (client, api) = mock();
+    let tuning = Tuning::new(Some(25), Some(250));
+    let scenario = move |mut api: ApiServer| async move {
+        let claim = Seen::claim("demo-0", "3.5.1").started();
+        api.expect(Method::GET, &core("persistentvolumeclaims", "demo-0-data"))
+            .await
+            .ok(&claim.json());
+        let pod = Seen::pod("demo-0", "3.5.1", StoragePolicy::Persistent).ready();
+        api.expect(Method::GET, &core("pods", "demo-0"))
+            .await
+            .ok(&pod.json());
+        // The claim keeps the timing its data ran with until the member is
+        // ready on the new one (members::Mark): no write to it here.
+        let delete = api.expect(Method::DELETE, &core("pods", "demo-0")).await;
+        assert!(delete.body.get("gracePeriodSeconds").is_none(), "graceful");
+        delete.ok(&pod.clone().terminating().json());
+        api.expect(Method::GET, &core("pods", "demo-0"))
+            .await
+            .not_found();
+        let new = api.expect_apply(&core("pods", "demo-0")).await;
+        assert_eq!(
+            arg(&new.body, "--heartbeat-interval").as_deref(),
+            Some("25")
+        );
+        assert_eq!(arg(&new.body, "--election-timeout").as_deref(), Some("250"));
+        let recorded = config_of(&new.body);
+        assert_eq!(
+            (recorded.version, recorded.tuning),
+            (Version::new(3, 5, 1), tuning)
+        );
+        new.echo();
+        api
+    };
+    play(
+        platform(client),
+        scenario,
+        |p| async move {
+            p.restart("demo", "demo-0", &settings("3.5.1", tuning))
+                .await
+                .expect("restarted");
+            (p, ())
+        },
+        api,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn an_empty_dir_member_with_new_timing_is_deleted_to_be_replaced() {
+    let (client, api) = mock();
+    let r = resource(3, "3.5.1", StoragePolicy::Ephemeral);
+    let scenario = |mut api: ApiServer| async move {
+        api.expect(Method::GET, &core("persistentvolumeclaims", "demo-0-data"))
+            .await
+            .not_found();
+        let pod = Seen::pod("demo-0", "3.5.1", StoragePolicy::Ephemeral).ready();
+        api.expect(Method::GET, &core("pods", "demo-0"))
+            .await
+            .ok(&pod.json());
+        // A container's command line cannot change in place.
+        let delete = api.expect(Method::DELETE, &core("pods", "demo-0")).await;
+        assert_eq!(delete.body["preconditions"]["uid"], "pod-demo-0");
+        delete.ok(&pod.clone().terminating().json());
+        api.expect(Method::GET, &core("pods", "demo-0"))
+            .await
+            .not_found();
+        api
+    };
+    play(
+        platform_for(client, &r),
+        scenario,
+        |p| async move {
+            let tuning = Tuning::new(None, Some(3000));
+            p.restart("demo", "demo-0", &settings("3.5.1", tuning))
+                .await
+                .expect("deleted");
+            (p, ())
+        },
+        api,
+    )
+    .await;
+}
 
 #[tokio::test]
 async fn upgrade_recreates_the_pod_on_the_new_image_and_leaves_the_claim() {
@@ -42,7 +142,7 @@ async fn upgrade_recreates_the_pod_on_the_new_image_and_leaves_the_claim() {
         platform(client),
         scenario,
         |p| async move {
-            p.upgrade("demo", "demo-0", Version::new(3, 5, 1))
+            p.restart("demo", "demo-0", &settings("3.5.1", Tuning::default()))
                 .await
                 .expect("upgraded");
             (p, ())
@@ -79,7 +179,7 @@ async fn an_empty_dir_member_is_upgraded_in_place() {
         platform_for(client, &r),
         scenario,
         |p| async move {
-            p.upgrade("demo", "demo-0", Version::new(3, 5, 2))
+            p.restart("demo", "demo-0", &settings("3.5.2", Tuning::default()))
                 .await
                 .expect("upgraded");
             (p, ())

@@ -31,6 +31,7 @@ pub fn config(name: &str, ip: Ipv4Addr, initial_cluster: &str, version: &str) ->
         token: "demo-token".into(),
         bootstrap: true,
         tls: Default::default(),
+        tuning: Default::default(),
         backend: Default::default(),
     }
 }

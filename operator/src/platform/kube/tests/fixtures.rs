@@ -64,6 +64,7 @@ pub fn config(name: &str, version: &str) -> MemberConfig {
         token: "demo-token".into(),
         bootstrap: true,
         tls: Default::default(),
+        tuning: Default::default(),
         backend: Default::default(),
     }
 }

@@ -3,8 +3,9 @@
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 
 use super::super::members::{Found, Mark, join};
-use super::fixtures::Seen;
+use super::fixtures::{Seen, config};
 use crate::crd::StoragePolicy::{Ephemeral, Persistent};
+use crate::member::Tuning;
 use crate::version::Version;
 
 fn one(pods: &[Seen], claims: &[Seen]) -> Found {
@@ -109,6 +110,31 @@ fn a_member_ready_on_another_version_records_it_on_its_claim() {
     assert_eq!(name, "demo-0-data");
     assert_eq!(config.version, Version::new(3, 5, 2));
     assert!(f.member.has_data);
+}
+
+/// New timing (spec.tuning) is recorded on the claim as a new version
+/// is: once the member is ready on it, not before.
+#[test]
+fn a_member_ready_on_new_timing_records_it_on_its_claim() {
+    let claim = Seen::claim("demo-0", "3.5.1").started();
+    let mut tuned = config("demo-0", "3.5.1");
+    tuned.tuning = Tuning::new(Some(25), Some(250));
+    let starting = Seen::pod_of(&tuned, Persistent);
+    let f = one(
+        std::slice::from_ref(&starting),
+        std::slice::from_ref(&claim),
+    );
+    assert!(f.mark.is_none(), "not ready yet: {:?}", f.mark);
+    let f = one(&[starting.ready().runs("3.5.1")], &[claim]);
+    let Some(Mark::Claim {
+        started: false,
+        config: Some(config),
+        ..
+    }) = f.mark
+    else {
+        panic!("expected the new timing on the claim, got {:?}", f.mark);
+    };
+    assert_eq!(config.tuning, tuned.tuning);
 }
 
 #[test]

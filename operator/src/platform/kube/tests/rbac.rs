@@ -120,9 +120,12 @@ async fn by_hand(client: kube::Client, fake: &Fake, demo: &EtcdCluster, eph: &Et
     // Ready: the started marks (claims; the emptyDir member's pod).
     p.members("demo").await.expect("members");
     p.members("eph").await.expect("members");
-    let v = Version::new(3, 5, 2);
-    p.upgrade("demo", "demo-0", v).await.expect("upgraded");
-    p.upgrade("eph", "eph-0", v)
+    let v = crate::member::Settings {
+        version: Version::new(3, 5, 2),
+        tuning: Default::default(),
+    };
+    p.restart("demo", "demo-0", &v).await.expect("upgraded");
+    p.restart("eph", "eph-0", &v)
         .await
         .expect("upgraded in place");
     // A pod gone: re-created from its claim.
@@ -216,6 +219,9 @@ async fn the_cluster_role_allows_every_request_the_operator_makes() {
         namespace: None,
         image: DEFAULT_IMAGE.into(),
         backup_image: None,
+        handover: true,
+        metrics: Default::default(),
+        health: Default::default(),
     };
     let stop = tokio::time::sleep(Duration::from_secs(3));
     crate::controller::kube::run(client.clone(), opts, stop)

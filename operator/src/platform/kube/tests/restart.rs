@@ -18,6 +18,9 @@ async fn run_for(client: kube::Client, secs: u64) {
         namespace: None,
         image: DEFAULT_IMAGE.into(),
         backup_image: None,
+        handover: true,
+        metrics: Default::default(),
+        health: Default::default(),
     };
     let stop = tokio::time::sleep(Duration::from_secs(secs));
     crate::controller::kube::run(client, opts, stop)

@@ -16,7 +16,7 @@ use super::fixtures::{Seen, platform_for, resource};
 use super::rbac::collection;
 use super::scenario::{config_of, expect_shared, play};
 use crate::crd::StoragePolicy::Persistent;
-use crate::platform::Platform;
+use crate::platform::{Platform, Settings};
 use crate::version::Version;
 
 const PULL_ERROR: &str = "rpc error: manifest for quay.io/coreos/etcd:v3.5.99 not found";
@@ -35,7 +35,11 @@ async fn an_upgrade_to_an_image_that_never_runs_is_undone_by_the_spec() {
     let broken = resource(3, "3.5.99", Persistent);
     let p = platform_for(client, &broken);
 
-    p.upgrade("demo", "demo-1", Version::new(3, 5, 99))
+    let settings = Settings {
+        version: Version::new(3, 5, 99),
+        tuning: Default::default(),
+    };
+    p.restart("demo", "demo-1", &settings)
         .await
         .expect("the pod is re-created on the new image");
     let pod_path = format!("{pods}/demo-1");

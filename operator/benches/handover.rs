@@ -1,0 +1,348 @@
+//! Benchmark of planned changes and leader recovery (issue 14), each number
+//! beside a floor from the same run:
+//!
+//! * the longest write gap a writer through every endpoint sees during a
+//!   rolling upgrade of 3 members (3.4.23 -> 3.5.1) and during a 5 -> 3
+//!   scale-down whose leader must go, with the operator's handover and
+//!   without it (`--no-leader-handover`); floor: the same writer on an
+//!   undisturbed cluster for as long;
+//! * leader `kill -9` -> 3 members healthy, with etcd's default timing and
+//!   with 25ms/250ms; floor: etcd alone with the same flags, the leader
+//!   killed and restarted by hand at once;
+//! * new leaders (raft terms) per minute on an idle and on a loaded machine
+//!   (every core busy, plus writes) for a few timings: which tuning keeps
+//!   a loaded 2-core machine free of spurious elections;
+//! * the operator idle with 100 clusters of 1 member (RSS, CPU).
+//!
+//! Prints numbers; never passes or fails on time. `BENCH_RUNS` sets the
+//! runs per measurement (default 5).
+
+// A benchmark that cannot do a step has nothing to report: it stops there.
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use etcd_operator::etcd::Clients;
+use etcd_operator::member::Tuning;
+use etcd_operator::testing::writer::{TermWatch, WriteReport, Writer};
+use etcd_operator::testing::{Env, client_urls, kill9, manifest};
+use support::{Hand, hand, until_healthy, usage};
+
+fn runs() -> usize {
+    std::env::var("BENCH_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5)
+}
+
+fn operator_env(handover: bool) -> Env {
+    let mut env = Env::new();
+    env.operator_bin = Some(env!("CARGO_BIN_EXE_etcd-operator").into());
+    env.log_filter = "info".into();
+    if !handover {
+        env.operator_args.push("--no-leader-handover".into());
+    }
+    env
+}
+
+fn tuned(name: &str, size: u32, version: &str, tuning: Option<(u32, u32)>) -> String {
+    let mut m = manifest(name, size, version);
+    if let Some((h, e)) = tuning {
+        m.push_str(&format!(
+            "  tuning: {{heartbeatInterval: {h}ms, electionTimeout: {e}ms}}\n"
+        ));
+    }
+    m
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// Median and max of a sample, in ms.
+fn med_max(v: &mut [Duration]) -> (f64, f64) {
+    v.sort();
+    (ms(v[v.len() / 2]), ms(v[v.len() - 1]))
+}
+
+fn gap_row(
+    what: &str,
+    with: &mut [Duration],
+    without: &mut [Duration],
+    floor: &mut [Duration],
+    failed: usize,
+) {
+    let (wm, wx) = med_max(with);
+    let (nm, nx) = med_max(without);
+    let (fm, fx) = med_max(floor);
+    println!(
+        "{what:<34} n={:<2} with handover median {wm:>6.0} ms max {wx:>6.0} ms | without \
+         median {nm:>6.0} ms max {nx:>6.0} ms | floor (no change) median {fm:>5.0} ms max \
+         {fx:>5.0} ms | failed writes {failed} | target < 100 ms with",
+        with.len()
+    );
+}
+
+/// A rolling upgrade under a writer: its report.
+fn upgrade_once(handover: bool) -> WriteReport {
+    let mut env = operator_env(handover);
+    env.write_manifest("u.yaml", &manifest("u", 3, "3.4.23"));
+    env.start_operator();
+    let urls = client_urls(&env.wait_running("u", 3));
+    let writer = Writer::start(urls);
+    env.write_manifest("u.yaml", &manifest("u", 3, "3.5.1"));
+    env.wait_for("upgraded", || {
+        let s = env.wait_running("u", 3).status?;
+        (s.current_version.as_deref() == Some("3.5.1")).then_some(())
+    });
+    writer.stop()
+}
+
+/// A 5 -> 3 scale-down whose leader (moved onto the newest) must go.
+fn scale_down_once(handover: bool, clients: &Clients, rt: &tokio::runtime::Runtime) -> WriteReport {
+    let mut env = operator_env(handover);
+    env.write_manifest("s.yaml", &manifest("s", 5, "3.4.23"));
+    env.start_operator();
+    let c = env.wait_running("s", 5);
+    let newest = c.status.clone().unwrap().members.pop().unwrap();
+    let id = u64::from_str_radix(newest.id.as_deref().unwrap(), 16).unwrap();
+    env.wait_for("the newest leading", || {
+        let leader = env
+            .status("s")?
+            .status?
+            .members
+            .into_iter()
+            .find(|m| m.leader)?;
+        if leader.name == newest.name {
+            return Some(());
+        }
+        let _ = rt.block_on(clients.move_leader(&leader.client_url, id));
+        None
+    });
+    let writer = Writer::start(client_urls(&c));
+    env.write_manifest("s.yaml", &manifest("s", 3, "3.4.23"));
+    env.wait_for("scaled down", || {
+        let s = env.wait_running("s", 3).status?;
+        s.members
+            .iter()
+            .all(|m| m.name != newest.name)
+            .then_some(())
+    });
+    writer.stop()
+}
+
+/// The writer on an undisturbed cluster for `d`.
+fn undisturbed(d: Duration) -> Duration {
+    let mut env = operator_env(true);
+    env.write_manifest("f.yaml", &manifest("f", 3, "3.4.23"));
+    env.start_operator();
+    let writer = Writer::start(client_urls(&env.wait_running("f", 3)));
+    std::thread::sleep(d);
+    writer.stop().longest_gap
+}
+
+fn write_gaps(clients: &Clients, rt: &tokio::runtime::Runtime) {
+    for (what, scale) in [
+        ("rolling upgrade of 3, write gap", false),
+        ("5 -> 3 scale-down, write gap", true),
+    ] {
+        let (mut with, mut without, mut floor) = (Vec::new(), Vec::new(), Vec::new());
+        let mut failed = 0;
+        for _ in 0..runs() {
+            for (handover, out) in [(true, &mut with), (false, &mut without)] {
+                let started = Instant::now();
+                let r = if scale {
+                    scale_down_once(handover, clients, rt)
+                } else {
+                    upgrade_once(handover)
+                };
+                failed += r.failed.len();
+                out.push(r.longest_gap);
+                if handover {
+                    floor.push(undisturbed(started.elapsed().min(Duration::from_secs(10))));
+                }
+            }
+        }
+        gap_row(what, &mut with, &mut without, &mut floor, failed);
+    }
+}
+
+/// The leader of `urls` (its index), by what the members say.
+async fn leader(clients: &Clients, urls: &[String]) -> usize {
+    loop {
+        for (i, u) in urls.iter().enumerate() {
+            if let Ok(s) = clients.status(u).await
+                && s.leader == s.id
+            {
+                return i;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+async fn leader_kill(
+    clients: &Clients,
+    tuning: Option<(u32, u32)>,
+) -> (Vec<Duration>, Vec<Duration>) {
+    let mut env = operator_env(true);
+    env.write_manifest("k.yaml", &tuned("k", 3, "3.4.23", tuning));
+    env.start_operator();
+    let urls = client_urls(&env.wait_running("k", 3));
+    let mut ours = Vec::new();
+    for _ in 0..runs() {
+        env.wait_running("k", 3);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let l = leader(clients, &urls).await;
+        let name = format!("k-{l}");
+        let t0 = Instant::now();
+        kill9(env.pid("k", &name).unwrap());
+        ours.push(until_healthy(clients, &urls, t0).await);
+    }
+    drop(env);
+    let dir = tempfile::tempdir().unwrap();
+    let mut taken = HashSet::new();
+    let mut hands: Vec<Hand> = (0..3)
+        .map(|m| {
+            hand(
+                dir.path(),
+                &format!("floor-kill-{m}"),
+                &format!("h{m}"),
+                &mut taken,
+            )
+        })
+        .collect();
+    let ic: Vec<String> = hands
+        .iter()
+        .map(|h| format!("{}={}", h.record.addr.name, h.record.addr.peer_url))
+        .collect();
+    for h in &mut hands {
+        h.record.initial_cluster = ic.join(",");
+        h.record.tuning = Tuning::new(tuning.map(|t| t.0), tuning.map(|t| t.1));
+        h.start();
+    }
+    let urls: Vec<String> = hands
+        .iter()
+        .map(|h| h.record.addr.client_url.clone())
+        .collect();
+    until_healthy(clients, &urls, Instant::now()).await;
+    let mut floor = Vec::new();
+    for _ in 0..runs() {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let l = leader(clients, &urls).await;
+        let t0 = Instant::now();
+        hands[l].kill().await;
+        hands[l].start();
+        floor.push(until_healthy(clients, &urls, t0).await);
+    }
+    (ours, floor)
+}
+
+/// Busy loops on every core until `stop`.
+fn burn(stop: &std::sync::Arc<std::sync::atomic::AtomicBool>) -> Vec<std::thread::JoinHandle<()>> {
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    (0..cores)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut x = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+                    std::hint::black_box(x);
+                }
+            })
+        })
+        .collect()
+}
+
+/// New raft terms per minute on a settled cluster with `tuning`, idle and
+/// under load (every core busy and a writer).
+fn spurious_elections(tuning: Option<(u32, u32)>, window: Duration) -> (usize, usize) {
+    let mut env = operator_env(true);
+    env.write_manifest("e.yaml", &tuned("e", 3, "3.4.23", tuning));
+    env.start_operator();
+    let urls = client_urls(&env.wait_running("e", 3));
+    let mut out = Vec::new();
+    for loaded in [false, true] {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let watch = TermWatch::start(urls.clone());
+        let (burners, writer) = if loaded {
+            (burn(&stop), Some(Writer::start(urls.clone())))
+        } else {
+            (Vec::new(), None)
+        };
+        std::thread::sleep(window);
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for b in burners {
+            let _ = b.join();
+        }
+        drop(writer);
+        out.push(watch.stop().len().saturating_sub(1));
+    }
+    (out[0], out[1])
+}
+
+fn idle_100() {
+    let mut env = operator_env(true);
+    for i in 0..100 {
+        env.write_manifest(
+            &format!("i{i}.yaml"),
+            &manifest(&format!("i{i}"), 1, "3.4.23"),
+        );
+    }
+    env.start_operator();
+    for i in 0..100 {
+        env.wait_running(&format!("i{i}"), 1);
+    }
+    std::thread::sleep(Duration::from_secs(5));
+    let pid = u32::try_from(env.operator_process().unwrap().pid).unwrap();
+    let window = Duration::from_secs(30);
+    let (cpu0, _) = usage(pid);
+    std::thread::sleep(window);
+    let (cpu1, rss) = usage(pid);
+    println!(
+        "{:<34} operator RSS {rss:>6.1} MiB, CPU {:>5.2}% of a core (over {window:?}) | target < 60 MiB, < 2%",
+        "idle, 100 clusters of 1",
+        100.0 * (cpu1 - cpu0) / window.as_secs_f64()
+    );
+}
+
+fn main() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let clients = Clients::new(Duration::from_millis(100));
+    println!(
+        "etcd-operator handover benchmark (local platform, {} runs each)",
+        runs()
+    );
+    write_gaps(&clients, &rt);
+    for (label, tuning) in [
+        ("default 100/1000 ms", None),
+        ("tuned 25/250 ms", Some((25, 250))),
+    ] {
+        let (mut ours, mut floor) = rt.block_on(leader_kill(&clients, tuning));
+        let (om, ox) = med_max(&mut ours);
+        let (fm, fx) = med_max(&mut floor);
+        println!(
+            "{:<34} n={:<2} median {om:>6.0} ms max {ox:>6.0} ms | floor (etcd alone, same flags) \
+             median {fm:>6.0} ms max {fx:>6.0} ms | ratio {:>4.2}x | target within 1.2x",
+            format!("leader kill -9 -> 3 healthy, {label}"),
+            ours.len(),
+            om / fm
+        );
+    }
+    let window = Duration::from_secs(60);
+    for tuning in [Some((25, 250)), Some((50, 500)), None] {
+        let (idle, loaded) = spurious_elections(tuning, window);
+        let label = tuning.map_or("100/1000 ms (default)".to_string(), |(h, e)| {
+            format!("{h}/{e} ms")
+        });
+        println!(
+            "{:<34} new leaders in {window:?}: idle {idle}, loaded (all cores busy + writes) {loaded}",
+            format!("spurious elections, {label}")
+        );
+    }
+    idle_100();
+}

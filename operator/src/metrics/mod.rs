@@ -1,0 +1,328 @@
+//! The operator's Prometheus metrics (prometheus-client), labelled by
+//! cluster as its logs are (`cluster`, and `namespace` on Kubernetes,
+//! empty locally), and the health the `/healthz` and `/readyz` endpoints
+//! report ([`server`] serves all three on `--metrics-addr`).
+//!
+//! | metric | labels | what |
+//! |---|---|---|
+//! | `etcd_operator_reconciles_total` | outcome | passes: `converged`, `waiting`, `acted`, `failed`, `invalid` |
+//! | `etcd_operator_reconcile_duration_seconds` | outcome | how long a pass took (histogram) |
+//! | `etcd_operator_steps_total` | kind | steps taken: `start`, `add_learner`, `remove`, `upgrade`, `restart`, `move_leader`... |
+//! | `etcd_operator_errors_total` | category | failures: `timeout`, `refused`, `unreachable`, `io`, `kube_api`, `handover`... |
+//! | `etcd_operator_members_ready`, `_voting`, `_learners` | | members now |
+//! | `etcd_operator_leader_changes_total` | | a new leader seen (handovers included) |
+//! | `etcd_operator_backups_total` | result | `taken` (verified) or `failed` |
+//! | `etcd_operator_last_backup_age_seconds`, `etcd_operator_last_backup_size_bytes` | | the newest backup this operator took |
+//! | `etcd_operator_last_recovery_duration_seconds` | | the last time members were not all ready: how long until they were again |
+
+pub mod scrape;
+pub mod server;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::{Registry, Unit};
+
+/// The labels every series of a cluster carries.
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
+pub struct ClusterLabels {
+    /// Kubernetes namespace; empty on the local platform.
+    pub namespace: String,
+    /// The cluster's name.
+    pub cluster: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    namespace: String,
+    cluster: String,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabels {
+    namespace: String,
+    cluster: String,
+    kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CategoryLabels {
+    namespace: String,
+    cluster: String,
+    category: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabels {
+    namespace: String,
+    cluster: String,
+    result: &'static str,
+}
+
+type Seconds = Gauge<f64, std::sync::atomic::AtomicU64>;
+
+fn duration_histogram() -> Histogram {
+    // 1 ms to about 33 s.
+    Histogram::new(exponential_buckets(0.001, 2.0, 16))
+}
+
+/// Every metric of the operator, in one registry.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    reconciles: Family<OutcomeLabels, Counter>,
+    reconcile_seconds: Family<OutcomeLabels, Histogram, fn() -> Histogram>,
+    steps: Family<KindLabels, Counter>,
+    errors: Family<CategoryLabels, Counter>,
+    ready: Family<ClusterLabels, Gauge>,
+    voting: Family<ClusterLabels, Gauge>,
+    learners: Family<ClusterLabels, Gauge>,
+    leader_changes: Family<ClusterLabels, Counter>,
+    backups: Family<ResultLabels, Counter>,
+    backup_age: Family<ClusterLabels, Seconds>,
+    backup_size: Family<ClusterLabels, Gauge>,
+    recovery: Family<ClusterLabels, Seconds>,
+    /// When each cluster's newest backup was taken (its age is computed at
+    /// each scrape).
+    backup_times: Mutex<HashMap<ClusterLabels, SystemTime>>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// A registry with every metric, none with a series yet.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("etcd_operator");
+        let m = Metrics {
+            reconciles: Family::default(),
+            reconcile_seconds: Family::new_with_constructor(duration_histogram),
+            steps: Family::default(),
+            errors: Family::default(),
+            ready: Family::default(),
+            voting: Family::default(),
+            learners: Family::default(),
+            leader_changes: Family::default(),
+            backups: Family::default(),
+            backup_age: Family::default(),
+            backup_size: Family::default(),
+            recovery: Family::default(),
+            backup_times: Mutex::default(),
+            registry: Registry::default(),
+        };
+        registry.register(
+            "reconciles",
+            "Reconcile passes by cluster and outcome",
+            m.reconciles.clone(),
+        );
+        registry.register_with_unit(
+            "reconcile_duration",
+            "How long a reconcile pass took",
+            Unit::Seconds,
+            m.reconcile_seconds.clone(),
+        );
+        registry.register(
+            "steps",
+            "Steps of the plan carried out, by kind",
+            m.steps.clone(),
+        );
+        registry.register(
+            "errors",
+            "Failures by category (a step, an observation, a record)",
+            m.errors.clone(),
+        );
+        registry.register(
+            "members_ready",
+            "Members serving with a leader",
+            m.ready.clone(),
+        );
+        registry.register(
+            "members_voting",
+            "Voting members in etcd's member list",
+            m.voting.clone(),
+        );
+        registry.register(
+            "members_learners",
+            "Learners in etcd's member list",
+            m.learners.clone(),
+        );
+        registry.register(
+            "leader_changes",
+            "New leaders seen (handovers and elections)",
+            m.leader_changes.clone(),
+        );
+        registry.register(
+            "backups",
+            "Backups taken and verified, or failed",
+            m.backups.clone(),
+        );
+        registry.register_with_unit(
+            "last_backup_age",
+            "Age of the newest backup this operator took",
+            Unit::Seconds,
+            m.backup_age.clone(),
+        );
+        registry.register_with_unit(
+            "last_backup_size",
+            "Size of the newest backup this operator took",
+            Unit::Bytes,
+            m.backup_size.clone(),
+        );
+        registry.register_with_unit(
+            "last_recovery_duration",
+            "The last time members were not all ready: how long until they were again",
+            Unit::Seconds,
+            m.recovery.clone(),
+        );
+        Metrics { registry, ..m }
+    }
+
+    /// The metrics of one cluster.
+    pub fn cluster(self: &Arc<Self>, namespace: &str, cluster: &str) -> ClusterMetrics {
+        ClusterMetrics {
+            metrics: self.clone(),
+            labels: ClusterLabels {
+                namespace: namespace.to_string(),
+                cluster: cluster.to_string(),
+            },
+        }
+    }
+
+    /// Everything, in the OpenMetrics text format.
+    pub fn encode(&self) -> String {
+        let now = SystemTime::now();
+        let times = self.backup_times.lock().unwrap_or_else(|e| e.into_inner());
+        for (labels, at) in times.iter() {
+            let age = now.duration_since(*at).unwrap_or_default();
+            self.backup_age.get_or_create(labels).set(age.as_secs_f64());
+        }
+        drop(times);
+        let mut out = String::new();
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+/// One cluster's handle on the [`Metrics`]. A cluster without a registry
+/// of its own ([`ClusterMetrics::detached`], in tests) records into one
+/// nobody reads.
+#[derive(Clone, Debug)]
+pub struct ClusterMetrics {
+    metrics: Arc<Metrics>,
+    labels: ClusterLabels,
+}
+
+impl ClusterMetrics {
+    /// Metrics that go nowhere.
+    pub fn detached(cluster: &str) -> Self {
+        Arc::new(Metrics::new()).cluster("", cluster)
+    }
+
+    /// A reconcile pass ended with `outcome` after `took`.
+    pub fn reconciled(&self, outcome: &'static str, took: Duration) {
+        let l = OutcomeLabels {
+            namespace: self.labels.namespace.clone(),
+            cluster: self.labels.cluster.clone(),
+            outcome,
+        };
+        self.metrics.reconciles.get_or_create(&l).inc();
+        let h = self.metrics.reconcile_seconds.get_or_create(&l);
+        h.observe(took.as_secs_f64());
+    }
+
+    /// A step of `kind` was carried out (or tried).
+    pub fn step(&self, kind: &'static str) {
+        let l = KindLabels {
+            namespace: self.labels.namespace.clone(),
+            cluster: self.labels.cluster.clone(),
+            kind,
+        };
+        self.metrics.steps.get_or_create(&l).inc();
+    }
+
+    /// Something failed.
+    pub fn error(&self, category: &'static str) {
+        let l = CategoryLabels {
+            namespace: self.labels.namespace.clone(),
+            cluster: self.labels.cluster.clone(),
+            category,
+        };
+        self.metrics.errors.get_or_create(&l).inc();
+    }
+
+    /// Members now: ready, voting, learners.
+    pub fn members(&self, ready: usize, voting: usize, learners: usize) {
+        let n = |v: usize| i64::try_from(v).unwrap_or(i64::MAX);
+        let m = &self.metrics;
+        m.ready.get_or_create(&self.labels).set(n(ready));
+        m.voting.get_or_create(&self.labels).set(n(voting));
+        m.learners.get_or_create(&self.labels).set(n(learners));
+    }
+
+    /// A new leader was seen.
+    pub fn leader_changed(&self) {
+        self.metrics
+            .leader_changes
+            .get_or_create(&self.labels)
+            .inc();
+    }
+
+    /// A backup of `bytes` was taken and verified at `at`.
+    pub fn backup_taken(&self, bytes: u64, at: SystemTime) {
+        self.backup_result("taken");
+        let size = i64::try_from(bytes).unwrap_or(i64::MAX);
+        self.metrics
+            .backup_size
+            .get_or_create(&self.labels)
+            .set(size);
+        let times = &self.metrics.backup_times;
+        let mut times = times.lock().unwrap_or_else(|e| e.into_inner());
+        times.insert(self.labels.clone(), at);
+    }
+
+    /// A backup failed.
+    pub fn backup_failed(&self) {
+        self.backup_result("failed");
+    }
+
+    fn backup_result(&self, result: &'static str) {
+        let l = ResultLabels {
+            namespace: self.labels.namespace.clone(),
+            cluster: self.labels.cluster.clone(),
+            result,
+        };
+        self.metrics.backups.get_or_create(&l).inc();
+    }
+
+    /// Members were all ready again `took` after one was not.
+    pub fn recovered(&self, took: Duration) {
+        let g = self.metrics.recovery.get_or_create(&self.labels);
+        g.set(took.as_secs_f64());
+    }
+
+    /// The cluster is gone: its gauges go (its counters stay until the
+    /// operator restarts, as counters do).
+    pub fn forget(&self) {
+        let m = &self.metrics;
+        for f in [&m.ready, &m.voting, &m.learners, &m.backup_size] {
+            f.remove(&self.labels);
+        }
+        for f in [&m.backup_age, &m.recovery] {
+            f.remove(&self.labels);
+        }
+        m.leader_changes.remove(&self.labels);
+        let mut times = m.backup_times.lock().unwrap_or_else(|e| e.into_inner());
+        times.remove(&self.labels);
+    }
+}
