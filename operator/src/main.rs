@@ -7,7 +7,9 @@ use std::time::SystemTime;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
+use etcd_operator::controller::kube::{elected, lease};
 use etcd_operator::controller::local;
+use etcd_operator::kube_names::check_object_name;
 use etcd_operator::metrics::Metrics;
 use etcd_operator::metrics::server::{self, Health};
 use etcd_operator::platform::local::binaries::Binaries;
@@ -151,6 +153,24 @@ struct RunArgs {
     /// measure what the handover saves.
     #[arg(long, env = "ETCD_OPERATOR_NO_LEADER_HANDOVER")]
     no_leader_handover: bool,
+    /// Leader election between operator replicas (kube platform): only
+    /// the replica holding the coordination.k8s.io Lease reconciles; the
+    /// others wait, not ready. `false` only for a single replica.
+    #[arg(
+        long,
+        env = "ETCD_OPERATOR_LEADER_ELECTION",
+        default_value_t = true,
+        action = clap::ArgAction::Set,
+        value_name = "BOOL"
+    )]
+    leader_election: bool,
+    /// The Lease's name (kube platform, with --leader-election).
+    #[arg(long, env = "ETCD_OPERATOR_LEASE_NAME", default_value = etcd_operator::controller::kube::lease::DEFAULT_NAME)]
+    lease_name: String,
+    /// The Lease's namespace (kube platform): default --namespace, else the
+    /// operator's own (in-cluster) or the kubeconfig context's.
+    #[arg(long, env = "ETCD_OPERATOR_LEASE_NAMESPACE")]
+    lease_namespace: Option<String>,
     /// Serve /metrics (Prometheus, OpenMetrics text), /healthz and /readyz
     /// on this address, e.g. `0.0.0.0:8080` in a pod or `127.0.0.1:9090`
     /// locally (port 0: any free port; the local platform writes the one
@@ -301,6 +321,13 @@ fn run_kube(args: RunArgs) -> anyhow::Result<ExitCode> {
             eprintln!("error: {e}");
             return Ok(ExitCode::from(2));
         }
+        for (flag, value) in [("--lease-name", Some(&args.lease_name)), ("--lease-namespace", args.lease_namespace.as_ref())] {
+            if let Some(Err(e)) = value.map(|v| check_object_name(v)) {
+                eprintln!("error: {flag}: {e}");
+                return Ok(ExitCode::from(2));
+            }
+        }
+        let lease_namespace = args.lease_namespace.clone().or(args.namespace.clone());
         let opts = etcd_operator::controller::kube::Options {
             namespace: args.namespace,
             image: args.etcd_image,
@@ -312,8 +339,20 @@ fn run_kube(args: RunArgs) -> anyhow::Result<ExitCode> {
         let client = kube::Client::try_default()
             .await
             .context("cannot reach Kubernetes (no in-cluster config and no usable kubeconfig)")?;
-        etcd_operator::controller::kube::run(client, opts, shutdown_signal()).await?;
-        Ok(ExitCode::SUCCESS)
+        if !args.leader_election {
+            etcd_operator::controller::kube::run(client, opts, shutdown_signal()).await?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        let namespace = lease_namespace.unwrap_or_else(|| client.default_namespace().to_string());
+        let elector = lease::Elector::new(client.clone(), &namespace, &args.lease_name, &lease::identity(), lease::Timing::default());
+        match elected::run(client, opts, elector, shutdown_signal()).await? {
+            elected::Ended::Shutdown => Ok(ExitCode::SUCCESS),
+            // The Deployment restarts it; it then waits as a follower.
+            elected::Ended::Lost(lost) => {
+                eprintln!("error: leader election: {lost}; exiting so that this replica restarts as a follower");
+                Ok(ExitCode::from(3))
+            }
+        }
     })
 }
 

@@ -1,7 +1,8 @@
 //! `--metrics-addr`: `/metrics` (OpenMetrics text), `/healthz` (the
 //! operator's runtime answers) and `/readyz` (the controller is running
 //! and can see its clusters: the manifests folder read, or the
-//! EtcdCluster resources listed), served by axum.
+//! EtcdCluster resources listed; or a standby replica waiting for the
+//! leader election Lease, `ok: ` and why), served by axum.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -19,7 +20,8 @@ pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; cha
 /// Whether the controller is ready, and if not, why.
 #[derive(Debug)]
 pub struct Health {
-    ready: Mutex<Result<(), String>>,
+    /// `Ok` with a note (a standby replica), or why not ready.
+    ready: Mutex<Result<Option<String>, String>>,
 }
 
 impl Default for Health {
@@ -31,18 +33,33 @@ impl Default for Health {
 }
 
 impl Health {
+    fn set(&self, to: Result<Option<String>, String>) {
+        *self.ready.lock().unwrap_or_else(|e| e.into_inner()) = to;
+    }
+
     /// The controller sees its clusters.
     pub fn ready(&self) {
-        *self.ready.lock().unwrap_or_else(|e| e.into_inner()) = Ok(());
+        self.set(Ok(None));
+    }
+
+    /// A standby replica (another one leads): ready to take over, and why
+    /// it does not reconcile.
+    pub fn standby(&self, why: impl Into<String>) {
+        self.set(Ok(Some(why.into())));
     }
 
     /// The controller cannot see its clusters, and why.
     pub fn not_ready(&self, why: impl Into<String>) {
-        *self.ready.lock().unwrap_or_else(|e| e.into_inner()) = Err(why.into());
+        self.set(Err(why.into()));
     }
 
     /// `Ok`, or why not ready.
     pub fn check(&self) -> Result<(), String> {
+        self.state().map(|_| ())
+    }
+
+    /// `Ok` with the standby note if any, or why not ready.
+    pub fn state(&self) -> Result<Option<String>, String> {
         self.ready.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 }
@@ -99,8 +116,9 @@ pub async fn serve(
             get(move || {
                 let health = health.clone();
                 async move {
-                    match health.check() {
-                        Ok(()) => (StatusCode::OK, "ok\n".to_string()).into_response(),
+                    match health.state() {
+                        Ok(None) => (StatusCode::OK, "ok\n".to_string()).into_response(),
+                        Ok(Some(note)) => (StatusCode::OK, format!("ok: {note}\n")).into_response(),
                         Err(why) => (
                             StatusCode::SERVICE_UNAVAILABLE,
                             format!("not ready: {why}\n"),

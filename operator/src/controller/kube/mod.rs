@@ -27,6 +27,8 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 
+pub mod elected;
+pub mod lease;
 pub mod watch;
 
 use super::{Cluster, SpecState};

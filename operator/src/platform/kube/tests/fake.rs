@@ -1,7 +1,7 @@
 //! A fake API server for tests that care about what is asked, not in which
 //! order: an in-memory store answering every request the operator makes
 //! (applies and merge patches as JSON merges, gets, lists filtered by
-//! label equality, creates, deletes; watches are held open and never
+//! label equality, creates, replaces, deletes; watches are held open and never
 //! answered, unless told to expire), and a log of every request.
 
 use std::collections::BTreeMap;
@@ -320,6 +320,16 @@ impl Fake {
                     _ => merge(object, body),
                 }
                 (200, object.clone())
+            }
+            // A replace: the whole object, as sent (no resourceVersion check).
+            (&Method::PUT, Some(name)) if target.sub.is_none() => {
+                match store.get_mut(&target.key(&ns, name)) {
+                    Some(o) => {
+                        *o = body.clone();
+                        (200, o.clone())
+                    }
+                    None => (404, status(404, "NotFound")),
+                }
             }
             (&Method::DELETE, Some(name)) => match store.remove(&target.key(&ns, name)) {
                 Some(_) => (200, status(200, "")),

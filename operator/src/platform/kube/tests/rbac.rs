@@ -1,9 +1,9 @@
 //! deploy/rbac.yaml allows every request the operator makes: the
 //! controller runs against a fake API server (a new cluster, an invalid
 //! one), then every platform call is made once more by hand (marks,
-//! upgrades, re-creation, deletion, retiring, deleting a cluster), and each
-//! request is checked against the ClusterRole's rules. A request the role
-//! does not allow is a 403 on a real cluster.
+//! upgrades, re-creation, deletion, retiring, deleting a cluster, leader
+//! election's Lease), and each request is checked against the ClusterRole's
+//! rules. A request the role does not allow is a 403 on a real cluster.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -214,6 +214,17 @@ async fn by_hand(client: kube::Client, fake: &Fake, demo: &EtcdCluster, eph: &Et
     p.delete_cluster("demo").await.expect("cluster deleted");
 }
 
+/// Leader election's requests: the Lease created, renewed, released.
+async fn elect(client: kube::Client) {
+    use crate::controller::kube::lease::{DEFAULT_NAME, Elector, Role, Timing};
+    let elector = Elector::new(client, "default", DEFAULT_NAME, "op-0", Timing::default());
+    let now = k8s_openapi::jiff::Timestamp::now();
+    for step in ["acquire", "renew"] {
+        assert_eq!(elector.step(now).await.expect(step), Role::Leader, "{step}");
+    }
+    elector.release().await.expect("release");
+}
+
 #[tokio::test]
 async fn the_cluster_role_allows_every_request_the_operator_makes() {
     let (client, fake) = fake();
@@ -241,7 +252,8 @@ async fn the_cluster_role_allows_every_request_the_operator_makes() {
     crate::controller::kube::run(client.clone(), opts, stop)
         .await
         .expect("the controller ran");
-    by_hand(client, &fake, &demo, &eph).await;
+    by_hand(client.clone(), &fake, &demo, &eph).await;
+    elect(client).await;
 
     let docs = deploy("rbac.yaml");
     let rules = &of_kind(&docs, "ClusterRole")["rules"];
@@ -287,6 +299,9 @@ async fn the_cluster_role_allows_every_request_the_operator_makes() {
         "get batch/jobs",
         "delete batch/jobs",
         "get /pods/log",
+        "get coordination.k8s.io/leases",
+        "create coordination.k8s.io/leases",
+        "update coordination.k8s.io/leases",
     ] {
         assert!(asked.contains(needed), "never asked: {needed}\n{asked:#?}");
     }
