@@ -321,7 +321,11 @@ fn run_kube(args: RunArgs) -> anyhow::Result<ExitCode> {
             eprintln!("error: {e}");
             return Ok(ExitCode::from(2));
         }
-        for (flag, value) in [("--lease-name", Some(&args.lease_name)), ("--lease-namespace", args.lease_namespace.as_ref())] {
+        let lease_flags = [
+            ("--lease-name", Some(&args.lease_name)),
+            ("--lease-namespace", args.lease_namespace.as_ref()),
+        ];
+        for (flag, value) in lease_flags {
             if let Some(Err(e)) = value.map(|v| check_object_name(v)) {
                 eprintln!("error: {flag}: {e}");
                 return Ok(ExitCode::from(2));
@@ -344,12 +348,14 @@ fn run_kube(args: RunArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
         let namespace = lease_namespace.unwrap_or_else(|| client.default_namespace().to_string());
-        let elector = lease::Elector::new(client.clone(), &namespace, &args.lease_name, &lease::identity(), lease::Timing::default());
+        let (name, me) = (&args.lease_name, lease::identity());
+        let elector =
+            lease::Elector::new(client.clone(), &namespace, name, &me, Default::default());
         match elected::run(client, opts, elector, shutdown_signal()).await? {
             elected::Ended::Shutdown => Ok(ExitCode::SUCCESS),
-            // The Deployment restarts it; it then waits as a follower.
+            // The Deployment restarts it; it then waits as a standby.
             elected::Ended::Lost(lost) => {
-                eprintln!("error: leader election: {lost}; exiting so that this replica restarts as a follower");
+                eprintln!("error: leader election: {lost}; exiting to restart as a standby");
                 Ok(ExitCode::from(3))
             }
         }

@@ -346,12 +346,12 @@ impl Elector {
 /// This replica's identity: `POD_NAME` (the downward API in
 /// deploy/operator.yaml), else the host name and process id.
 pub fn identity() -> String {
-    let non_empty = |v: Result<String, _>| v.ok().filter(|s: &String| !s.trim().is_empty());
-    if let Some(pod) = non_empty(std::env::var("POD_NAME")) {
+    let non_empty = |v: Option<String>| v.filter(|s| !s.trim().is_empty());
+    if let Some(pod) = non_empty(std::env::var("POD_NAME").ok()) {
         return pod.trim().to_string();
     }
-    let host = non_empty(std::env::var("HOSTNAME"))
-        .or_else(|| non_empty(std::fs::read_to_string("/proc/sys/kernel/hostname")))
+    let host = non_empty(std::env::var("HOSTNAME").ok())
+        .or_else(|| non_empty(std::fs::read_to_string("/proc/sys/kernel/hostname").ok()))
         .unwrap_or_else(|| "unknown-host".into());
     format!("{}-{}", host.trim(), std::process::id())
 }

@@ -150,7 +150,7 @@ impl Server {
                 if lease.is_some() {
                     return (409, status(409, "AlreadyExists"));
                 }
-                write(&mut lease, body)
+                write(&mut *lease, body)
             }
             (Method::PUT, PATH) => {
                 let stored = lease
@@ -159,7 +159,7 @@ impl Server {
                 if stored != Some(body["metadata"]["resourceVersion"].clone()) {
                     return (409, status(409, "Conflict"));
                 }
-                write(&mut lease, body)
+                write(&mut *lease, body)
             }
             _ => (404, status(404, "NotFound")),
         }
@@ -384,4 +384,108 @@ async fn acquire_waits_says_why_and_then_leads() {
         .expect("acquires once free")
         .expect("joined");
     assert_eq!(server.holder().as_deref(), Some("a"));
+}
+
+fn options(health: &Arc<Health>) -> crate::controller::kube::Options {
+    crate::controller::kube::Options {
+        namespace: None,
+        image: crate::platform::kube::pod::DEFAULT_IMAGE.into(),
+        backup_image: None,
+        handover: true,
+        metrics: Default::default(),
+        health: health.clone(),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_standby_shut_down_never_ran_the_controller_nor_touched_the_lease() {
+    use crate::controller::kube::elected::{self, Ended};
+    let (client, server) = server();
+    server.set("b", Timestamp::now());
+    let health = Arc::new(Health::default());
+    let stop = tokio::time::sleep(Duration::from_secs(5));
+    let ended = elected::run(
+        client.clone(),
+        options(&health),
+        elector(&client, "a"),
+        stop,
+    )
+    .await
+    .expect("ran");
+    assert_eq!(ended, Ended::Shutdown);
+    assert_eq!(server.holder().as_deref(), Some("b"));
+    assert_eq!(*lock(&server.writes), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_leader_whose_lease_is_taken_stops_and_says_so() {
+    use crate::controller::kube::elected::{self, Ended};
+    let (client, server) = server();
+    let health = Arc::new(Health::default());
+    let running = tokio::spawn(elected::run(
+        client.clone(),
+        options(&health),
+        elector(&client, "a"),
+        std::future::pending(),
+    ));
+    let leads = async {
+        while server.holder().as_deref() != Some("a") {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), leads)
+        .await
+        .expect("leads");
+    server.set("b", Timestamp::now());
+    let ended = tokio::time::timeout(Duration::from_secs(30), running)
+        .await
+        .expect("stops")
+        .expect("joined")
+        .expect("ran");
+    assert_eq!(ended, Ended::Lost(Lost::Taken { holder: "b".into() }));
+    let why = health.check().expect_err("not ready after losing");
+    assert!(why.contains("held by b"), "{why}");
+}
+
+/// Against the shared fake API server, which holds watches open as a real
+/// one does (the controller then runs as in production until shut down).
+#[tokio::test]
+async fn a_leader_shut_down_releases_the_lease() {
+    use crate::controller::kube::elected::{self, Ended};
+    use crate::platform::kube::tests::fake::fake;
+    let (client, fake) = fake();
+    let path = "/apis/coordination.k8s.io/v1/namespaces/default/leases/etcd-operator";
+    let holder = |fake: &crate::platform::kube::tests::fake::Fake| {
+        fake.get(path)
+            .and_then(|l| l["spec"]["holderIdentity"].as_str().map(str::to_string))
+    };
+    let health = Arc::new(Health::default());
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let a = Elector::new(
+        client.clone(),
+        "default",
+        DEFAULT_NAME,
+        "a",
+        Timing::default(),
+    );
+    let running = tokio::spawn(elected::run(client, options(&health), a, async move {
+        let _ = rx.await;
+    }));
+    let leads = async {
+        while holder(&fake).as_deref() != Some("a") {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), leads)
+        .await
+        .expect("leads");
+    let _ = tx.send(());
+    let ended = tokio::time::timeout(Duration::from_secs(30), running)
+        .await
+        .expect("stops")
+        .expect("joined")
+        .expect("ran");
+    assert_eq!(ended, Ended::Shutdown);
+    assert!(fake.has(path), "the lease is kept, released");
+    assert_eq!(holder(&fake), None);
 }
