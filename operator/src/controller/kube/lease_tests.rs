@@ -150,7 +150,7 @@ impl Server {
                 if lease.is_some() {
                     return (409, status(409, "AlreadyExists"));
                 }
-                write(&mut *lease, body)
+                write(&mut lease, body)
             }
             (Method::PUT, PATH) => {
                 let stored = lease
@@ -159,7 +159,7 @@ impl Server {
                 if stored != Some(body["metadata"]["resourceVersion"].clone()) {
                     return (409, status(409, "Conflict"));
                 }
-                write(&mut *lease, body)
+                write(&mut lease, body)
             }
             _ => (404, status(404, "NotFound")),
         }
