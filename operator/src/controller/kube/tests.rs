@@ -33,6 +33,7 @@ fn backups_and_restores_are_refused_by_field() {
         interval: "30m".into(),
         max_backups: 3,
         location: None,
+        restore_check: None,
     });
     r.spec.restore = Some(RestoreSpec {
         backup: "b1".into(),
@@ -92,6 +93,7 @@ async fn an_invalid_spec_gets_one_event_and_an_invalid_status_and_nothing_else()
         interval: "30m".into(),
         max_backups: 3,
         location: None,
+        restore_check: None,
     });
     let server = tokio::spawn(async move {
         let mut api = api;

@@ -197,6 +197,7 @@ async fn the_cluster_role_allows_every_request_the_operator_makes() {
         interval: "30m".into(),
         max_backups: 3,
         location: None,
+        restore_check: None,
     });
     for r in [&demo, &bad] {
         fake.put(clusters_path(), stored(r));
