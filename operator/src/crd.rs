@@ -292,9 +292,23 @@ pub struct BackupLocation {
     /// A folder on the operator's machine (local platform).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
-    /// Name of a PersistentVolumeClaim in the cluster's namespace (Kubernetes).
+    /// Name of a PersistentVolumeClaim in the cluster's namespace
+    /// (Kubernetes; default `<cluster>-backups`). The operator creates it
+    /// when it does not exist, with `size` and `storageClassName`, and never
+    /// deletes it: backups outlive the cluster. Each cluster's backups go to
+    /// the folder `backups/<cluster>` in it, so clusters may share a claim.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub persistent_volume_claim: Option<String>,
+    /// Size of the claim the operator creates (Kubernetes), such as "10Gi"
+    /// (the default): room for `maxBackups` snapshots, each up to the
+    /// database's size (etcd's default quota is 2 GiB), and one copy set
+    /// aside while a cluster restores.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<String>,
+    /// Storage class of the claim the operator creates (Kubernetes);
+    /// default: the cluster's default class.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_class_name: Option<String>,
 }
 
 /// Source of the data of a new cluster.

@@ -61,6 +61,33 @@ enum Command {
     CheckBackup(CheckBackupArgs),
     /// Print the EtcdCluster CustomResourceDefinition (YAML).
     Crd,
+    /// One piece of backup work, as the Kubernetes platform's backup Jobs
+    /// run it (in the operator's image, the backup claim mounted at
+    /// /state): save, list, retain, check, delete or set aside a cluster's
+    /// backups there, then print a report line for the operator. Not meant
+    /// to be run by hand.
+    BackupJob(BackupJobArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct BackupJobArgs {
+    /// The cluster whose backups are worked on.
+    #[arg(long)]
+    cluster: String,
+    /// The state folder holding `backups/CLUSTER/` (the claim's mount).
+    #[arg(long, default_value = etcd_operator::backup::job::STATE_MOUNT)]
+    state: PathBuf,
+    /// Folders holding etcd binaries as VERSION/etcd (the image's
+    /// /opt/etcd), for etcdutl and etcdctl.
+    #[arg(
+        long = "etcd-binaries",
+        env = "ETCD_OPERATOR_BINARIES",
+        value_delimiter = ':',
+        default_value = ".etcd"
+    )]
+    etcd_binaries: Vec<PathBuf>,
+    #[command(subcommand)]
+    op: etcd_operator::backup::job::Op,
 }
 
 #[derive(clap::Args, Debug)]
@@ -131,6 +158,12 @@ struct RunArgs {
         env = "ETCD_OPERATOR_ETCD_IMAGE"
     )]
     etcd_image: String,
+    /// The operator's own image (kube platform), which backup Jobs run:
+    /// it carries `etcd-operator backup-job` and the etcd tools that check
+    /// snapshots. Backups on Kubernetes need it; deploy/operator.yaml sets
+    /// it to the image it runs.
+    #[arg(long, env = "ETCD_OPERATOR_BACKUP_IMAGE")]
+    backup_image: Option<String>,
     /// Restart or remove a leader without handing its leadership over to
     /// another voter first, so each such step costs an election (about an
     /// election timeout without a leader). Only for benchmarks that
@@ -194,6 +227,7 @@ fn main() -> ExitCode {
         Command::Backup(args) => backup_now(args),
         Command::CheckBackup(args) => check_backup(args),
         Command::Crd => crd_yaml(),
+        Command::BackupJob(args) => backup_job(args),
     };
     match result {
         Ok(code) => code,
@@ -290,6 +324,7 @@ fn run_kube(args: RunArgs) -> anyhow::Result<ExitCode> {
         let opts = etcd_operator::controller::kube::Options {
             namespace: args.namespace,
             image: args.etcd_image,
+            backup_image: args.backup_image,
             handover: !args.no_leader_handover,
             metrics,
             health,
@@ -465,6 +500,29 @@ fn list(
         list["manifestProblems"] = serde_json::json!(problems);
     }
     list
+}
+
+fn backup_job(args: BackupJobArgs) -> anyhow::Result<ExitCode> {
+    let binaries = Arc::new(Binaries::new(args.etcd_binaries));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let report = rt.block_on(etcd_operator::platform::local::backup_job::run(
+        &args.state,
+        &args.cluster,
+        &args.op,
+        binaries,
+    ));
+    if let Some(e) = &report.error {
+        tracing::error!(cluster = %args.cluster, "backup job {} failed: {e}", args.op.word());
+    }
+    out(&format!("{}\n", report.line()))?;
+    Ok(if report.error.is_some() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 fn crd_yaml() -> anyhow::Result<ExitCode> {

@@ -144,7 +144,8 @@ pub async fn observe<P: Platform>(
         ..Observation::default()
     };
     let mut seen_peers = Vec::new();
-    for ((m, status), metered) in pm.iter().zip(&statuses).zip(metered) {
+    let mut pm = pm;
+    for ((m, status), metered) in pm.iter_mut().zip(&statuses).zip(metered) {
         seen_peers.push(m.addr.peer_url.clone());
         // Matched whatever the scheme: a member moving to or from TLS is
         // listed with its old scheme until the list is updated.
@@ -155,7 +156,13 @@ pub async fn observe<P: Platform>(
                     .any(|u| same_endpoint(u, &m.addr.peer_url))
             })
         });
-        let healthy = status.as_ref().is_some_and(|s| s.leader != 0) && (!known || entry.is_some());
+        let moving = status.as_ref().and_then(|s| not_yet(m.version, &s.version));
+        if let Some(note) = &moving {
+            m.problem.get_or_insert_with(|| note.clone());
+        }
+        let healthy = status.as_ref().is_some_and(|s| s.leader != 0)
+            && (!known || entry.is_some())
+            && moving.is_none();
         let runtime = Runtime {
             running: m.running,
             has_data: m.has_data,
@@ -232,7 +239,12 @@ pub async fn observe<P: Platform>(
         } else {
             e.name.clone()
         };
-        let healthy = status.as_ref().is_some_and(|s| s.leader != 0);
+        // A member this operator created whose process or pod is gone (an
+        // emptyDir pod just deleted, its container not yet stopped) may
+        // still answer for a moment: it is on its way out and is replaced,
+        // not someone else's member to leave alone.
+        let healthy =
+            status.as_ref().is_some_and(|s| s.leader != 0) && !created(cluster, record, &name);
         let client = e.client_urls.first().cloned().unwrap_or_default();
         let peer = e.peer_urls.first().cloned().unwrap_or_default();
         let at = position(status.as_ref());
@@ -288,6 +300,29 @@ fn register_tls(clients: &Clients, tls: &ClientTls, call_url: Option<&str>, clie
     clients.set_tls(call, Some(tls.with_server_name(name.map(str::to_string))));
 }
 
+/// Whether `member` is a name this operator gave in `cluster`
+/// (`CLUSTER-N` below the record's next index).
+fn created(cluster: &str, record: &ClusterRecord, member: &str) -> bool {
+    let n = member
+        .strip_prefix(cluster)
+        .and_then(|r| r.strip_prefix('-'));
+    let n = n.and_then(|n| n.parse::<u32>().ok());
+    n.is_some_and(|n| n < record.next_index) || record.initial.iter().any(|a| a.name == member)
+}
+
+/// Why a member that answers does not count yet: etcd reports another
+/// version than the one the platform runs it at. Right after an upgrade
+/// step the old process may still answer (a kubelet takes hundreds of
+/// milliseconds to swap a container), and a member counts as moved only
+/// once etcd itself reports the new version. `None` when they agree, or
+/// when etcd's answer is no version.
+pub fn not_yet(platform: crate::version::Version, reported: &str) -> Option<String> {
+    let reported: crate::version::Version = reported.parse().ok()?;
+    (reported != platform).then(|| {
+        format!("etcd answers as {reported}, not yet as {platform}: the member is being moved")
+    })
+}
+
 impl Observation {
     #[allow(clippy::too_many_arguments)]
     fn push(
@@ -338,4 +373,35 @@ fn position(status: Option<&etcd::MemberStatus>) -> Option<Position> {
         raft_index: s.raft_index,
         revision: s.revision,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::not_yet;
+    use crate::version::Version;
+
+    #[test]
+    fn names_this_operator_gave() {
+        let record = crate::platform::ClusterRecord {
+            next_index: 3,
+            ..Default::default()
+        };
+        assert!(super::created("demo", &record, "demo-2"));
+        assert!(!super::created("demo", &record, "demo-3"), "not given yet");
+        assert!(!super::created("demo", &record, "demo2-0"));
+        assert!(!super::created("demo", &record, "other"));
+    }
+
+    #[test]
+    fn a_member_counts_at_its_version_only_once_etcd_reports_it() {
+        let v = Version::new(3, 5, 1);
+        assert_eq!(not_yet(v, "3.5.1"), None);
+        let note = not_yet(v, "3.4.23").expect("still the old process");
+        assert!(note.contains("3.4.23") && note.contains("3.5.1"), "{note}");
+        assert_eq!(
+            not_yet(v, ""),
+            None,
+            "no version reported: nothing to judge"
+        );
+    }
 }

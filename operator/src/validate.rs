@@ -124,6 +124,10 @@ pub struct BackupPolicy {
     pub path: Option<PathBuf>,
     /// PersistentVolumeClaim for backups (Kubernetes), when set in the spec.
     pub persistent_volume_claim: Option<String>,
+    /// Size of the claim the operator creates (Kubernetes).
+    pub claim_size: Option<String>,
+    /// Storage class of the claim the operator creates (Kubernetes).
+    pub storage_class: Option<String>,
     /// Time between restore checks (`restoreCheck.interval`); none: off.
     pub restore_check: Option<Duration>,
 }
@@ -222,6 +226,27 @@ pub fn validate(
                 "must not be empty; leave it out for the default folder".into(),
             );
         }
+        let named = [
+            (
+                "spec.backup.location.persistentVolumeClaim",
+                &location.persistent_volume_claim,
+            ),
+            (
+                "spec.backup.location.storageClassName",
+                &location.storage_class_name,
+            ),
+        ];
+        let mut bad_names = false;
+        for (field, value) in named {
+            if let Some(Err(m)) = value.as_deref().map(crate::kube_names::check_object_name) {
+                err(field, m);
+                bad_names = true;
+            }
+        }
+        if let Some(Err(m)) = location.size.as_deref().map(crate::kube_names::check_size) {
+            err("spec.backup.location.size", m);
+            bad_names = true;
+        }
         let restore_check = match b
             .restore_check
             .as_ref()
@@ -234,19 +259,26 @@ pub fn validate(
                     "spec.backup.restoreCheck.interval",
                     format!("must be at least 1s, got {d:?}"),
                 );
-                return None;
+                bad_names = true;
+                None
             }
             Some(Err(m)) => {
                 err("spec.backup.restoreCheck.interval", m);
-                return None;
+                bad_names = true;
+                None
             }
         };
+        if bad_names {
+            return None;
+        }
         Some(BackupPolicy {
             restore_check,
             interval: interval?,
             max_backups: usize::try_from(b.max_backups).ok().filter(|n| *n > 0)?,
             path: location.path.map(PathBuf::from),
             persistent_volume_claim: location.persistent_volume_claim,
+            claim_size: location.size,
+            storage_class: location.storage_class_name,
         })
     });
     if let Some(r) = &spec.restore

@@ -10,6 +10,7 @@
 //! place; only then is the meta written, so a `NAME.db` without a
 //! `NAME.json` is never trusted.
 
+pub mod job;
 pub mod proof;
 pub mod proof_schedule;
 pub mod schedule;
@@ -81,6 +82,10 @@ pub enum Error {
     /// Too little free space for a backup (the free-space floor).
     #[error("{0}")]
     LowSpace(String),
+    /// A backup Job (Kubernetes) failed, or said why it could not do its
+    /// work.
+    #[error("{0}")]
+    Job(String),
 }
 
 impl Error {
@@ -95,6 +100,7 @@ impl Error {
             Error::NoMember => "no_member",
             Error::Unsupported(_) => "unsupported",
             Error::LowSpace(_) => "low_space",
+            Error::Job(_) => "job",
         }
     }
 }
@@ -304,7 +310,7 @@ pub fn locate(name: &str, dirs: &[PathBuf]) -> Result<(PathBuf, Option<String>)>
 }
 
 /// What retention did ([`BackupStore::retain`]).
-#[derive(Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Retained {
     /// Backups deleted, newest first.
     pub deleted: Vec<String>,

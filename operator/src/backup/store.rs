@@ -25,6 +25,11 @@ pub struct Location {
     pub path: Option<PathBuf>,
     /// `spec.backup.location.persistentVolumeClaim` (Kubernetes).
     pub claim: Option<String>,
+    /// `spec.backup.location.size`: of a claim the store creates.
+    pub claim_size: Option<String>,
+    /// `spec.backup.location.storageClassName`: of a claim the store
+    /// creates.
+    pub storage_class: Option<String>,
 }
 
 impl Location {
@@ -34,6 +39,8 @@ impl Location {
             cluster: cluster.to_string(),
             path: policy.and_then(|p| p.path.clone()),
             claim: policy.and_then(|p| p.persistent_volume_claim.clone()),
+            claim_size: policy.and_then(|p| p.claim_size.clone()),
+            storage_class: policy.and_then(|p| p.storage_class.clone()),
         }
     }
 }
@@ -240,6 +247,8 @@ mod tests {
             max_backups: 2,
             path: Some("b".into()),
             persistent_volume_claim: None,
+            claim_size: None,
+            storage_class: None,
             restore_check: None,
         };
         let loc = Location::of("demo", Some(&policy));

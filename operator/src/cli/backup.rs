@@ -42,6 +42,8 @@ pub(crate) fn location(cluster: &EtcdCluster) -> (Location, Option<usize>) {
         cluster: name.to_string(),
         path,
         claim: None,
+        claim_size: None,
+        storage_class: None,
     };
     (location, keep)
 }

@@ -281,12 +281,18 @@ async fn bootstrap<P: Platform>(
         .map(|a| with_schemes(a, &state))
         .collect();
     let initial_cluster = initial_cluster(initial.iter());
+    // Every member is tried: one that cannot start now (its pod waits for
+    // an image, say) does not hold back the others; the first error is
+    // reported once all were tried.
+    let mut first_error = None;
     for addr in initial {
         match obs.platform.iter().find(|p| p.addr.name == addr.name) {
             Some(p) if p.running => {}
             Some(_) => {
                 c.crashes.started(&addr.name);
-                c.platform.start(&c.name, &addr.name).await?;
+                if let Err(e) = c.platform.start(&c.name, &addr.name).await {
+                    first_error.get_or_insert(e);
+                }
             }
             None => {
                 let config = MemberConfig {
@@ -304,24 +310,35 @@ async fn bootstrap<P: Platform>(
                 c.tls_install(&addr, &state).await?;
                 c.crashes.started(&addr.name);
                 let restore_from = restore_from.as_ref();
-                c.platform.create(&c.name, &config, restore_from).await?;
+                if let Err(e) = c.platform.create(&c.name, &config, restore_from).await {
+                    first_error.get_or_insert(e);
+                }
             }
         }
     }
-    Ok(())
+    first_error.map_or(Ok(()), |e| Err(e.into()))
 }
 
 /// Adds a learner to etcd, then creates and starts it with
 /// `--initial-cluster-state existing`.
-async fn add_learner<P: Platform>(
+pub(super) async fn add_learner<P: Platform>(
     c: &mut Cluster<P>,
     obs: &Observation,
     spec: &ValidSpec,
     api: &str,
 ) -> Result<(), Error> {
-    let name = format!("{}-{}", c.name, c.record.next_index);
-    c.record.next_index += 1;
-    c.save_record().await;
+    // One name per add in flight: a retry after a refusal takes the same
+    // (the record keeps it until the member is created).
+    let name = match c.record.adding.clone() {
+        Some(name) => name,
+        None => {
+            let name = format!("{}-{}", c.name, c.record.next_index);
+            c.record.next_index += 1;
+            c.record.adding = Some(name.clone());
+            c.save_record().await;
+            name
+        }
+    };
     let addr = c
         .platform
         .allocate(&c.name, std::slice::from_ref(&name))
@@ -366,7 +383,10 @@ async fn add_learner<P: Platform>(
         force_new_cluster: false,
     };
     c.crashes.started(&name);
-    Ok(c.platform.create(&c.name, &config, None).await?)
+    c.platform.create(&c.name, &config, None).await?;
+    c.record.adding = None;
+    c.save_record().await;
+    Ok(())
 }
 
 /// `name=peerURL,...` for `--initial-cluster`.

@@ -11,7 +11,7 @@ use crate::backup::schedule::Schedule;
 use crate::backup::{BackupStore, Location, RestoreSource};
 use crate::crd::{RecoverySource, RecoveryStatus};
 use crate::observe::Observation;
-use crate::platform::Platform;
+use crate::platform::{Notice, Platform};
 use crate::validate::ValidSpec;
 
 impl<P: Platform> Cluster<P> {
@@ -189,12 +189,22 @@ impl<P: Platform> Cluster<P> {
         self.record.reseeding = None;
         self.record.initial.clear();
         self.record.restore_from = Some(staged);
+        let notice = Notice {
+            reason: "RestoredFromBackup",
+            message: format!(
+                "quorum was lost for good: rebuilt from backup {} taken at {} (revision {}); the \
+                 last revision seen was {last_seen}, so up to {lost} revisions written after the \
+                 backup are lost; the old members' data is kept: {}",
+                meta.name, meta.time, meta.revision, recovery.old_data
+            ),
+        };
         self.record.last_recovery = Some(recovery);
         // The rebuilt cluster starts at the backup's revision: a later loss
         // is measured from there, not from the old cluster's history.
         self.record.last_revision = meta.revision;
         self.save_record().await;
         self.new_backup_chain();
+        self.platform.announce(&self.name, &notice).await;
         Ok(())
     }
 

@@ -334,16 +334,18 @@ impl Local {
     /// restore source exists and is a snapshot (only when creating; the
     /// slow part of that check runs off this loop, [`RestoreChecks`]).
     async fn local_checks(&self, name: &str, spec: &ValidSpec) -> Result<(), String> {
-        if spec
-            .backup
-            .as_ref()
-            .is_some_and(|b| b.persistent_volume_claim.is_some())
-        {
-            return Err(
-                "spec.backup.location.persistentVolumeClaim: PVCs exist on Kubernetes \
-                        only; on the local platform use spec.backup.location.path (a folder)"
-                    .into(),
-            );
+        if let Some(b) = &spec.backup {
+            let kube_only = [
+                ("persistentVolumeClaim", b.persistent_volume_claim.is_some()),
+                ("size", b.claim_size.is_some()),
+                ("storageClassName", b.storage_class.is_some()),
+            ];
+            if let Some((field, _)) = kube_only.iter().find(|(_, set)| *set) {
+                return Err(format!(
+                    "spec.backup.location.{field}: volume claims exist on Kubernetes only; on \
+                     the local platform use spec.backup.location.path (a folder)"
+                ));
+            }
         }
         let record = self.platform.load_record(name).await.ok().flatten();
         let created = record

@@ -15,6 +15,8 @@ mod maintenance;
 mod recovery;
 mod remember;
 pub mod status;
+#[cfg(test)]
+mod tests;
 mod tls;
 
 use std::collections::HashSet;

@@ -56,9 +56,11 @@ impl<P: Platform> Cluster<P> {
         self.crashes.started(member);
         self.platform.force_new_cluster(&self.name, member).await?;
         if fresh {
-            self.platform
-                .event(&self.name, "RebuiltFromSurvivor", &message)
-                .await;
+            let notice = crate::platform::Notice {
+                reason: "RebuiltFromSurvivor",
+                message,
+            };
+            self.platform.announce(&self.name, &notice).await;
             self.new_backup_chain();
         }
         Ok(())

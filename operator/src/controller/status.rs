@@ -6,7 +6,7 @@ use std::time::{Instant, SystemTime};
 use super::{Cluster, STATUS_REFRESH, SpecState};
 use crate::crd::{Condition, EtcdCluster, EtcdClusterSpec, EtcdClusterStatus, Phase};
 use crate::observe::Observation;
-use crate::plan::{AlarmKind, DefragWhy, RemoveWhy, Step, Wait};
+use crate::plan::{AlarmKind, DefragWhy, RemoveWhy, Step, Wait, quorum};
 use crate::platform::Platform;
 
 impl<P: Platform> Cluster<P> {
@@ -142,28 +142,7 @@ pub(super) fn build<P>(
     };
     let (phase, progressing, degraded) = judge(c, obs, step, invalid, failing);
     let now = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
-    let available = if obs.observed.membership_known {
-        cond(
-            "Available",
-            true,
-            "QuorumAvailable",
-            format!("{} of {} members ready", obs.ready(), obs.members.len()),
-        )
-    } else if !obs.observed.bootstrapped {
-        cond(
-            "Available",
-            false,
-            "NotCreated",
-            "the cluster has not formed yet".into(),
-        )
-    } else {
-        cond(
-            "Available",
-            false,
-            "QuorumLost",
-            "no member answers with a leader".into(),
-        )
-    };
+    let available = available(obs);
     let conditions = [available, progressing, degraded]
         .into_iter()
         .map(|mut new| {
@@ -239,6 +218,63 @@ fn alarm_note(obs: &Observation, step: Option<&Step>) -> Option<(&'static str, S
             },
         ) => Some(("CorruptMember", s.to_string())),
         _ => None,
+    }
+}
+
+/// `Available`: a quorum of the voting members is ready (answers with a
+/// leader and is in the member list) and a leader is known. That the
+/// member list could be read from one member is not enough: a member cut
+/// off from the others may still answer with the leader it last knew.
+pub fn available(obs: &Observation) -> Condition {
+    if !obs.observed.membership_known {
+        return if obs.observed.bootstrapped {
+            cond(
+                "Available",
+                false,
+                "QuorumLost",
+                "no member answers with a leader".into(),
+            )
+        } else {
+            cond(
+                "Available",
+                false,
+                "NotCreated",
+                "the cluster has not formed yet".into(),
+            )
+        };
+    }
+    let voters = obs
+        .observed
+        .members
+        .iter()
+        .filter(|m| m.etcd.is_some_and(|e| !e.learner));
+    let total = voters.clone().count();
+    let ready = voters.filter(|m| m.healthy).count();
+    let needed = quorum(total);
+    match &obs.leader {
+        Some(leader) if ready >= needed => cond(
+            "Available",
+            true,
+            "QuorumAvailable",
+            format!(
+                "{ready} of {total} voting members ready ({needed} needed), leader {leader}; \
+                 {} of {} members ready",
+                obs.ready(),
+                obs.members.len()
+            ),
+        ),
+        Some(_) => cond(
+            "Available",
+            false,
+            "QuorumNotReady",
+            format!("only {ready} of {total} voting members are ready, {needed} needed"),
+        ),
+        None => cond(
+            "Available",
+            false,
+            "NoLeader",
+            format!("{ready} of {total} voting members are ready, but none names a leader"),
+        ),
     }
 }
 
@@ -412,4 +448,68 @@ pub fn refused(resource: &EtcdCluster, message: &str) -> EtcdCluster {
         ..EtcdClusterStatus::default()
     });
     resource
+}
+
+#[cfg(test)]
+mod tests {
+    use super::available;
+    use crate::observe::Observation;
+    use crate::plan::{EtcdMember, Member};
+
+    /// Three voters (and a ready learner), `ready` of the voters ready,
+    /// demo-0 the leader.
+    fn three(ready: usize) -> Observation {
+        let mut obs = Observation::default();
+        obs.observed.bootstrapped = true;
+        obs.observed.membership_known = true;
+        for i in 0..4u64 {
+            let learner = i == 3;
+            obs.observed.members.push(Member {
+                name: format!("demo-{i}"),
+                platform: None,
+                etcd: Some(EtcdMember {
+                    id: i + 1,
+                    started: true,
+                    learner,
+                    leader: i == 0,
+                    peer_https: false,
+                }),
+                db: Default::default(),
+                healthy: learner || (i as usize) < ready,
+                position: None,
+            });
+        }
+        obs.leader = Some("demo-0".into());
+        obs
+    }
+
+    #[test]
+    fn available_means_a_ready_quorum_of_voters_with_a_leader() {
+        let one = available(&three(1));
+        assert_eq!(
+            (one.status.as_str(), one.reason.as_str()),
+            ("False", "QuorumNotReady")
+        );
+        assert!(
+            one.message.contains("only 1 of 3 voting members"),
+            "{}",
+            one.message
+        );
+        let two = available(&three(2));
+        assert_eq!(
+            (two.status.as_str(), two.reason.as_str()),
+            ("True", "QuorumAvailable")
+        );
+        assert!(
+            two.message.contains("2 of 3 voting members ready"),
+            "{}",
+            two.message
+        );
+        let mut leaderless = three(3);
+        leaderless.leader = None;
+        assert_eq!(available(&leaderless).status, "False");
+        let mut lost = three(0);
+        lost.observed.membership_known = false;
+        assert_eq!(available(&lost).reason, "QuorumLost");
+    }
 }

@@ -171,6 +171,11 @@ pub struct ClusterRecord {
     pub bootstrapped: bool,
     /// Index for the next member name (`NAME-INDEX`); never reused.
     pub next_index: u32,
+    /// The name taken for the member being added, kept until it is created
+    /// so that an add etcd refused (for 5 s after a member reconnects) is
+    /// retried under the same name and URLs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adding: Option<String>,
     /// The members the cluster was bootstrapped with.
     #[serde(default)]
     pub initial: Vec<MemberAddr>,
@@ -201,6 +206,16 @@ pub struct ClusterRecord {
     /// `--force-new-cluster`, until it serves and the flag is cleared.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reseeding: Option<String>,
+}
+
+/// Something users should hear of about a cluster beyond its status.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Notice {
+    /// A CamelCase word for what happened (an Event's reason on
+    /// Kubernetes).
+    pub reason: &'static str,
+    /// What happened, in words a user can act on.
+    pub message: String,
 }
 
 /// Something that happened to a member without the operator asking.
@@ -268,10 +283,13 @@ pub trait Platform: TlsStore + Send + Sync + 'static {
     fn start(&self, cluster: &str, member: &str) -> impl Future<Output = Result<()>> + Send;
     /// Stops a member gracefully, keeps its data, records `settings` in
     /// its config (version, timing) and starts it again: a rolling
-    /// upgrade's or a new spec.tuning's restart. The new config is
-    /// recorded before the member stops, so a restart cut short is
-    /// finished by the next start. The controller hands a leader's
-    /// leadership over before it asks.
+    /// upgrade's or a new spec.tuning's restart. Locally the new config
+    /// is recorded before the member stops, so a restart cut short is
+    /// finished by the next start; on Kubernetes a member's claim records
+    /// it only once the member is ready on it, so an image that never runs
+    /// is undone by fixing the spec (the plan moves the member again while
+    /// the spec asks). The controller hands a leader's leadership over
+    /// before it asks.
     fn restart(
         &self,
         cluster: &str,
@@ -341,12 +359,12 @@ pub trait Platform: TlsStore + Send + Sync + 'static {
         cluster: &str,
         resource: &EtcdCluster,
     ) -> impl Future<Output = Result<()>> + Send;
-    /// Reports something a person should know about the cluster (a rebuild
-    /// after a quorum loss, and what it kept): an Event on the resource on
-    /// Kubernetes. The controller logs it too; locally there is nothing
-    /// more to do.
-    fn event(&self, cluster: &str, reason: &str, message: &str) -> impl Future<Output = ()> + Send {
-        let _ = (cluster, reason, message);
+    /// Tells users of something that happened to `cluster` that its status
+    /// keeps only until the next such thing (a rebuild from a backup, and
+    /// the writes it lost): a Warning Event on Kubernetes; nothing more
+    /// locally, where the controller's log already says it.
+    fn announce(&self, cluster: &str, notice: &Notice) -> impl Future<Output = ()> + Send {
+        let _ = (cluster, notice);
         async {}
     }
     /// Why a member last failed, from the end of its log, for the status of

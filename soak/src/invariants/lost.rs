@@ -29,6 +29,9 @@ pub enum Verdict {
     RolledBack {
         /// The write that was rolled back.
         expected: Acked,
+        /// How long before the rebuild that rolled it back it was
+        /// acknowledged (`None` when no rebuild was reported after it).
+        before_rebuild: Option<Ms>,
     },
 }
 
@@ -54,18 +57,21 @@ pub fn judge(
     if present {
         return Verdict::Present;
     }
-    if let Some(restores) = restores
-        && expected.epoch < ledger.epoch()
-    {
+    // A rebuild after the write may have rolled it back: one the load saw
+    // (a later epoch), or one reported too close to the end for the load
+    // to see it.
+    let rebuild = restores.and_then(|r| r.iter().find(|r| r.at >= expected.at));
+    if restores.is_some() && (expected.epoch < ledger.epoch() || rebuild.is_some()) {
         // The revision the cluster went back to: the backup of the first
         // rebuild after the write, else where the next epoch's revisions began.
-        let restored = restores
-            .iter()
-            .find(|r| r.at >= expected.at)
+        let restored = rebuild
             .map(|r| r.backup_revision)
             .unwrap_or_else(|| ledger.floor(expected.epoch + 1));
         if expected.revision > restored {
-            return Verdict::RolledBack { expected };
+            return Verdict::RolledBack {
+                expected,
+                before_rebuild: rebuild.map(|r| r.at - expected.at),
+            };
         }
     }
     let found = match (found, found_id) {
@@ -91,6 +97,9 @@ pub struct Outcome {
     pub lost: usize,
     /// Keys rolled back by a restore (accepted).
     pub rolled_back: usize,
+    /// The loss window: the longest time between a rolled-back write's
+    /// acknowledgement and the rebuild that rolled it back.
+    pub loss_window: Option<Ms>,
     /// One violation per lost key.
     pub violations: Vec<Violation>,
 }
@@ -107,7 +116,10 @@ pub fn check<'a>(
         out.keys += 1;
         match judge(state, read(key), ledger, restores) {
             Verdict::Present => {}
-            Verdict::RolledBack { .. } => out.rolled_back += 1,
+            Verdict::RolledBack { before_rebuild, .. } => {
+                out.rolled_back += 1;
+                out.loss_window = out.loss_window.max(before_rebuild);
+            }
             Verdict::Lost { expected, found } => {
                 out.lost += 1;
                 out.violations.push(Violation::new(
@@ -232,6 +244,7 @@ mod tests {
         assert_eq!(strict.lost, 2);
         let o = run(&l, &finals, true);
         assert_eq!(o.rolled_back, 1, "the write after the backup is excused");
+        assert_eq!(o.loss_window, None, "no rebuild reported: no window known");
         assert_eq!(o.lost, 1, "the write before the backup must survive");
         assert!(o.violations[0].message.contains("soak/k000001"));
     }
@@ -250,6 +263,26 @@ mod tests {
         }];
         let o = run_with(&l, &finals, Some(&restores));
         assert_eq!((o.rolled_back, o.lost), (1, 1), "{o:?}");
+        assert_eq!(o.loss_window, Some(3), "acknowledged at 2, rebuilt at 5");
         assert!(o.violations[0].message.contains("soak/k000001"));
+    }
+
+    #[test]
+    fn a_rebuild_reported_at_the_very_end_rolls_back_too() {
+        // The load stopped before it saw the rebuilt cluster: no new epoch,
+        // but the operator reported the rebuild after the write.
+        let mut l = Ledger::new();
+        l.ack(1, id(0, 1), 19, 1); // in the backup
+        l.ack(2, id(0, 2), 20, 2); // after it
+        let restores = [Restore {
+            at: 5,
+            backup_revision: 19,
+        }];
+        let o = run_with(&l, &HashMap::new(), Some(&restores));
+        assert_eq!(
+            (o.rolled_back, o.lost, o.loss_window),
+            (1, 1, Some(3)),
+            "{o:?}"
+        );
     }
 }

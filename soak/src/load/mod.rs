@@ -90,6 +90,9 @@ pub struct Stats {
     pub errors: BTreeMap<String, u64>,
     /// Revision rollbacks accepted (restores).
     pub rollbacks: u64,
+    /// When (unix ms) the operation that first saw revisions go back was
+    /// started: the rebuilt cluster answered after that.
+    pub first_rollback: Option<u64>,
     /// Compare-and-sets answered, and of those swapped.
     pub cas: (u64, u64),
     /// Deletes answered.
@@ -154,6 +157,7 @@ impl Default for Stats {
             reads_failed: 0,
             errors: BTreeMap::new(),
             rollbacks: 0,
+            first_rollback: None,
             cas: (0, 0),
             deletes: 0,
             recent: Window::default(),
@@ -259,6 +263,7 @@ pub(crate) fn observe(
             } else {
                 st.ledger.rollback(rev);
                 st.stats.rollbacks += 1;
+                st.stats.first_rollback.get_or_insert(at);
                 tracing::warn!(
                     "revisions went back from {} to {rev} (session {session}): a restore",
                     r.before.0

@@ -219,6 +219,11 @@ pub fn evaluate(d: &RunData) -> (Summary, Derived) {
             if !ok {
                 v.extend(o.violations.iter().cloned());
             }
+            if b.data_loss == crate::scenario::DataLoss::SinceBackup {
+                let (row, over) = loss_window(o, b.max_loss_window, d.run_end);
+                rows.push(row);
+                v.extend(over);
+            }
             (Some(o.lost), Some(o.rolled_back))
         }
         None => {
@@ -393,4 +398,37 @@ pub fn evaluate(d: &RunData) -> (Summary, Derived) {
             end,
         },
     )
+}
+
+/// The loss window row (and its violation when over the bound): how long
+/// before a rebuild the newest writes it rolled back were acknowledged.
+fn loss_window(
+    o: &crate::invariants::lost::Outcome,
+    bound: Option<crate::scenario::Dur>,
+    at: crate::history::Ms,
+) -> (Row, Option<Violation>) {
+    let measured = match o.loss_window {
+        Some(w) => format!("max {} ({} writes rolled back)", fmt_ms(w), o.rolled_back),
+        None if o.rolled_back > 0 => format!("unknown ({} writes rolled back)", o.rolled_back),
+        None => "no write rolled back".into(),
+    };
+    let limit = bound.map(|b| u64::try_from(b.get().as_millis()).unwrap_or(u64::MAX));
+    let over = match (o.loss_window, limit) {
+        (Some(w), Some(l)) => w > l,
+        _ => false,
+    };
+    let row = Row {
+        check: "loss window".into(),
+        bound: bound.map_or_else(|| "reported".into(), |b| format!("<= {b}")),
+        measured: measured.clone(),
+        pass: !over,
+    };
+    let violation = over.then(|| {
+        Violation::new(
+            at,
+            Check::LostWrites,
+            format!("loss window {measured} is over bounds.maxLossWindow"),
+        )
+    });
+    (row, violation)
 }

@@ -110,6 +110,44 @@ fn each_broken_bound_fails_the_run_and_is_listed() {
 }
 
 #[test]
+fn the_loss_window_is_reported_and_bounded() {
+    let mut d = good_run();
+    d.scenario.bounds.data_loss = crate::scenario::DataLoss::SinceBackup;
+    d.lost = Some(lost::Outcome {
+        keys: 10,
+        rolled_back: 4,
+        loss_window: Some(2_500),
+        ..lost::Outcome::default()
+    });
+    let (s, _) = evaluate(&d);
+    let row = s
+        .bounds
+        .iter()
+        .find(|r| r.check == "loss window")
+        .expect("row");
+    assert_eq!(
+        (row.bound.as_str(), row.measured.as_str(), row.pass),
+        ("reported", "max 2.500s (4 writes rolled back)", true)
+    );
+    d.scenario.bounds.max_loss_window =
+        Some(crate::scenario::Dur(std::time::Duration::from_secs(2)));
+    let (s, _) = evaluate(&d);
+    assert!(!s.pass);
+    assert_eq!(s.violation_counts.get("lost-writes"), Some(&1));
+    d.scenario.bounds.max_loss_window =
+        Some(crate::scenario::Dur(std::time::Duration::from_secs(3)));
+    assert!(evaluate(&d).0.pass);
+    // No data loss accepted: no such row.
+    assert!(
+        !evaluate(&good_run())
+            .0
+            .bounds
+            .iter()
+            .any(|r| r.check == "loss window")
+    );
+}
+
+#[test]
 fn the_files_are_written_and_the_table_can_be_cut_out() {
     let dir = tempfile::tempdir().expect("tempdir");
     let s = write(dir.path(), &good_run()).expect("written");

@@ -201,9 +201,13 @@ pub(super) async fn drive(
     let mut r = std::mem::take(&mut *probe::lock(&obs.rec));
     let last_at = r.samples.last().map_or(0, |x| x.at);
     r.violations.extend(r.leaders.finish(last_at));
-    let cut = crate::history::restores(&r.samples)
-        .first()
-        .map(|x| x.at.saturating_mul(1000));
+    let reported = crate::history::restores(&r.samples).first().map(|x| x.at);
+    let seen = load::lock(&load_state).stats.first_rollback;
+    let cut = match (reported, seen) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+    .map(|ms| ms.saturating_mul(1000));
     data.samples = r.samples;
     data.checkpoints = r.checkpoints;
     data.live_violations.extend(r.violations);

@@ -1,15 +1,13 @@
 //! The Kubernetes platform (untested here: this machine has no cluster).
 //! The operator is already deployed; the runner applies the EtcdCluster
-//! resource, reads its status from the API, reaches each member through a
-//! `kubectl port-forward` to its pod (labels `etcdoperator.dev/cluster` and
-//! `etcdoperator.dev/member`), runs
-//! the chaos monkey with `--platform kube`, and deletes the resource at the
-//! end.
+//! resource, reads its status from the API, reaches each member through
+//! kube-rs's own port-forward to its pod (labels `etcdoperator.dev/cluster`
+//! and `etcdoperator.dev/member`), or at its client URL where that resolves
+//! and a port-forward cannot be opened ([`super::forward`]; no kubectl),
+//! runs the chaos monkey with `--platform kube`, and deletes the resource
+//! at the end.
 
-use std::collections::HashMap;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -18,22 +16,18 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 
 use super::Error;
-use super::procs::Proc;
+use super::forward::Forwards;
 use crate::probe::{StatusSource, UrlMap};
 use crate::scenario::ClusterSpec;
-
-type Forwards = Arc<Mutex<HashMap<String, (String, u16, Proc)>>>;
 
 /// The Kubernetes platform.
 pub struct Kube {
     api: Api<EtcdCluster>,
-    pods: Api<Pod>,
     namespace: String,
     kubeconfig: Option<PathBuf>,
     cluster: ClusterSpec,
     cache: Arc<Mutex<Option<EtcdCluster>>>,
     forwards: Forwards,
-    logs: PathBuf,
     secrets: Api<k8s_openapi::api::core::v1::Secret>,
     /// The client certificate of a cluster whose clients use TLS (its
     /// Secret `CLUSTER-client-tls`), read again at every refresh.
@@ -97,23 +91,23 @@ impl Kube {
             .map_err(setup_err(
                 "cannot list EtcdClusters (is the CRD applied? `kubectl apply -f deploy/`)",
             ))?;
+        let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
         Ok(Kube {
             api,
-            pods: Api::namespaced(client.clone(), namespace),
             secrets: Api::namespaced(client, namespace),
             tls: Arc::default(),
             namespace: namespace.into(),
             kubeconfig: kubeconfig.map(Path::to_path_buf),
             cluster: cluster.clone(),
             cache: Arc::default(),
-            forwards: Arc::default(),
-            logs: logs.into(),
+            forwards: Forwards::new(pods, &cluster.name),
         })
     }
 
     /// From now on the cluster is `c` (apply to make it so).
     pub fn set_cluster(&mut self, c: &ClusterSpec) {
         self.cluster = c.clone();
+        self.forwards.set_cluster(&c.name);
     }
 
     /// The namespace.
@@ -147,11 +141,12 @@ impl Kube {
         Ok(())
     }
 
-    /// Reads the resource into the cache and keeps a port-forward to every
-    /// member's pod; call about once a second.
-    pub async fn refresh(&self) {
+    /// Reads the resource into the cache and keeps a route to every
+    /// member; call about once a second. Returns what to say about routes
+    /// new or changed (port-forward or client URL).
+    pub async fn refresh(&self) -> Vec<String> {
         let Ok(c) = self.api.get(&self.cluster.name).await else {
-            return;
+            return Vec::new();
         };
         let members: Vec<(String, String)> = c
             .status
@@ -166,19 +161,11 @@ impl Kube {
         if members.iter().any(|(_, u)| u.starts_with("https://")) {
             self.refresh_tls().await;
         }
-        for (name, url) in members {
-            let alive = {
-                let mut f = self.forwards.lock().unwrap_or_else(|e| e.into_inner());
-                let running = f.get_mut(&name).map(|(_, _, p)| p.exited().is_none());
-                if running == Some(false) {
-                    f.remove(&name);
-                }
-                running == Some(true)
-            };
-            if !alive && let Err(e) = self.forward(&name, &url).await {
-                tracing::debug!("port-forward to {name}: {e}");
-            }
+        let notes = self.forwards.tend(&members).await;
+        for n in &notes {
+            tracing::info!("{n}");
         }
+        notes
     }
 
     async fn refresh_tls(&self) {
@@ -206,55 +193,14 @@ impl Kube {
     /// The client certificate for a forwarded member URL, checked against
     /// the member's DNS name (the URL is a local port).
     pub fn tls_for(&self) -> crate::client::TlsFor {
-        let (tls, forwards) = (self.tls.clone(), self.forwards.clone());
+        let tls = self.tls.clone();
+        let original = self.forwards.original();
         Arc::new(move |url: &str| {
             let tls = tls.lock().unwrap_or_else(|e| e.into_inner()).clone()?;
-            let f = forwards.lock().unwrap_or_else(|e| e.into_inner());
-            let original = f
-                .values()
-                .find(|(_, port, _)| url.ends_with(&format!("127.0.0.1:{port}")))
-                .map(|(u, _, _)| u.clone());
-            let host = original.and_then(|u| etcd_operator::tls::url_host(&u).map(str::to_string));
+            let host =
+                original(url).and_then(|u| etcd_operator::tls::url_host(&u).map(str::to_string));
             Some(tls.with_server_name(host))
         })
-    }
-
-    async fn forward(&self, member: &str, url: &str) -> Result<(), Error> {
-        let pods = self
-            .pods
-            .list(&ListParams::default().labels(&pod_selector(&self.cluster.name, member)))
-            .await
-            .map_err(kerr("cannot list pods"))?;
-        let Some(pod) = pods.items.first().and_then(|p| p.metadata.name.clone()) else {
-            return Ok(());
-        };
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map_err(|e| Error::io("cannot find a free port", e))?
-            .port();
-        let mut cmd = Command::new("kubectl");
-        if let Some(k) = &self.kubeconfig {
-            cmd.arg("--kubeconfig").arg(k);
-        }
-        cmd.args([
-            "port-forward",
-            "--address",
-            "127.0.0.1",
-            "-n",
-            &self.namespace,
-        ])
-        .arg(format!("pod/{pod}"))
-        .arg(format!("{port}:2379"));
-        let p = Proc::spawn(
-            "kubectl port-forward",
-            cmd,
-            &self.logs.join(format!("port-forward-{member}.log")),
-        )?;
-        self.forwards
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(member.into(), (url.into(), port, p));
-        Ok(())
     }
 
     /// Where the published status is read (the cache).
@@ -263,23 +209,9 @@ impl Kube {
         Arc::new(move || cache.lock().unwrap_or_else(|e| e.into_inner()).clone())
     }
 
-    /// Member client URL -> its port-forward.
+    /// Member client URL -> where it is reached from here.
     pub fn url_map(&self) -> UrlMap {
-        let f = self.forwards.clone();
-        Arc::new(move |url: &str| {
-            let f = f.lock().unwrap_or_else(|e| e.into_inner());
-            f.values()
-                .find(|(u, _, _)| u == url)
-                .map(|(_, port, _)| {
-                    let scheme = if url.starts_with("https://") {
-                        "https"
-                    } else {
-                        "http"
-                    };
-                    format!("{scheme}://127.0.0.1:{port}")
-                })
-                .unwrap_or_else(|| url.to_string())
-        })
+        Arc::new(self.forwards.mapper())
     }
 
     /// Deletes the resource and stops the port-forwards.
@@ -291,10 +223,7 @@ impl Kube {
         {
             tracing::warn!("cannot delete the EtcdCluster {}: {e}", self.cluster.name);
         }
-        self.forwards
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clear();
+        self.forwards.clear();
     }
 
     /// How often [`Kube::refresh`] should run.

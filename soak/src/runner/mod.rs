@@ -6,6 +6,7 @@ pub mod chaos;
 mod checks;
 mod drive;
 mod finals;
+pub mod forward;
 pub mod kube;
 pub mod local;
 mod observers;

@@ -61,8 +61,8 @@ impl Platform {
         match self {
             Platform::Local(l) => l.supervise(),
             Platform::Kube(k) => {
-                k.refresh().await;
-                None
+                let notes = k.refresh().await;
+                (!notes.is_empty()).then(|| notes.join("; "))
             }
         }
     }

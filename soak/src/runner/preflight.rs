@@ -74,27 +74,6 @@ pub fn platform_problems(s: &Scenario, platform: PlatformKind) -> Vec<String> {
             fault.as_str()
         ));
     }
-    let instead = "use a scenario without backups (such as \
-                   scenarios/kill-one-every-30s-kube.yaml) or --platform local";
-    if s.cluster.backup.is_some() {
-        p.push(format!(
-            "cluster.backup: the operator's Kubernetes platform has no backups yet and refuses \
-             spec.backup as invalid, so the cluster would never be created; remove \
-             cluster.backup (and bounds.maxBackupAge), or {instead}"
-        ));
-    }
-    if s.cluster.restore.is_some() {
-        p.push(format!(
-            "cluster.restore: the operator's Kubernetes platform cannot restore from a backup \
-             yet and refuses spec.restore as invalid; remove cluster.restore, or {instead}"
-        ));
-    }
-    if s.bounds.max_backup_age.is_some() {
-        p.push(format!(
-            "bounds.maxBackupAge: there are no backups on Kubernetes, so no backup age to \
-             bound; remove it, or {instead}"
-        ));
-    }
     p
 }
 
@@ -115,35 +94,24 @@ mod tests {
     }
 
     #[test]
-    fn backups_restores_and_backup_age_are_refused_on_kube_only() {
+    fn backups_restores_and_backup_age_are_taken_on_both_platforms() {
         let backups = scenario(
-            ", backup: {interval: 10s, maxBackups: 3}",
+            ", backup: {interval: 10s, maxBackups: 3}, restore: {backup: b1}",
             ", maxBackupAge: 30s",
         );
-        assert!(platform_problems(&backups, PlatformKind::Local).is_empty());
-        let p = platform_problems(&backups, PlatformKind::Kube);
-        assert_eq!(p.len(), 2, "{p:?}");
-        assert!(
-            p[0].starts_with("cluster.backup: ")
-                && p[0].contains("refuses spec.backup")
-                && p[0].contains("scenarios/kill-one-every-30s-kube.yaml"),
-            "{}",
-            p[0]
-        );
-        assert!(p[1].starts_with("bounds.maxBackupAge: "), "{}", p[1]);
-
-        let restore = scenario(", restore: {backup: b1}", "");
-        let p = platform_problems(&restore, PlatformKind::Kube);
-        assert_eq!(p.len(), 1, "{p:?}");
-        assert!(p[0].starts_with("cluster.restore: "), "{}", p[0]);
-
-        assert!(platform_problems(&scenario("", ""), PlatformKind::Kube).is_empty());
+        for platform in [PlatformKind::Local, PlatformKind::Kube] {
+            assert!(platform_problems(&backups, platform).is_empty());
+        }
     }
 
     #[test]
     fn the_kube_rejection_names_the_file_and_is_bad_input() {
+        let text = "name: t\nduration: 60s\ncluster: {name: t, size: 3, version: \"3.4.23\"}\n\
+                    chaos: {killInterval: 10s, fault: corrupt, corrupt: wal}\n\
+                    bounds: {recoveryP99: 5s, recoveryMax: 10s, availability: 0.9}\n";
+        let corrupt = crate::scenario::parse(Path::new("t.yaml"), text).expect("parses");
         let o = Options {
-            scenario: scenario(", backup: {interval: 10s, maxBackups: 3}", ""),
+            scenario: corrupt,
             scenario_file: "scenarios/x.yaml".into(),
             platform: PlatformKind::Kube,
             out: "/nonexistent/out".into(),
@@ -159,7 +127,7 @@ mod tests {
         };
         match check_binaries(&o) {
             Err(Error::Setup(m)) => {
-                assert!(m.starts_with("scenarios/x.yaml: cluster.backup: "), "{m}");
+                assert!(m.starts_with("scenarios/x.yaml: chaos.fault: "), "{m}");
             }
             other => panic!("expected a Setup error, got {other:?}"),
         }

@@ -1,5 +1,5 @@
-//! Child processes the runner starts (the operator, the chaos monkey,
-//! kubectl port-forwards): each in a process group of its own (so a Ctrl-C
+//! Child processes the runner starts (the operator, the chaos monkey):
+//! each in a process group of its own (so a Ctrl-C
 //! in the terminal reaches only the runner, which stops them in order), its
 //! output appended to a log file, and stopped when dropped.
 

@@ -402,6 +402,11 @@ pub struct Bounds {
     /// counted), and revisions may go back once per restore.
     #[serde(default)]
     pub data_loss: DataLoss,
+    /// With `dataLoss: sinceBackup`: the longest a rolled-back write may
+    /// have been acknowledged before the rebuild that rolled it back (the
+    /// loss window); unset, any window passes (it is still reported).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_loss_window: Option<Dur>,
     /// With `chaos.fault: corrupt`: how long after a fault the member it hit
     /// may hold a KV hash that differs from the one a strict majority agrees
     /// on (until the operator replaces it); unset, hashes must always agree.

@@ -284,6 +284,23 @@ fn types_are_as_strict_as_the_operators() {
 }
 
 #[test]
+fn max_loss_window_needs_data_loss_since_backup() {
+    let since = SMOKE.replace(
+        "lostWrites: 0",
+        "lostWrites: 0, dataLoss: sinceBackup, maxLossWindow: 2s",
+    );
+    let s = parse(Path::new("t.yaml"), &since).expect("parses");
+    validate(&s).expect("valid");
+    assert_eq!(s.bounds.max_loss_window, Some(Dur(Duration::from_secs(2))));
+    let p = problems(&SMOKE.replace("lostWrites: 0", "lostWrites: 0, maxLossWindow: 2s"));
+    assert!(
+        p.iter()
+            .any(|e| e.contains("bounds.maxLossWindow") && e.contains("dataLoss: sinceBackup")),
+        "{p:?}"
+    );
+}
+
+#[test]
 fn hash_divergence_max_needs_the_corrupt_fault_and_a_length() {
     let corrupt = SMOKE
         .replace("fault: kill", "fault: corrupt, corrupt: db")

@@ -399,6 +399,14 @@ pub fn validate(s: &Scenario) -> Result<(), Vec<String>> {
             );
         }
     }
+    if b.max_loss_window.is_some() && b.data_loss != DataLoss::SinceBackup {
+        err(
+            "bounds.maxLossWindow",
+            "needs bounds.dataLoss: sinceBackup (with no data loss accepted there is no window: \
+             every acknowledged write must survive)"
+                .into(),
+        );
+    }
     if b.data_loss == DataLoss::SinceBackup && s.cluster.backup.is_none() {
         err(
             "bounds.dataLoss",

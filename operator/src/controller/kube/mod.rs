@@ -21,10 +21,13 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
+
+pub mod watch;
 
 use super::{Cluster, SpecState};
 use crate::crd::{EtcdCluster, LABEL_MANAGED_BY, MANAGED_BY};
@@ -76,6 +79,9 @@ pub struct Options {
     pub namespace: Option<String>,
     /// etcd image repository; members run `IMAGE:vVERSION`.
     pub image: String,
+    /// The operator's own image, which backup Jobs run (`None`: no
+    /// backups; a spec asking for them is told how to set it).
+    pub backup_image: Option<String>,
     /// Hand a leader's leadership over before restarting or removing it.
     pub handover: bool,
     /// Where every cluster's metrics go.
@@ -85,20 +91,53 @@ pub struct Options {
     pub health: Arc<Health>,
 }
 
-/// What the Kubernetes platform cannot do yet, as field errors.
+/// What only makes sense on another platform, or cannot be done here, as
+/// field errors: a backup folder (backups go to a volume claim), a
+/// snapshot file path to restore from (name a backup in the claim), and a
+/// restore into members without volume claims (their data is restored
+/// into the claim before the pod starts).
 pub fn kube_checks(resource: &EtcdCluster) -> Vec<String> {
+    let spec = &resource.spec;
     let mut errors = Vec::new();
-    if resource.spec.backup.is_some() {
+    let location = spec.backup.as_ref().and_then(|b| b.location.as_ref());
+    if location.is_some_and(|l| l.path.is_some()) {
         errors.push(
-            "spec.backup: backups are not supported on the Kubernetes platform yet; remove \
-             spec.backup"
+            "spec.backup.location.path: a folder is where the local platform keeps backups; on \
+             Kubernetes they go to a volume claim: use spec.backup.location.persistentVolumeClaim \
+             (default CLUSTER-backups, created when missing)"
                 .to_string(),
         );
     }
-    if resource.spec.restore.is_some() {
+    if spec
+        .backup
+        .as_ref()
+        .is_some_and(|b| b.restore_check.is_some())
+    {
         errors.push(
-            "spec.restore: restoring from a backup is not supported on the Kubernetes platform \
-             yet; remove spec.restore"
+            "spec.backup.restoreCheck: restore checks are not supported on the Kubernetes \
+             platform yet; remove it (the local platform runs them)"
+                .to_string(),
+        );
+    }
+    if let Some(r) = &spec.restore
+        && (r.backup.contains('/') || r.backup.ends_with(".db"))
+    {
+        errors.push(format!(
+            "spec.restore.backup: {} is a file path; on Kubernetes name a backup in the backup \
+             claim (as status.backup.lastBackup shows it)",
+            crate::names::quote(&r.backup, 80)
+        ));
+    }
+    let restores = spec.restore.is_some()
+        || spec
+            .recovery
+            .as_ref()
+            .is_some_and(|r| r.restore_from_backup);
+    if restores && spec.storage.policy == crate::crd::StoragePolicy::Ephemeral {
+        errors.push(
+            "storage.policy: Ephemeral members cannot be restored from a backup on Kubernetes (the \
+             data is restored into each member's volume claim before its pod starts); use \
+             Persistent, or drop spec.restore and spec.recovery.restoreFromBackup"
                 .to_string(),
         );
     }
@@ -156,6 +195,7 @@ struct Managed {
 struct Context {
     client: Client,
     image: String,
+    backup_image: Option<String>,
     handover: bool,
     metrics: Arc<Metrics>,
     clients: Arc<Clients>,
@@ -173,11 +213,8 @@ impl Context {
     fn platform(&self, namespace: &str) -> Arc<KubePlatform> {
         let mut platforms = lock(&self.platforms);
         let p = platforms.entry(namespace.to_string()).or_insert_with(|| {
-            Arc::new(KubePlatform::new(
-                self.client.clone(),
-                namespace,
-                &self.image,
-            ))
+            let p = KubePlatform::new(self.client.clone(), namespace, &self.image);
+            Arc::new(p.with_backup_image(self.backup_image.clone()))
         });
         p.clone()
     }
@@ -308,18 +345,19 @@ fn error_policy(obj: Arc<EtcdCluster>, err: &Error, ctx: Arc<Context>) -> Action
 
 /// What to say when the operator does not run in a pod (no
 /// `KUBERNETES_SERVICE_HOST`, which the kubelet sets in every container):
-/// it reaches members at their pod IPs, which are routed only in the
-/// cluster (and members talk to each other at DNS names that resolve only
-/// there), so from outside every member looks down.
+/// it reaches members at their pod IPs, which only some networks route to
+/// machines outside the cluster, so say how to tell and what to do.
 pub fn outside_cluster_warning(service_host: Option<&str>) -> Option<String> {
     if service_host.is_some_and(|h| !h.trim().is_empty()) {
         return None;
     }
     Some(
-        "not running in a pod: etcd members are reached at their pod IPs, which are routed \
-         only inside the cluster (not from a kind host); from here every member will look \
-         down and clusters will show as Degraded. Run the operator in the cluster \
-         (deploy/operator.yaml), or where pod IPs are routed"
+        "not running in a pod: etcd members are called at their pod IPs. That works where pod \
+         IPs are routed to this machine (a flat or VPC-native pod network); where they are not \
+         (a kind cluster seen from its host, most overlay networks) members look down and \
+         clusters show as Degraded with no member ready. To check, call a member's pod IP \
+         from here (`kubectl get pods -o wide`, then `curl http://POD_IP:2379/health`); if it \
+         does not answer, run the operator in the cluster (deploy/operator.yaml)"
             .to_string(),
     )
 }
@@ -331,11 +369,13 @@ pub async fn run(
     opts: Options,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), Error> {
+    // Owned objects are watched for their metadata only.
+    type Meta<K> = PartialObjectMeta<K>;
     let (api, pods, claims) = match &opts.namespace {
         Some(ns) => (
             Api::<EtcdCluster>::namespaced(client.clone(), ns),
-            Api::<Pod>::namespaced(client.clone(), ns),
-            Api::<PersistentVolumeClaim>::namespaced(client.clone(), ns),
+            Api::<Meta<Pod>>::namespaced(client.clone(), ns),
+            Api::<Meta<PersistentVolumeClaim>>::namespaced(client.clone(), ns),
         ),
         None => (
             Api::all(client.clone()),
@@ -346,6 +386,7 @@ pub async fn run(
     let ctx = Arc::new(Context {
         client: client.clone(),
         image: opts.image.clone(),
+        backup_image: opts.backup_image.clone(),
         handover: opts.handover,
         metrics: opts.metrics.clone(),
         clients: Arc::new(Clients::new(STATUS_TIMEOUT)),
@@ -380,9 +421,18 @@ pub async fn run(
         }
     }
     let for_each_ctx = ctx.clone();
-    Controller::new(api, watcher::Config::default())
-        .owns(pods, owned())
-        .owns(claims, owned())
+    // Each watch backs off on its own and lists again at once when it
+    // expires (watch.rs); the controller adds no pause of its own.
+    let (reader, writer) = reflector::store();
+    let resources = watch::with_backoff(watcher(api, watcher::Config::default()))
+        .reflect(writer)
+        .applied_objects();
+    let pods = watch::with_backoff(watcher(pods, owned())).touched_objects();
+    let claims = watch::with_backoff(watcher(claims, owned())).touched_objects();
+    Controller::for_stream(resources, reader)
+        .owns_stream(pods)
+        .owns_stream(claims)
+        .trigger_backoff(watch::Immediate)
         .graceful_shutdown_on(async move {
             let _ = stop_rx.await;
         })

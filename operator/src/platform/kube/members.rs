@@ -11,19 +11,49 @@ use kube::ResourceExt;
 
 use super::Error;
 use super::config::{self, started};
-use super::trouble::{crash_looping, etcd_container, problem, to_system_time, uses_empty_dir};
+use super::trouble::{
+    container_swap, crash_looping, etcd_container, image_unavailable, problem, to_system_time,
+    uses_empty_dir,
+};
 use crate::crd::LABEL_MEMBER;
-use crate::member::CLIENT_PORT;
+use crate::member::{CLIENT_PORT, MemberConfig};
 use crate::platform::{PlatformMember, http_url};
 use crate::tls::with_scheme;
 
-/// Where a member's started mark goes.
+/// What to write on a member's data holder once it is seen ready.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "a few marks per pass; the claim's config is written as it is"
+)]
 pub enum Mark {
-    /// On its data volume claim (persistent storage).
-    Claim(String),
-    /// On its pod (emptyDir storage: the data lives as long as the pod).
+    /// On its data volume claim (persistent storage): the started mark
+    /// (`started`: the claim has none yet), and the config the member now
+    /// runs when its pod runs another version or tuning than the claim records (an
+    /// upgrade, or its undoing, done: from now on the member restarts at
+    /// that version).
+    Claim {
+        /// The claim.
+        name: String,
+        /// Set the started mark.
+        started: bool,
+        /// Record this config.
+        config: Option<MemberConfig>,
+    },
+    /// The started mark on its pod (emptyDir storage: the data lives as
+    /// long as the pod).
     Pod(String),
+}
+
+impl Mark {
+    /// Whether writing it sets the started mark (the member's data counts
+    /// only once it is written).
+    pub fn sets_started(&self) -> bool {
+        match self {
+            Mark::Claim { started, .. } => *started,
+            Mark::Pod(_) => true,
+        }
+    }
 }
 
 /// One member as its objects show it.
@@ -31,8 +61,9 @@ pub enum Mark {
 pub struct Found {
     /// What the controller sees.
     pub member: PlatformMember,
-    /// A mark to set: the member is ready and its data holder is unmarked.
-    /// `has_data` already counts it.
+    /// What to write: the member is ready and its data holder is unmarked,
+    /// or records another version than the one it now runs. `has_data`
+    /// already counts the started mark.
     pub mark: Option<Mark>,
 }
 
@@ -48,11 +79,11 @@ fn pod_alive(pod: &Pod) -> bool {
     pod.metadata.deletion_timestamp.is_none() && !matches!(phase, Some("Failed" | "Succeeded"))
 }
 
-/// A pod that runs or will: alive, and not crash looping (see
-/// [`super::trouble`]); a crash-looping pod is deleted before its member
-/// is started again.
+/// A pod that runs or will: alive, not crash looping, and not waiting for
+/// an image that cannot be pulled (see [`super::trouble`]); such a pod is
+/// deleted before its member is started again.
 pub fn pod_running(pod: &Pod) -> bool {
-    pod_alive(pod) && !crash_looping(pod)
+    pod_alive(pod) && !crash_looping(pod) && image_unavailable(pod).is_none()
 }
 
 /// Where the operator reaches etcd in the pod: `http://POD_IP:2379`
@@ -138,12 +169,29 @@ fn member(
             });
         }
     };
-    let ready = pod.is_some_and(|p| running && pod_ready(p));
+    // A container changed in place still runs the old etcd until the
+    // kubelet swaps it: not called (so not counted healthy) until then.
+    let swapping = pod.filter(|_| running).and_then(container_swap);
+    let ready = pod.is_some_and(|p| running && pod_ready(p)) && swapping.is_none();
     let (has_data, mark) = match (claim, pod) {
         (Some(c), _) => {
             let alive = c.metadata.deletion_timestamp.is_none();
             let marked = started(c.annotations().into());
-            let mark = (alive && ready && !marked).then(|| Mark::Claim(c.name_any()));
+            // The claim records the version (and tuning) its data last
+            // ran: written once the pod is ready on other ones, not before
+            // (an upgrade to an image that never runs leaves the member at
+            // its version, and fixing the spec undoes it).
+            let moved = match (&pod_config, &claim_config) {
+                (Some(p), Some(c)) if ready && (p.version, p.tuning) != (c.version, c.tuning) => {
+                    Some(p.clone())
+                }
+                _ => None,
+            };
+            let mark = (alive && ready && (!marked || moved.is_some())).then(|| Mark::Claim {
+                name: c.name_any(),
+                started: !marked,
+                config: moved,
+            });
             (alive && (marked || mark.is_some()), mark)
         }
         (None, Some(p)) if uses_empty_dir(p) => {
@@ -164,11 +212,11 @@ fn member(
             bootstrap: config.bootstrap,
             started_at: pod.and_then(started_at),
             call_url: pod
-                .filter(|_| running)
+                .filter(|_| running && swapping.is_none())
                 .and_then(|p| pod_url(p, config.client_https())),
             metrics_url: None,
             crash_looping: looping,
-            problem: pod.filter(|_| !ready).and_then(problem),
+            problem: swapping.or_else(|| pod.filter(|_| !ready).and_then(problem)),
             tls: config.tls.clone(),
         },
         mark,

@@ -29,10 +29,12 @@
 pub mod backups;
 pub mod config;
 pub mod error;
+pub mod jobs;
 pub mod members;
 pub mod objects;
 pub mod pod;
 mod reseed;
+mod restore;
 mod shared;
 pub mod tls;
 pub mod trouble;
@@ -44,9 +46,11 @@ pub(crate) mod tests;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
 use kube::{Client, Resource};
 
 use self::backups::KubeBackups;
@@ -57,7 +61,7 @@ use self::objects::{RECORD_KEY, cluster_selector, member_host, record_config_map
 use crate::backup::RestoreSource;
 use crate::crd::{EtcdCluster, StoragePolicy};
 use crate::member::{CLIENT_PORT, MemberAddr, MemberConfig, PEER_PORT, Settings};
-use crate::platform::{ClusterRecord, Platform, PlatformMember, Result};
+use crate::platform::{ClusterRecord, Notice, Platform, PlatformMember, Result};
 use crate::validate::Versions;
 use crate::version::Version;
 
@@ -83,7 +87,11 @@ impl Versions for KubeVersions {
 #[derive(Clone, Debug)]
 struct Registration {
     owner: OwnerReference,
+    /// The resource, for Events.
+    object: ObjectReference,
     storage: StoragePolicy,
+    /// The version the spec asks for (`None`: not a version).
+    version: Option<Version>,
     /// Members the disruption budget protects.
     size: usize,
     /// The size the Services and the budget were last applied for.
@@ -97,6 +105,7 @@ pub struct KubePlatform {
     image: String,
     clusters: Mutex<HashMap<String, Registration>>,
     backups: Arc<KubeBackups>,
+    recorder: Recorder,
 }
 
 impl std::fmt::Debug for KubePlatform {
@@ -112,13 +121,26 @@ impl KubePlatform {
     /// Members in `namespace`, running `image:vVERSION` (`image` without a
     /// tag, such as [`pod::DEFAULT_IMAGE`]).
     pub fn new(client: Client, namespace: impl Into<String>, image: impl Into<String>) -> Self {
+        let namespace = namespace.into();
         KubePlatform {
+            backups: Arc::new(KubeBackups::new(client.clone(), &namespace, None)),
+            recorder: Recorder::new(client.clone(), Reporter::from(FIELD_MANAGER)),
             client,
-            namespace: namespace.into(),
+            namespace,
             image: image.into(),
             clusters: Mutex::default(),
-            backups: Arc::default(),
         }
+    }
+
+    /// Backups run as Jobs of `image`, the operator's own (see
+    /// [`backups`]); without one, backups cannot be taken and say so.
+    pub fn with_backup_image(mut self, image: Option<String>) -> Self {
+        self.backups = Arc::new(KubeBackups::new(
+            self.client.clone(),
+            &self.namespace,
+            image,
+        ));
+        self
     }
 
     /// The namespace.
@@ -136,9 +158,11 @@ impl KubePlatform {
         let owner = resource
             .controller_owner_ref(&())
             .ok_or_else(|| Error::Unregistered(format!("{name} (the resource has no uid)")))?;
+        let object = resource.object_ref(&());
         let size = usize::try_from(resource.spec.size.clamp(1, 9))
             .unwrap_or(1)
             .max(voters);
+        self.backups.own(&name, owner.clone());
         let mut clusters = self.clusters.lock().unwrap_or_else(|e| e.into_inner());
         let shared = clusters
             .get(&name)
@@ -148,7 +172,9 @@ impl KubePlatform {
             name,
             Registration {
                 owner,
+                object,
                 storage: resource.spec.storage.policy,
+                version: resource.spec.version.parse().ok(),
                 size,
                 shared,
             },
@@ -219,7 +245,9 @@ impl KubePlatform {
             {
                 // Counted once the mark is written; try again next time.
                 tracing::warn!(%cluster, member = %member.addr.name, "{e}");
-                member.has_data = false;
+                if mark.sets_started() {
+                    member.has_data = false;
+                }
             }
             out.push(member);
         }
@@ -302,6 +330,7 @@ impl Platform for KubePlatform {
     fn forget(&self, cluster: &str) {
         let mut clusters = self.clusters.lock().unwrap_or_else(|e| e.into_inner());
         clusters.remove(cluster);
+        self.backups.forget(cluster);
     }
 
     async fn members(&self, cluster: &str) -> Result<Vec<PlatformMember>> {
@@ -359,10 +388,6 @@ impl Platform for KubePlatform {
         Ok(self.set_force_new_cluster(cluster, member, false).await?)
     }
 
-    async fn event(&self, cluster: &str, reason: &str, message: &str) {
-        self.warn(cluster, reason, message).await;
-    }
-
     async fn retire_members(&self, cluster: &str, tag: &str) -> Result<String> {
         Ok(self.retire(cluster, tag).await?)
     }
@@ -381,5 +406,21 @@ impl Platform for KubePlatform {
 
     async fn save_status(&self, cluster: &str, resource: &EtcdCluster) -> Result<()> {
         Ok(self.status(cluster, resource).await?)
+    }
+
+    async fn announce(&self, cluster: &str, notice: &Notice) {
+        let Ok(reg) = self.registration(cluster) else {
+            return;
+        };
+        let event = KubeEvent {
+            type_: EventType::Warning,
+            reason: notice.reason.into(),
+            note: Some(crate::controller::kube::event_note(&notice.message)),
+            action: notice.reason.into(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&event, &reg.object).await {
+            tracing::warn!(%cluster, "cannot publish an event ({}): {e}", notice.reason);
+        }
     }
 }

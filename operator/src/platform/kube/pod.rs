@@ -97,16 +97,30 @@ fn probe_port(c: &MemberConfig) -> u16 {
     }
 }
 
-fn probes(c: &MemberConfig) -> (Probe, Probe) {
+/// How long etcd may take to open its client port before the kubelet
+/// gives up on the container (a large WAL or snapshot is read first).
+pub const STARTUP_LIMIT_SECS: i32 = 600;
+
+/// Readiness, liveness and startup probes. Readiness is asked every second
+/// so a member that becomes ready (or stops being) shows within about a
+/// second in the pod, the client Service and the operator's own view; the
+/// startup probe holds liveness off while etcd starts.
+fn probes(c: &MemberConfig) -> (Probe, Probe, Probe) {
     let version = c.version;
+    let client_port = || {
+        Some(TCPSocketAction {
+            port: IntOrString::Int(i32::from(CLIENT_PORT)),
+            ..TCPSocketAction::default()
+        })
+    };
     let readiness = Probe {
         http_get: Some(HTTPGetAction {
             path: Some(readiness_path(version).into()),
             port: IntOrString::Int(i32::from(probe_port(c))),
             ..HTTPGetAction::default()
         }),
-        period_seconds: Some(5),
-        timeout_seconds: Some(3),
+        period_seconds: Some(1),
+        timeout_seconds: Some(2),
         failure_threshold: Some(3),
         ..Probe::default()
     };
@@ -115,17 +129,22 @@ fn probes(c: &MemberConfig) -> (Probe, Probe) {
     // without a leader; restarting members cannot bring back a quorum, so
     // liveness only asks that etcd still listens.
     let liveness = Probe {
-        tcp_socket: Some(TCPSocketAction {
-            port: IntOrString::Int(i32::from(CLIENT_PORT)),
-            ..TCPSocketAction::default()
-        }),
-        initial_delay_seconds: Some(10),
+        tcp_socket: client_port(),
         period_seconds: Some(10),
         timeout_seconds: Some(5),
         failure_threshold: Some(6),
         ..Probe::default()
     };
-    (readiness, liveness)
+    // Until etcd listens, neither of the others runs: no fixed initial
+    // delay, so readiness is first asked about a second after start.
+    let startup = Probe {
+        tcp_socket: client_port(),
+        period_seconds: Some(1),
+        timeout_seconds: Some(1),
+        failure_threshold: Some(STARTUP_LIMIT_SECS),
+        ..Probe::default()
+    };
+    (readiness, liveness, startup)
 }
 
 fn container_port(name: &str, port: u16) -> ContainerPort {
@@ -138,7 +157,7 @@ fn container_port(name: &str, port: u16) -> ContainerPort {
 }
 
 fn etcd_container(c: &MemberConfig, repository: &str) -> Container {
-    let (readiness, liveness) = probes(c);
+    let (readiness, liveness, startup) = probes(c);
     let mut mounts = vec![
         VolumeMount {
             name: DATA_VOLUME.into(),
@@ -171,6 +190,7 @@ fn etcd_container(c: &MemberConfig, repository: &str) -> Container {
         volume_mounts: Some(mounts),
         readiness_probe: Some(readiness),
         liveness_probe: Some(liveness),
+        startup_probe: Some(startup),
         // etcd logs to stderr and writes no termination message: why a
         // member failed to start (a data folder it cannot write, a name that
         // does not resolve, a removed member) then shows in the pod's

@@ -3,22 +3,19 @@
 //! it serves re-created without it (a pod's arguments cannot change, and
 //! the kubelet would restart the container with the flag, dropping the
 //! members added since). The claim records the flag first, so a rebuild
-//! cut short is finished by the next start; and Events on the resource.
+//! cut short is finished by the next start. (Its Event goes through
+//! `Platform::announce`.)
 
-use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::ResourceExt;
 use kube::api::Patch;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 
 use super::config::{self, ANNOTATION_CONFIG};
 use super::members::{owned_by, pod_running};
 use super::objects::claim_name;
 use super::pod::member_pod;
-use super::{Error, FIELD_MANAGER, KubePlatform};
+use super::{Error, KubePlatform};
 use crate::crd::StoragePolicy;
-
-/// Longest Event note the API server takes (events.k8s.io/v1: 1 kB).
-const NOTE_MAX_BYTES: usize = 1024;
 
 impl KubePlatform {
     /// Re-creates `member`'s pod on its claim with `--force-new-cluster`
@@ -81,35 +78,5 @@ impl KubePlatform {
             &reg.owner,
         );
         self.apply(member, &pod).await
-    }
-
-    /// A Warning Event on the cluster's resource; a failure is logged.
-    pub(super) async fn warn(&self, cluster: &str, reason: &str, message: &str) {
-        let Ok(reg) = self.registration(cluster) else {
-            return;
-        };
-        let reference = ObjectReference {
-            api_version: Some(reg.owner.api_version.clone()),
-            kind: Some(reg.owner.kind.clone()),
-            name: Some(reg.owner.name.clone()),
-            namespace: Some(self.namespace.clone()),
-            uid: Some(reg.owner.uid.clone()),
-            ..ObjectReference::default()
-        };
-        let mut end = message.len().min(NOTE_MAX_BYTES);
-        while !message.is_char_boundary(end) {
-            end -= 1;
-        }
-        let event = Event {
-            type_: EventType::Warning,
-            reason: reason.into(),
-            note: Some(message[..end].to_string()),
-            action: "Recover".into(),
-            secondary: None,
-        };
-        let recorder = Recorder::new(self.client.clone(), Reporter::from(FIELD_MANAGER));
-        if let Err(e) = recorder.publish(&event, &reference).await {
-            tracing::warn!(%cluster, "cannot publish an event: {e}");
-        }
     }
 }

@@ -11,6 +11,8 @@
 //!   its start. The pod's restart count is not "in a row", but the
 //!   kubelet's backoff, and with it `CrashLoopBackOff`, is only reached
 //!   again after a second failure once a container ran for a while.
+//! * An image that cannot be pulled (`ErrImagePull`, `ImagePullBackOff`...):
+//!   the member does not run, though the pod is `Pending` or `Running`.
 //! * A problem: a pod that is not scheduled (`Pending: ` and the
 //!   scheduler's message), a container waiting for a reason other than
 //!   being created (`ImagePullBackOff`, `ErrImagePull`,
@@ -33,6 +35,15 @@ pub const CRASH_LOOP_BACK_OFF: &str = "CrashLoopBackOff";
 pub const PROBLEM_MAX_CHARS: usize = 300;
 /// Waiting reasons of a container on its way up, no problem.
 const STARTING: [&str; 2] = ["ContainerCreating", "PodInitializing"];
+/// Waiting reasons of a container whose image cannot be had: it never
+/// runs until the image exists (the kubelet keeps trying to pull it).
+pub const IMAGE_TROUBLE: [&str; 5] = [
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "InvalidImageName",
+    "ErrImageNeverPull",
+    "RegistryUnavailable",
+];
 
 pub(super) fn to_system_time(t: &Time) -> Option<SystemTime> {
     let ms = u64::try_from(t.0.as_millisecond()).ok()?;
@@ -78,6 +89,14 @@ fn fast_failure(t: &ContainerStateTerminated) -> bool {
     failed_by_itself(t) && ran < CRASH_WINDOW
 }
 
+/// The etcd container cannot start because its image cannot be pulled
+/// (a version with no image, a registry out of reach): the member does not
+/// run, whatever the pod's phase says. Returns the waiting reason.
+pub fn image_unavailable(pod: &Pod) -> Option<&str> {
+    let reason = waiting_reason(etcd_container(pod)?)?;
+    IMAGE_TROUBLE.contains(&reason).then_some(reason)
+}
+
 /// The kubelet keeps restarting etcd in this pod and it keeps failing (see
 /// the module's rule): the member is down and its data not trusted.
 pub fn crash_looping(pod: &Pod) -> bool {
@@ -90,6 +109,39 @@ pub fn crash_looping(pod: &Pod) -> bool {
     let restarts = u32::try_from(c.restart_count).unwrap_or(0);
     uses_empty_dir(pod)
         || (restarts >= CRASH_LOOP_EXITS && last_termination(c).is_some_and(fast_failure))
+}
+
+/// The tag of an image reference (`repo/name:TAG`, a digest dropped);
+/// `None` when it has none.
+fn image_tag(image: &str) -> Option<&str> {
+    let image = image.split('@').next().unwrap_or(image);
+    let last = image.rsplit('/').next().unwrap_or(image);
+    last.split_once(':').map(|(_, tag)| tag)
+}
+
+/// The etcd container the kubelet runs is not yet the one the pod asks
+/// for: the image was changed in place (an emptyDir member's upgrade) and
+/// the kubelet has not swapped the container yet, so the old etcd still
+/// answers. Says which images, or `None` when they agree or cannot be
+/// told apart (no status yet, or an image without a tag). Tags are
+/// compared, as runtimes may report the repository in another form
+/// (`docker.io/library/...`).
+pub fn container_swap(pod: &Pod) -> Option<String> {
+    let spec = pod.spec.as_ref()?.containers.iter();
+    let wanted = spec
+        .clone()
+        .find(|c| c.name == CONTAINER)?
+        .image
+        .as_deref()?;
+    let status = etcd_container(pod)?;
+    status.state.as_ref()?.running.as_ref()?;
+    let (want, have) = (image_tag(wanted)?, image_tag(&status.image)?);
+    (want != have).then(|| {
+        format!(
+            "the kubelet is replacing its container: it still runs {}, the pod asks for {wanted}",
+            status.image
+        )
+    })
 }
 
 /// `text` cut to [`PROBLEM_MAX_CHARS`] characters.

@@ -18,10 +18,12 @@ use super::error::is_not_found;
 use super::members::{Mark, owned_by, pod_running};
 use super::objects::{claim_name, data_claim};
 use super::pod::{CONTAINER, image, member_pod, pod_args, readiness_path, tls_secret_name};
+use super::trouble::image_unavailable;
 use super::{Error, FIELD_MANAGER, KubePlatform, Registration};
 use crate::backup::RestoreSource;
 use crate::crd::StoragePolicy;
 use crate::member::{MemberConfig, Settings};
+use crate::version::Version;
 
 /// How long a deleted pod may take to go before the call gives up as busy.
 pub const POD_GONE_WAIT: Duration = Duration::from_secs(45);
@@ -133,8 +135,9 @@ impl KubePlatform {
         }
     }
 
-    /// Creates a member; restoring from a snapshot is not supported on
-    /// Kubernetes yet.
+    /// Creates a member; with `restore_from`, its data claim is first
+    /// restored from that snapshot by a Job ([`super::restore`]), which
+    /// needs persistent storage.
     pub(super) async fn create_member(
         &self,
         cluster: &str,
@@ -142,10 +145,13 @@ impl KubePlatform {
         restore_from: Option<&RestoreSource>,
     ) -> Result<(), Error> {
         let reg = self.registration(cluster)?;
-        if let Some(snapshot) = restore_from {
+        if let Some(snapshot) = restore_from
+            && reg.storage != StoragePolicy::Persistent
+        {
             return Err(Error::Unsupported(format!(
-                "member {}: restoring from a snapshot ({snapshot}) is not supported on the \
-                 Kubernetes platform yet",
+                "member {}: restoring from a snapshot ({snapshot}) needs storage.policy \
+                 Persistent on Kubernetes (the data is restored into the member's volume claim \
+                 before its pod starts)",
                 config.addr.name
             )));
         }
@@ -170,6 +176,9 @@ impl KubePlatform {
             }
             self.apply(&claim, &data_claim(cluster, config, &reg.owner))
                 .await?;
+            if let Some(source) = restore_from {
+                self.restore_member(cluster, config, source, &reg).await?;
+            }
         }
         let pod = member_pod(cluster, config, reg.storage, &self.image, &reg.owner);
         self.apply(name, &pod).await
@@ -210,7 +219,21 @@ impl KubePlatform {
             cluster: cluster.into(),
             member: member.into(),
         };
-        let recorded = from_claim.or(from_pod).ok_or_else(no_member)?;
+        if let (Some(p), Some(want)) = (&pod, reg.version) {
+            Self::waits_for_image(member, p, want)?;
+        }
+        let mut recorded = from_claim.or(from_pod).ok_or_else(no_member)?;
+        // Data that never ran (the member was never seen ready) starts at
+        // the spec's version: an add whose image could not be pulled is
+        // undone by fixing the spec.
+        let holder_started = match (&claim, &pod) {
+            (Some(c), _) => config::started(c.annotations().into()),
+            (None, Some(p)) => config::started(p.annotations().into()),
+            (None, None) => true,
+        };
+        if let Some(want) = reg.version.filter(|_| !holder_started) {
+            recorded.version = want;
+        }
         if let Some(p) = &pod {
             self.clear_pod(p).await?;
         }
@@ -224,9 +247,33 @@ impl KubePlatform {
         self.apply(member, &pod).await
     }
 
+    /// Fails as busy when `pod` is the member at the spec's version `want`
+    /// and waits only for its image (which the kubelet keeps pulling):
+    /// re-creating it changes nothing, and starting the member at the
+    /// version its data ran would undo what the spec asks for. Once the
+    /// spec names another version, the member is started again at the
+    /// version its claim records.
+    fn waits_for_image(member: &str, pod: &Pod, want: Version) -> Result<(), Error> {
+        let Some(reason) = image_unavailable(pod) else {
+            return Ok(());
+        };
+        let object = format!("pods/{member}");
+        let at = config::read(&object, pod.annotations().into())?.map(|c| c.version);
+        if pod.metadata.deletion_timestamp.is_some() || at != Some(want) {
+            return Ok(());
+        }
+        let image = pod.spec.as_ref().and_then(|s| s.containers.first());
+        let image = image.and_then(|c| c.image.clone()).unwrap_or_default();
+        Err(Error::Busy(format!(
+            "member {member} waits for its image {image} ({reason}); it runs once the image can \
+             be pulled, or set spec.version back to undo the upgrade"
+        )))
+    }
+
     /// Restarts a member with `settings` (a new version, new timing): with
-    /// a claim, the claim records them first, then the pod is re-created;
-    /// without one, see [`KubePlatform::upgrade_in_place`].
+    /// a claim, the pod is re-created with them and the claim records them
+    /// once the member is ready on them (see [`Mark`]); without one, see
+    /// [`KubePlatform::upgrade_in_place`].
     pub(super) async fn upgrade_member(
         &self,
         cluster: &str,
@@ -248,12 +295,11 @@ impl KubePlatform {
                 message: format!("no annotation {ANNOTATION_CONFIG}"),
             })?;
         settings.apply(&mut recorded);
-        // The claim says what the member runs next before the pod goes, so
-        // an upgrade cut short is finished by the next start.
-        let annotations = serde_json::json!({ANNOTATION_CONFIG: config::to_json(&recorded)});
-        let patch = serde_json::json!({"metadata": {"annotations": annotations}});
-        self.merge::<PersistentVolumeClaim>(&claim_name, Patch::Merge(patch))
-            .await?;
+        // Only the new pod says the new settings: the claim keeps the ones
+        // its data ran until the member is seen ready on the new ones (see
+        // members::Mark). An upgrade cut short, or to an image that never
+        // runs, leaves the member startable at its version; the plan moves
+        // it again while the spec asks for it.
         if let Some(p) = &pod {
             self.clear_pod(p).await?;
         }
@@ -322,13 +368,28 @@ impl KubePlatform {
 
     pub(super) async fn mark_started(&self, mark: &Mark) -> Result<(), Error> {
         let now = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
-        let patch = serde_json::json!({"metadata": {"annotations": {ANNOTATION_STARTED: now}}});
         match mark {
-            Mark::Claim(name) => {
+            Mark::Claim {
+                name,
+                started,
+                config,
+            } => {
+                let mut annotations = serde_json::Map::new();
+                if *started {
+                    annotations.insert(ANNOTATION_STARTED.into(), now.into());
+                }
+                if let Some(c) = config {
+                    annotations.insert(ANNOTATION_CONFIG.into(), config::to_json(c).into());
+                }
+                let patch = serde_json::json!({"metadata": {"annotations": annotations}});
                 self.merge::<PersistentVolumeClaim>(name, Patch::Merge(patch))
                     .await
             }
-            Mark::Pod(name) => self.merge::<Pod>(name, Patch::Merge(patch)).await,
+            Mark::Pod(name) => {
+                let patch =
+                    serde_json::json!({"metadata": {"annotations": {ANNOTATION_STARTED: now}}});
+                self.merge::<Pod>(name, Patch::Merge(patch)).await
+            }
         }
     }
 }

@@ -6,6 +6,7 @@
 //! through a pidfd) without restarting them.
 
 pub mod addr;
+pub mod backup_job;
 pub mod backups;
 pub mod binaries;
 pub mod layout;

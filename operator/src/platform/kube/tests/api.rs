@@ -141,6 +141,16 @@ impl Call {
         self.send.send_response(response);
     }
 
+    /// Answers 200 with plain text (a pod's log).
+    pub fn text(self, text: &str) {
+        let response = Response::builder()
+            .status(StatusCode::OK)
+            .header(http::header::CONTENT_TYPE, "text/plain")
+            .body(Body::from(text.as_bytes().to_vec()))
+            .expect("response");
+        self.send.send_response(response);
+    }
+
     /// Answers 200 with `body`.
     pub fn ok(self, body: &Value) {
         self.reply(200, body)

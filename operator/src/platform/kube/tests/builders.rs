@@ -145,6 +145,27 @@ fn probes_follow_the_version_and_never_need_a_leader_to_live() {
 }
 
 #[test]
+fn readiness_shows_within_about_a_second() {
+    // Seen on a real API server: a re-created pod became Ready about 4 s
+    // after etcd was (the first readiness probe at the 5 s period).
+    let p = pod("3.5.1", StoragePolicy::Persistent);
+    let c = etcd(&p);
+    assert_eq!(c["readinessProbe"]["periodSeconds"], 1);
+    assert!(c["readinessProbe"].get("initialDelaySeconds").is_none());
+    let startup = &c["startupProbe"];
+    assert_eq!(
+        startup["tcpSocket"]["port"], 2379,
+        "no leader needed to start"
+    );
+    assert_eq!(startup["periodSeconds"], 1);
+    assert!(
+        startup["failureThreshold"].as_i64() >= Some(300),
+        "{startup}"
+    );
+    assert!(c["livenessProbe"].get("initialDelaySeconds").is_none());
+}
+
+#[test]
 fn pods_run_unprivileged_with_modest_requests() {
     let p = pod("3.5.1", StoragePolicy::Persistent);
     let sc = &p["spec"]["securityContext"];

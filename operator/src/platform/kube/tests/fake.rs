@@ -2,7 +2,7 @@
 //! order: an in-memory store answering every request the operator makes
 //! (applies and merge patches as JSON merges, gets, lists filtered by
 //! label equality, creates, deletes; watches are held open and never
-//! answered), and a log of every request.
+//! answered, unless told to expire), and a log of every request.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -24,6 +24,8 @@ pub struct Seen {
     pub query: BTreeMap<String, String>,
     /// The `Content-Type` header.
     pub content_type: String,
+    /// When it came (tokio's clock: virtual in a test with paused time).
+    pub at: tokio::time::Instant,
 }
 
 /// A path taken apart: `/api/v1/namespaces/NS/RESOURCE/NAME/SUB` or
@@ -116,6 +118,10 @@ type Log = Arc<Mutex<Vec<Seen>>>;
 pub struct Fake {
     store: Store,
     log: Log,
+    /// Paths whose next watch is answered "too old resource version".
+    expire: Arc<Mutex<Vec<String>>>,
+    /// Pods' logs, by the pod's path.
+    logs: Arc<Mutex<BTreeMap<String, String>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -128,6 +134,8 @@ pub fn fake() -> (Client, Fake) {
     let fake = Fake {
         store: Arc::default(),
         log: Arc::default(),
+        expire: Arc::default(),
+        logs: Arc::default(),
     };
     tokio::spawn(serve(Box::pin(handle), fake.clone()));
     (Client::new(service, "default"), fake)
@@ -214,6 +222,26 @@ impl Fake {
         if let Some(o) = lock(&self.store).get_mut(path) {
             merge(o, patch);
         }
+    }
+
+    /// The next watch of `path` (a collection, such as `/api/v1/pods`)
+    /// gets one ERROR event, 410 "too old resource version", and ends, as
+    /// from an API server that restarted and compacted its history.
+    pub fn expire_next_watch(&self, path: &str) {
+        lock(&self.expire).push(path.to_string());
+    }
+
+    /// Sets the log of the pod at `path` (`.../pods/NAME`), as served by
+    /// `GET .../pods/NAME/log`.
+    pub fn set_log(&self, path: &str, text: &str) {
+        lock(&self.logs).insert(path.to_string(), text.to_string());
+    }
+
+    /// Every object whose path starts with `prefix`, with its path.
+    pub fn all(&self, prefix: &str) -> Vec<(String, Value)> {
+        let store = lock(&self.store);
+        let found = store.iter().filter(|(k, _)| k.starts_with(prefix));
+        found.map(|(k, v)| (k.clone(), v.clone())).collect()
     }
 
     /// Every request so far.
@@ -311,6 +339,21 @@ fn status(code: u16, reason: &str) -> Value {
     })
 }
 
+/// A watch answered with one ERROR event, 410 Gone, and its end.
+fn expired_watch() -> Response<Body> {
+    let event = json!({"type": "ERROR", "object": {
+        "kind": "Status", "apiVersion": "v1", "status": "Failure",
+        "message": "too old resource version: 1 (42)", "reason": "Expired", "code": 410,
+    }});
+    let mut line = serde_json::to_vec(&event).unwrap_or_default();
+    line.push(b'\n');
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(Body::from(line))
+        .unwrap_or_else(|_| Response::new(Body::empty()))
+}
+
 async fn serve(mut handle: std::pin::Pin<Box<Handle<Request<Body>, Response<Body>>>>, fake: Fake) {
     // Watches are held here, unanswered, until the server ends.
     let mut held: Vec<SendResponse<Response<Body>>> = Vec::new();
@@ -337,6 +380,7 @@ async fn serve(mut handle: std::pin::Pin<Box<Handle<Request<Body>, Response<Body
             path: parts.uri.path().to_string(),
             query,
             content_type,
+            at: tokio::time::Instant::now(),
         };
         lock(&fake.log).push(seen.clone());
         let watch = seen
@@ -344,7 +388,33 @@ async fn serve(mut handle: std::pin::Pin<Box<Handle<Request<Body>, Response<Body
             .get("watch")
             .is_some_and(|w| w == "true" || w == "1");
         if seen.method == Method::GET && watch {
-            held.push(send);
+            let expire = {
+                let mut paths = lock(&fake.expire);
+                let at = paths.iter().position(|p| *p == seen.path);
+                at.map(|i| paths.remove(i)).is_some()
+            };
+            if expire {
+                send.send_response(expired_watch());
+            } else {
+                held.push(send);
+            }
+            continue;
+        }
+        if seen.method == Method::GET
+            && let Some(pod) = seen.path.strip_suffix("/log")
+        {
+            let text = lock(&fake.logs).get(pod).cloned();
+            let (code, text) = match text {
+                Some(t) => (StatusCode::OK, t),
+                None => (StatusCode::NOT_FOUND, String::new()),
+            };
+            let response = Response::builder()
+                .status(code)
+                .header(http::header::CONTENT_TYPE, "text/plain")
+                .body(Body::from(text.into_bytes()));
+            if let Ok(r) = response {
+                send.send_response(r);
+            }
             continue;
         }
         let (code, answer) = fake.answer(&seen, &body);
@@ -386,6 +456,7 @@ fn paths_selectors_and_verbs() {
         path: "/api/v1/namespaces/ns/pods/p".into(),
         query: BTreeMap::new(),
         content_type: "application/apply-patch+yaml".into(),
+        at: tokio::time::Instant::now(),
     };
     let target = Target::parse(&apply.path).expect("a resource path");
     assert_eq!(verbs(&apply, &target), ["patch", "create"]);

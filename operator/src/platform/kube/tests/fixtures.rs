@@ -125,6 +125,17 @@ impl Seen {
         self
     }
 
+    /// Its etcd container runs, ready, from the image of `version` (the
+    /// pod's own image may say otherwise: changed, not yet swapped).
+    pub fn runs(mut self, version: &str) -> Seen {
+        self.0["status"]["containerStatuses"] = json!([{
+            "name": "etcd", "image": format!("quay.io/coreos/etcd:v{version}"), "imageID": "",
+            "ready": true, "restartCount": 0,
+            "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}},
+        }]);
+        self
+    }
+
     /// The pod has the IP `ip` (as `podIP` and `podIPs`).
     pub fn ip(mut self, ip: &str) -> Seen {
         self.0["status"]["podIP"] = json!(ip);

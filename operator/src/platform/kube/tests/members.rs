@@ -3,8 +3,9 @@
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 
 use super::super::members::{Found, Mark, join};
-use super::fixtures::Seen;
+use super::fixtures::{Seen, config};
 use crate::crd::StoragePolicy::{Ephemeral, Persistent};
+use crate::member::Tuning;
 use crate::version::Version;
 
 fn one(pods: &[Seen], claims: &[Seen]) -> Found {
@@ -22,7 +23,12 @@ fn a_ready_pod_marks_its_claim_started() {
         &[Seen::claim("demo-0", "3.5.1")],
     );
     assert!(f.member.running && f.member.has_data);
-    assert_eq!(f.mark, Some(Mark::Claim("demo-0-data".into())));
+    let mark = Mark::Claim {
+        name: "demo-0-data".into(),
+        started: true,
+        config: None,
+    };
+    assert_eq!(f.mark, Some(mark));
     assert!(f.member.started_at.is_some());
 }
 
@@ -75,13 +81,78 @@ fn a_claim_being_deleted_holds_no_data() {
 
 #[test]
 fn version_is_the_running_pods_else_the_claims() {
-    // An upgrade cut short: the claim says 3.5.1, the old pod still runs.
+    // The claim records the version the data last ran (3.5.1); a new pod
+    // on 3.5.2 that is not ready yet runs 3.5.2, and the claim stays.
     let claim = Seen::claim("demo-0", "3.5.1").started();
-    let old = Seen::pod("demo-0", "3.4.23", Persistent).ready();
-    let f = one(std::slice::from_ref(&old), std::slice::from_ref(&claim));
-    assert_eq!(f.member.version, Version::new(3, 4, 23));
-    let f = one(&[old.terminating()], &[claim]);
+    let new = Seen::pod("demo-0", "3.5.2", Persistent);
+    let f = one(std::slice::from_ref(&new), std::slice::from_ref(&claim));
+    assert_eq!(f.member.version, Version::new(3, 5, 2));
+    assert_eq!(f.mark, None);
+    let f = one(&[new.terminating()], &[claim]);
     assert_eq!(f.member.version, Version::new(3, 5, 1));
+}
+
+#[test]
+fn a_member_ready_on_another_version_records_it_on_its_claim() {
+    let claim = Seen::claim("demo-0", "3.5.1").started();
+    let pod = Seen::pod("demo-0", "3.5.2", Persistent)
+        .ready()
+        .runs("3.5.2");
+    let f = one(&[pod], &[claim]);
+    let Some(Mark::Claim {
+        name,
+        started: false,
+        config: Some(config),
+    }) = f.mark
+    else {
+        panic!("expected the new version on the claim, got {:?}", f.mark);
+    };
+    assert_eq!(name, "demo-0-data");
+    assert_eq!(config.version, Version::new(3, 5, 2));
+    assert!(f.member.has_data);
+}
+
+/// New timing (spec.tuning) is recorded on the claim as a new version
+/// is: once the member is ready on it, not before.
+#[test]
+fn a_member_ready_on_new_timing_records_it_on_its_claim() {
+    let claim = Seen::claim("demo-0", "3.5.1").started();
+    let mut tuned = config("demo-0", "3.5.1");
+    tuned.tuning = Tuning::new(Some(25), Some(250));
+    let starting = Seen::pod_of(&tuned, Persistent);
+    let f = one(
+        std::slice::from_ref(&starting),
+        std::slice::from_ref(&claim),
+    );
+    assert!(f.mark.is_none(), "not ready yet: {:?}", f.mark);
+    let f = one(&[starting.ready().runs("3.5.1")], &[claim]);
+    let Some(Mark::Claim {
+        started: false,
+        config: Some(config),
+        ..
+    }) = f.mark
+    else {
+        panic!("expected the new timing on the claim, got {:?}", f.mark);
+    };
+    assert_eq!(config.tuning, tuned.tuning);
+}
+
+#[test]
+fn a_pod_whose_image_cannot_be_pulled_does_not_run() {
+    // An upgrade to a version without an image: the member is down, at
+    // the version its data ran, and says why.
+    let claim = Seen::claim("demo-0", "3.5.1").started();
+    for reason in ["ErrImagePull", "ImagePullBackOff"] {
+        let pod = Seen::pod("demo-0", "3.5.99", Persistent)
+            .waiting(reason, "manifest for quay.io/coreos/etcd:v3.5.99 not found");
+        let f = one(&[pod.phase("Pending")], std::slice::from_ref(&claim));
+        assert!(!f.member.running, "{reason}");
+        assert!(!f.member.crash_looping, "{reason}");
+        assert!(f.member.has_data, "{reason}");
+        assert_eq!(f.member.version, Version::new(3, 5, 1), "{reason}");
+        let problem = f.member.problem.unwrap_or_default();
+        assert!(problem.starts_with(reason), "{problem}");
+    }
 }
 
 #[test]
@@ -249,7 +320,8 @@ fn pods_stuck_pending_say_why() {
         let pull = "Back-off pulling image \"quay.io/coreos/etcd:v3.5.1\"";
         let pod = Seen::pod("demo-0", "3.5.1", Persistent).waiting(reason, pull);
         let f = one(&[pod], std::slice::from_ref(&claim));
-        assert!(f.member.running && !f.member.crash_looping);
+        // Not running: it never will until the image can be pulled.
+        assert!(!f.member.running && !f.member.crash_looping);
         assert_eq!(f.member.problem, Some(format!("{reason}: {pull}")));
     }
     let creating = Seen::pod("demo-0", "3.5.1", Persistent).waiting("ContainerCreating", "");

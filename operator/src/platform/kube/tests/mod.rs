@@ -2,16 +2,23 @@
 //! members from them, and its requests against a mocked API server.
 
 pub(crate) mod api;
+mod backup_jobs;
+mod backup_restore;
 mod builders;
 mod changes;
+mod etcd_pods;
 pub(crate) mod fake;
 pub(crate) mod fixtures;
+mod kubelet;
 mod members;
 mod platform;
 mod pod_ip;
-mod rbac;
+pub(crate) mod rbac;
 mod reconcile;
 mod reseed;
 mod restart;
+mod rollback;
 mod scenario;
 mod trouble;
+mod upgrade;
+mod vanishing;

@@ -149,13 +149,16 @@ async fn a_ready_member_is_marked_started_once() {
 }
 
 #[tokio::test]
-async fn restoring_a_member_from_a_snapshot_is_refused_before_any_request() {
+async fn an_ephemeral_member_is_not_restored_from_a_snapshot() {
     let (client, api) = mock();
+    let r = super::fixtures::resource(3, "3.5.1", crate::crd::StoragePolicy::Ephemeral);
     let err = play(
-        platform(client),
+        super::fixtures::platform_for(client, &r),
         |api: ApiServer| async move { api },
         |p| async move {
-            let snapshot = crate::backup::RestoreSource::new("/backups/x.db");
+            let snapshot = crate::backup::RestoreSource::new(
+                "persistentvolumeclaims/demo-backups/clusters/demo/restore.db",
+            );
             let config = config("demo-0", "3.5.1");
             let e = p.create("demo", &config, Some(&snapshot)).await;
             (p, e.expect_err("unsupported"))
@@ -166,7 +169,7 @@ async fn restoring_a_member_from_a_snapshot_is_refused_before_any_request() {
     assert_eq!(err.category(), "unsupported");
     assert!(
         err.to_string()
-            .contains("member demo-0: restoring from a snapshot (/backups/x.db) is not supported"),
+            .contains("needs storage.policy Persistent on Kubernetes"),
         "{err}"
     );
 }

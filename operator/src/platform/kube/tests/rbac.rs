@@ -13,7 +13,9 @@ use serde_json::{Value, json};
 
 use super::fake::{Fake, Seen, Target, fake, verbs};
 use super::fixtures::{config, resource};
-use crate::crd::{BackupSpec, EtcdCluster, StoragePolicy};
+use super::kubelet::Kubelet;
+use crate::backup::{BackupStore, Location, RestoreSource};
+use crate::crd::{EtcdCluster, StoragePolicy};
 use crate::platform::Platform;
 use crate::platform::kube::KubePlatform;
 use crate::platform::kube::pod::DEFAULT_IMAGE;
@@ -51,11 +53,11 @@ fn allows(rules: &Value, group: &str, resource: &str, verb: &str) -> bool {
     })
 }
 
-pub(super) fn collection(resource: &str) -> String {
+pub(crate) fn collection(resource: &str) -> String {
     format!("/api/v1/namespaces/default/{resource}")
 }
 
-pub(super) fn clusters_path() -> &'static str {
+pub(crate) fn clusters_path() -> &'static str {
     "/apis/etcdoperator.dev/v1alpha1/namespaces/default/etcdclusters"
 }
 
@@ -95,7 +97,8 @@ fn member(cluster: &str, name: &str) -> crate::member::MemberConfig {
 }
 
 async fn by_hand(client: kube::Client, fake: &Fake, demo: &EtcdCluster, eph: &EtcdCluster) {
-    let p = KubePlatform::new(client, "default", DEFAULT_IMAGE);
+    let p = KubePlatform::new(client, "default", DEFAULT_IMAGE)
+        .with_backup_image(Some("etcd-operator:test".into()));
     let mut demo = demo.clone();
     demo.metadata.uid = Some("uid-demo".into());
     let mut eph = eph.clone();
@@ -131,8 +134,14 @@ async fn by_hand(client: kube::Client, fake: &Fake, demo: &EtcdCluster, eph: &Et
     p.end_force_new_cluster("demo", "demo-0")
         .await
         .expect("settled");
-    p.event("demo", "RebuiltFromSurvivor", "rebuilt from demo-0")
-        .await;
+    p.announce(
+        "demo",
+        &crate::platform::Notice {
+            reason: "RebuiltFromSurvivor",
+            message: "rebuilt from demo-0".into(),
+        },
+    )
+    .await;
     // A pod gone: re-created from its claim.
     let pod = format!("{}/demo-1", collection("pods"));
     assert!(fake.remove(&pod).is_some(), "demo-1 has a pod");
@@ -181,6 +190,24 @@ async fn by_hand(client: kube::Client, fake: &Fake, demo: &EtcdCluster, eph: &Et
     p.delete("demo", "demo-2").await.expect("deleted");
     p.load_record("demo").await.expect("record");
     p.save_status("demo", &demo).await.expect("status");
+    // Backup Jobs, run by the stand-in kubelet: the claim is created, a
+    // Job lists the (empty) claim and checks a backup that is not there.
+    let kubelet = Kubelet::start(fake.clone(), Default::default());
+    let location = Location::of("demo", None);
+    let store = p.backups();
+    assert_eq!(store.list(&location).await.expect("listed"), vec![]);
+    store
+        .check_restorable(&location, "demo-20260101-000000-000")
+        .await
+        .expect_err("no such backup");
+    // A restore Job for a new member (the snapshot is missing: it fails,
+    // and the member's claim is deleted).
+    let source = RestoreSource::new("persistentvolumeclaims/demo-backups/clusters/demo/restore.db");
+    p.create("demo", &member("demo", "demo-5"), Some(&source))
+        .await
+        .expect_err("no snapshot to restore");
+    assert_eq!(kubelet.ran().len(), 3, "{:?}", kubelet.ran());
+    drop(kubelet);
     p.retire_members("demo", "2026-01-01T00:00:00Z")
         .await
         .expect("retired");
@@ -193,18 +220,19 @@ async fn the_cluster_role_allows_every_request_the_operator_makes() {
     let demo = resource(3, "3.5.1", StoragePolicy::Persistent);
     let eph = with_name(resource(1, "3.5.1", StoragePolicy::Ephemeral), "eph");
     let mut bad = with_name(resource(3, "3.5.1", StoragePolicy::Persistent), "bad");
-    bad.spec.backup = Some(BackupSpec {
-        interval: "30m".into(),
-        max_backups: 3,
-        location: None,
-        restore_check: None,
-    });
+    bad.spec.backup = Some(
+        serde_json::from_value(json!({
+            "interval": "30m", "maxBackups": 3, "location": {"path": "/backups"},
+        }))
+        .expect("a backup spec"),
+    );
     for r in [&demo, &bad] {
         fake.put(clusters_path(), stored(r));
     }
     let opts = crate::controller::kube::Options {
         namespace: None,
         image: DEFAULT_IMAGE.into(),
+        backup_image: None,
         handover: true,
         metrics: Default::default(),
         health: Default::default(),
@@ -255,6 +283,10 @@ async fn the_cluster_role_allows_every_request_the_operator_makes() {
         "patch /secrets",
         "get /secrets",
         "delete /secrets",
+        "create batch/jobs",
+        "get batch/jobs",
+        "delete batch/jobs",
+        "get /pods/log",
     ] {
         assert!(asked.contains(needed), "never asked: {needed}\n{asked:#?}");
     }

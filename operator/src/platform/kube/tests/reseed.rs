@@ -145,8 +145,14 @@ async fn a_rebuild_is_reported_as_a_warning_event_on_the_resource() {
         platform(client),
         scenario,
         |p| async move {
-            p.event("demo", "RebuiltFromSurvivor", "rebuilt from demo-0")
-                .await;
+            p.announce(
+                "demo",
+                &crate::platform::Notice {
+                    reason: "RebuiltFromSurvivor",
+                    message: "rebuilt from demo-0".into(),
+                },
+            )
+            .await;
             (p, ())
         },
         api,

@@ -17,6 +17,7 @@ async fn run_for(client: kube::Client, secs: u64) {
     let opts = crate::controller::kube::Options {
         namespace: None,
         image: DEFAULT_IMAGE.into(),
+        backup_image: None,
         handover: true,
         metrics: Default::default(),
         health: Default::default(),

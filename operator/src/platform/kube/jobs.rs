@@ -1,0 +1,445 @@
+//! The platform's short-lived Jobs and the backup claim. Two kinds:
+//!
+//! * a backup Job: the operator's own image runs `etcd-operator
+//!   backup-job` with the backup claim mounted at `/state`, where it is the
+//!   folder store's state folder ([`crate::backup::job`]);
+//! * a restore Job: the member's own etcd image restores a snapshot set
+//!   aside in the backup claim into the member's data claim (`etcdutl
+//!   snapshot restore` from 3.5, `etcdctl` for 3.4, which check the
+//!   snapshot's SHA-256 trailer again), before the member's pod exists.
+//!
+//! Builders are pure; [`Jobs::run`] creates a Job, waits for its end
+//! (bounded), reads its pod's log and deletes it.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::batch::v1::{Job, JobSpec};
+use k8s_openapi::api::core::v1::{
+    Capabilities, Container, EmptyDirVolumeSource, EnvVar, PersistentVolumeClaim,
+    PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource, Pod, PodSecurityContext, PodSpec,
+    PodTemplateSpec, SeccompProfile, SecurityContext, Volume, VolumeMount,
+    VolumeResourceRequirements,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::api::{Api, DeleteParams, ListParams, LogParams, PostParams};
+use kube::{Client, ResourceExt};
+use rand::Rng;
+
+use super::Error;
+use super::objects::{cluster_labels, meta};
+use super::pod::{DATA_DIR, DATA_MOUNT, RUN_AS, image};
+use super::trouble::{image_unavailable, problem};
+use crate::backup::job::{Op, STATE_MOUNT};
+use crate::crd::{LABEL_CLUSTER, LABEL_MANAGED_BY, MANAGED_BY};
+use crate::member::MemberConfig;
+
+/// Label on the platform's Jobs: `backup` or `restore`.
+pub const LABEL_JOB: &str = "etcdoperator.dev/job";
+/// Label on a backup claim the operator created: the cluster it was
+/// created for (it has no ownerReference: backups outlive the cluster).
+pub const LABEL_BACKUPS_OF: &str = "etcdoperator.dev/backups-of";
+/// The container of a backup Job.
+pub const BACKUP_CONTAINER: &str = "backup";
+/// The container of a restore Job.
+pub const RESTORE_CONTAINER: &str = "restore";
+/// Where a restore Job mounts the backup claim (read only).
+pub const BACKUPS_MOUNT: &str = "/backups";
+/// Size of a backup claim the spec gives none for.
+pub const DEFAULT_BACKUP_CLAIM_SIZE: &str = "10Gi";
+/// How long a Job may run before Kubernetes stops it (its pod is killed).
+pub const JOB_DEADLINE: Duration = Duration::from_secs(1800);
+/// How long a finished Job is kept if the operator could not delete it.
+const JOB_TTL_SECS: i32 = 3600;
+/// Label Kubernetes puts on a Job's pods.
+const JOB_NAME_LABEL: &str = "job-name";
+
+/// The default backup claim of `cluster`.
+pub fn default_backup_claim(cluster: &str) -> String {
+    format!("{cluster}-backups")
+}
+
+/// A Job's name: `CLUSTER-WORD-xxxxx` (five random letters and digits),
+/// within the 63 characters of a label (cluster names have at most 40).
+pub fn job_name(cluster: &str, word: &str) -> String {
+    const CHARS: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+    let mut rng = rand::rng();
+    let suffix: String = (0..5)
+        .map(|_| char::from(CHARS[rng.random_range(0..CHARS.len())]))
+        .collect();
+    let word: String = word.chars().take(12).collect();
+    format!("{cluster}-{word}-{suffix}")
+}
+
+/// The backup claim the operator creates when it does not exist: no
+/// ownerReference (backups outlive the cluster), labelled with the cluster
+/// it was made for.
+pub fn backup_claim(
+    cluster: &str,
+    name: &str,
+    size: Option<&str>,
+    class: Option<&str>,
+) -> PersistentVolumeClaim {
+    let mut labels = cluster_labels(cluster);
+    labels.remove(LABEL_CLUSTER);
+    labels.insert(LABEL_BACKUPS_OF.into(), cluster.into());
+    PersistentVolumeClaim {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            labels: Some(labels),
+            ..ObjectMeta::default()
+        },
+        spec: Some(PersistentVolumeClaimSpec {
+            access_modes: Some(vec!["ReadWriteOnce".into()]),
+            resources: Some(VolumeResourceRequirements {
+                requests: Some(BTreeMap::from([(
+                    "storage".to_string(),
+                    Quantity(size.unwrap_or(DEFAULT_BACKUP_CLAIM_SIZE).into()),
+                )])),
+                ..VolumeResourceRequirements::default()
+            }),
+            storage_class_name: class.map(str::to_string),
+            ..PersistentVolumeClaimSpec::default()
+        }),
+        status: None,
+    }
+}
+
+fn claim_volume(name: &str, claim: &str, read_only: bool) -> Volume {
+    Volume {
+        name: name.into(),
+        persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+            claim_name: claim.into(),
+            read_only: read_only.then_some(true),
+        }),
+        ..Volume::default()
+    }
+}
+
+fn mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
+    VolumeMount {
+        name: name.into(),
+        mount_path: path.into(),
+        read_only: read_only.then_some(true),
+        ..VolumeMount::default()
+    }
+}
+
+fn restricted() -> SecurityContext {
+    SecurityContext {
+        allow_privilege_escalation: Some(false),
+        read_only_root_filesystem: Some(true),
+        capabilities: Some(Capabilities {
+            drop: Some(vec!["ALL".into()]),
+            ..Capabilities::default()
+        }),
+        ..SecurityContext::default()
+    }
+}
+
+/// A Job of `cluster` named `name` running `container` with `volumes`.
+fn job(
+    name: &str,
+    cluster: &str,
+    kind: &str,
+    container: Container,
+    mut volumes: Vec<Volume>,
+    owner: &OwnerReference,
+) -> Job {
+    let mut labels = cluster_labels(cluster);
+    labels.insert(LABEL_JOB.into(), kind.into());
+    volumes.push(Volume {
+        name: "tmp".into(),
+        empty_dir: Some(EmptyDirVolumeSource::default()),
+        ..Volume::default()
+    });
+    let mut container = container;
+    container
+        .volume_mounts
+        .get_or_insert_with(Vec::new)
+        .push(mount("tmp", "/tmp", false));
+    container.security_context = Some(restricted());
+    Job {
+        metadata: meta(name.into(), labels.clone(), owner),
+        spec: Some(JobSpec {
+            backoff_limit: Some(0),
+            active_deadline_seconds: i64::try_from(JOB_DEADLINE.as_secs()).ok(),
+            ttl_seconds_after_finished: Some(JOB_TTL_SECS),
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(labels),
+                    ..ObjectMeta::default()
+                }),
+                spec: Some(PodSpec {
+                    restart_policy: Some("Never".into()),
+                    containers: vec![container],
+                    volumes: Some(volumes),
+                    automount_service_account_token: Some(false),
+                    enable_service_links: Some(false),
+                    security_context: Some(PodSecurityContext {
+                        run_as_non_root: Some(true),
+                        run_as_user: Some(RUN_AS),
+                        run_as_group: Some(RUN_AS),
+                        fs_group: Some(RUN_AS),
+                        fs_group_change_policy: Some("OnRootMismatch".into()),
+                        seccomp_profile: Some(SeccompProfile {
+                            type_: "RuntimeDefault".into(),
+                            localhost_profile: None,
+                        }),
+                        ..PodSecurityContext::default()
+                    }),
+                    ..PodSpec::default()
+                }),
+            },
+            ..JobSpec::default()
+        }),
+        status: None,
+    }
+}
+
+/// A backup Job: `image` (the operator's) runs `etcd-operator backup-job
+/// --cluster CLUSTER OP...` with `claim` at `/state`.
+pub fn backup_job(
+    name: &str,
+    cluster: &str,
+    claim: &str,
+    image: &str,
+    op: &Op,
+    owner: &OwnerReference,
+) -> Job {
+    let mut args = vec!["backup-job".to_string(), "--cluster".into(), cluster.into()];
+    args.extend(op.args());
+    let container = Container {
+        name: BACKUP_CONTAINER.into(),
+        image: Some(image.into()),
+        args: Some(args),
+        volume_mounts: Some(vec![mount("backups", STATE_MOUNT, false)]),
+        ..Container::default()
+    };
+    job(
+        name,
+        cluster,
+        "backup",
+        container,
+        vec![claim_volume("backups", claim, false)],
+        owner,
+    )
+}
+
+/// The command that restores `snapshot` into a member's data folder, with
+/// the tool of its version: `etcdutl` from 3.5, `etcdctl` for 3.4.
+pub fn restore_command(config: &MemberConfig, snapshot: &str) -> (Vec<String>, Vec<EnvVar>) {
+    let v = config.version;
+    let (tool, env) = if (v.major, v.minor) >= (3, 5) {
+        ("/usr/local/bin/etcdutl", vec![])
+    } else {
+        let api = EnvVar {
+            name: "ETCDCTL_API".into(),
+            value: Some("3".into()),
+            ..EnvVar::default()
+        };
+        ("/usr/local/bin/etcdctl", vec![api])
+    };
+    let command = [
+        tool,
+        "snapshot",
+        "restore",
+        snapshot,
+        "--name",
+        &config.addr.name,
+        "--initial-cluster",
+        &config.initial_cluster,
+        "--initial-cluster-token",
+        &config.token,
+        "--initial-advertise-peer-urls",
+        &config.addr.peer_url,
+        "--data-dir",
+        DATA_DIR,
+    ];
+    (command.iter().map(|s| s.to_string()).collect(), env)
+}
+
+/// A restore Job: the member's etcd image restores `snapshot` (a path in
+/// `backup_claim`, the pair) into the member's data claim `data_claim`.
+pub fn restore_job(
+    name: &str,
+    cluster: &str,
+    config: &MemberConfig,
+    data_claim: &str,
+    (backup_claim, snapshot): (&str, &str),
+    repository: &str,
+    owner: &OwnerReference,
+) -> Job {
+    let path = format!("{BACKUPS_MOUNT}/{}", snapshot.trim_start_matches('/'));
+    let (command, env) = restore_command(config, &path);
+    let container = Container {
+        name: RESTORE_CONTAINER.into(),
+        image: Some(image(repository, config.version)),
+        command: Some(command),
+        env: (!env.is_empty()).then_some(env),
+        volume_mounts: Some(vec![
+            mount("backups", BACKUPS_MOUNT, true),
+            mount("data", DATA_MOUNT, false),
+        ]),
+        termination_message_policy: Some("FallbackToLogsOnError".into()),
+        ..Container::default()
+    };
+    let volumes = vec![
+        claim_volume("backups", backup_claim, true),
+        claim_volume("data", data_claim, false),
+    ];
+    job(name, cluster, "restore", container, volumes, owner)
+}
+
+/// How a Job ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    /// It completed.
+    pub succeeded: bool,
+    /// The end of its container's log.
+    pub log: String,
+    /// Why it failed, as its status or its pod says.
+    pub why: Option<String>,
+}
+
+/// Runs the platform's Jobs in one namespace.
+#[derive(Clone)]
+pub struct Jobs {
+    client: Client,
+    namespace: String,
+}
+
+impl std::fmt::Debug for Jobs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Jobs")
+            .field("namespace", &self.namespace)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How often a running Job is looked at: often at first (most end within
+/// seconds), then every second.
+fn poll_interval(since: Instant) -> Duration {
+    if since.elapsed() < Duration::from_secs(5) {
+        Duration::from_millis(250)
+    } else {
+        Duration::from_secs(1)
+    }
+}
+
+impl Jobs {
+    /// Jobs in `namespace`.
+    pub fn new(client: Client, namespace: &str) -> Self {
+        Jobs {
+            client,
+            namespace: namespace.into(),
+        }
+    }
+
+    /// The client, for other calls in the namespace.
+    pub fn api<K>(&self) -> Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+    {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    /// Creates `job`, waits until it ends (at most [`JOB_DEADLINE`] and a
+    /// minute; a pod whose image cannot be pulled ends it at once), reads
+    /// the end of `container`'s log and deletes the Job with its pod.
+    pub async fn run(&self, job: &Job, container: &str) -> Result<Outcome, Error> {
+        let name = job.name_any();
+        let jobs = self.api::<Job>();
+        jobs.create(&PostParams::default(), job)
+            .await
+            .map_err(Error::api(format!("cannot create job {name}")))?;
+        let outcome = self.wait(&name, container).await;
+        let dp = DeleteParams::background();
+        if let Err(e) = jobs.delete(&name, &dp).await
+            && !super::error::is_not_found(&e)
+        {
+            tracing::warn!("cannot delete job {name} (it goes by itself within an hour): {e}");
+        }
+        outcome
+    }
+
+    async fn wait(&self, name: &str, container: &str) -> Result<Outcome, Error> {
+        let jobs = self.api::<Job>();
+        let pods = self.api::<Pod>();
+        let lp = ListParams::default().labels(&format!("{JOB_NAME_LABEL}={name}"));
+        let since = Instant::now();
+        let limit = JOB_DEADLINE + Duration::from_secs(60);
+        loop {
+            let job = jobs
+                .get_opt(name)
+                .await
+                .map_err(Error::api(format!("cannot read job {name}")))?
+                .ok_or_else(|| Error::Busy(format!("job {name} was deleted before it ended")))?;
+            let status = job.status.unwrap_or_default();
+            let listed = pods
+                .list(&lp)
+                .await
+                .map_err(Error::api(format!("cannot list the pods of job {name}")))?;
+            let pod = listed.items.into_iter().next();
+            let stuck = pod
+                .as_ref()
+                .and_then(|p| image_unavailable(p).map(|_| problem(p).unwrap_or_default()));
+            let succeeded = status.succeeded.unwrap_or(0) > 0;
+            let failed = status.failed.unwrap_or(0) > 0;
+            if succeeded || failed || stuck.is_some() {
+                let failure = status
+                    .conditions
+                    .iter()
+                    .flatten()
+                    .find(|c| c.type_ == "Failed");
+                let why = stuck.or_else(|| {
+                    let c = failure?;
+                    Some(format!(
+                        "{}: {}",
+                        c.reason.clone().unwrap_or_default(),
+                        c.message.clone().unwrap_or_default()
+                    ))
+                });
+                let log = match &pod {
+                    Some(p) => self.log(&p.name_any(), container).await,
+                    None => String::new(),
+                };
+                return Ok(Outcome {
+                    succeeded,
+                    log,
+                    why: why.filter(|_| !succeeded),
+                });
+            }
+            if since.elapsed() >= limit {
+                return Err(Error::Busy(format!(
+                    "job {name} did not end within {}s",
+                    limit.as_secs()
+                )));
+            }
+            tokio::time::sleep(poll_interval(since)).await;
+        }
+    }
+
+    /// The last lines of `container`'s log in `pod` (empty when it cannot
+    /// be read: a pod that never started has none).
+    async fn log(&self, pod: &str, container: &str) -> String {
+        let lp = LogParams {
+            container: Some(container.into()),
+            tail_lines: Some(200),
+            ..LogParams::default()
+        };
+        match self.api::<Pod>().logs(pod, &lp).await {
+            Ok(text) => text,
+            Err(e) => {
+                tracing::warn!("cannot read the log of pod {pod}: {e}");
+                String::new()
+            }
+        }
+    }
+}
+
+/// The managed-by selector of the Jobs of a cluster.
+pub fn jobs_selector(cluster: &str) -> String {
+    format!("{LABEL_CLUSTER}={cluster},{LABEL_MANAGED_BY}={MANAGED_BY}")
+}

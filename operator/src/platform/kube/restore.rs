@@ -1,0 +1,84 @@
+//! A new member's data restored from a snapshot before its pod starts: a
+//! restore Job ([`super::jobs::restore_job`]) of the member's own etcd
+//! image reads the copy set aside in the backup claim and writes the
+//! member's data folder in its data claim, which is then marked with the
+//! snapshot it came from. A restore that fails leaves a data folder no one
+//! may use: the claim is deleted, and the next create restores again onto
+//! a new one.
+
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use kube::ResourceExt;
+use kube::api::{DeleteParams, Patch};
+
+use super::backups::parse_source;
+use super::config::started;
+use super::jobs::{Jobs, RESTORE_CONTAINER, job_name, restore_job};
+use super::objects::claim_name;
+use super::{Error, KubePlatform, Registration};
+use crate::backup::RestoreSource;
+use crate::member::MemberConfig;
+
+/// Annotation on a member's data claim: the snapshot its data was restored
+/// from.
+pub const ANNOTATION_RESTORED: &str = "etcdoperator.dev/restored-from";
+
+impl KubePlatform {
+    /// Restores `config`'s data claim from `source` unless it was already
+    /// (a create repeated after a crash), or holds data that ran.
+    pub(super) async fn restore_member(
+        &self,
+        cluster: &str,
+        config: &MemberConfig,
+        source: &RestoreSource,
+        reg: &Registration,
+    ) -> Result<(), Error> {
+        let member = &config.addr.name;
+        let (backup_claim, path) = parse_source(source).ok_or_else(|| Error::Config {
+            object: format!("member {member}"),
+            message: format!("{source} is no snapshot this operator set aside in a claim"),
+        })?;
+        let claim = claim_name(member);
+        if let Some(c) = self.get::<PersistentVolumeClaim>(&claim).await? {
+            let annotations = c.annotations();
+            let done =
+                annotations.get(ANNOTATION_RESTORED).map(String::as_str) == Some(source.as_str());
+            if done || started(Some(annotations)) {
+                return Ok(());
+            }
+        }
+        let name = job_name(cluster, "restore");
+        let job = restore_job(
+            &name,
+            cluster,
+            config,
+            &claim,
+            (backup_claim, path),
+            &self.image,
+            &reg.owner,
+        );
+        tracing::info!(%cluster, %member, %source, job = %name, "restoring the member's data");
+        let jobs = Jobs::new(self.client.clone(), &self.namespace);
+        let outcome = jobs.run(&job, RESTORE_CONTAINER).await?;
+        if !outcome.succeeded {
+            self.remove::<PersistentVolumeClaim>(&claim, &DeleteParams::default())
+                .await?;
+            let said = outcome.log.lines().rev().find(|l| !l.trim().is_empty());
+            let why = [outcome.why.clone(), said.map(|l| l.trim().to_string())];
+            let why: Vec<String> = why.into_iter().flatten().collect();
+            return Err(Error::Busy(format!(
+                "restoring member {member} from {source} failed ({}); its claim {claim} was \
+                 deleted and the restore is tried again on a new one",
+                if why.is_empty() {
+                    "no reason given".into()
+                } else {
+                    why.join(": ")
+                }
+            )));
+        }
+        let patch = serde_json::json!({"metadata": {"annotations": {
+            ANNOTATION_RESTORED: source.as_str(),
+        }}});
+        self.merge::<PersistentVolumeClaim>(&claim, Patch::Merge(patch))
+            .await
+    }
+}

@@ -1,0 +1,240 @@
+//! The Kubernetes backup store's requests against the mocked API server:
+//! a backup creates the claim when it does not exist (the spec's size and
+//! class, no ownerReference: backups outlive the cluster), then a Job of
+//! the operator's image with the claim at /state, waits for it, reads the
+//! report from its pod's log and deletes it; a Job that fails says why;
+//! the list a Job reported is kept, so listing again costs no Job.
+
+use http::Method;
+use serde_json::{Value, json};
+
+use super::api::{ApiServer, Call, core, core_list, list, mock};
+use super::fixtures::{platform, resource};
+use super::scenario::play;
+use crate::backup::job::Report;
+use crate::backup::tests::meta;
+use crate::backup::{BackupStore, Location, Source};
+use crate::crd::StoragePolicy;
+use crate::platform::Platform;
+use crate::platform::kube::KubePlatform;
+use crate::platform::kube::pod::DEFAULT_IMAGE;
+
+const JOBS: &str = "/apis/batch/v1/namespaces/default/jobs";
+const IMAGE: &str = "etcd-operator:test";
+
+fn location() -> Location {
+    Location {
+        claim_size: Some("20Gi".into()),
+        storage_class: Some("fast".into()),
+        ..Location::of("demo", None)
+    }
+}
+
+/// A platform whose backups run as Jobs of [`IMAGE`], demo registered.
+fn with_image(client: kube::Client) -> KubePlatform {
+    let r = resource(3, "3.5.1", StoragePolicy::Persistent);
+    let p =
+        KubePlatform::new(client, "default", DEFAULT_IMAGE).with_backup_image(Some(IMAGE.into()));
+    p.register("demo", &r, 0).expect("a resource with a uid");
+    p
+}
+
+/// The Job is created; returns its name and body.
+async fn expect_job(api: &mut ApiServer) -> (String, Value) {
+    let create: Call = api.expect(Method::POST, JOBS).await;
+    let body = create.body.clone();
+    let name = body["metadata"]["name"]
+        .as_str()
+        .expect("a name")
+        .to_string();
+    create.reply(201, &body);
+    (name, body)
+}
+
+#[tokio::test]
+async fn a_backup_creates_the_claim_then_a_job_and_reads_its_report() {
+    let (client, api) = mock();
+    let saved = meta("demo-20260101-000000-000", 1, "ab".repeat(32));
+    let report = Report {
+        backups: vec![saved.clone()],
+        saved: Some(saved.clone()),
+        ..Report::default()
+    };
+    let log = format!("INFO streaming\n{}\n", report.line());
+    let scenario = move |mut api: ApiServer| async move {
+        let claim = core("persistentvolumeclaims", "demo-backups");
+        api.expect(Method::GET, &claim).await.not_found();
+        let created = api.expect_apply(&claim).await;
+        let c = &created.body;
+        assert!(
+            c["metadata"].get("ownerReferences").is_none(),
+            "outlives the cluster"
+        );
+        assert_eq!(
+            c["metadata"]["labels"]["etcdoperator.dev/backups-of"],
+            "demo"
+        );
+        assert_eq!(c["spec"]["resources"]["requests"]["storage"], "20Gi");
+        assert_eq!(c["spec"]["storageClassName"], "fast");
+        created.echo();
+        let (name, job) = expect_job(&mut api).await;
+        assert!(name.starts_with("demo-save-"), "{name}");
+        assert_eq!(job["metadata"]["ownerReferences"][0]["uid"], "uid-1");
+        assert_eq!(job["spec"]["backoffLimit"], 0);
+        let pod = &job["spec"]["template"]["spec"];
+        assert_eq!(pod["restartPolicy"], "Never");
+        let c = &pod["containers"][0];
+        assert_eq!(c["image"], IMAGE);
+        assert_eq!(
+            c["args"],
+            json!([
+                "backup-job",
+                "--cluster",
+                "demo",
+                "save",
+                "--member",
+                "demo-1",
+                "--url",
+                "http://demo-1.demo.default.svc:2379"
+            ])
+        );
+        assert_eq!(c["volumeMounts"][0]["mountPath"], "/state");
+        assert_eq!(
+            pod["volumes"][0]["persistentVolumeClaim"]["claimName"],
+            "demo-backups"
+        );
+        let status = api.expect(Method::GET, &format!("{JOBS}/{name}")).await;
+        status.ok(&json!({"metadata": {"name": name}, "status": {"succeeded": 1}}));
+        let pods = api.expect(Method::GET, &core_list("pods")).await;
+        let pod = format!("{name}-abcde");
+        pods.ok(&list(
+            "PodList",
+            vec![json!({"metadata": {"name": pod, "namespace": "default"}})],
+        ));
+        api.expect(Method::GET, &format!("{}/log", core("pods", &pod)))
+            .await
+            .text(&log);
+        api.expect(Method::DELETE, &format!("{JOBS}/{name}"))
+            .await
+            .deleted();
+        api
+    };
+    let got = play(
+        with_image(client),
+        scenario,
+        |p| async move {
+            let store = p.backups();
+            let url = "http://demo-1.demo.default.svc:2379";
+            let source = Source {
+                member: "demo-1",
+                url,
+                tls: None,
+            };
+            let m = store.save(&location(), source).await.expect("a backup");
+            // Listed from the Job's report: no request.
+            let listed = store.list(&location()).await.expect("a list");
+            (p, (m, listed))
+        },
+        api,
+    )
+    .await;
+    assert_eq!(got.0, saved);
+    assert_eq!(got.1, vec![saved]);
+}
+
+#[tokio::test]
+async fn a_failed_job_says_why_and_is_not_started_again_at_once() {
+    let (client, api) = mock();
+    let report = Report {
+        error: Some("snapshot from demo-1 failed: connection refused".into()),
+        ..Report::default()
+    };
+    let log = report.line();
+    let scenario = move |mut api: ApiServer| async move {
+        let claim = core("persistentvolumeclaims", "demo-backups");
+        let existing = json!({"metadata": {"name": "demo-backups", "namespace": "default"}});
+        api.expect(Method::GET, &claim).await.ok(&existing);
+        let (name, _) = expect_job(&mut api).await;
+        let status = api.expect(Method::GET, &format!("{JOBS}/{name}")).await;
+        status.ok(&json!({"metadata": {"name": name}, "status": {"failed": 1}}));
+        let pods = api.expect(Method::GET, &core_list("pods")).await;
+        let pod = format!("{name}-abcde");
+        pods.ok(&list(
+            "PodList",
+            vec![json!({"metadata": {"name": pod, "namespace": "default"}})],
+        ));
+        api.expect(Method::GET, &format!("{}/log", core("pods", &pod)))
+            .await
+            .text(&log);
+        api.expect(Method::DELETE, &format!("{JOBS}/{name}"))
+            .await
+            .deleted();
+        api
+    };
+    let errors = play(
+        with_image(client),
+        scenario,
+        |p| async move {
+            let store = p.backups();
+            let source = Source {
+                member: "demo-1",
+                url: "http://demo-1.demo.default.svc:2379",
+                tls: None,
+            };
+            let first = store.save(&location(), source).await.expect_err("failed");
+            let again = store.save(&location(), source).await.expect_err("held");
+            (p, (first.to_string(), again.to_string()))
+        },
+        api,
+    )
+    .await;
+    assert!(errors.0.contains("connection refused"), "{}", errors.0);
+    assert_eq!(errors.0, errors.1);
+}
+
+#[tokio::test]
+async fn without_the_operators_image_backups_say_how_to_set_it() {
+    let (client, api) = mock();
+    let e = play(
+        platform(client),
+        |api: ApiServer| async move { api },
+        |p| async move {
+            let e = p.backups().list(&location()).await.expect_err("no image");
+            (p, e)
+        },
+        api,
+    )
+    .await;
+    assert_eq!(e.category(), "unsupported");
+    assert!(e.to_string().contains("--backup-image"), "{e}");
+}
+
+#[tokio::test]
+async fn a_tls_clusters_backup_is_refused_before_any_request() {
+    let (client, api) = mock();
+    let tls = crate::tls::ClientTls {
+        ca: "ca".into(),
+        cert_key: crate::tls::CertKey {
+            cert: "cert".into(),
+            key: "key".into(),
+        },
+        server_name: None,
+    };
+    let e = play(
+        with_image(client),
+        |api: ApiServer| async move { api },
+        |p| async move {
+            let source = Source {
+                member: "demo-1",
+                url: "https://demo-1.demo.default.svc:2379",
+                tls: Some(&tls),
+            };
+            let e = p.backups().save(&location(), source).await;
+            (p, e.expect_err("refused"))
+        },
+        api,
+    )
+    .await;
+    assert_eq!(e.category(), "unsupported");
+    assert!(e.to_string().contains("spec.tls.client"), "{e}");
+}

@@ -1,0 +1,155 @@
+//! Real etcd behind the fake API server: members as etcd processes on
+//! loopback addresses (their "pod IPs"), recorded with client URLs that are
+//! cluster DNS names (which do not resolve here, so the operator must call
+//! the pod IPs). The processes are killed when [`EtcdPods`] is dropped,
+//! also when a test fails.
+
+use std::collections::HashSet;
+use std::net::Ipv4Addr;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::process::Child;
+
+use crate::etcd::Clients;
+use crate::member::{InitialState, MemberAddr, MemberConfig};
+use crate::testing::{etcd_binary, free_loopback};
+use crate::version::Version;
+
+/// Member `name` at `ip`: peers at the IP, clients told the DNS name.
+pub fn config(name: &str, ip: Ipv4Addr, initial_cluster: &str, version: &str) -> MemberConfig {
+    MemberConfig {
+        addr: MemberAddr {
+            name: name.into(),
+            peer_url: format!("http://{ip}:2380"),
+            client_url: format!("http://{name}.demo.default.svc:2379"),
+        },
+        version: version.parse::<Version>().expect("a version"),
+        initial_cluster: initial_cluster.into(),
+        initial_state: InitialState::New,
+        token: "demo-token".into(),
+        bootstrap: true,
+        tls: Default::default(),
+        tuning: Default::default(),
+        backend: Default::default(),
+        force_new_cluster: false,
+    }
+}
+
+/// `demo-0..N` as etcd processes.
+pub struct EtcdPods {
+    /// Each member's address.
+    pub ips: Vec<Ipv4Addr>,
+    /// Each member's config, as its pod and claim record it.
+    pub configs: Vec<MemberConfig>,
+    /// Clients with a 1 s timeout.
+    pub clients: Arc<Clients>,
+    procs: Vec<Option<Child>>,
+    dir: tempfile::TempDir,
+}
+
+impl EtcdPods {
+    /// Starts `n` members of `version` and waits until all have a leader.
+    pub async fn start(seed: &str, version: &str, n: usize) -> EtcdPods {
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let mut taken = HashSet::new();
+        let ips: Vec<Ipv4Addr> = (0..n)
+            .map(|i| {
+                let ip = free_loopback(&format!("{seed}/demo-{i}"), &taken);
+                taken.insert(ip);
+                ip
+            })
+            .collect();
+        let initial_cluster = (0..n)
+            .map(|i| format!("demo-{i}=http://{}:2380", ips[i]))
+            .collect::<Vec<_>>()
+            .join(",");
+        let configs = (0..n)
+            .map(|i| config(&format!("demo-{i}"), ips[i], &initial_cluster, version))
+            .collect();
+        let mut pods = EtcdPods {
+            ips,
+            configs,
+            clients: Arc::new(Clients::new(Duration::from_secs(1))),
+            procs: Vec::new(),
+            dir,
+        };
+        for i in 0..n {
+            let child = pods.spawn(i, version);
+            pods.procs.push(Some(child));
+        }
+        pods.wait_healthy(&(0..n).collect::<Vec<_>>()).await;
+        pods
+    }
+
+    /// `http://IP:2379` of member `i`.
+    pub fn url(&self, i: usize) -> String {
+        format!("http://{}:2379", self.ips[i])
+    }
+
+    fn spawn(&self, i: usize, version: &str) -> Child {
+        let c = &self.configs[i];
+        let dir = self.dir.path();
+        let name = &c.addr.name;
+        let log = std::fs::File::options()
+            .create(true)
+            .append(true)
+            .open(dir.join(format!("{name}.log")))
+            .expect("a log");
+        let client = self.url(i);
+        tokio::process::Command::new(etcd_binary(version))
+            .args(["--name", name])
+            .arg("--data-dir")
+            .arg(dir.join(name))
+            .args(["--listen-peer-urls", &c.addr.peer_url])
+            .args(["--initial-advertise-peer-urls", &c.addr.peer_url])
+            .args(["--listen-client-urls", &client])
+            .args(["--advertise-client-urls", &client])
+            .args(["--initial-cluster", &c.initial_cluster])
+            .args(["--initial-cluster-state", "new"])
+            .args(["--initial-cluster-token", &c.token])
+            .args(["--logger", "zap", "--log-outputs", "stderr"])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .kill_on_drop(true)
+            .spawn()
+            .expect("etcd starts")
+    }
+
+    /// Kills member `i` (SIGKILL) and waits for it to be gone.
+    pub async fn kill(&mut self, i: usize) {
+        if let Some(mut child) = self.procs[i].take() {
+            child.kill().await.expect("killed");
+        }
+    }
+
+    /// Runs member `i` again, on its data, as `version`.
+    pub async fn restart(&mut self, i: usize, version: &str) {
+        self.kill(i).await;
+        let child = self.spawn(i, version);
+        self.procs[i] = Some(child);
+        self.wait_healthy(&[i]).await;
+    }
+
+    /// Waits (up to 30 s) until each of `members` answers with a leader.
+    pub async fn wait_healthy(&self, members: &[usize]) {
+        let since = Instant::now();
+        loop {
+            let mut all = true;
+            for &i in members {
+                let url = self.url(i);
+                all &= self.clients.status(&url).await.is_ok_and(|s| s.leader != 0);
+            }
+            if all {
+                return;
+            }
+            assert!(
+                since.elapsed() < Duration::from_secs(30),
+                "etcd did not form; logs in {}",
+                self.dir.path().display()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}

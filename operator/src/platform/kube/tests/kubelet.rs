@@ -1,0 +1,211 @@
+//! A stand-in kubelet for the platform's Jobs on the fake API server: each
+//! new Job's container is run here, for real, and its end reported as
+//! Kubernetes would (the Job's status, a pod labelled `job-name`, the
+//! container's log):
+//!
+//! * a backup Job's `etcd-operator backup-job ...` runs the library's
+//!   runner with a folder standing in for the backup claim and the etcd
+//!   tools of `.etcd/`;
+//! * a restore Job's `etcdutl` (or `etcdctl`) `snapshot restore` runs the
+//!   binary of the image's version with the claims' folders for its
+//!   mounts.
+//!
+//! Claims are folders under one temporary folder; client URLs the cluster
+//! DNS would resolve are mapped to the test's loopback addresses. The task
+//! stops when the kubelet is dropped.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use clap::Parser;
+use serde_json::{Value, json};
+use tokio::task::JoinHandle;
+
+use super::fake::Fake;
+use super::rbac::collection;
+use crate::backup::job::Op;
+use crate::platform::kube::jobs::BACKUPS_MOUNT;
+use crate::platform::kube::pod::DATA_MOUNT;
+use crate::platform::local::binaries::Binaries;
+use crate::testing::binaries;
+
+/// Where the fake server keeps Jobs.
+pub const JOBS: &str = "/apis/batch/v1/namespaces/default/jobs";
+
+/// `etcd-operator backup-job`'s arguments.
+#[derive(Parser, Debug)]
+struct BackupJob {
+    #[arg(long)]
+    cluster: String,
+    #[command(subcommand)]
+    op: Op,
+}
+
+/// The stand-in kubelet.
+pub struct Kubelet {
+    claims: tempfile::TempDir,
+    ran: Arc<Mutex<Vec<String>>>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for Kubelet {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// A Job's container (the first) and the claims its volumes name.
+fn container(job: &Value) -> (Value, BTreeMap<String, String>) {
+    let spec = &job["spec"]["template"]["spec"];
+    let claims = spec["volumes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| {
+            let claim = v["persistentVolumeClaim"]["claimName"].as_str()?;
+            Some((v["name"].as_str()?.to_string(), claim.to_string()))
+        })
+        .collect();
+    (spec["containers"][0].clone(), claims)
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    let items = v.as_array().into_iter().flatten();
+    items
+        .filter_map(|s| s.as_str().map(str::to_string))
+        .collect()
+}
+
+impl Kubelet {
+    /// Runs the Jobs `fake` gets; `dns` maps client URLs to reachable ones.
+    pub fn start(fake: Fake, dns: BTreeMap<String, String>) -> Kubelet {
+        let claims = tempfile::tempdir().expect("a folder for claims");
+        let root = claims.path().to_path_buf();
+        let ran = Arc::new(Mutex::new(Vec::new()));
+        let done = ran.clone();
+        let task = tokio::spawn(async move {
+            let mut seen = HashSet::new();
+            loop {
+                for (path, job) in fake.all(&format!("{JOBS}/")) {
+                    if seen.insert(path.clone()) {
+                        let name = job["metadata"]["name"].as_str().unwrap_or_default();
+                        let (ok, log) = run(&job, &root, &dns).await;
+                        finish(&fake, &path, name, ok, &log);
+                        done.lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .push(name.into());
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        });
+        Kubelet { claims, ran, task }
+    }
+
+    /// The folder standing in for `claim`.
+    pub fn claim(&self, claim: &str) -> PathBuf {
+        self.claims.path().join(claim)
+    }
+
+    /// The names of the Jobs run so far.
+    pub fn ran(&self) -> Vec<String> {
+        self.ran.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+/// Runs `job`'s container; returns whether it succeeded, and its log.
+async fn run(job: &Value, root: &Path, dns: &BTreeMap<String, String>) -> (bool, String) {
+    let (c, claims) = container(job);
+    let folder = |volume: &str| claim_folder(root, &claims, volume);
+    match job["metadata"]["labels"]["etcdoperator.dev/job"].as_str() {
+        Some("backup") => {
+            let mut args = vec!["backup-job".to_string()];
+            args.extend(strings(&c["args"]).into_iter().skip(1));
+            let args = args.into_iter().map(|a| dns.get(&a).cloned().unwrap_or(a));
+            let parsed = match BackupJob::try_parse_from(args) {
+                Ok(p) => p,
+                Err(e) => return (false, e.to_string()),
+            };
+            let state = folder("backups");
+            std::fs::create_dir_all(&state).expect("a claim folder");
+            let tools = Arc::new(Binaries::new(vec![binaries()]));
+            let report =
+                crate::platform::local::backup_job::run(&state, &parsed.cluster, &parsed.op, tools)
+                    .await;
+            (report.error.is_none(), format!("{}\n", report.line()))
+        }
+        Some("restore") => restore(&c, root, &claims).await,
+        other => (false, format!("no such job kind {other:?}")),
+    }
+}
+
+/// The folder of the claim mounted as `volume`.
+fn claim_folder(root: &Path, claims: &BTreeMap<String, String>, volume: &str) -> PathBuf {
+    root.join(claims.get(volume).map_or("none", String::as_str))
+}
+
+/// A restore Job's tool, with its mounts mapped to the claims' folders.
+async fn restore(c: &Value, root: &Path, claims: &BTreeMap<String, String>) -> (bool, String) {
+    let folder = |volume: &str| claim_folder(root, claims, volume);
+    let image = c["image"].as_str().unwrap_or_default();
+    let version = image.rsplit_once(":v").map_or("", |(_, v)| v);
+    let command = strings(&c["command"]);
+    let Some(tool) = command.first().and_then(|t| t.rsplit('/').next()) else {
+        return (false, "no command".into());
+    };
+    let map = |arg: &str| -> String {
+        for (mount, volume) in [(BACKUPS_MOUNT, "backups"), (DATA_MOUNT, "data")] {
+            if let Some(rest) = arg.strip_prefix(mount) {
+                let base = folder(volume);
+                return format!("{}{rest}", base.display());
+            }
+        }
+        arg.to_string()
+    };
+    std::fs::create_dir_all(folder("data")).expect("a claim folder");
+    let mut cmd = tokio::process::Command::new(binaries().join(version).join(tool));
+    cmd.args(command.iter().skip(1).map(|a| map(a)));
+    for e in c["env"].as_array().into_iter().flatten() {
+        let (k, v) = (e["name"].as_str(), e["value"].as_str());
+        if let (Some(k), Some(v)) = (k, v) {
+            cmd.env(k, v);
+        }
+    }
+    match cmd.output().await {
+        Ok(out) => {
+            let log = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            (out.status.success(), log)
+        }
+        Err(e) => (false, format!("cannot run {tool} {version}: {e}")),
+    }
+}
+
+/// Reports the end of Job `name` as Kubernetes would.
+fn finish(fake: &Fake, path: &str, name: &str, ok: bool, log: &str) {
+    let status = if ok {
+        json!({"status": {"succeeded": 1}})
+    } else {
+        json!({"status": {"failed": 1, "conditions": [{
+            "type": "Failed", "status": "True", "reason": "BackoffLimitExceeded",
+            "message": "Job has reached the specified backoff limit",
+        }]}})
+    };
+    fake.change(path, &status);
+    let pod = format!("{name}-x1y2z");
+    fake.put(
+        &collection("pods"),
+        json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": pod, "namespace": "default", "uid": format!("uid-{pod}"),
+                         "labels": {"job-name": name}},
+            "status": {"phase": if ok { "Succeeded" } else { "Failed" }},
+        }),
+    );
+    fake.set_log(&format!("{}/{pod}", collection("pods")), log);
+}

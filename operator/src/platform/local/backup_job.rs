@@ -1,0 +1,141 @@
+//! The folder store run inside a Kubernetes backup Job: the backup claim,
+//! mounted at `/state`, is the state folder of a [`LocalBackups`],
+//! so a snapshot on Kubernetes is saved, verified (SHA-256 trailer, then
+//! `etcdutl` and `etcdctl snapshot status`, which must agree), kept and
+//! set aside by the very code that does it locally. `etcd-operator
+//! backup-job` calls [`run`] and prints its [`Report`].
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::backups::LocalBackups;
+use super::binaries::Binaries;
+use crate::backup::job::{Op, Report};
+use crate::backup::{BackupStore, Location, RestoreSource, Source};
+
+/// Does `op` on `cluster`'s backups in the state folder `state` (the
+/// claim's mount point in a Job, [`STATE_MOUNT`]), with the etcd tools of
+/// `binaries`. Never fails: what went wrong is the report's `error`.
+pub async fn run(state: &Path, cluster: &str, op: &Op, binaries: Arc<Binaries>) -> Report {
+    let mut report = Report::default();
+    if let Err(e) = crate::names::check_cluster_name(cluster) {
+        report.error = Some(e.to_string());
+        return report;
+    }
+    let store = LocalBackups::new(state, binaries);
+    let loc = Location::of(cluster, None);
+    let done = match op {
+        Op::Save { member, url } => {
+            // A TLS cluster's backups are refused before a Job starts
+            // (platform::kube::backups): no client certificate is mounted.
+            let source = Source {
+                member,
+                url,
+                tls: None,
+            };
+            store
+                .save(&loc, source)
+                .await
+                .map(|m| report.saved = Some(m))
+        }
+        Op::List => Ok(()),
+        Op::Retain { keep } => store
+            .retain(&loc, *keep)
+            .await
+            .map(|r| report.retained = Some(r)),
+        Op::NewestGood => store.newest_good(&loc).await.map(|(m, skipped)| {
+            report.newest = m;
+            report.skipped = skipped;
+        }),
+        Op::Check { backup } => store.check_restorable(&loc, backup).await,
+        Op::Delete { backup } => match store.list(&loc).await {
+            Ok(metas) => match metas.iter().find(|m| m.name == *backup) {
+                Some(meta) => store.delete(&loc, meta).await,
+                None => Ok(()),
+            },
+            Err(e) => Err(e),
+        },
+        Op::Open { backup } => store.open_for_restore(&loc, backup).await.map(|source| {
+            let path = Path::new(source.as_str());
+            let inside = path.strip_prefix(state).unwrap_or(path);
+            report.source = Some(inside.to_string_lossy().into_owned());
+        }),
+        Op::Close => {
+            let own = state.join("clusters").join(cluster).join("restore.db");
+            store
+                .close_restore(&RestoreSource::new(own.to_string_lossy()))
+                .await;
+            Ok(())
+        }
+    };
+    if let Err(e) = done {
+        report.error = Some(e.to_string());
+    }
+    match store.list(&loc).await {
+        Ok(backups) => report.backups = backups,
+        Err(e) => {
+            report.error.get_or_insert_with(|| e.to_string());
+        }
+    }
+    report
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backup::tests::{fake_snapshot, meta};
+    use crate::backup::{check_file, write_meta};
+
+    fn binaries() -> Arc<Binaries> {
+        Arc::new(Binaries::new(vec![]))
+    }
+
+    #[tokio::test]
+    async fn a_job_lists_retains_sets_aside_and_drops_in_its_claim() {
+        let claim = tempfile::tempdir().expect("a claim");
+        let dir = claim.path().join("backups/demo");
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        for (i, name) in ["b1", "b2", "b3"].iter().enumerate() {
+            let p = dir.join(format!("{name}.db"));
+            fake_snapshot(&p, name.as_bytes());
+            let sha = check_file(&p, None).expect("good");
+            write_meta(&dir, &meta(name, i as u64, sha)).expect("meta");
+        }
+        let list = run(claim.path(), "demo", &Op::List, binaries()).await;
+        let names: Vec<&str> = list.backups.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(names, ["b3", "b2", "b1"]);
+        assert_eq!(list.error, None);
+
+        let kept = run(claim.path(), "demo", &Op::Retain { keep: 2 }, binaries()).await;
+        assert_eq!(
+            kept.retained.map(|r| r.deleted),
+            Some(vec!["b1".to_string()])
+        );
+        assert_eq!(kept.backups.len(), 2);
+
+        let open = Op::Open {
+            backup: "b2".into(),
+        };
+        let opened = run(claim.path(), "other", &open, binaries()).await;
+        assert_eq!(opened.error, None, "found in demo's folder");
+        assert_eq!(opened.source.as_deref(), Some("clusters/other/restore.db"));
+        let copy = claim.path().join("clusters/other/restore.db");
+        check_file(&copy, None).expect("a good copy");
+        run(claim.path(), "other", &Op::Close, binaries()).await;
+        assert!(!copy.exists());
+
+        let missing = Op::Check {
+            backup: "nope".into(),
+        };
+        let e = run(claim.path(), "demo", &missing, binaries()).await;
+        assert!(
+            e.error.is_some_and(|e| e.contains("b3")),
+            "names what exists"
+        );
+        let bad = run(claim.path(), "../x", &Op::List, binaries()).await;
+        assert!(
+            bad.error
+                .is_some_and(|e| e.contains("not a valid cluster name"))
+        );
+    }
+}
