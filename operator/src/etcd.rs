@@ -164,8 +164,28 @@ impl Clients {
         if let Some(c) = self.lock().get(url) {
             return Ok(c.clone());
         }
+        let opts = self.options(url, op, timeout, timeout)?;
+        let connect = Client::connect([url], Some(opts));
+        let client = match tokio::time::timeout(timeout, connect).await {
+            Ok(Ok(c)) => c,
+            Ok(Err(e)) => return Err(self.error(op, url, e)),
+            Err(_) => return Err(self.timed_out(op, url, timeout)),
+        };
+        self.lock().insert(url.to_string(), client.clone());
+        Ok(client)
+    }
+
+    /// Connect options for `url`: its TLS files for an `https://` URL
+    /// ([`Clients::set_tls`]), an error when it has none.
+    pub(crate) fn options(
+        &self,
+        url: &str,
+        op: &'static str,
+        connect: Duration,
+        timeout: Duration,
+    ) -> Result<ConnectOptions> {
         let mut opts = ConnectOptions::new()
-            .with_connect_timeout(timeout)
+            .with_connect_timeout(connect)
             .with_timeout(timeout);
         if crate::tls::is_https(url) {
             let tls = self
@@ -185,14 +205,7 @@ impl Clients {
             };
             opts = opts.with_tls(tls.options());
         }
-        let connect = Client::connect([url], Some(opts));
-        let client = match tokio::time::timeout(timeout, connect).await {
-            Ok(Ok(c)) => c,
-            Ok(Err(e)) => return Err(self.error(op, url, e)),
-            Err(_) => return Err(self.timed_out(op, url, timeout)),
-        };
-        self.lock().insert(url.to_string(), client.clone());
-        Ok(client)
+        Ok(opts)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Client>> {

@@ -128,6 +128,8 @@ pub struct BackupPolicy {
     pub claim_size: Option<String>,
     /// Storage class of the claim the operator creates (Kubernetes).
     pub storage_class: Option<String>,
+    /// Time between restore checks (`restoreCheck.interval`); none: off.
+    pub restore_check: Option<Duration>,
 }
 
 /// One problem with one field.
@@ -245,10 +247,32 @@ pub fn validate(
             err("spec.backup.location.size", m);
             bad_names = true;
         }
+        let restore_check = match b
+            .restore_check
+            .as_ref()
+            .map(|r| parse_duration(&r.interval))
+        {
+            None => None,
+            Some(Ok(d)) if d >= MIN_BACKUP_INTERVAL => Some(d),
+            Some(Ok(d)) => {
+                err(
+                    "spec.backup.restoreCheck.interval",
+                    format!("must be at least 1s, got {d:?}"),
+                );
+                bad_names = true;
+                None
+            }
+            Some(Err(m)) => {
+                err("spec.backup.restoreCheck.interval", m);
+                bad_names = true;
+                None
+            }
+        };
         if bad_names {
             return None;
         }
         Some(BackupPolicy {
+            restore_check,
             interval: interval?,
             max_backups: usize::try_from(b.max_backups).ok().filter(|n| *n > 0)?,
             path: location.path.map(PathBuf::from),
@@ -514,6 +538,7 @@ mod tests {
             interval: "500ms".into(),
             max_backups: 0,
             location: None,
+            restore_check: None,
         });
         assert_eq!(
             fields(validate("demo", &s, &V)),
@@ -523,11 +548,68 @@ mod tests {
             interval: "30m".into(),
             max_backups: 3,
             location: None,
+            restore_check: None,
         });
         let v = validate("demo", &s, &V).expect("valid");
         let b = v.backup.expect("backup policy");
         assert_eq!(b.interval, Duration::from_secs(1800));
         assert_eq!(b.max_backups, 3);
+        assert_eq!(b.restore_check, None, "restore checks are off when unset");
+    }
+
+    /// `spec.backup.restoreCheck.interval`: a Go duration of at least 1s;
+    /// anything else names the field.
+    #[test]
+    fn restore_check_interval() {
+        let with = |interval: &str| {
+            let mut s = spec(3, "3.4.23");
+            s.backup = Some(BackupSpec {
+                interval: "30m".into(),
+                max_backups: 3,
+                location: None,
+                restore_check: Some(crate::crd::RestoreCheckSpec {
+                    interval: interval.into(),
+                }),
+            });
+            validate("demo", &s, &V)
+        };
+        let b = with("1h").expect("valid").backup.expect("policy");
+        assert_eq!(b.restore_check, Some(Duration::from_secs(3600)));
+        for bad in ["500ms", "soon", "", "-1h"] {
+            assert_eq!(
+                fields(with(bad)),
+                ["spec.backup.restoreCheck.interval"],
+                "{bad:?}"
+            );
+        }
+    }
+
+    proptest::proptest! {
+        /// Whole seconds from 1 up are taken as given; less is refused,
+        /// naming the field.
+        #[test]
+        fn any_restore_check_interval_is_judged(ms in 0u64..10_000_000) {
+            let mut s = spec(3, "3.4.23");
+            s.backup = Some(BackupSpec {
+                interval: "30m".into(),
+                max_backups: 3,
+                location: None,
+                restore_check: Some(crate::crd::RestoreCheckSpec {
+                    interval: format!("{ms}ms"),
+                }),
+            });
+            match validate("demo", &s, &V) {
+                Ok(v) => {
+                    proptest::prop_assert!(ms >= 1000);
+                    let got = v.backup.and_then(|b| b.restore_check);
+                    proptest::prop_assert_eq!(got, Some(Duration::from_millis(ms)));
+                }
+                Err(_) => {
+                    proptest::prop_assert!(ms < 1000);
+                    proptest::prop_assert_eq!(fields(validate("demo", &s, &V)), ["spec.backup.restoreCheck.interval"]);
+                }
+            }
+        }
     }
 
     #[test]
@@ -619,6 +701,7 @@ mod tests {
             interval: "30m".into(),
             max_backups: 3,
             location: None,
+            restore_check: None,
         });
         let recovery = |restore, survivor| {
             Some(RecoverySpec {

@@ -11,6 +11,8 @@
 //! `NAME.json` is never trusted.
 
 pub mod job;
+pub mod proof;
+pub mod proof_schedule;
 pub mod schedule;
 pub mod snapshot;
 pub mod store;
@@ -134,6 +136,9 @@ pub struct BackupMeta {
     pub member: String,
     /// What verified it: the integrity check and each tool's agreement.
     pub verified_by: Vec<String>,
+    /// The last restore check of it ([`proof`]), if one ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restore_check: Option<proof::RestoreCheck>,
 }
 
 impl BackupMeta {
@@ -365,6 +370,7 @@ pub(crate) mod tests {
             etcd_version: "3.4.23".into(),
             member: "demo-0".into(),
             verified_by: vec![],
+            restore_check: None,
         }
     }
 

@@ -31,6 +31,8 @@ pub struct Schedule {
     candidates: watch::Sender<Vec<Candidate>>,
     status: Arc<Mutex<BackupStatus>>,
     task: JoinHandle<()>,
+    /// The restore checks (`policy.restore_check`), when on.
+    checks: Option<JoinHandle<()>>,
 }
 
 impl Schedule {
@@ -48,6 +50,18 @@ impl Schedule {
         let (candidates, rx) = watch::channel(Vec::new());
         let status = Arc::new(Mutex::new(BackupStatus::default()));
         let span = tracing::info_span!("backups", cluster = %location.cluster);
+        let checks = policy.restore_check.map(|every| {
+            tokio::spawn(
+                super::proof_schedule::run(
+                    every,
+                    location.clone(),
+                    store.clone(),
+                    candidates.subscribe(),
+                    status.clone(),
+                )
+                .instrument(span.clone()),
+            )
+        });
         let task = tokio::spawn(
             run(
                 policy.clone(),
@@ -65,6 +79,7 @@ impl Schedule {
             candidates,
             status,
             task,
+            checks,
         }
     }
 
@@ -95,6 +110,9 @@ impl Schedule {
 impl Drop for Schedule {
     fn drop(&mut self) {
         self.task.abort();
+        if let Some(checks) = &self.checks {
+            checks.abort();
+        }
     }
 }
 

@@ -141,6 +141,7 @@ pub async fn take(
             etcd_version: streamed.version,
             member: source.member.into(),
             verified_by,
+            restore_check: None,
         };
         write_meta(dir, &meta)?;
         Ok(meta)

@@ -146,6 +146,23 @@ pub trait BackupStore: Send + Sync + 'static {
     /// Drops the copy once the bootstrap it was for has formed.
     fn close_restore(&self, source: &RestoreSource) -> impl Future<Output = ()> + Send;
 
+    /// Proves `backup` restores: restores it into a scratch member and
+    /// compares its KV hash at the backup's revision with `live`'s
+    /// ([`super::proof`]). Platforms that cannot say so.
+    fn restore_check(
+        &self,
+        location: &Location,
+        backup: &BackupMeta,
+        live: Source<'_>,
+    ) -> impl Future<Output = Result<super::proof::RestoreCheck>> + Send {
+        let _ = (location, backup, live);
+        async {
+            Err(super::Error::Unsupported(
+                "restore checks are not supported on this platform yet".into(),
+            ))
+        }
+    }
+
     /// Whether a backup that checks out exists. Asked on every pass while
     /// quorum is lost: a store may remember its answer for a backup that
     /// did not change.
@@ -232,6 +249,7 @@ mod tests {
             persistent_volume_claim: None,
             claim_size: None,
             storage_class: None,
+            restore_check: None,
         };
         let loc = Location::of("demo", Some(&policy));
         assert_eq!(loc.path.as_deref(), Some(std::path::Path::new("b")));

@@ -31,7 +31,7 @@ pub enum Error {
 }
 
 /// Where a published cluster's backups are kept, and its retention.
-fn location(cluster: &EtcdCluster) -> (Location, Option<usize>) {
+pub(crate) fn location(cluster: &EtcdCluster) -> (Location, Option<usize>) {
     let name = cluster.metadata.name.as_deref().unwrap_or_default();
     let b = cluster.spec.backup.as_ref();
     let path = b
@@ -90,6 +90,7 @@ pub fn table(backups: &[Checked]) -> String {
         "SIZE".into(),
         "FROM".into(),
         "CHECK".into(),
+        "RESTORE CHECK".into(),
     ]];
     for (m, check) in backups {
         rows.push(vec![
@@ -103,9 +104,26 @@ pub fn table(backups: &[Checked]) -> String {
                 Ok(()) => "ok".into(),
                 Err(e) => format!("DAMAGED: {e}"),
             },
+            restore_check(m),
         ]);
     }
     render(&rows)
+}
+
+/// The last restore check of a backup, in a few words (`check-backup`).
+pub fn restore_check(m: &BackupMeta) -> String {
+    use crate::backup::proof::Verdict;
+    match &m.restore_check {
+        None => "never".into(),
+        Some(c) => match (c.result, c.backup_hash, c.live_hash) {
+            (Verdict::Mismatch, Some(b), Some(l)) => {
+                format!("MISMATCH at {} (hash {b}, live {l})", c.time)
+            }
+            (Verdict::Mismatch, ..) => format!("MISMATCH at {}: {}", c.time, c.message),
+            (Verdict::Unverifiable, ..) => format!("unverifiable at {} (compacted)", c.time),
+            (Verdict::Verified, ..) => format!("verified at {}", c.time),
+        },
+    }
 }
 
 /// Takes a backup of `cluster` now, from a ready member (a follower when

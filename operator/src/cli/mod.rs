@@ -2,5 +2,6 @@
 //! `main.rs` so it is testable.
 
 pub mod backup;
+pub mod check_backup;
 pub mod status;
 mod table;

@@ -7,9 +7,7 @@
 
 use std::time::Duration;
 
-use etcd_client::{
-    AlarmAction, AlarmOptions, AlarmType, Client, CompactionOptions, ConnectOptions,
-};
+use etcd_client::{AlarmAction, AlarmOptions, AlarmType, Client, CompactionOptions};
 
 use super::{Clients, Error, ErrorKind, Result};
 use crate::plan::{Alarm, AlarmKind, KvHash};
@@ -23,9 +21,7 @@ pub const LONG_TIMEOUT: Duration = Duration::from_secs(60);
 impl Clients {
     /// A client for one long call to `url`.
     async fn long_client(&self, op: &'static str, url: &str, timeout: Duration) -> Result<Client> {
-        let opts = ConnectOptions::new()
-            .with_connect_timeout(self.timeout * 4)
-            .with_timeout(timeout);
+        let opts = self.options(url, op, self.timeout * 4, timeout)?;
         match tokio::time::timeout(self.timeout * 4, Client::connect([url], Some(opts))).await {
             Ok(Ok(c)) => Ok(c),
             Ok(Err(e)) => Err(self.error(op, url, e)),

@@ -110,6 +110,17 @@ pub fn kube_checks(resource: &EtcdCluster) -> Vec<String> {
                 .to_string(),
         );
     }
+    if spec
+        .backup
+        .as_ref()
+        .is_some_and(|b| b.restore_check.is_some())
+    {
+        errors.push(
+            "spec.backup.restoreCheck: restore checks are not supported on the Kubernetes \
+             platform yet; remove it (the local platform runs them)"
+                .to_string(),
+        );
+    }
     if let Some(r) = &spec.restore
         && (r.backup.contains('/') || r.backup.ends_with(".db"))
     {

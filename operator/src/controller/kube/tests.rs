@@ -33,6 +33,7 @@ fn backups_and_restores_are_taken_where_kubernetes_can_do_them() {
         interval: "30m".into(),
         max_backups: 3,
         location: None,
+        restore_check: None,
     });
     r.spec.restore = Some(RestoreSpec {
         backup: "demo-20260101-000000-000".into(),
@@ -49,8 +50,14 @@ fn backups_and_restores_are_taken_where_kubernetes_can_do_them() {
         backup: "/tmp/x.db".into(),
     });
     r.spec.storage.policy = crate::crd::StoragePolicy::Ephemeral;
+    if let Some(b) = r.spec.backup.as_mut() {
+        b.restore_check = Some(crate::crd::RestoreCheckSpec {
+            interval: "1h".into(),
+        });
+    }
     let m = message(spec_state(&r));
     for field in [
+        "spec.backup.restoreCheck: restore checks are not supported on the Kubernetes platform yet",
         "spec.backup.location.path:",
         "spec.restore.backup:",
         "storage.policy:",

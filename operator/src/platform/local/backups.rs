@@ -182,6 +182,28 @@ impl BackupStore for LocalBackups {
         }
     }
 
+    /// Restores into `STATE/clusters/CLUSTER/restore-check/`
+    /// ([`super::restore_check`]) and records the result in the backup's
+    /// meta, unless retention deleted the backup meanwhile.
+    async fn restore_check(
+        &self,
+        location: &Location,
+        backup: &BackupMeta,
+        live: Source<'_>,
+    ) -> Result<crate::backup::proof::RestoreCheck> {
+        let dir = self.dir(location);
+        let snapshot = backup.path(&dir);
+        let check =
+            super::restore_check::check(&self.state_dir, &self.binaries, backup, &snapshot, live)
+                .await?;
+        if snapshot.is_file() {
+            let mut meta = backup.clone();
+            meta.restore_check = Some(check.clone());
+            backup::write_meta(&dir, &meta)?;
+        }
+        Ok(check)
+    }
+
     /// Each file is hashed once: the answer is kept by path, size and
     /// modification time, so a long wait without quorum does not re-read
     /// the backups every pass.

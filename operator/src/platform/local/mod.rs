@@ -11,6 +11,7 @@ pub mod backups;
 pub mod binaries;
 pub mod layout;
 pub mod process;
+pub mod restore_check;
 pub mod safe_path;
 pub mod space;
 mod state;
