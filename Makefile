@@ -11,7 +11,7 @@
 
 CARGO ?= cargo
 SCENARIO ?= scenarios/kill-one-every-30s.yaml
-# Kubernetes has no backups yet: its default is the same soak without them.
+# On Kubernetes the same soak, its backups taken by Jobs into a claim.
 KIND_SCENARIO ?= scenarios/kill-one-every-30s-kube.yaml
 SOAK_OUT ?= soak-out
 
