@@ -283,6 +283,19 @@ impl Env {
         )
     }
 
+    /// Runs the `etcd-operator` binary with `args` on this environment's
+    /// state folder and etcd binaries (`backup`, `backups`, `check-backup`...).
+    pub fn operator_cli(&self, args: &[&str]) -> Output {
+        std::process::Command::new(workspace_binary("etcd-operator"))
+            .args(args)
+            .arg("--state-dir")
+            .arg(&self.state)
+            .arg("--etcd-binaries")
+            .arg(binaries())
+            .output()
+            .expect("run etcd-operator")
+    }
+
     /// Runs etcdctl (API v3) against `endpoints`.
     pub fn etcdctl(&self, endpoints: &[String], args: &[&str]) -> Output {
         Command::new(etcdctl())

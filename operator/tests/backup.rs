@@ -92,17 +92,6 @@ fn now_ms() -> u64 {
     u64::try_from(d.as_millis()).expect("ms")
 }
 
-fn operator(env: &Env, args: &[&str]) -> std::process::Output {
-    Command::new(etcd_operator::testing::workspace_binary("etcd-operator"))
-        .args(args)
-        .arg("--state-dir")
-        .arg(&env.state)
-        .arg("--etcd-binaries")
-        .arg(binaries())
-        .output()
-        .expect("run etcd-operator")
-}
-
 #[test]
 fn scheduled_backups_retention_and_restore_into_a_new_cluster() {
     let mut env = Env::new();
@@ -135,10 +124,10 @@ fn scheduled_backups_retention_and_restore_into_a_new_cluster() {
     assert!(status.last_error.is_none(), "{status:?}");
 
     // `backup` takes one now; `backups` lists it as good.
-    let out = operator(&env, &["backup", "src"]);
+    let out = env.operator_cli(&["backup", "src"]);
     assert!(out.status.success(), "backup: {out:?}");
     assert!(String::from_utf8_lossy(&out.stdout).contains("verified by"));
-    let out = operator(&env, &["backups", "src"]);
+    let out = env.operator_cli(&["backups", "src"]);
     assert!(out.status.success(), "backups: {out:?}");
     let listing = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(

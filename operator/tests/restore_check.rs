@@ -5,24 +5,11 @@
 
 use std::collections::HashSet;
 use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 
 use etcd_operator::backup::proof::Verdict;
 use etcd_operator::backup::{self, BackupMeta};
-use etcd_operator::testing::{
-    Env, binaries, client_urls, etcd_binary, etcdctl, free_loopback, manifest,
-};
-
-fn operator(env: &Env, args: &[&str]) -> Output {
-    Command::new(etcd_operator::testing::workspace_binary("etcd-operator"))
-        .args(args)
-        .arg("--state-dir")
-        .arg(&env.state)
-        .arg("--etcd-binaries")
-        .arg(binaries())
-        .output()
-        .expect("run etcd-operator")
-}
+use etcd_operator::testing::{Env, client_urls, etcd_binary, etcdctl, free_loopback, manifest};
 
 fn backups(env: &Env) -> (PathBuf, Vec<BackupMeta>) {
     let dir = env.state.join("backups").join("rc");
@@ -129,16 +116,16 @@ fn a_backup_is_verified_a_foreign_snapshot_mismatches_a_compacted_one_is_unverif
     for i in 0..20 {
         put(&url, &format!("k{i:02}"), "v");
     }
-    let out = operator(&env, &["backup", "rc"]);
+    let out = env.operator_cli(&["backup", "rc"]);
     assert!(out.status.success(), "backup: {out:?}");
     let b1 = backups(&env).1.remove(0);
 
     // Never checked yet: the listing says so.
-    let listing = operator(&env, &["backups", "rc"]);
+    let listing = env.operator_cli(&["backups", "rc"]);
     assert!(String::from_utf8_lossy(&listing.stdout).contains("never"));
 
     // The newest backup restores to what the cluster held.
-    let out = operator(&env, &["check-backup", "rc"]);
+    let out = env.operator_cli(&["check-backup", "rc"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "check-backup: {out:?}");
     assert!(text.contains("verified"), "{text}");
@@ -147,7 +134,7 @@ fn a_backup_is_verified_a_foreign_snapshot_mismatches_a_compacted_one_is_unverif
     assert!(check.live_hash.is_some(), "{check:?}");
     assert_eq!(check.backup_hash, check.live_hash);
     assert!(!env.state.join("clusters/rc/restore-check").exists());
-    let listing = operator(&env, &["backups", "rc"]);
+    let listing = env.operator_cli(&["backups", "rc"]);
     assert!(String::from_utf8_lossy(&listing.stdout).contains("verified at"));
 
     // A second backup, replaced by another cluster's snapshot at the same
@@ -156,20 +143,20 @@ fn a_backup_is_verified_a_foreign_snapshot_mismatches_a_compacted_one_is_unverif
     for i in 0..5 {
         put(&url, &format!("later{i}"), "w");
     }
-    let out = operator(&env, &["backup", "rc"]);
+    let out = env.operator_cli(&["backup", "rc"]);
     assert!(out.status.success(), "backup: {out:?}");
     let (dir, list) = backups(&env);
     let mut b2 = list.into_iter().find(|m| m.name != b1.name).expect("b2");
     foreign_snapshot(&env, b2.revision, &b2.path(&dir));
     b2.sha256 = backup::check_file(&b2.path(&dir), None).expect("a good file");
     backup::write_meta(&dir, &b2).expect("meta");
-    let out = operator(&env, &["check-backup", "rc", &b2.name]);
+    let out = env.operator_cli(&["check-backup", "rc", &b2.name]);
     assert_eq!(out.status.code(), Some(3), "check-backup: {out:?}");
     let check = meta(&env, &b2.name).restore_check.expect("recorded");
     assert_eq!(check.result, Verdict::Mismatch, "{check:?}");
     assert!(check.backup_hash.is_some() && check.live_hash.is_some());
     assert_ne!(check.backup_hash, check.live_hash);
-    let listing = operator(&env, &["backups", "rc"]);
+    let listing = env.operator_cli(&["backups", "rc"]);
     assert!(String::from_utf8_lossy(&listing.stdout).contains("MISMATCH"));
 
     // The live cluster compacts past the first backup's revision: nothing
@@ -177,14 +164,14 @@ fn a_backup_is_verified_a_foreign_snapshot_mismatches_a_compacted_one_is_unverif
     let now = put(&url, "after", "x");
     let out = env.etcdctl(std::slice::from_ref(&url), &["compact", &now.to_string()]);
     assert!(out.status.success(), "compact: {out:?}");
-    let out = operator(&env, &["check-backup", "rc", &b1.name]);
+    let out = env.operator_cli(&["check-backup", "rc", &b1.name]);
     assert_eq!(out.status.code(), Some(4), "check-backup: {out:?}");
     let check = meta(&env, &b1.name).restore_check.expect("recorded");
     assert_eq!(check.result, Verdict::Unverifiable);
     assert!(check.message.contains("compacted"), "{check:?}");
 
     // Bad input names what is wrong.
-    let out = operator(&env, &["check-backup", "rc", "no-such-backup"]);
+    let out = env.operator_cli(&["check-backup", "rc", "no-such-backup"]);
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(String::from_utf8_lossy(&out.stderr).contains(&b1.name));
     assert!(!env.state.join("clusters/rc/restore-check").exists());

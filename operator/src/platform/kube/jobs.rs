@@ -17,9 +17,8 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
     Capabilities, Container, EmptyDirVolumeSource, EnvVar, PersistentVolumeClaim,
-    PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource, Pod, PodSecurityContext, PodSpec,
-    PodTemplateSpec, SeccompProfile, SecurityContext, Volume, VolumeMount,
-    VolumeResourceRequirements,
+    PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource, Pod, PodSpec, PodTemplateSpec,
+    SecurityContext, Volume, VolumeMount, VolumeResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
@@ -29,7 +28,7 @@ use rand::Rng;
 
 use super::Error;
 use super::objects::{cluster_labels, meta};
-use super::pod::{DATA_DIR, DATA_MOUNT, RUN_AS, image};
+use super::pod::{DATA_DIR, DATA_MOUNT, image, pod_security};
 use super::trouble::{image_unavailable, problem};
 use crate::backup::job::{Op, STATE_MOUNT};
 use crate::crd::{LABEL_CLUSTER, LABEL_MANAGED_BY, MANAGED_BY};
@@ -177,18 +176,7 @@ fn job(
                     volumes: Some(volumes),
                     automount_service_account_token: Some(false),
                     enable_service_links: Some(false),
-                    security_context: Some(PodSecurityContext {
-                        run_as_non_root: Some(true),
-                        run_as_user: Some(RUN_AS),
-                        run_as_group: Some(RUN_AS),
-                        fs_group: Some(RUN_AS),
-                        fs_group_change_policy: Some("OnRootMismatch".into()),
-                        seccomp_profile: Some(SeccompProfile {
-                            type_: "RuntimeDefault".into(),
-                            localhost_profile: None,
-                        }),
-                        ..PodSecurityContext::default()
-                    }),
+                    security_context: Some(pod_security()),
                     ..PodSpec::default()
                 }),
             },

@@ -321,21 +321,28 @@ pub fn member_pod(
             enable_service_links: Some(false),
             automount_service_account_token: Some(false),
             affinity: Some(spread(cluster)),
-            security_context: Some(PodSecurityContext {
-                run_as_non_root: Some(true),
-                run_as_user: Some(RUN_AS),
-                run_as_group: Some(RUN_AS),
-                fs_group: Some(RUN_AS),
-                fs_group_change_policy: Some("OnRootMismatch".into()),
-                seccomp_profile: Some(SeccompProfile {
-                    type_: "RuntimeDefault".into(),
-                    localhost_profile: None,
-                }),
-                ..PodSecurityContext::default()
-            }),
+            security_context: Some(pod_security()),
             ..PodSpec::default()
         }),
         status: None,
+    }
+}
+
+/// The pod security of every pod the operator creates (members and Jobs):
+/// not root, etcd's user and group owning the volumes, the runtime's
+/// default seccomp profile.
+pub(super) fn pod_security() -> PodSecurityContext {
+    PodSecurityContext {
+        run_as_non_root: Some(true),
+        run_as_user: Some(RUN_AS),
+        run_as_group: Some(RUN_AS),
+        fs_group: Some(RUN_AS),
+        fs_group_change_policy: Some("OnRootMismatch".into()),
+        seccomp_profile: Some(SeccompProfile {
+            type_: "RuntimeDefault".into(),
+            localhost_profile: None,
+        }),
+        ..PodSecurityContext::default()
     }
 }
 
