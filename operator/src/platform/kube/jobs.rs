@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, EmptyDirVolumeSource, EnvVar, PersistentVolumeClaim,
+    Capabilities, Container, EmptyDirVolumeSource, EnvVar, HostAlias, PersistentVolumeClaim,
     PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource, Pod, PodSpec, PodTemplateSpec,
     SecurityContext, Volume, VolumeMount, VolumeResourceRequirements,
 };
@@ -277,7 +277,21 @@ pub fn restore_job(
         claim_volume("backups", backup_claim, true),
         claim_volume("data", data_claim, false),
     ];
-    job(name, cluster, "restore", container, volumes, owner)
+    let mut job = job(name, cluster, "restore", container, volumes, owner);
+    // The restore resolves the member's peer URL to match it against
+    // --initial-cluster, and fails after 30 s when it does not resolve: the
+    // member's DNS name (under the peer Service) exists only once its pod
+    // does, after the restore. The Job's pod resolves it itself.
+    let host = crate::tls::url_host(&config.addr.peer_url)
+        .filter(|h| h.parse::<std::net::IpAddr>().is_err());
+    let pod = job.spec.as_mut().and_then(|s| s.template.spec.as_mut());
+    if let (Some(host), Some(pod)) = (host, pod) {
+        pod.host_aliases = Some(vec![HostAlias {
+            ip: "127.0.0.1".into(),
+            hostnames: Some(vec![host.to_string()]),
+        }]);
+    }
+    job
 }
 
 /// How a Job ended.

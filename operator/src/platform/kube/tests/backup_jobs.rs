@@ -51,6 +51,26 @@ async fn expect_job(api: &mut ApiServer) -> (String, Value) {
     (name, body)
 }
 
+/// The Job `name` is read with `status`, its pod found, its log read (it
+/// says `log`), and it is deleted.
+async fn expect_job_end(api: &mut ApiServer, name: &str, status: Value, log: &str) {
+    api.expect(Method::GET, &format!("{JOBS}/{name}"))
+        .await
+        .ok(&json!({"metadata": {"name": name}, "status": status}));
+    let pods = api.expect(Method::GET, &core_list("pods")).await;
+    let pod = format!("{name}-abcde");
+    pods.ok(&list(
+        "PodList",
+        vec![json!({"metadata": {"name": pod, "namespace": "default"}})],
+    ));
+    api.expect(Method::GET, &format!("{}/log", core("pods", &pod)))
+        .await
+        .text(log);
+    api.expect(Method::DELETE, &format!("{JOBS}/{name}"))
+        .await
+        .deleted();
+}
+
 #[tokio::test]
 async fn a_backup_creates_the_claim_then_a_job_and_reads_its_report() {
     let (client, api) = mock();
@@ -103,20 +123,7 @@ async fn a_backup_creates_the_claim_then_a_job_and_reads_its_report() {
             pod["volumes"][0]["persistentVolumeClaim"]["claimName"],
             "demo-backups"
         );
-        let status = api.expect(Method::GET, &format!("{JOBS}/{name}")).await;
-        status.ok(&json!({"metadata": {"name": name}, "status": {"succeeded": 1}}));
-        let pods = api.expect(Method::GET, &core_list("pods")).await;
-        let pod = format!("{name}-abcde");
-        pods.ok(&list(
-            "PodList",
-            vec![json!({"metadata": {"name": pod, "namespace": "default"}})],
-        ));
-        api.expect(Method::GET, &format!("{}/log", core("pods", &pod)))
-            .await
-            .text(&log);
-        api.expect(Method::DELETE, &format!("{JOBS}/{name}"))
-            .await
-            .deleted();
+        expect_job_end(&mut api, &name, json!({"succeeded": 1}), &log).await;
         api
     };
     let got = play(
@@ -155,20 +162,7 @@ async fn a_failed_job_says_why_and_is_not_started_again_at_once() {
         let existing = json!({"metadata": {"name": "demo-backups", "namespace": "default"}});
         api.expect(Method::GET, &claim).await.ok(&existing);
         let (name, _) = expect_job(&mut api).await;
-        let status = api.expect(Method::GET, &format!("{JOBS}/{name}")).await;
-        status.ok(&json!({"metadata": {"name": name}, "status": {"failed": 1}}));
-        let pods = api.expect(Method::GET, &core_list("pods")).await;
-        let pod = format!("{name}-abcde");
-        pods.ok(&list(
-            "PodList",
-            vec![json!({"metadata": {"name": pod, "namespace": "default"}})],
-        ));
-        api.expect(Method::GET, &format!("{}/log", core("pods", &pod)))
-            .await
-            .text(&log);
-        api.expect(Method::DELETE, &format!("{JOBS}/{name}"))
-            .await
-            .deleted();
+        expect_job_end(&mut api, &name, json!({"failed": 1}), &log).await;
         api
     };
     let errors = play(

@@ -6,7 +6,9 @@ use serde_json::json;
 
 use super::api::{ApiServer, core, core_list, list, mock};
 use super::fixtures::{GENERATION, Seen, platform, platform_for, resource};
-use super::scenario::{assert_owned, config_of, expect_shared, play};
+use super::scenario::{
+    assert_owned, config_of, expect_graceful_delete, expect_member_read, expect_shared, play,
+};
 use crate::crd::{EtcdClusterStatus, Phase, StoragePolicy};
 use crate::member::{Settings, Tuning};
 use crate::platform::{ClusterRecord, Platform};
@@ -32,21 +34,11 @@ async fn new_timing_re_creates_the_pod_with_its_flags_and_the_claim_waits() {
     let tuning = Tuning::new(Some(25), Some(250));
     let scenario = move |mut api: ApiServer| async move {
         let claim = Seen::claim("demo-0", "3.5.1").started();
-        api.expect(Method::GET, &core("persistentvolumeclaims", "demo-0-data"))
-            .await
-            .ok(&claim.json());
         let pod = Seen::pod("demo-0", "3.5.1", StoragePolicy::Persistent).ready();
-        api.expect(Method::GET, &core("pods", "demo-0"))
-            .await
-            .ok(&pod.json());
+        expect_member_read(&mut api, Some(&claim), &pod).await;
         // The claim keeps the timing its data ran with until the member is
         // ready on the new one (members::Mark): no write to it here.
-        let delete = api.expect(Method::DELETE, &core("pods", "demo-0")).await;
-        assert!(delete.body.get("gracePeriodSeconds").is_none(), "graceful");
-        delete.ok(&pod.clone().terminating().json());
-        api.expect(Method::GET, &core("pods", "demo-0"))
-            .await
-            .not_found();
+        expect_graceful_delete(&mut api, &pod).await;
         let new = api.expect_apply(&core("pods", "demo-0")).await;
         assert_eq!(
             arg(&new.body, "--heartbeat-interval").as_deref(),
@@ -80,13 +72,8 @@ async fn an_empty_dir_member_with_new_timing_is_deleted_to_be_replaced() {
     let (client, api) = mock();
     let r = resource(3, "3.5.1", StoragePolicy::Ephemeral);
     let scenario = |mut api: ApiServer| async move {
-        api.expect(Method::GET, &core("persistentvolumeclaims", "demo-0-data"))
-            .await
-            .not_found();
         let pod = Seen::pod("demo-0", "3.5.1", StoragePolicy::Ephemeral).ready();
-        api.expect(Method::GET, &core("pods", "demo-0"))
-            .await
-            .ok(&pod.json());
+        expect_member_read(&mut api, None, &pod).await;
         // A container's command line cannot change in place.
         let delete = api.expect(Method::DELETE, &core("pods", "demo-0")).await;
         assert_eq!(delete.body["preconditions"]["uid"], "pod-demo-0");
@@ -116,21 +103,10 @@ async fn upgrade_recreates_the_pod_on_the_new_image_and_leaves_the_claim() {
     let (client, api) = mock();
     let scenario = |mut api: ApiServer| async move {
         let claim = Seen::claim("demo-0", "3.4.23").started();
-        api.expect(Method::GET, &core("persistentvolumeclaims", "demo-0-data"))
-            .await
-            .ok(&claim.json());
         let pod = Seen::pod("demo-0", "3.4.23", StoragePolicy::Persistent).ready();
-        api.expect(Method::GET, &core("pods", "demo-0"))
-            .await
-            .ok(&pod.json());
+        expect_member_read(&mut api, Some(&claim), &pod).await;
         // The claim keeps 3.4.23 until the member runs 3.5.1.
-        let delete = api.expect(Method::DELETE, &core("pods", "demo-0")).await;
-        assert_eq!(delete.body["preconditions"]["uid"], "pod-demo-0");
-        assert!(delete.body.get("gracePeriodSeconds").is_none(), "graceful");
-        delete.ok(&pod.clone().terminating().json());
-        api.expect(Method::GET, &core("pods", "demo-0"))
-            .await
-            .not_found();
+        expect_graceful_delete(&mut api, &pod).await;
         let new = api.expect_apply(&core("pods", "demo-0")).await;
         let etcd = &new.body["spec"]["containers"][0];
         assert_eq!(etcd["image"], "quay.io/coreos/etcd:v3.5.1");
@@ -157,13 +133,8 @@ async fn an_empty_dir_member_is_upgraded_in_place() {
     let (client, api) = mock();
     let r = resource(3, "3.5.1", StoragePolicy::Ephemeral);
     let scenario = |mut api: ApiServer| async move {
-        api.expect(Method::GET, &core("persistentvolumeclaims", "demo-0-data"))
-            .await
-            .not_found();
         let pod = Seen::pod("demo-0", "3.5.1", StoragePolicy::Ephemeral).ready();
-        api.expect(Method::GET, &core("pods", "demo-0"))
-            .await
-            .ok(&pod.json());
+        expect_member_read(&mut api, None, &pod).await;
         let patch = api
             .expect_patch("strategic-merge", &core("pods", "demo-0"))
             .await;

@@ -20,10 +20,15 @@ pub const GENERATION: i64 = 7;
 
 /// The EtcdCluster `default/demo`.
 pub fn resource(size: i64, version: &str, storage: StoragePolicy) -> EtcdCluster {
-    let spec: EtcdClusterSpec = serde_json::from_value(json!({
+    resource_from(json!({
         "size": size, "version": version, "storage": {"policy": storage},
     }))
-    .expect("spec");
+}
+
+/// The EtcdCluster `default/demo` with the spec `spec` (JSON as a user
+/// writes it).
+pub fn resource_from(spec: Value) -> EtcdCluster {
+    let spec: EtcdClusterSpec = serde_json::from_value(spec).expect("spec");
     let mut r = EtcdCluster::new("demo", spec);
     r.metadata.namespace = Some("default".into());
     r.metadata.uid = Some(UID.into());

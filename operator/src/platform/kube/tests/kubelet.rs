@@ -46,7 +46,7 @@ struct BackupJob {
 /// The stand-in kubelet.
 pub struct Kubelet {
     claims: tempfile::TempDir,
-    ran: Arc<Mutex<Vec<String>>>,
+    ran: Arc<Mutex<Vec<Value>>>,
     task: JoinHandle<()>,
 }
 
@@ -95,7 +95,7 @@ impl Kubelet {
                         finish(&fake, &path, name, ok, &log);
                         done.lock()
                             .unwrap_or_else(|e| e.into_inner())
-                            .push(name.into());
+                            .push(job.clone());
                     }
                 }
                 tokio::time::sleep(Duration::from_millis(20)).await;
@@ -111,6 +111,19 @@ impl Kubelet {
 
     /// The names of the Jobs run so far.
     pub fn ran(&self) -> Vec<String> {
+        let jobs = self.jobs();
+        let name = |j: &Value| {
+            j["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        };
+        jobs.iter().map(name).collect()
+    }
+
+    /// The Jobs run so far, as they were created (the platform deletes
+    /// them once read).
+    pub fn jobs(&self) -> Vec<Value> {
         self.ran.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 }
@@ -136,7 +149,10 @@ async fn run(job: &Value, root: &Path, dns: &BTreeMap<String, String>) -> (bool,
                     .await;
             (report.error.is_none(), format!("{}\n", report.line()))
         }
-        Some("restore") => restore(&c, root, &claims).await,
+        Some("restore") => {
+            let aliases = &job["spec"]["template"]["spec"]["hostAliases"];
+            restore(&c, aliases, root, &claims).await
+        }
         other => (false, format!("no such job kind {other:?}")),
     }
 }
@@ -146,8 +162,31 @@ fn claim_folder(root: &Path, claims: &BTreeMap<String, String>, volume: &str) ->
     root.join(claims.get(volume).map_or("none", String::as_str))
 }
 
-/// A restore Job's tool, with its mounts mapped to the claims' folders.
-async fn restore(c: &Value, root: &Path, claims: &BTreeMap<String, String>) -> (bool, String) {
+/// The pod's `/etc/hosts` as the kubelet writes it: the machine's, then
+/// the pod's `hostAliases`, in a file under `root`.
+fn hosts_file(aliases: &Value, root: &Path) -> Option<PathBuf> {
+    let aliases = aliases.as_array().filter(|a| !a.is_empty())?;
+    let mut text = std::fs::read_to_string("/etc/hosts").unwrap_or_default();
+    for a in aliases {
+        let ip = a["ip"].as_str().unwrap_or_default();
+        text.push_str(&format!("\n{ip} {}\n", strings(&a["hostnames"]).join(" ")));
+    }
+    let path = root.join("etc-hosts");
+    std::fs::write(&path, text).expect("a hosts file");
+    Some(path)
+}
+
+/// A restore Job's tool, with its mounts mapped to the claims' folders and
+/// its pod's `hostAliases` in the `/etc/hosts` it sees (a mount namespace
+/// of its own, as root; without aliases it sees the machine's, where the
+/// cluster's DNS names do not resolve, as a pod's DNS name does not
+/// before the pod exists).
+async fn restore(
+    c: &Value,
+    aliases: &Value,
+    root: &Path,
+    claims: &BTreeMap<String, String>,
+) -> (bool, String) {
     let folder = |volume: &str| claim_folder(root, claims, volume);
     let image = c["image"].as_str().unwrap_or_default();
     let version = image.rsplit_once(":v").map_or("", |(_, v)| v);
@@ -165,7 +204,18 @@ async fn restore(c: &Value, root: &Path, claims: &BTreeMap<String, String>) -> (
         arg.to_string()
     };
     std::fs::create_dir_all(folder("data")).expect("a claim folder");
-    let mut cmd = tokio::process::Command::new(binaries().join(version).join(tool));
+    let program = binaries().join(version).join(tool);
+    let mut cmd = match hosts_file(aliases, root) {
+        Some(hosts) => {
+            let mut cmd = tokio::process::Command::new("unshare");
+            cmd.args(["--mount", "--propagation", "private", "sh", "-c"])
+                .arg(r#"mount --bind "$0" /etc/hosts && exec "$@""#)
+                .arg(hosts)
+                .arg(&program);
+            cmd
+        }
+        None => tokio::process::Command::new(&program),
+    };
     cmd.args(command.iter().skip(1).map(|a| map(a)));
     for e in c["env"].as_array().into_iter().flatten() {
         let (k, v) = (e["name"].as_str(), e["value"].as_str());

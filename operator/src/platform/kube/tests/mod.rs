@@ -14,6 +14,7 @@ mod members;
 mod platform;
 mod pod_ip;
 pub(crate) mod rbac;
+mod rebuild;
 mod reconcile;
 mod reseed;
 mod restart;

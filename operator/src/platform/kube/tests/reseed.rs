@@ -7,7 +7,7 @@ use http::Method;
 
 use super::api::{ApiServer, core, mock};
 use super::fixtures::{Seen, config, platform, platform_for, resource};
-use super::scenario::{config_of, play};
+use super::scenario::{config_of, expect_graceful_delete, expect_member_read, play};
 use crate::crd::StoragePolicy;
 use crate::platform::Platform;
 
@@ -21,25 +21,14 @@ async fn expect_recreated(api: &mut ApiServer, before: bool, on: bool) {
     let mut recorded = config("demo-0", "3.5.1");
     recorded.force_new_cluster = before;
     let claim = Seen::claim_of(&recorded).started();
-    api.expect(Method::GET, &core("persistentvolumeclaims", "demo-0-data"))
-        .await
-        .ok(&claim.json());
     let pod = Seen::pod_of(&recorded, StoragePolicy::Persistent).ready();
-    api.expect(Method::GET, &core("pods", "demo-0"))
-        .await
-        .ok(&pod.json());
+    expect_member_read(api, Some(&claim), &pod).await;
     let note = api
         .expect_patch("merge", &core("persistentvolumeclaims", "demo-0-data"))
         .await;
     assert_eq!(config_of(&note.body).force_new_cluster, on, "claim first");
     note.ok(&claim.json());
-    let delete = api.expect(Method::DELETE, &core("pods", "demo-0")).await;
-    assert_eq!(delete.body["preconditions"]["uid"], "pod-demo-0");
-    assert!(delete.body.get("gracePeriodSeconds").is_none(), "graceful");
-    delete.ok(&pod.clone().terminating().json());
-    api.expect(Method::GET, &core("pods", "demo-0"))
-        .await
-        .not_found();
+    expect_graceful_delete(api, &pod).await;
     let new = api.expect_apply(&core("pods", "demo-0")).await;
     assert_eq!(config_of(&new.body).force_new_cluster, on);
     assert_eq!(
@@ -63,14 +52,9 @@ async fn the_seed_runs_once_with_force_new_cluster_then_without_it() {
         expect_recreated(&mut api, true, false).await;
         // Asked again once settled: the pod already runs without the flag.
         let plain = config("demo-0", "3.5.1");
-        api.expect(Method::GET, &core("persistentvolumeclaims", "demo-0-data"))
-            .await
-            .ok(&Seen::claim_of(&plain).started().json());
-        api.expect(Method::GET, &core("pods", "demo-0"))
-            .await
-            .ok(&Seen::pod_of(&plain, StoragePolicy::Persistent)
-                .ready()
-                .json());
+        let claim = Seen::claim_of(&plain).started();
+        let pod = Seen::pod_of(&plain, StoragePolicy::Persistent).ready();
+        expect_member_read(&mut api, Some(&claim), &pod).await;
         api
     };
     play(

@@ -7,7 +7,7 @@ use http::Method;
 use serde_json::Value;
 
 use super::api::{ApiServer, Call, core};
-use super::fixtures::UID;
+use super::fixtures::{Seen, UID};
 use crate::member::MemberConfig;
 use crate::platform::kube::KubePlatform;
 
@@ -87,4 +87,43 @@ pub async fn expect_new_member(api: &mut ApiServer, member: &str) -> (Value, Val
     let pod_body = p.body.clone();
     p.echo();
     (claim_body, pod_body)
+}
+
+/// The reads of a member before a change: its claim (`None`: not found),
+/// then its pod.
+pub async fn expect_member_read(api: &mut ApiServer, claim: Option<&Seen>, pod: &Seen) {
+    let name = pod.json()["metadata"]["name"]
+        .as_str()
+        .expect("a pod name")
+        .to_string();
+    let get = api
+        .expect(
+            Method::GET,
+            &core("persistentvolumeclaims", &format!("{name}-data")),
+        )
+        .await;
+    match claim {
+        Some(c) => get.ok(&c.json()),
+        None => get.not_found(),
+    }
+    api.expect(Method::GET, &core("pods", &name))
+        .await
+        .ok(&pod.json());
+}
+
+/// A graceful delete of `pod` (no grace period given, its uid as the
+/// precondition), answered as terminating, then the read that finds it
+/// gone.
+pub async fn expect_graceful_delete(api: &mut ApiServer, pod: &Seen) {
+    let name = pod.json()["metadata"]["name"]
+        .as_str()
+        .expect("a pod name")
+        .to_string();
+    let delete = api.expect(Method::DELETE, &core("pods", &name)).await;
+    assert_eq!(delete.body["preconditions"]["uid"], format!("pod-{name}"));
+    assert!(delete.body.get("gracePeriodSeconds").is_none(), "graceful");
+    delete.ok(&pod.clone().terminating().json());
+    api.expect(Method::GET, &core("pods", &name))
+        .await
+        .not_found();
 }

@@ -38,7 +38,12 @@ pub(super) fn put_resource(fake: &Fake, r: &EtcdCluster) {
 
 /// The record of a cluster that formed with demo-0..2.
 pub(super) fn put_record(fake: &Fake, r: &EtcdCluster, initial: Vec<crate::platform::MemberAddr>) {
-    let record = ClusterRecord {
+    put_record_of(fake, r, formed(r, initial));
+}
+
+/// The record of a cluster of `r` that formed with `initial` (3 voters).
+pub(super) fn formed(r: &EtcdCluster, initial: Vec<crate::platform::MemberAddr>) -> ClusterRecord {
+    ClusterRecord {
         token: "demo-token".into(),
         bootstrapped: true,
         next_index: 3,
@@ -47,7 +52,11 @@ pub(super) fn put_record(fake: &Fake, r: &EtcdCluster, initial: Vec<crate::platf
         spec_json: serde_json::to_string(&r.spec).expect("json"),
         last_voters: 3,
         ..ClusterRecord::default()
-    };
+    }
+}
+
+/// `record` in the store, owned by `r`.
+pub(super) fn put_record_of(fake: &Fake, r: &EtcdCluster, record: ClusterRecord) {
     let owner = r.controller_owner_ref(&()).expect("owner");
     let json = serde_json::to_string(&record).expect("json");
     let cm = record_config_map("demo", json, &owner);
