@@ -15,7 +15,9 @@
 //! * the operator idle with 100 clusters of 1 member (RSS, CPU).
 //!
 //! Prints numbers; never passes or fails on time. `BENCH_RUNS` sets the
-//! runs per measurement (default 5).
+//! runs per measurement (default 5). Arguments after `--` pick sections by
+//! name (`gaps`, `leader-kill`, `elections`, `idle`; all by default), e.g.
+//! `cargo bench -p etcd-operator --bench handover -- idle`.
 
 // A benchmark that cannot do a step has nothing to report: it stops there.
 #![allow(clippy::unwrap_used)]
@@ -285,6 +287,29 @@ fn spurious_elections(tuning: Option<(u32, u32)>, window: Duration) -> (usize, u
     (out[0], out[1])
 }
 
+/// The pids of the etcd processes whose command line names `dir`.
+fn etcd_pids(dir: &std::path::Path) -> Vec<u32> {
+    let dir = dir.display().to_string();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let cmd = String::from_utf8_lossy(&cmd);
+            let exe = cmd.split('\0').next().unwrap_or_default();
+            exe.ends_with("/etcd") && cmd.contains(&dir)
+        })
+        .collect()
+}
+
+/// CPU seconds of `pids` together.
+fn cpu_of(pids: &[u32]) -> f64 {
+    pids.iter().map(|p| usage(*p).0).sum()
+}
+
 fn idle_100() {
     let mut env = operator_env(true);
     for i in 0..100 {
@@ -299,15 +324,31 @@ fn idle_100() {
     }
     std::thread::sleep(Duration::from_secs(5));
     let pid = u32::try_from(env.operator_process().unwrap().pid).unwrap();
+    let members = etcd_pids(env.dir.path());
     let window = Duration::from_secs(30);
     let (cpu0, _) = usage(pid);
+    let etcd0 = cpu_of(&members);
     std::thread::sleep(window);
     let (cpu1, rss) = usage(pid);
+    let etcd1 = cpu_of(&members);
+    let pct = |a: f64, b: f64| 100.0 * (b - a) / window.as_secs_f64();
     println!(
-        "{:<34} operator RSS {rss:>6.1} MiB, CPU {:>5.2}% of a core (over {window:?}) | target < 60 MiB, < 2%",
+        "{:<34} operator RSS {rss:>6.1} MiB, CPU {:>5.2}% of a core (over {window:?}); its {} etcd \
+         members {:>5.1}% of a core together | target < 60 MiB, < 2%",
         "idle, 100 clusters of 1",
-        100.0 * (cpu1 - cpu0) / window.as_secs_f64()
+        pct(cpu0, cpu1),
+        members.len(),
+        pct(etcd0, etcd1),
     );
+}
+
+/// Whether the section `name` was asked for (every section when none is).
+fn wanted(name: &str) -> bool {
+    let asked: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    asked.is_empty() || asked.iter().any(|a| a == name)
 }
 
 fn main() {
@@ -317,11 +358,16 @@ fn main() {
         "etcd-operator handover benchmark (local platform, {} runs each)",
         runs()
     );
-    write_gaps(&clients, &rt);
+    if wanted("gaps") {
+        write_gaps(&clients, &rt);
+    }
     for (label, tuning) in [
         ("default 100/1000 ms", None),
         ("tuned 25/250 ms", Some((25, 250))),
     ] {
+        if !wanted("leader-kill") {
+            break;
+        }
         let (mut ours, mut floor) = rt.block_on(leader_kill(&clients, tuning));
         let (om, ox) = med_max(&mut ours);
         let (fm, fx) = med_max(&mut floor);
@@ -335,6 +381,9 @@ fn main() {
     }
     let window = Duration::from_secs(60);
     for tuning in [Some((25, 250)), Some((50, 500)), None] {
+        if !wanted("elections") {
+            break;
+        }
         let (idle, loaded) = spurious_elections(tuning, window);
         let label = tuning.map_or("100/1000 ms (default)".to_string(), |(h, e)| {
             format!("{h}/{e} ms")
@@ -344,5 +393,7 @@ fn main() {
             format!("spurious elections, {label}")
         );
     }
-    idle_100();
+    if wanted("idle") {
+        idle_100();
+    }
 }

@@ -9,7 +9,7 @@
 
 mod maintenance;
 
-pub use self::maintenance::{DEFRAG_TIMEOUT, LONG_TIMEOUT};
+pub use self::maintenance::{DEFRAG_TIMEOUT, LONG_TIMEOUT, alarms_in_status};
 
 use std::collections::HashMap;
 use std::sync::Mutex;

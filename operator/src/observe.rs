@@ -120,12 +120,19 @@ pub async fn observe<P: Platform>(
         }
     }
     let known = listed.is_some();
-    // The alarm list, from the member that gave the member list. Unread,
-    // it counts as empty: the next pass reads it again.
-    let alarms = match &api_url {
-        Some(url) => clients.alarms(url).await.unwrap_or_default(),
-        None => Vec::new(),
-    };
+    // The alarms, as the member that gave the member list reported them in
+    // its Status (etcd's `alarm list` is a raft proposal: asked every pass
+    // of every cluster, it wrote the WAL of every member each time).
+    let alarms = api_url
+        .as_deref()
+        .and_then(|url| {
+            pm.iter()
+                .zip(&statuses)
+                .find(|(m, _)| m.call_url.as_deref() == Some(url))
+        })
+        .and_then(|(_, s)| s.as_ref())
+        .map(|s| etcd::alarms_in_status(&s.errors))
+        .unwrap_or_default();
 
     let mut observation = Observation {
         api_url,

@@ -21,9 +21,33 @@ use crate::platform::Platform;
 
 /// Time between two KV hash checks of a healthy cluster.
 pub const HASH_CHECK_INTERVAL: Duration = Duration::from_secs(10);
-/// How often an idle cluster's alarm list is read between passes (see
-/// [`Cluster::alarm_raised`]).
+/// How often an idle cluster's alarms are looked at between passes while
+/// its raft log moves (see [`Cluster::look_for_alarms`]).
 pub const ALARM_POLL: Duration = Duration::from_millis(500);
+/// The longest time between two looks while the log stands still: the
+/// time between looks doubles from [`ALARM_POLL`] up to this while the
+/// raft index does not move (no write, so no NOSPACE can come), and falls
+/// back to [`ALARM_POLL`] as soon as it moves.
+pub const ALARM_POLL_STILL: Duration = Duration::from_secs(2);
+
+/// What one look at a cluster's alarms saw.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AlarmLook {
+    /// etcd raised an alarm the last pass did not see.
+    pub raised: bool,
+    /// The raft index of the member asked, when it answered.
+    pub raft_index: Option<u64>,
+}
+
+/// The time to the next look at the alarms: [`ALARM_POLL`] while the raft
+/// index moves or is unknown, doubling up to [`ALARM_POLL_STILL`] while it
+/// stands still.
+pub fn next_alarm_poll(poll: Duration, before: Option<u64>, now: Option<u64>) -> Duration {
+    match (before, now) {
+        (Some(b), Some(n)) if b == n => (poll * 2).clamp(ALARM_POLL, ALARM_POLL_STILL),
+        _ => ALARM_POLL,
+    }
+}
 
 /// What the controller remembers between passes about the databases.
 #[derive(Debug)]
@@ -102,16 +126,26 @@ impl<P: Platform> Cluster<P> {
     }
 
     /// Whether etcd raised an alarm (NOSPACE, CORRUPT) since the last pass
-    /// saw none: one `alarm list`. An alarm comes with no event of its own
-    /// (no process exits, no spec changes), so between a converged
-    /// cluster's passes ([`super::IDLE_INTERVAL`]) the local platform's
-    /// task asks this every [`ALARM_POLL`] and passes at once on a yes.
-    /// False when the last pass saw alarms (the plan is on them), knew no
-    /// member to ask, or the member does not answer.
-    pub async fn alarm_raised(&self) -> bool {
-        match &self.db.alarm_url {
-            Some(url) => self.clients.alarms(url).await.is_ok_and(|a| !a.is_empty()),
-            None => false,
+    /// saw none, and the raft index of the member asked: one Status call,
+    /// answered from the member's own state (the alarms are in its
+    /// `errors`), where `alarm list` would be a raft proposal. An alarm
+    /// comes with no event of its own (no process exits, no spec changes),
+    /// so between a converged cluster's passes ([`super::IDLE_INTERVAL`])
+    /// the local platform's task asks this every [`ALARM_POLL`] while the
+    /// log moves, less often while it stands still ([`next_alarm_poll`]),
+    /// and passes at once on a yes. Not raised when the last pass saw
+    /// alarms (the plan is on them), knew no member to ask, or the member
+    /// does not answer.
+    pub async fn look_for_alarms(&self) -> AlarmLook {
+        let Some(url) = &self.db.alarm_url else {
+            return AlarmLook::default();
+        };
+        match self.clients.status(url).await {
+            Ok(s) => AlarmLook {
+                raised: !crate::etcd::alarms_in_status(&s.errors).is_empty(),
+                raft_index: Some(s.raft_index),
+            },
+            Err(_) => AlarmLook::default(),
         }
     }
 
@@ -142,6 +176,12 @@ impl<P: Platform> Cluster<P> {
             .filter(|p| p.running)
             .filter_map(|p| Some((p.addr.name.clone(), p.call_url.clone()?)))
             .collect();
+        // Hashes are only ever compared between members: a member alone
+        // has nothing to be checked against (and each check opens a
+        // connection per member).
+        if urls.len() < 2 {
+            return;
+        }
         let clients = &self.clients;
         let answers = join_all(urls.iter().map(|(name, url)| async move {
             (name.clone(), clients.hash_kv(url, revision).await)
@@ -222,5 +262,30 @@ impl<P: Platform> Cluster<P> {
     pub(super) fn forget_db(&mut self, member: &str) {
         self.db.hashes.remove(member);
         self.db.defragmented.remove(member);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alarm_looks_slow_down_only_while_the_log_stands_still() {
+        let p = ALARM_POLL;
+        // Unknown index (no answer, first look): the short period.
+        assert_eq!(next_alarm_poll(p * 4, None, Some(7)), ALARM_POLL);
+        assert_eq!(next_alarm_poll(p * 4, Some(7), None), ALARM_POLL);
+        // Still: doubling, capped.
+        assert_eq!(next_alarm_poll(p, Some(7), Some(7)), p * 2);
+        assert_eq!(next_alarm_poll(p * 2, Some(7), Some(7)), ALARM_POLL_STILL);
+        assert_eq!(
+            next_alarm_poll(ALARM_POLL_STILL, Some(7), Some(7)),
+            ALARM_POLL_STILL
+        );
+        // A write moved it: back to the short period at once.
+        assert_eq!(
+            next_alarm_poll(ALARM_POLL_STILL, Some(7), Some(8)),
+            ALARM_POLL
+        );
     }
 }

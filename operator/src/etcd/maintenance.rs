@@ -1,5 +1,6 @@
 //! etcd's maintenance calls the operator makes for a member's database:
-//! the alarm list and disarm, compaction, defragmentation and KV hashes.
+//! the alarm list and disarm, compaction, defragmentation and KV hashes,
+//! and the alarms a member's Status reports ([`alarms_in_status`]).
 //!
 //! Compaction, defragmentation and hashing can take long on a large
 //! database, longer than the pooled clients' timeouts; they go through a
@@ -11,6 +12,37 @@ use etcd_client::{AlarmAction, AlarmOptions, AlarmType, Client, CompactionOption
 
 use super::{Clients, Error, ErrorKind, Result};
 use crate::plan::{Alarm, AlarmKind, KvHash};
+
+/// The alarms a member's Status call reports in its `errors`, one
+/// `memberID:ID alarm:NAME` each (etcd 3.4 and later). Unlike `alarm list`,
+/// which etcd answers through raft (a log entry and a WAL fsync on every
+/// member each time it is asked), Status is answered from the member's own
+/// state: the cheap way to watch for alarms. Other errors (`etcdserver: no
+/// leader`) and alarms the operator does not act on are left out.
+pub fn alarms_in_status(errors: &[String]) -> Vec<Alarm> {
+    errors
+        .iter()
+        .filter_map(|e| {
+            let mut member = None;
+            let mut kind = None;
+            for part in e.split_whitespace() {
+                if let Some(id) = part.strip_prefix("memberID:") {
+                    member = id.parse::<u64>().ok();
+                } else if let Some(name) = part.strip_prefix("alarm:") {
+                    kind = match name {
+                        "NOSPACE" => Some(AlarmKind::NoSpace),
+                        "CORRUPT" => Some(AlarmKind::Corrupt),
+                        _ => None,
+                    };
+                }
+            }
+            Some(Alarm {
+                member: member?,
+                kind: kind?,
+            })
+        })
+        .collect()
+}
 
 /// The longest a defragmentation may take before the operator gives up
 /// waiting (etcd goes on; the member counts as busy until it answers).
@@ -128,5 +160,78 @@ impl Clients {
             compact_revision: r.compact_version(),
             hash: r.hash(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn errors(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| (*s).to_string()).collect()
+    }
+
+    #[test]
+    fn reads_the_alarms_etcd_puts_in_status_errors() {
+        // As etcd 3.4.23 and 3.5.1 write them (note the trailing space).
+        let seen = errors(&[
+            "memberID:13668033151171901709 alarm:NOSPACE ",
+            "etcdserver: no leader",
+            "memberID:2 alarm:CORRUPT ",
+        ]);
+        assert_eq!(
+            alarms_in_status(&seen),
+            vec![
+                Alarm {
+                    member: 13668033151171901709,
+                    kind: AlarmKind::NoSpace
+                },
+                Alarm {
+                    member: 2,
+                    kind: AlarmKind::Corrupt
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn ignores_other_errors_and_alarms_it_does_not_act_on() {
+        let seen = errors(&[
+            "",
+            "etcdserver: no leader",
+            "memberID:1 alarm:NONE ",
+            "memberID:x alarm:NOSPACE",
+            "alarm:NOSPACE",
+            "memberID:1",
+        ]);
+        assert_eq!(alarms_in_status(&seen), Vec::new());
+    }
+
+    proptest! {
+        /// What etcd writes for an alarm reads back as that alarm.
+        #[test]
+        fn an_alarm_reads_back(member in any::<u64>(), corrupt in any::<bool>(), pad in "[ ]{0,3}") {
+            let (name, kind) = if corrupt {
+                ("CORRUPT", AlarmKind::Corrupt)
+            } else {
+                ("NOSPACE", AlarmKind::NoSpace)
+            };
+            let line = format!("{pad}memberID:{member} alarm:{name}{pad} ");
+            prop_assert_eq!(alarms_in_status(&[line]), vec![Alarm { member, kind }]);
+        }
+
+        /// Any text at all: no panic, and an alarm only where the text
+        /// names one of the two it acts on.
+        #[test]
+        fn any_text_is_safe(lines in proptest::collection::vec(".{0,60}", 0..5)) {
+            for a in alarms_in_status(&lines) {
+                let name = match a.kind {
+                    AlarmKind::NoSpace => "alarm:NOSPACE",
+                    AlarmKind::Corrupt => "alarm:CORRUPT",
+                };
+                prop_assert!(lines.iter().any(|l| l.contains(name)));
+            }
+        }
     }
 }

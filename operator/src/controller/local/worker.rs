@@ -6,7 +6,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::controller::maintenance::ALARM_POLL;
+use crate::controller::maintenance::{ALARM_POLL, next_alarm_poll};
 use crate::controller::{Cluster, SpecState};
 use crate::platform::local::LocalPlatform;
 
@@ -41,21 +41,36 @@ pub(super) fn fingerprint(spec: &SpecState) -> String {
     }
 }
 
+/// The cadence of the looks at a cluster's alarms between passes: kept
+/// across passes, so a cluster idle for long is looked at every
+/// [`ALARM_POLL_STILL`](crate::controller::maintenance::ALARM_POLL_STILL).
+#[derive(Debug)]
+struct AlarmPoll {
+    every: Duration,
+    raft_index: Option<u64>,
+}
+
 /// Sleeps `next`, cut short when etcd raises an alarm
-/// ([`Cluster::alarm_raised`], asked every [`ALARM_POLL`]).
-async fn idle(cluster: &Cluster<LocalPlatform>, next: Duration) {
+/// ([`Cluster::look_for_alarms`], asked every [`ALARM_POLL`] while the
+/// cluster's log moves, further apart while it stands still, see
+/// [`next_alarm_poll`]).
+async fn idle(cluster: &Cluster<LocalPlatform>, next: Duration, poll: &mut AlarmPoll) {
     let until = tokio::time::Instant::now() + next;
     loop {
         let left = until.saturating_duration_since(tokio::time::Instant::now());
-        if left < ALARM_POLL {
+        if left < poll.every {
             tokio::time::sleep(left).await;
             return;
         }
-        tokio::time::sleep(ALARM_POLL).await;
-        if cluster.alarm_raised().await {
+        tokio::time::sleep(poll.every).await;
+        let look = cluster.look_for_alarms().await;
+        if look.raised {
             tracing::debug!(cluster = %cluster.name(), "an alarm was raised: a pass now");
+            poll.every = ALARM_POLL;
             return;
         }
+        poll.every = next_alarm_poll(poll.every, poll.raft_index, look.raft_index);
+        poll.raft_index = look.raft_index;
     }
 }
 
@@ -66,10 +81,14 @@ pub(super) async fn work(
     mut rx: mpsc::UnboundedReceiver<Msg>,
 ) {
     let mut next = Duration::ZERO;
+    let mut poll = AlarmPoll {
+        every: ALARM_POLL,
+        raft_index: None,
+    };
     loop {
         let msg = tokio::select! {
             m = rx.recv() => Some(m),
-            () = idle(&cluster, next) => None,
+            () = idle(&cluster, next, &mut poll) => None,
         };
         let mut pending = Vec::new();
         match msg {
