@@ -172,9 +172,12 @@ pub fn read_json<T: DeserializeOwned>(path: &Path) -> io::Result<Option<T>> {
 pub fn write_json<T: Serialize>(path: &Path, value: &T) -> io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
+    // Serialized first, then written at once: straight into the file,
+    // serde_json makes a write call per token (hundreds for a status).
+    let mut text = serde_json::to_vec_pretty(value)?;
+    text.push(b'\n');
     let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-    serde_json::to_writer_pretty(&mut tmp, value)?;
-    tmp.write_all(b"\n")?;
+    tmp.write_all(&text)?;
     tmp.as_file().sync_all()?;
     tmp.persist(path).map_err(|e| e.error)?;
     Ok(())
