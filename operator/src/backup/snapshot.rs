@@ -1,6 +1,12 @@
 //! Taking one backup into a folder (the local store's save): stream a
 //! snapshot from a member into a temporary file, fsync, rename, verify,
 //! write the meta.
+//!
+//! The SHA-256 trailer is checked on the stream, as the bytes go by, with
+//! one hasher for both hashes (the file's is its content's hasher fed the
+//! trailer too), not by reading the file again: a file just written comes back from the
+//! page cache, so a second read proves nothing the stream did not. The
+//! etcd tools then open the file, side by side.
 
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -9,7 +15,7 @@ use etcd_client::{Client, ConnectOptions};
 use sha2::{Digest, Sha256};
 use tokio::io::AsyncWriteExt;
 
-use super::{BackupMeta, Error, Result, Source, check_file, io_err, to_hex, tools, write_meta};
+use super::{BackupMeta, Error, Result, Source, io_err, to_hex, tools, write_meta};
 use crate::platform::local::binaries::Binaries;
 
 /// Longest pause between two chunks of a snapshot before giving up.
@@ -63,7 +69,7 @@ pub async fn stream_to(source: Source<'_>, dest: &Path) -> Result<Streamed> {
             .await
             .map_err(io_err(format!("cannot create {}", tmp.display())))?;
         let mut out = tokio::io::BufWriter::with_capacity(1 << 20, file);
-        let mut hash = Sha256::new();
+        let mut trailer = Trailer::default();
         let mut size = 0u64;
         loop {
             let msg = tokio::time::timeout(STALL, stream.message())
@@ -72,7 +78,7 @@ pub async fn stream_to(source: Source<'_>, dest: &Path) -> Result<Streamed> {
                 .map_err(|e| fail(e.to_string()))?;
             let Some(msg) = msg else { break };
             let blob = msg.blob();
-            hash.update(blob);
+            trailer.update(blob);
             size += blob.len() as u64;
             out.write_all(blob)
                 .await
@@ -81,6 +87,7 @@ pub async fn stream_to(source: Source<'_>, dest: &Path) -> Result<Streamed> {
         out.flush()
             .await
             .map_err(io_err(format!("cannot write {}", tmp.display())))?;
+        let sha256 = trailer.check().map_err(fail)?;
         let file = out.into_inner();
         file.sync_all()
             .await
@@ -94,7 +101,7 @@ pub async fn stream_to(source: Source<'_>, dest: &Path) -> Result<Streamed> {
         }
         Ok(Streamed {
             size,
-            sha256: to_hex(&hash.finalize()),
+            sha256,
             version,
         })
     }
@@ -103,6 +110,56 @@ pub async fn stream_to(source: Source<'_>, dest: &Path) -> Result<Streamed> {
         let _ = tokio::fs::remove_file(&tmp).await;
     }
     result
+}
+
+/// The SHA-256 of a snapshot's content (all but its last 32 bytes),
+/// computed as the bytes stream by, and those last 32 bytes: etcd's
+/// trailer, which must be that hash. One hasher gives both the content's
+/// hash and the whole file's (a copy of its state fed the trailer), so
+/// each byte is hashed once.
+#[derive(Default)]
+struct Trailer {
+    body: Sha256,
+    /// The last (up to) 32 bytes seen, not hashed yet.
+    tail: Vec<u8>,
+}
+
+impl Trailer {
+    fn update(&mut self, chunk: &[u8]) {
+        if chunk.len() >= 32 {
+            self.body.update(&self.tail);
+            let (body, tail) = chunk.split_at(chunk.len() - 32);
+            self.body.update(body);
+            self.tail.clear();
+            self.tail.extend_from_slice(tail);
+        } else {
+            self.tail.extend_from_slice(chunk);
+            let over = self.tail.len().saturating_sub(32);
+            self.body.update(&self.tail[..over]);
+            self.tail.drain(..over);
+        }
+    }
+
+    /// The whole file's SHA-256 (hex), if the last 32 bytes are the
+    /// SHA-256 of the rest.
+    fn check(self) -> std::result::Result<String, String> {
+        if self.tail.len() < 32 {
+            return Err(format!(
+                "{} bytes is too short for an etcd snapshot",
+                self.tail.len()
+            ));
+        }
+        let mut whole = self.body.clone();
+        whole.update(&self.tail);
+        if self.body.finalize().as_slice() != self.tail.as_slice() {
+            return Err(
+                "its SHA-256 trailer does not match its content: the stream is damaged or not \
+                 an etcd snapshot"
+                    .into(),
+            );
+        }
+        Ok(to_hex(&whole.finalize()))
+    }
 }
 
 /// Takes a verified backup of `cluster` from `source` into `dir`.
@@ -153,19 +210,15 @@ pub async fn take(
     result
 }
 
-/// Integrity (trailer and streamed hash) and the tools' agreement.
+/// The tools' agreement (the trailer was checked on the stream, and the
+/// file's hash is the streamed one).
 async fn verify(
     path: &Path,
     sha: &str,
     binaries: &Binaries,
 ) -> Result<(String, (tools::SnapshotStatus, Vec<String>))> {
-    let owned = path.to_path_buf();
-    let expected = sha.to_string();
-    let checked = tokio::task::spawn_blocking(move || check_file(&owned, Some(&expected)))
-        .await
-        .map_err(|e| Error::Tool(format!("verification task failed: {e}")))??;
     let tools = tools::verify(binaries, path).await?;
-    Ok((checked, tools))
+    Ok((sha.to_string(), tools))
 }
 
 /// `CLUSTER-YYYYMMDD-HHMMSS-mmm`, with a suffix if taken.
@@ -185,4 +238,53 @@ fn unique_name(dir: &Path, cluster: &str, at: SystemTime) -> String {
         n += 1;
     }
     name
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn snapshot_of(content: &[u8]) -> Vec<u8> {
+        let mut file = content.to_vec();
+        file.extend_from_slice(&Sha256::digest(content));
+        file
+    }
+
+    fn check_in_chunks(file: &[u8], cuts: &[usize]) -> std::result::Result<String, String> {
+        let mut t = Trailer::default();
+        let mut at = 0;
+        for c in cuts {
+            let end = (at + c).min(file.len());
+            t.update(&file[at..end]);
+            at = end;
+        }
+        t.update(&file[at..]);
+        t.check()
+    }
+
+    proptest! {
+        /// However the stream is cut into messages, a good snapshot checks
+        /// out and one with any byte changed does not.
+        #[test]
+        fn the_trailer_is_checked_on_any_chunking(
+            content in proptest::collection::vec(any::<u8>(), 0..300),
+            cuts in proptest::collection::vec(0usize..80, 0..12),
+            flip in any::<prop::sample::Index>(),
+        ) {
+            let file = snapshot_of(&content);
+            let whole = to_hex(&Sha256::digest(&file));
+            prop_assert_eq!(check_in_chunks(&file, &cuts), Ok(whole));
+            let mut bad = file.clone();
+            let i = flip.index(bad.len());
+            bad[i] ^= 0x01;
+            prop_assert!(check_in_chunks(&bad, &cuts).is_err());
+        }
+    }
+
+    #[test]
+    fn a_stream_shorter_than_a_trailer_is_refused() {
+        assert!(check_in_chunks(&[1, 2, 3], &[1]).is_err());
+        assert!(check_in_chunks(&[], &[]).is_err());
+    }
 }

@@ -116,10 +116,12 @@ pub async fn status(tool: &Tool, file: &Path) -> Result<SnapshotStatus> {
 /// hash and revision. Returns the status and a line per tool.
 pub async fn verify(binaries: &Binaries, file: &Path) -> Result<(SnapshotStatus, Vec<String>)> {
     let tools = snapshot_tools(binaries);
+    // Side by side: each reads the whole file, from the page cache.
+    let statuses = futures::future::join_all(tools.iter().map(|t| status(t, file))).await;
     let mut agreed: Option<SnapshotStatus> = None;
     let mut lines = Vec::new();
-    for tool in &tools {
-        let s = status(tool, file).await?;
+    for (tool, s) in tools.iter().zip(statuses) {
+        let s = s?;
         if let Some(a) = agreed
             && (a.hash != s.hash || a.revision != s.revision)
         {
