@@ -36,13 +36,22 @@ pub async fn execute(
 
 /// `--cleanup`: removes what monkeys that are gone left behind (local: the
 /// kernel rules and cgroups recorded under /run/chaos-monkey and
-/// chains named after a gone pid; kube: every NetworkPolicy the monkey made
+/// chains named after a gone pid, the clocks they shifted (original vDSO
+/// code written back), their slow-disk blkio cgroups; kube: every NetworkPolicy the monkey made
 /// in the namespace). Returns a line per thing removed.
 pub async fn cleanup(args: &crate::cli::Args) -> Result<Vec<String>, Error> {
     match args.platform {
         crate::cli::Platform::Local => {
+            let mut done = crate::clock::cleanup()
+                .map_err(|e| Error::Platform(crate::target::Error::Unsupported(e.to_string())))?;
+            if std::path::Path::new(crate::disk::slow::BLKIO_ROOT).is_dir() {
+                done.extend(crate::disk::slow::cleanup().map_err(|e| {
+                    Error::Platform(crate::target::Error::Unsupported(e.to_string()))
+                })?);
+            }
             crate::net::sys::preflight().map_err(|e| Error::BadInput(e.to_string()))?;
-            crate::net::cleanup().map_err(|e| Error::Platform(e.into()))
+            done.extend(crate::net::cleanup().map_err(|e| Error::Platform(e.into()))?);
+            Ok(done)
         }
         crate::cli::Platform::Kube => {
             let client = kube_client(args.kubeconfig.as_deref()).await?;

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 
-pub use crate::kinds::{CorruptPart, FaultKind, Split};
+pub use crate::kinds::{CorruptPart, FaultKind, Skew, Split};
 use crate::select::Target;
 
 /// Kills, wipes, pauses, partitions, slows or damages random etcd members
@@ -97,8 +97,12 @@ pub struct Args {
     /// past it), `corrupt` (bytes flipped in its --corrupt db or wal while
     /// stopped, then left to restart) or `disk-full` (the keyspace filled
     /// through it until etcd raises NOSPACE; clearing the alarm is left to
-    /// the operator). All but kill, destroy and partition: local platform
-    /// only.
+    /// the operator), `clock-skew` (its wall clock shifted by --skew for
+    /// --fault-for: its vDSO `clock_gettime` patched through ptrace; x86_64
+    /// Linux, root) or `slow-disk` (its disk writes throttled to
+    /// --disk-iops for --fault-for through a cgroup v1 blkio cgroup, so
+    /// fsync is slow; root). All but kill, destroy and partition: local
+    /// platform only.
     #[arg(long, value_enum, default_value = "kill", env = "CHAOS_MONKEY_FAULT")]
     pub fault: FaultKind,
 
@@ -113,9 +117,9 @@ pub struct Args {
           value_parser = positive_duration, allow_hyphen_values = true)]
     pub pause_for: Option<Duration>,
 
-    /// How long partition, delay and loss last before they are healed, and
-    /// the longest blackhole-until-snapshot waits for its snapshot. Default
-    /// 10s.
+    /// How long partition, delay, loss, clock-skew and slow-disk last
+    /// before they are healed, and the longest blackhole-until-snapshot
+    /// waits for its snapshot. Default 10s.
     #[arg(long, value_name = "DURATION", env = "CHAOS_MONKEY_FAULT_FOR",
           value_parser = positive_duration, allow_hyphen_values = true)]
     pub fault_for: Option<Duration>,
@@ -164,9 +168,28 @@ pub struct Args {
           value_parser = size, allow_hyphen_values = true)]
     pub fill_max: Option<u64>,
 
+    /// --fault clock-skew: how far the victim's wall clock (CLOCK_REALTIME)
+    /// is shifted, such as 30s (ahead) or -30s (behind); its monotonic clock
+    /// is left alone. Default 30s.
+    #[arg(
+        long,
+        value_name = "SHIFT",
+        env = "CHAOS_MONKEY_SKEW",
+        allow_hyphen_values = true
+    )]
+    pub skew: Option<Skew>,
+
+    /// --fault slow-disk: the most write operations per second the victim
+    /// may issue to the disk holding its data folder (each fdatasync takes
+    /// a few). Default 20 (an fdatasync then takes ~100 ms).
+    #[arg(long, value_name = "N", env = "CHAOS_MONKEY_DISK_IOPS", value_parser = disk_iops,
+          allow_hyphen_values = true)]
+    pub disk_iops: Option<u32>,
+
     /// Remove what a chaos-monkey that was killed (SIGKILL) left behind on
-    /// the local platform: its iptables chains and cgroups (and, with --platform kube, its
-    /// NetworkPolicies), then exit. Touches nothing of a monkey still
+    /// the local platform: its iptables chains and cgroups, the vDSO patches
+    /// of clock-skew (original code written back) and the blkio cgroups of
+    /// slow-disk (and, with --platform kube, its NetworkPolicies), then exit. Touches nothing of a monkey still
     /// running.
     #[arg(long, env = "CHAOS_MONKEY_CLEANUP")]
     pub cleanup: bool,
@@ -334,6 +357,14 @@ pub fn size(s: &str) -> Result<u64, String> {
     match n.checked_mul(mult) {
         Some(b) if b >= 1 << 20 => Ok(b),
         _ => Err(HELP.into()),
+    }
+}
+
+/// Write operations per second for slow-disk: 1 to 1000000.
+pub fn disk_iops(s: &str) -> Result<u32, String> {
+    match s.trim().parse::<u32>() {
+        Ok(n) if (1..=1_000_000).contains(&n) => Ok(n),
+        _ => Err("expected write operations per second from 1 to 1000000, such as 20".into()),
     }
 }
 

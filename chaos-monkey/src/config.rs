@@ -8,7 +8,7 @@ use std::time::Duration;
 
 mod faults;
 
-pub use faults::{CLOCK_SKEW_WHY, FaultOptions, kube_refusal};
+pub use faults::{CLOCK_SKEW_ARCH, CLOCK_SKEW_WHY, FaultOptions, kube_refusal};
 
 use crate::cli::{Args, FaultKind, Platform};
 use crate::select::Target;
@@ -49,9 +49,9 @@ pub enum Error {
          (the victim's side is drawn around that member), not --target {0}"
     )]
     SplitTarget(&'static str),
-    /// A fault that cannot be injected honestly here.
-    #[error("--fault clock-skew is not available: {CLOCK_SKEW_WHY}")]
-    ClockSkew,
+    /// clock-skew off x86_64.
+    #[error("--fault clock-skew is not available here: {CLOCK_SKEW_ARCH}")]
+    ClockSkewArch,
     /// The local state folder is not there.
     #[error(
         "--state-dir {0}: {1}; pass the --state-dir etcd-operator runs with (`etcd-operator run --state-dir`)"
@@ -137,8 +137,8 @@ impl Config {
                 a.fault.as_str(),
             ));
         }
-        if a.fault == FaultKind::ClockSkew {
-            return Err(Error::ClockSkew);
+        if a.fault == FaultKind::ClockSkew && !cfg!(target_arch = "x86_64") {
+            return Err(Error::ClockSkewArch);
         }
         if a.target == Target::Operator && !matches!(a.fault, FaultKind::Kill | FaultKind::Pause) {
             return Err(Error::MemberFaultOnOperator(a.fault.as_str()));
@@ -223,6 +223,18 @@ impl Config {
                 format!("blackhole-until-snapshot (at most {})", d(o.fault_for))
             }
             FaultKind::Corrupt => format!("corrupt the {} of", o.corrupt.as_str()),
+            FaultKind::ClockSkew => {
+                format!(
+                    "shift the wall clock by {} (for {}) of",
+                    o.skew,
+                    d(o.fault_for)
+                )
+            }
+            FaultKind::SlowDisk => format!(
+                "throttle the disk writes to {} per second (for {}) of",
+                o.disk_iops,
+                d(o.fault_for)
+            ),
             other => other.as_str().to_string(),
         };
         let whom = match self.target {
@@ -367,9 +379,48 @@ mod tests {
 
     #[test]
     fn clock_skew_kube_and_operator_refusals() {
-        let e = parse(&["--fault", "clock-skew"]).expect_err("refused");
+        let c = parse(&[
+            "--fault",
+            "clock-skew",
+            "--skew",
+            "-45s",
+            "--fault-for",
+            "3s",
+        ])
+        .expect("local clock-skew is taken");
+        assert_eq!(c.faults.skew.nanos(), -45_000_000_000);
+        assert_eq!(c.faults.fault_for, Duration::from_secs(3));
+        assert_eq!(
+            parse(&["--fault", "clock-skew"])
+                .expect("ok")
+                .faults
+                .skew
+                .nanos(),
+            30_000_000_000
+        );
+        assert_eq!(
+            parse(&["--fault", "slow-disk", "--disk-iops", "5"])
+                .expect("ok")
+                .faults
+                .disk_iops,
+            5
+        );
+        assert_eq!(
+            parse(&["--fault", "kill", "--skew", "5s"]),
+            Err(Error::OptionForOtherFault("--skew", "clock-skew", "kill"))
+        );
+        assert_eq!(
+            parse(&["--fault", "clock-skew", "--disk-iops", "5"]),
+            Err(Error::OptionForOtherFault(
+                "--disk-iops",
+                "slow-disk",
+                "clock-skew"
+            ))
+        );
+        let e = parse(&["--platform", "kube", "--fault", "clock-skew"]).expect_err("refused");
         assert!(e.to_string().contains("vDSO"), "{e}");
         for f in [
+            "slow-disk",
             "delay",
             "loss",
             "blackhole-until-snapshot",

@@ -14,6 +14,7 @@
 
 pub mod app;
 pub mod cli;
+pub mod clock;
 pub mod config;
 pub mod disk;
 pub mod faultlog;

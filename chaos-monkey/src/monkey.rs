@@ -187,8 +187,8 @@ fn fault_of(kind: FaultKind) -> Fault {
         FaultKind::BlackholeUntilSnapshot => Fault::BlackholeUntilSnapshot,
         FaultKind::Corrupt => Fault::Corrupt,
         FaultKind::DiskFull => Fault::DiskFull,
-        // Refused by the configuration; never reaches a tick.
-        FaultKind::ClockSkew => Fault::Kill,
+        FaultKind::ClockSkew => Fault::ClockSkew,
+        FaultKind::SlowDisk => Fault::SlowDisk,
     }
 }
 
@@ -282,7 +282,7 @@ impl<P: Platform> Run<'_, P> {
             cfg.clusters.clone()
         };
         let paused: HashSet<MemberKey> = self.paused.iter().map(|p| p.key.clone()).collect();
-        // A cluster with a network fault in force takes no other.
+        // A cluster with a lasting fault in force takes no other.
         let busy = self.busy();
         let mut names = names;
         names.retain(|c| {
@@ -290,7 +290,7 @@ impl<P: Platform> Run<'_, P> {
             if !free {
                 tracing::info!(
                     tick,
-                    "cluster {c} skipped: a network fault is in force there"
+                    "cluster {c} skipped: a lasting fault is in force there"
                 );
             }
             free
@@ -343,6 +343,9 @@ impl<P: Platform> Run<'_, P> {
         }
         if cfg.fault.network() {
             return self.start_network(tick, &observed, &picks).await;
+        }
+        if cfg.fault.on_member() {
+            return self.start_on_members(&observed, &picks).await;
         }
         if matches!(cfg.fault, FaultKind::Corrupt | FaultKind::DiskFull) {
             return self.damage(tick, &observed, &picks).await;

@@ -43,7 +43,16 @@ pub enum Fault {
     /// The keyspace filled through it until etcd raised its NOSPACE alarm.
     #[serde(rename = "disk-full")]
     DiskFull,
-    /// The end of a partition, delay, loss or blackhole: its rules removed.
+    /// Its wall clock (CLOCK_REALTIME) shifted by patching its vDSO; a
+    /// `heal` record follows.
+    #[serde(rename = "clock-skew")]
+    ClockSkew,
+    /// Its disk writes throttled (a blkio cgroup), so fsync is slow; a
+    /// `heal` record follows.
+    #[serde(rename = "slow-disk")]
+    SlowDisk,
+    /// The end of a partition, delay, loss, blackhole, clock skew or slow
+    /// disk: its rules removed, the clock or disk restored.
     Heal,
 }
 
@@ -61,6 +70,8 @@ impl Fault {
             Fault::BlackholeUntilSnapshot => "blackhole-until-snapshot",
             Fault::Corrupt => "corrupt",
             Fault::DiskFull => "disk-full",
+            Fault::ClockSkew => "clock-skew",
+            Fault::SlowDisk => "slow-disk",
             Fault::Heal => "heal",
         }
     }
@@ -75,6 +86,8 @@ impl Fault {
                 | Fault::Delay
                 | Fault::Loss
                 | Fault::BlackholeUntilSnapshot
+                | Fault::ClockSkew
+                | Fault::SlowDisk
         )
     }
 
@@ -90,7 +103,7 @@ impl Fault {
 }
 
 /// Every fault kind.
-pub const ALL: [Fault; 11] = [
+pub const ALL: [Fault; 13] = [
     Fault::Kill,
     Fault::Destroy,
     Fault::Pause,
@@ -101,6 +114,8 @@ pub const ALL: [Fault; 11] = [
     Fault::BlackholeUntilSnapshot,
     Fault::Corrupt,
     Fault::DiskFull,
+    Fault::ClockSkew,
+    Fault::SlowDisk,
     Fault::Heal,
 ];
 

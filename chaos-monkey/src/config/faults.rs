@@ -4,15 +4,21 @@
 use std::time::Duration;
 
 use super::Error;
-use crate::cli::{Args, CorruptPart, FaultKind, Split};
+use crate::cli::{Args, CorruptPart, FaultKind, Skew, Split};
 use crate::select::Target;
 
-/// Why `--fault clock-skew` is refused.
+/// Why `--fault clock-skew` is refused on Kubernetes.
 pub const CLOCK_SKEW_WHY: &str = "etcd is a Go program, and Go reads the clock through the \
-    kernel's vDSO, never through libc, so libfaketime (Debian's faketime) cannot shift it \
-    (tried: etcd 3.4.23 and 3.5.1 under `faketime -f +30s` log the true time); shifting a Go \
-    process's clock takes patching its vDSO through ptrace, as Chaos Mesh's TimeChaos does, \
-    which the monkey does not do";
+    kernel's vDSO, never through libc, so libfaketime cannot shift it; the monkey patches the \
+    member's vDSO through ptrace, which needs to run as root beside the member (the local \
+    platform), not through the Kubernetes API";
+
+/// Why `--fault clock-skew` is refused off x86_64 Linux.
+pub const CLOCK_SKEW_ARCH: &str = "the vDSO patch is x86_64 machine code: clock-skew works on \
+    x86_64 Linux only";
+
+/// The default of `--skew`: 30 s ahead.
+pub const DEFAULT_SKEW_NANOS: i64 = 30_000_000_000;
 
 /// The options of the newer faults (network, disk), with their defaults.
 #[derive(Clone, Debug, PartialEq)]
@@ -32,6 +38,10 @@ pub struct FaultOptions {
     pub corrupt: CorruptPart,
     /// `--fill-max`, bytes.
     pub fill_max: u64,
+    /// `--skew`.
+    pub skew: Skew,
+    /// `--disk-iops`.
+    pub disk_iops: u32,
 }
 
 impl Default for FaultOptions {
@@ -44,6 +54,8 @@ impl Default for FaultOptions {
             loss_percent: 30.0,
             corrupt: CorruptPart::Db,
             fill_max: 4 << 30,
+            skew: Skew::from_nanos(DEFAULT_SKEW_NANOS).expect("30s is a valid skew"),
+            disk_iops: 20,
         }
     }
 }
@@ -70,6 +82,10 @@ pub fn kube_refusal(fault: FaultKind) -> Option<&'static str> {
              reach from where the monkey runs",
         ),
         FaultKind::ClockSkew => Some(CLOCK_SKEW_WHY),
+        FaultKind::SlowDisk => Some(
+            "it moves the member's process into a blkio cgroup of the node, which needs root \
+             on the node, not the Kubernetes API",
+        ),
     }
 }
 
@@ -80,11 +96,17 @@ pub(super) fn fault_options(a: &Args) -> Result<FaultOptions, Error> {
     let other = |flag: &'static str, wants: &'static str| {
         Err(Error::OptionForOtherFault(flag, wants, fault.as_str()))
     };
-    if a.fault_for.is_some() && !fault.network() {
+    if a.fault_for.is_some() && !fault.lasting() {
         return other(
             "--fault-for",
-            "partition, delay, loss or blackhole-until-snapshot",
+            "partition, delay, loss, blackhole-until-snapshot, clock-skew or slow-disk",
         );
+    }
+    if a.skew.is_some() && fault != FaultKind::ClockSkew {
+        return other("--skew", "clock-skew");
+    }
+    if a.disk_iops.is_some() && fault != FaultKind::SlowDisk {
+        return other("--disk-iops", "slow-disk");
     }
     if a.split.is_some() && fault != FaultKind::Partition {
         return other("--split", "partition");
@@ -119,5 +141,7 @@ pub(super) fn fault_options(a: &Args) -> Result<FaultOptions, Error> {
         loss_percent: a.loss.unwrap_or(d.loss_percent),
         corrupt: a.corrupt.unwrap_or(d.corrupt),
         fill_max: a.fill_max.unwrap_or(d.fill_max),
+        skew: a.skew.unwrap_or(d.skew),
+        disk_iops: a.disk_iops.unwrap_or(d.disk_iops),
     })
 }

@@ -3,6 +3,7 @@
 
 pub mod bbolt;
 pub mod fill;
+pub mod slow;
 pub mod wal;
 
 use std::fs::File;

@@ -163,6 +163,70 @@ impl<P: Platform> Run<'_, P> {
         Ok(())
     }
 
+    /// Starts a clock-skew or slow-disk on the picks of the first picked
+    /// cluster (one lasting fault per cluster).
+    pub(super) async fn start_on_members(
+        &mut self,
+        observed: &[ObservedCluster<P::Handle>],
+        picks: &[Pick],
+    ) -> Result<(), Error> {
+        let cfg = self.cfg;
+        let fault = fault_of(cfg.fault);
+        let Some(first) = picks.first() else {
+            return Ok(());
+        };
+        let c = &observed[first.cluster];
+        let mut members = Vec::new();
+        let mut hits = Vec::new();
+        for p in picks.iter().filter(|p| p.cluster == first.cluster) {
+            let m = &c.members[p.member];
+            if let Some(h) = &m.handle {
+                members.push((m.view.name.clone(), h.clone()));
+                hits.push(Hit {
+                    key: (c.name.clone(), m.view.name.clone()),
+                    role: m.view.role,
+                    role_source: m.role_source,
+                });
+            }
+        }
+        let plan = NetPlan {
+            fault,
+            cluster: c.name.clone(),
+            victims: (0..members.len()).collect(),
+            members,
+            pairs: Vec::new(),
+            options: cfg.faults.clone(),
+            seed: 0,
+        };
+        let mut outcome = "dry-run".to_string();
+        let mut detail = None;
+        if !cfg.dry_run {
+            match self.platform.start(&plan).await {
+                Ok((lasting, how)) => {
+                    outcome = "injected".into();
+                    detail = Some(how);
+                    let now = Instant::now();
+                    self.lasting.push(Active {
+                        fault,
+                        cluster: c.name.clone(),
+                        hits: hits.clone(),
+                        lasting,
+                        started: now,
+                        until: now + cfg.faults.fault_for,
+                        polls: false,
+                    });
+                }
+                Err(e) => outcome = format!("failed: {e}"),
+            }
+        }
+        for h in hits {
+            let r = FaultRecord::now(fault, &h.key.0, &h.key.1, h.role, &outcome);
+            self.log
+                .write_detailed(r, h.role_source, detail.as_deref())?;
+        }
+        Ok(())
+    }
+
     /// Heals the network faults that are due (time, or their condition).
     pub(super) async fn heal_due(&mut self, now: Instant) -> Result<(), Error> {
         let mut due = Vec::new();

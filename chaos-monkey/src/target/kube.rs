@@ -498,6 +498,12 @@ impl Platform for Kube {
     }
 
     async fn start(&self, plan: &NetPlan<Handle>) -> Result<(Lasting, String), Error> {
+        if plan.fault != Fault::Partition {
+            return Err(Error::Unsupported(format!(
+                "{} is not supported on kube",
+                plan.fault.as_str()
+            )));
+        }
         self.isolate(plan).await
     }
 

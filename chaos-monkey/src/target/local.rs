@@ -26,8 +26,9 @@ use crate::roles::{self, Ask};
 use crate::select::MemberView;
 
 mod faults;
+mod member;
 
-pub use faults::Lasting;
+pub use faults::{Lasting, NetLasting};
 
 /// SIGKILL cannot be caught; this only bounds a process stuck in the kernel.
 const EXIT_WAIT: Duration = Duration::from_secs(30);

@@ -21,6 +21,8 @@ pub struct Cluster {
     pub names: Vec<String>,
     pub ips: Vec<Ipv4Addr>,
     pub flags: Vec<String>,
+    /// The etcd version the members run (a folder of `.etcd/`).
+    pub version: &'static str,
     initial: String,
 }
 
@@ -43,6 +45,11 @@ impl Cluster {
     /// Starts `n` members of etcd 3.4.23 with `flags` added, and waits until
     /// they have a leader.
     pub fn start(n: usize, flags: &[&str]) -> Cluster {
+        Cluster::start_version(n, "3.4.23", flags)
+    }
+
+    /// Starts `n` members of etcd `version` (3.4.23 or 3.5.1).
+    pub fn start_version(n: usize, version: &'static str, flags: &[&str]) -> Cluster {
         let ips = addresses(n);
         let names: Vec<String> = (0..n).map(|i| format!("net-{i}")).collect();
         let initial = names
@@ -56,6 +63,7 @@ impl Cluster {
             names,
             ips,
             flags: flags.iter().map(|s| s.to_string()).collect(),
+            version,
             initial,
         };
         for i in 0..n {
@@ -65,8 +73,8 @@ impl Cluster {
         c
     }
 
-    pub fn bin() -> PathBuf {
-        etcd_operator::testing::binaries().join("3.4.23/etcd")
+    pub fn bin(&self) -> PathBuf {
+        etcd_operator::testing::binaries().join(format!("{}/etcd", self.version))
     }
 
     pub fn url(&self, i: usize) -> String {
@@ -116,7 +124,7 @@ impl Cluster {
         let args = self.args(i, state);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let log = self.log(i);
-        let id = self.state.spawn_logged(&Self::bin(), &args, &log);
+        let id = self.state.spawn_logged(&self.bin(), &args, &log);
         let record = MemberRecord {
             config: MemberConfig {
                 addr: MemberAddr {
@@ -124,7 +132,7 @@ impl Cluster {
                     peer_url: format!("http://{}:2380", self.ips[i]),
                     client_url: self.url(i),
                 },
-                version: "3.4.23".parse().expect("version"),
+                version: self.version.parse().expect("version"),
                 bootstrap: true,
                 tls: Default::default(),
                 backend: Default::default(),

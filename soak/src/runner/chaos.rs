@@ -70,6 +70,12 @@ pub fn args(
     if let Some(p) = c.corrupt {
         flag("corrupt", p.as_str().into());
     }
+    if let Some(k) = c.skew {
+        flag("skew", k.to_string());
+    }
+    if let Some(n) = c.disk_iops {
+        flag("disk-iops", n.to_string());
+    }
     if let Some(n) = c.max_kill {
         flag("max-kill", n.to_string());
     }
@@ -171,6 +177,40 @@ mod tests {
             Duration::from_secs(1),
         );
         assert!(a.join(" ").contains("--loss 30%"), "{a:?}");
+        let skew = Chaos {
+            fault: Some(FaultKind::ClockSkew),
+            skew: Some("-30s".parse().expect("skew")),
+            ..Chaos::default()
+        };
+        let a = args(
+            &skew,
+            Where::Local(Path::new("/s")),
+            "d",
+            Path::new("f"),
+            None,
+            Duration::from_secs(1),
+        );
+        assert!(
+            a.join(" ").contains("--fault clock-skew --skew -30s"),
+            "{a:?}"
+        );
+        let slow = Chaos {
+            fault: Some(FaultKind::SlowDisk),
+            disk_iops: Some(20),
+            ..Chaos::default()
+        };
+        let a = args(
+            &slow,
+            Where::Local(Path::new("/s")),
+            "d",
+            Path::new("f"),
+            None,
+            Duration::from_secs(1),
+        );
+        assert!(
+            a.join(" ").contains("--fault slow-disk --disk-iops 20"),
+            "{a:?}"
+        );
         let a = args(
             &c,
             Where::Kube(None, "soak"),

@@ -326,6 +326,14 @@ pub struct Chaos {
     /// What `fault: corrupt` damages: db or wal (`--corrupt`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub corrupt: Option<CorruptPart>,
+    /// How far `fault: clock-skew` shifts the victim's wall clock
+    /// (`--skew`): `30s`, `-1m`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skew: Option<Skew>,
+    /// Write operations per second `fault: slow-disk` leaves the victim
+    /// (`--disk-iops`), 1 to 1000000.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk_iops: Option<u32>,
     /// Wait this long after the cluster is Running before the first fault
     /// (the runner starts the monkey late); default 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -335,7 +343,7 @@ pub struct Chaos {
 /// `--target` and `--fault` of the chaos monkey: the monkey's own types
 /// (their YAML names are the flags' values), with `--split` and
 /// `--corrupt`.
-pub use chaos_monkey::cli::{CorruptPart, FaultKind, Split};
+pub use chaos_monkey::cli::{CorruptPart, FaultKind, Skew, Split};
 pub use chaos_monkey::select::Target;
 
 /// How the cluster is probed.

@@ -192,15 +192,6 @@ pub fn validate(s: &Scenario) -> Result<(), Vec<String>> {
             err("chaos.pauseFor", "applies only with fault: pause".into());
         }
         let fault = c.fault.unwrap_or(FaultKind::Kill);
-        if fault == FaultKind::ClockSkew {
-            err(
-                "chaos.fault",
-                format!(
-                    "clock-skew is not available: {}",
-                    chaos_monkey::config::CLOCK_SKEW_WHY
-                ),
-            );
-        }
         if c.fault_for.is_some_and(|d| d.get() == zero) {
             err("chaos.faultFor", "must be more than 0s".into());
         }
@@ -208,8 +199,20 @@ pub fn validate(s: &Scenario) -> Result<(), Vec<String>> {
             (
                 "chaos.faultFor",
                 c.fault_for.is_some(),
-                fault.network(),
-                "partition, delay, loss or blackhole-until-snapshot",
+                fault.lasting(),
+                "partition, delay, loss, blackhole-until-snapshot, clock-skew or slow-disk",
+            ),
+            (
+                "chaos.skew",
+                c.skew.is_some(),
+                fault == FaultKind::ClockSkew,
+                "clock-skew",
+            ),
+            (
+                "chaos.diskIops",
+                c.disk_iops.is_some(),
+                fault == FaultKind::SlowDisk,
+                "slow-disk",
             ),
             (
                 "chaos.split",
@@ -246,6 +249,14 @@ pub fn validate(s: &Scenario) -> Result<(), Vec<String>> {
             if given && !fits {
                 err(field, format!("applies only with fault: {wants}"));
             }
+        }
+        if let Some(n) = c.disk_iops
+            && !(1..=1_000_000).contains(&n)
+        {
+            err(
+                "chaos.diskIops",
+                format!("must be from 1 to 1000000 (writes per second), got {n}"),
+            );
         }
         if let Some(l) = c.loss
             && !(l > 0.0 && l <= 100.0)

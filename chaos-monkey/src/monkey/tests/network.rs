@@ -1,6 +1,6 @@
 //! The run loop's network faults (healed after --fault-for, on a signal,
-//! one per cluster at a time, --split sides) and disk faults, against the
-//! in-memory platform.
+//! one per cluster at a time, --split sides), clock-skew and slow-disk, and
+//! disk faults, against the in-memory platform.
 
 use std::time::Duration;
 
@@ -99,4 +99,30 @@ async fn damage_faults_go_to_the_platform_once_per_victim() {
     assert_eq!(log.records()[0].fault, Fault::Corrupt);
     assert_eq!(fake.calls().len(), 1);
     assert!(fake.calls()[0].starts_with("Corrupt a/"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn clock_skew_and_slow_disk_last_on_their_victims_and_are_healed() {
+    for fault in [FaultKind::ClockSkew, FaultKind::SlowDisk] {
+        let fake = Fake::new(&[("a", 5)]);
+        let mut cfg = config();
+        cfg.fault = fault;
+        cfg.target = Target::Minority;
+        cfg.max_faults = Some(2);
+        cfg.interval = Duration::from_secs(5);
+        cfg.faults.fault_for = Duration::from_secs(7);
+        let (r, log) = go(&fake, &cfg).await;
+        let s = r.expect("run");
+        assert!(s.left_unhealed.is_empty());
+        let kinds: Vec<Fault> = log.records().iter().map(|r| r.fault).collect();
+        let f = super::super::fault_of(fault);
+        // Two victims (a minority of 5) in one fault, healed together; the
+        // budget of 2 is spent by that one tick.
+        assert_eq!(kinds, [f, f, Fault::Heal, Fault::Heal], "{fault:?}");
+        let calls = fake.calls();
+        assert_eq!(calls.len(), 2, "{calls:?}");
+        assert!(calls[0].starts_with(&format!("{f:?} a/")), "{calls:?}");
+        assert_eq!(calls[0].matches(',').count(), 1, "two victims: {calls:?}");
+        assert_eq!(calls[1], format!("Heal {}", calls[0]));
+    }
 }

@@ -14,9 +14,20 @@ use crate::net::{self, Shape, delay, snapshot};
 use crate::rng::Rng;
 use crate::target::{Error, NetPlan};
 
+/// A lasting fault in force on the local platform.
+#[derive(Debug)]
+pub enum Lasting {
+    /// A network fault.
+    Net(Box<NetLasting>),
+    /// Shifted clocks (clock-skew).
+    Clock(Vec<crate::clock::Skewed>),
+    /// Throttled disks (slow-disk).
+    Disk(Vec<crate::disk::slow::Slowed>),
+}
+
 /// A network fault in force on the local platform.
 #[derive(Debug)]
-pub struct Lasting {
+pub struct NetLasting {
     /// The kernel rules and cgroups, as recorded in its ledger.
     pub applied: net::Applied,
     /// For blackhole-until-snapshot: the wait for the leader's compaction.
@@ -34,6 +45,9 @@ fn setup(e: net::Error) -> Error {
 
 /// Checks rights, tools and leftovers for network faults.
 pub fn prepare(local: &Local, cfg: &Config) -> Result<Option<String>, Error> {
+    if cfg.fault.on_member() && !cfg.dry_run {
+        return super::member::prepare(cfg.fault);
+    }
     if !cfg.fault.network() || cfg.dry_run {
         return Ok(None);
     }
@@ -71,6 +85,11 @@ fn member(name: &str, h: &Handle) -> Result<net::Member, Error> {
 
 /// Applies the rules of `plan`.
 pub async fn start(local: &Local, plan: &NetPlan<Handle>) -> Result<(Lasting, String), Error> {
+    match plan.fault {
+        Fault::ClockSkew => return super::member::skew(plan).await,
+        Fault::SlowDisk => return super::member::slow(plan).await,
+        _ => {}
+    }
     let root: PathBuf = match local.cgroup_root.get() {
         Some(r) => r.clone(),
         None => net::sys::preflight().map_err(setup)?,
@@ -164,25 +183,33 @@ pub async fn start(local: &Local, plan: &NetPlan<Handle>) -> Result<(Lasting, St
             .unwrap_or_default()
     );
     Ok((
-        Lasting {
+        Lasting::Net(Box::new(NetLasting {
             applied,
             watch,
             delayer,
-        },
+        })),
         detail,
     ))
 }
 
 /// Polls a blackhole's wait.
 pub async fn settled(local: &Local, lasting: &mut Lasting) -> Option<String> {
-    match &mut lasting.watch {
-        Some(w) => w.poll(&local.clients).await,
-        None => None,
+    match lasting {
+        Lasting::Net(n) => match &mut n.watch {
+            Some(w) => w.poll(&local.clients).await,
+            None => None,
+        },
+        _ => None,
     }
 }
 
 /// Removes the rules.
 pub fn heal(lasting: &Lasting) -> Result<(), Error> {
+    let lasting = match lasting {
+        Lasting::Net(n) => n,
+        Lasting::Clock(c) => return super::member::unskew(c),
+        Lasting::Disk(d) => return super::member::unslow(d),
+    };
     // Held packets go first (then the queue closes and the rules' NFQUEUE
     // lets new ones bypass it): removing the rules would make the kernel
     // drop what is still queued.
