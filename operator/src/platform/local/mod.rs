@@ -10,6 +10,7 @@ pub mod backup_job;
 pub mod backups;
 pub mod binaries;
 pub mod layout;
+pub mod merge;
 pub mod process;
 pub mod restore_check;
 pub mod safe_path;
