@@ -108,8 +108,7 @@ pub fn read(dir: &Path, base: &BackupMeta) -> Chain {
         .filter(|(b, _, _)| *b == base.name)
         .collect();
     chain.files = files.len();
-    let mut expected = 1u64;
-    for (_, seq, path) in files {
+    for (expected, (_, seq, path)) in (1u64..).zip(files) {
         let name = path.file_name().map(|n| n.to_string_lossy().to_string());
         let name = name.unwrap_or_default();
         if seq != expected {
@@ -147,7 +146,6 @@ pub fn read(dir: &Path, base: &BackupMeta) -> Chain {
             chain.cut = Some(format!("the chain of {} is cut at {p}", base.name));
             break;
         }
-        expected += 1;
     }
     chain
 }

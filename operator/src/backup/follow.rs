@@ -23,11 +23,16 @@ use crate::validate::ContinuousPolicy;
 
 /// Longest wait for a connection or an answer.
 const TIMEOUT: Duration = Duration::from_secs(5);
+/// How often the chain written so far is read back and checked: a segment
+/// damaged or deleted after it was written ends the chain there.
+const RECHECK: Duration = Duration::from_secs(10);
 
 /// How following one chain ended.
 enum Outcome {
     /// A newer full backup appeared: follow it.
     NewBase,
+    /// Time to read the chain back and check it.
+    Recheck,
     /// etcd compacted the history the chain needs: the chain ends.
     Compacted(i64),
     /// Connection or write trouble: try again.
@@ -128,6 +133,7 @@ pub async fn run<S: BackupStore>(
             Outcome::NewBase => {
                 tracing::info!("a newer full backup: delta segments follow it now");
             }
+            Outcome::Recheck => {}
             Outcome::Compacted(at) => {
                 let m = format!(
                     "the chain of {} ends: etcd compacted the history it needs (compact \
@@ -188,6 +194,7 @@ async fn follow<S: BackupStore>(
     let mut tick = tokio::time::interval(policy.segment_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tick.tick().await;
+    let started = tokio::time::Instant::now();
     loop {
         let flush_now = tokio::select! {
             msg = stream.message() => {
@@ -231,6 +238,12 @@ async fn follow<S: BackupStore>(
                 if now_newest != *newest && now_newest.is_some() {
                     let _ = flush(store, location, &mut chain, &mut pending, set).await;
                     return Outcome::NewBase;
+                }
+                if started.elapsed() >= RECHECK {
+                    return match flush(store, location, &mut chain, &mut pending, set).await {
+                        Ok(()) => Outcome::Recheck,
+                        Err(e) => Outcome::Failed(e),
+                    };
                 }
                 true
             }

@@ -9,6 +9,8 @@ pub mod addr;
 pub mod backup_job;
 pub mod backups;
 pub mod binaries;
+#[cfg(test)]
+mod chain_tests;
 pub mod layout;
 pub mod merge;
 pub mod process;
