@@ -25,7 +25,7 @@ use crate::validate::ContinuousPolicy;
 const TIMEOUT: Duration = Duration::from_secs(5);
 /// How often the chain written so far is read back and checked: a segment
 /// damaged or deleted after it was written ends the chain there.
-const RECHECK: Duration = Duration::from_secs(10);
+const RECHECK: Duration = Duration::from_secs(30);
 
 /// How following one chain ended.
 enum Outcome {
@@ -83,6 +83,9 @@ pub async fn run<S: BackupStore>(
     // appended to it; a newer full backup starts the next chain.
     let mut ended: Option<String> = None;
     let mut turn = 0usize;
+    // The base last found good (its whole file hashed once, not on every
+    // reconnect or recheck).
+    let mut known_good: Option<BackupMeta> = None;
     loop {
         let newest = store.list(&location).await.unwrap_or_default();
         let newest = newest.first().map(|m| m.name.clone());
@@ -90,12 +93,9 @@ pub async fn run<S: BackupStore>(
             tokio::time::sleep(Duration::from_secs(1)).await;
             continue;
         }
-        let base = match store.newest_good(&location).await {
-            Ok((Some(m), _)) => m,
-            _ => {
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                continue;
-            }
+        let Some(base) = newest_good(&*store, &location, &mut known_good).await else {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            continue;
         };
         if ended.as_deref() == Some(base.name.as_str()) {
             tokio::time::sleep(Duration::from_secs(1)).await;
@@ -154,6 +154,22 @@ pub async fn run<S: BackupStore>(
             }
         }
     }
+}
+
+/// The newest backup that checks out; one already checked (`known`, the
+/// same meta) is not hashed again.
+async fn newest_good<S: BackupStore>(
+    store: &S,
+    location: &Location,
+    known: &mut Option<BackupMeta>,
+) -> Option<BackupMeta> {
+    for meta in store.list(location).await.ok()? {
+        if known.as_ref() == Some(&meta) || store.verify(location, &meta).await.is_ok() {
+            *known = Some(meta.clone());
+            return Some(meta);
+        }
+    }
+    None
 }
 
 /// Follows one chain from `source` until it ends or fails.
