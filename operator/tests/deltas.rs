@@ -233,3 +233,57 @@ fn a_tampered_segment_cuts_the_chain_and_the_replay_stops_before_it() {
         "the cut is logged"
     );
 }
+
+#[test]
+fn a_chain_whose_history_is_compacted_ends_and_a_full_backup_starts_the_next() {
+    let mut env = Env::new();
+    env.write_manifest("cp.yaml", &continuous("cp"));
+    env.start_operator();
+    let c = env.wait_running("cp", 3);
+    let urls = client_urls(&c);
+    let base = first_backup(&env, "cp");
+    for i in 0..10 {
+        let out = env.etcdctl(&urls, &["put", &format!("a/{i}"), "v"]);
+        assert!(out.status.success(), "put: {out:?}");
+    }
+    env.wait_for("a segment", || {
+        (segments(&env, "cp", &base).last_revision() >= base.revision + 10).then_some(())
+    });
+    // While no operator follows, the cluster moves on and compacts the
+    // history the chain would need next.
+    env.stop_operator();
+    let mut last = None;
+    for i in 0..10 {
+        let out = env.etcdctl(&urls, &["put", &format!("b/{i}"), "v", "-w", "json"]);
+        assert!(out.status.success(), "put: {out:?}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        last = v["header"]["revision"].as_i64();
+    }
+    let last = last.expect("a revision");
+    let out = env.etcdctl(&urls, &["compaction", &last.to_string()]);
+    assert!(out.status.success(), "compaction: {out:?}");
+    let before = segments(&env, "cp", &base);
+    env.start_operator();
+    let newer = env.wait_for("a full backup after the compaction", || {
+        backups(&env, "cp")
+            .1
+            .into_iter()
+            .find(|m| m.name != base.name && m.revision >= last)
+    });
+    let log = std::fs::read_to_string(env.operator_log()).expect("log");
+    assert!(
+        log.contains(&format!("the chain of {} ends: etcd compacted", base.name)),
+        "the end of the chain is logged"
+    );
+    // The old chain stays as it was (whole, with its base); the new one
+    // follows the new backup.
+    assert_eq!(segments(&env, "cp", &base), before);
+    for i in 0..5 {
+        let out = env.etcdctl(&urls, &["put", &format!("c/{i}"), "v"]);
+        assert!(out.status.success(), "put: {out:?}");
+    }
+    env.wait_for("a segment of the new chain", || {
+        let chain = segments(&env, "cp", &newer);
+        (chain.cut.is_none() && chain.last_revision() >= last + 5).then_some(())
+    });
+}
