@@ -172,9 +172,15 @@ impl<P: Platform> Cluster<P> {
         // The loss window: from the newest change kept (the last segment
         // replayed, else the backup) to the last revision seen.
         let kept_ms = replayed.last_unix_ms.unwrap_or(meta.unix_ms);
-        let loss_window_ms = (self.record.last_revision_ms > 0).then(|| {
-            i64::try_from(self.record.last_revision_ms.saturating_sub(kept_ms)).unwrap_or(i64::MAX)
-        });
+        // Nothing seen is lost: no window, whatever the clocks say.
+        let loss_window_ms = if lost == 0 {
+            Some(0)
+        } else {
+            (self.record.last_revision_ms > 0).then(|| {
+                i64::try_from(self.record.last_revision_ms.saturating_sub(kept_ms))
+                    .unwrap_or(i64::MAX)
+            })
+        };
         let recovery = RecoveryStatus {
             source: RecoverySource::Backup,
             seed_revision: reached,
