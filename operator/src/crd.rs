@@ -274,6 +274,28 @@ pub struct BackupSpec {
     /// Off when unset (`etcd-operator check-backup` runs one by hand).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restore_check: Option<RestoreCheckSpec>,
+    /// Continuous backups (local platform only): the operator follows the
+    /// cluster's changes and writes them, every `segmentInterval`, as delta
+    /// segments beside the newest full backup; a restore or a rebuild
+    /// replays them, so it loses at most about one interval of writes.
+    /// Off when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub continuous: Option<ContinuousSpec>,
+}
+
+/// Continuous backups: delta segments of the cluster's changes between
+/// full backups.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ContinuousSpec {
+    /// Time between two delta segments, as a Go duration such as "1s"
+    /// (100ms to 1h): the most writes a rebuild from backups can lose.
+    pub segment_interval: String,
+    /// Also write a segment as soon as this many changes are waiting
+    /// (1 to 1000000; default 10000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1000000))]
+    pub max_events: Option<i64>,
 }
 
 /// How often backups are proven to restore.
@@ -465,6 +487,24 @@ pub struct RecoveryStatus {
     /// for a rebuild from a survivor, whose data is used in place).
     #[serde(default)]
     pub old_data: String,
+    /// Delta segments replayed on top of the backup (continuous backups).
+    #[serde(default)]
+    pub replayed_segments: i64,
+    /// The revision the replay reached (the backup's when none was
+    /// replayed).
+    #[serde(default)]
+    pub replayed_revision: i64,
+    /// When the last replayed segment was written (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_segment_time: Option<String>,
+    /// The loss window: from the last replayed segment (or the backup) to
+    /// the last revision seen before the loss, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss_window_ms: Option<i64>,
+    /// Why the replay stopped before the chain's end (a damaged or missing
+    /// segment), if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay_problem: Option<String>,
 }
 
 /// Where the backups of a cluster stand.
@@ -492,6 +532,29 @@ pub struct BackupStatus {
     /// The last scheduled restore check (`spec.backup.restoreCheck`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_restore_check: Option<RestoreCheckStatus>,
+    /// Continuous backups (`spec.backup.continuous`): the chain of delta
+    /// segments after the newest full backup.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub continuous: Option<ChainStatus>,
+}
+
+/// Where the chain of delta segments of the newest full backup stands.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ChainStatus {
+    /// The full backup the segments follow.
+    pub base: String,
+    /// Intact segments written after it.
+    pub segments: i64,
+    /// The last revision they hold (the base's when there is none).
+    pub last_revision: i64,
+    /// When the last segment was written (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_segment_time: Option<String>,
+    /// Why the chain is cut or ended (a damaged or missing segment, the
+    /// history compacted away), until a new full backup starts a new one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
 }
 
 /// One restore check, as the status shows it.

@@ -409,7 +409,8 @@ fn backups(args: BackupArgs) -> anyhow::Result<ExitCode> {
                 ))?;
             } else {
                 let table = cli::backup::table(&list);
-                out(&format!("{table}\nfolder: {}\n", dir.display()))?;
+                let chains = cli::backup::chains(&dir, &list);
+                out(&format!("{table}\n{chains}folder: {}\n", dir.display()))?;
             }
             Ok(ExitCode::SUCCESS)
         }

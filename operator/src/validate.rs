@@ -14,6 +14,9 @@ use crate::member::backend::{self, Backend, DefragPolicy};
 use crate::member::tuning::check_tuning;
 use crate::version::Version;
 
+pub mod continuous;
+pub use self::continuous::ContinuousPolicy;
+
 /// Largest cluster the operator manages.
 pub const MAX_SIZE: i64 = 9;
 /// Longest cluster name (see [`crate::names`]).
@@ -130,6 +133,8 @@ pub struct BackupPolicy {
     pub storage_class: Option<String>,
     /// Time between restore checks (`restoreCheck.interval`); none: off.
     pub restore_check: Option<Duration>,
+    /// Continuous backups (`continuous`); none: off.
+    pub continuous: Option<ContinuousPolicy>,
 }
 
 /// One problem with one field.
@@ -268,11 +273,23 @@ pub fn validate(
                 None
             }
         };
+        let continuous = match b.continuous.as_ref().map(continuous::check) {
+            None => None,
+            Some(Ok(c)) => Some(c),
+            Some(Err(problems)) => {
+                for (field, m) in problems {
+                    err(field, m);
+                }
+                bad_names = true;
+                None
+            }
+        };
         if bad_names {
             return None;
         }
         Some(BackupPolicy {
             restore_check,
+            continuous,
             interval: interval?,
             max_backups: usize::try_from(b.max_backups).ok().filter(|n| *n > 0)?,
             path: location.path.map(PathBuf::from),
@@ -539,6 +556,7 @@ mod tests {
             max_backups: 0,
             location: None,
             restore_check: None,
+            continuous: None,
         });
         assert_eq!(
             fields(validate("demo", &s, &V)),
@@ -549,6 +567,7 @@ mod tests {
             max_backups: 3,
             location: None,
             restore_check: None,
+            continuous: None,
         });
         let v = validate("demo", &s, &V).expect("valid");
         let b = v.backup.expect("backup policy");
@@ -570,6 +589,7 @@ mod tests {
                 restore_check: Some(crate::crd::RestoreCheckSpec {
                     interval: interval.into(),
                 }),
+                continuous: None,
             });
             validate("demo", &s, &V)
         };
@@ -597,6 +617,7 @@ mod tests {
                 restore_check: Some(crate::crd::RestoreCheckSpec {
                     interval: format!("{ms}ms"),
                 }),
+                continuous: None,
             });
             match validate("demo", &s, &V) {
                 Ok(v) => {
@@ -702,6 +723,7 @@ mod tests {
             max_backups: 3,
             location: None,
             restore_check: None,
+            continuous: None,
         });
         let recovery = |restore, survivor| {
             Some(RecoverySpec {

@@ -97,7 +97,8 @@ pub struct Published {
 pub struct Restore {
     /// When the rebuild started (unix ms).
     pub at: Ms,
-    /// The revision the backup holds.
+    /// The revision the rebuilt cluster holds: the backup's, plus the
+    /// delta segments replayed on it (continuous backups).
     pub backup_revision: i64,
 }
 

@@ -351,7 +351,9 @@ pub fn published(c: &EtcdCluster) -> Published {
         restore: s.last_recovery.as_ref().and_then(|r| {
             Some(crate::history::Restore {
                 at: ms(&r.recovered_at)?,
-                backup_revision: r.backup_revision,
+                // Where the rebuilt cluster starts: the backup plus the
+                // delta segments replayed on it (continuous backups).
+                backup_revision: r.seed_revision.max(r.backup_revision),
             })
         }),
     }

@@ -10,15 +10,19 @@
 //! place; only then is the meta written, so a `NAME.db` without a
 //! `NAME.json` is never trusted.
 
+pub mod chain;
+pub mod delta;
+pub mod follow;
 pub mod job;
 pub mod proof;
 pub mod proof_schedule;
+pub mod replay;
 pub mod schedule;
 pub mod snapshot;
 pub mod store;
 pub mod tools;
 
-pub use self::store::{BackupStore, Location, RestoreSource, Source};
+pub use self::store::{BackupStore, ChainRestore, Location, RestoreSource, Source};
 
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};

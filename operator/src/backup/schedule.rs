@@ -4,12 +4,13 @@
 //! (the newest good backup's time plus the interval, so the schedule
 //! survives an operator restart), retries failures with backoff, applies
 //! retention, and keeps a [`BackupStatus`] for the cluster's status. Every
-//! backup goes through the cluster's [`BackupStore`].
+//! backup goes through the cluster's [`BackupStore`]. With continuous
+//! backups, the follower of [`super::follow`] runs beside it.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 
 use tracing::Instrument;
@@ -33,6 +34,8 @@ pub struct Schedule {
     task: JoinHandle<()>,
     /// The restore checks (`policy.restore_check`), when on.
     checks: Option<JoinHandle<()>>,
+    /// The follower of continuous backups (`policy.continuous`), when on.
+    follower: Option<JoinHandle<()>>,
 }
 
 impl Schedule {
@@ -62,13 +65,27 @@ impl Schedule {
                 .instrument(span.clone()),
             )
         });
+        let want_full = Arc::new(Notify::new());
+        let follower = policy.continuous.map(|c| {
+            tokio::spawn(
+                super::follow::run(
+                    c,
+                    location.clone(),
+                    store.clone(),
+                    candidates.subscribe(),
+                    status.clone(),
+                    want_full.clone(),
+                )
+                .instrument(span.clone()),
+            )
+        });
         let task = tokio::spawn(
             run(
                 policy.clone(),
                 location.clone(),
                 store,
                 rx,
-                (status.clone(), metrics),
+                (status.clone(), metrics, want_full),
                 full_now,
             )
             .instrument(span),
@@ -80,6 +97,7 @@ impl Schedule {
             status,
             task,
             checks,
+            follower,
         }
     }
 
@@ -113,6 +131,9 @@ impl Drop for Schedule {
         if let Some(checks) = &self.checks {
             checks.abort();
         }
+        if let Some(follower) = &self.follower {
+            follower.abort();
+        }
     }
 }
 
@@ -135,7 +156,7 @@ async fn run<S: BackupStore>(
     location: Location,
     store: Arc<S>,
     mut candidates: watch::Receiver<Vec<Candidate>>,
-    (status, metrics): (Arc<Mutex<BackupStatus>>, ClusterMetrics),
+    (status, metrics, want_full): (Arc<Mutex<BackupStatus>>, ClusterMetrics, Arc<Notify>),
     mut full_now: bool,
 ) {
     let set =
@@ -168,7 +189,12 @@ async fn run<S: BackupStore>(
         });
         let wait = due.saturating_sub(now_ms());
         if wait > 0 {
-            tokio::time::sleep(Duration::from_millis(wait)).await;
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(wait)) => {}
+                // The chain of delta segments ended: a full backup now
+                // starts the next one.
+                _ = want_full.notified() => full_now = true,
+            }
             continue; // list again: a manual backup may have come in
         }
         let offered = candidates.borrow_and_update().clone();

@@ -84,6 +84,19 @@ impl fmt::Display for RestoreSource {
     }
 }
 
+/// A snapshot set aside for a rebuild, with its delta segments replayed
+/// ([`BackupStore::open_chain_for_restore`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChainRestore {
+    /// The snapshot the members restore from.
+    pub source: RestoreSource,
+    /// What the replay did (`revision`: the revision the snapshot holds).
+    pub replayed: super::replay::Replayed,
+    /// Why segments after the replayed ones were not used (a cut chain, a
+    /// replay that failed), if any were not.
+    pub problem: Option<String>,
+}
+
 /// Where backups are kept: a folder of snapshot files locally. A backup
 /// is a snapshot as etcd streams it (the database, then its SHA-256) and
 /// its [`BackupMeta`], written only once the snapshot is complete and
@@ -143,6 +156,28 @@ pub trait BackupStore: Send + Sync + 'static {
         backup: &str,
     ) -> impl Future<Output = Result<RestoreSource>> + Send;
 
+    /// [`Self::open_for_restore`] of `base` with its chain of delta
+    /// segments (continuous backups) replayed into the copy set aside, up
+    /// to the last intact segment. Platforms without continuous backups
+    /// set the snapshot aside as it is.
+    fn open_chain_for_restore(
+        &self,
+        location: &Location,
+        base: &BackupMeta,
+    ) -> impl Future<Output = Result<ChainRestore>> + Send {
+        async move {
+            let source = self.open_for_restore(location, &base.name).await?;
+            Ok(ChainRestore {
+                source,
+                replayed: super::replay::Replayed {
+                    revision: base.revision,
+                    ..Default::default()
+                },
+                problem: None,
+            })
+        }
+    }
+
     /// Drops the copy once the bootstrap it was for has formed.
     fn close_restore(&self, source: &RestoreSource) -> impl Future<Output = ()> + Send;
 
@@ -159,6 +194,35 @@ pub trait BackupStore: Send + Sync + 'static {
         async {
             Err(super::Error::Unsupported(
                 "restore checks are not supported on this platform yet".into(),
+            ))
+        }
+    }
+
+    /// The intact start of the chain of delta segments of `base`
+    /// (continuous backups). Platforms without them say so.
+    fn chain(
+        &self,
+        location: &Location,
+        base: &BackupMeta,
+    ) -> impl Future<Output = Result<super::chain::Chain>> + Send {
+        let _ = (location, base);
+        async {
+            Err(super::Error::Unsupported(
+                "continuous backups are supported on the local platform only".into(),
+            ))
+        }
+    }
+
+    /// Writes a delta segment beside its base backup.
+    fn append(
+        &self,
+        location: &Location,
+        segment: &super::delta::Segment,
+    ) -> impl Future<Output = Result<()>> + Send {
+        let _ = (location, segment);
+        async {
+            Err(super::Error::Unsupported(
+                "continuous backups are supported on the local platform only".into(),
             ))
         }
     }
@@ -250,6 +314,7 @@ mod tests {
             claim_size: None,
             storage_class: None,
             restore_check: None,
+            continuous: None,
         };
         let loc = Location::of("demo", Some(&policy));
         assert_eq!(loc.path.as_deref(), Some(std::path::Path::new("b")));

@@ -110,6 +110,36 @@ pub fn table(backups: &[Checked]) -> String {
     render(&rows)
 }
 
+/// The chains of delta segments (continuous backups) of the backups in
+/// `dir`, a line each for those that have segments: how many are intact,
+/// the last revision and time they hold, and where the chain is cut.
+pub fn chains(dir: &Path, backups: &[Checked]) -> String {
+    let mut out = String::new();
+    for (m, _) in backups {
+        let chain = backup::chain::read(dir, m);
+        if chain.files == 0 {
+            continue;
+        }
+        let last = chain
+            .last_unix_ms()
+            .map_or("-".into(), backup::follow::rfc3339_ms);
+        out.push_str(&format!(
+            "chain of {}: {} segments, last revision {}, last written {last}",
+            m.name,
+            chain.segments.len(),
+            chain.last_revision(),
+        ));
+        match &chain.cut {
+            Some(cut) => out.push_str(&format!(
+                "; CUT: {cut} ({} segment files after it are not used)\n",
+                chain.files - chain.segments.len()
+            )),
+            None => out.push('\n'),
+        }
+    }
+    out
+}
+
 /// The last restore check of a backup, in a few words (`check-backup`).
 pub fn restore_check(m: &BackupMeta) -> String {
     use crate::backup::proof::Verdict;

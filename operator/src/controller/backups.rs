@@ -156,17 +156,34 @@ impl<P: Platform> Cluster<P> {
             tracing::error!("skipping a damaged backup: {p}");
         }
         let meta = meta.ok_or(Error::NoBackup)?;
-        let staged = store.open_for_restore(&location, &meta.name).await?;
+        // With continuous backups, the snapshot set aside holds the delta
+        // segments replayed on top of the backup.
+        let restored = store.open_chain_for_restore(&location, &meta).await?;
+        let staged = restored.source;
+        let replayed = restored.replayed;
         let now = SystemTime::now();
         let tag = humantime::format_rfc3339_seconds(now)
             .to_string()
             .replace(':', "");
         let old_data = self.platform.retire_members(&self.name, &tag).await?;
         let last_seen = self.last_seen_revision();
-        let lost = (last_seen - meta.revision).max(0);
+        let reached = replayed.revision.max(meta.revision);
+        let lost = (last_seen - reached).max(0);
+        // The loss window: from the newest change kept (the last segment
+        // replayed, else the backup) to the last revision seen.
+        let kept_ms = replayed.last_unix_ms.unwrap_or(meta.unix_ms);
+        // Nothing seen is lost: no window, whatever the clocks say.
+        let loss_window_ms = if lost == 0 {
+            Some(0)
+        } else {
+            (self.record.last_revision_ms > 0).then(|| {
+                i64::try_from(self.record.last_revision_ms.saturating_sub(kept_ms))
+                    .unwrap_or(i64::MAX)
+            })
+        };
         let recovery = RecoveryStatus {
             source: RecoverySource::Backup,
-            seed_revision: meta.revision,
+            seed_revision: reached,
             backup: meta.name.clone(),
             backup_time: meta.time.clone(),
             backup_revision: meta.revision,
@@ -174,12 +191,32 @@ impl<P: Platform> Cluster<P> {
             lost_revisions: lost,
             recovered_at: humantime::format_rfc3339_seconds(now).to_string(),
             old_data,
+            replayed_segments: i64::try_from(replayed.segments).unwrap_or(i64::MAX),
+            replayed_revision: reached,
+            last_segment_time: replayed.last_unix_ms.map(crate::backup::follow::rfc3339_ms),
+            loss_window_ms,
+            replay_problem: restored.problem.clone(),
             ..RecoveryStatus::default()
         };
+        if let Some(p) = &restored.problem {
+            tracing::error!("delta segments not replayed: {p}");
+        }
+        let deltas = if replayed.segments > 0 {
+            format!(
+                " plus {} delta segments up to revision {reached} (the last written at {})",
+                replayed.segments,
+                recovery.last_segment_time.as_deref().unwrap_or("?")
+            )
+        } else {
+            String::new()
+        };
+        let window = loss_window_ms.map_or(String::new(), |ms| {
+            format!(", a loss window of {:.1} s", ms as f64 / 1000.0)
+        });
         tracing::error!(
-            "quorum lost for good: rebuilding from backup {} taken at {} (revision {}); the last \
-             revision seen before the loss was {last_seen}, so {lost} revisions written after the \
-             backup are lost; the old members' data is kept in {}",
+            "quorum lost for good: rebuilding from backup {} taken at {} (revision {}){deltas}; \
+             the last revision seen before the loss was {last_seen}, so {lost} revisions written \
+             after it are lost{window}; the old members' data is kept in {}",
             meta.name,
             meta.time,
             meta.revision,
@@ -192,16 +229,16 @@ impl<P: Platform> Cluster<P> {
         let notice = Notice {
             reason: "RestoredFromBackup",
             message: format!(
-                "quorum was lost for good: rebuilt from backup {} taken at {} (revision {}); the \
-                 last revision seen was {last_seen}, so up to {lost} revisions written after the \
-                 backup are lost; the old members' data is kept: {}",
+                "quorum was lost for good: rebuilt from backup {} taken at {} (revision \
+                 {}){deltas}; the last revision seen was {last_seen}, so up to {lost} revisions \
+                 written after it are lost{window}; the old members' data is kept: {}",
                 meta.name, meta.time, meta.revision, recovery.old_data
             ),
         };
         self.record.last_recovery = Some(recovery);
         // The rebuilt cluster starts at the backup's revision: a later loss
         // is measured from there, not from the old cluster's history.
-        self.record.last_revision = meta.revision;
+        self.record.last_revision = reached;
         self.save_record().await;
         self.new_backup_chain();
         self.platform.announce(&self.name, &notice).await;

@@ -26,6 +26,7 @@ impl<P: Platform> Cluster<P> {
             && rev > self.record.last_revision
         {
             self.record.last_revision = rev;
+            self.record.last_revision_ms = crate::backup::follow::now_ms();
             let stale = self
                 .revision_saved
                 .is_none_or(|t| t.elapsed() >= STATUS_REFRESH);

@@ -193,6 +193,9 @@ pub struct ClusterRecord {
     /// The highest etcd revision seen.
     #[serde(default)]
     pub last_revision: i64,
+    /// When it was first seen (ms since the Unix epoch; 0: unknown).
+    #[serde(default)]
+    pub last_revision_ms: u64,
     /// The snapshot the (next) bootstrap restores every member from.
     #[serde(default)]
     pub restore_from: Option<RestoreSource>,

@@ -121,6 +121,13 @@ pub fn kube_checks(resource: &EtcdCluster) -> Vec<String> {
                 .to_string(),
         );
     }
+    if spec.backup.as_ref().is_some_and(|b| b.continuous.is_some()) {
+        errors.push(
+            "spec.backup.continuous: continuous backups (delta segments) are on the local \
+             platform only; remove it (Kubernetes takes full backups on spec.backup.interval)"
+                .to_string(),
+        );
+    }
     if let Some(r) = &spec.restore
         && (r.backup.contains('/') || r.backup.ends_with(".db"))
     {

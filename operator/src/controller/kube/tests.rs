@@ -34,6 +34,7 @@ fn backups_and_restores_are_taken_where_kubernetes_can_do_them() {
         max_backups: 3,
         location: None,
         restore_check: None,
+        continuous: None,
     });
     r.spec.restore = Some(RestoreSpec {
         backup: "demo-20260101-000000-000".into(),
@@ -54,11 +55,16 @@ fn backups_and_restores_are_taken_where_kubernetes_can_do_them() {
         b.restore_check = Some(crate::crd::RestoreCheckSpec {
             interval: "1h".into(),
         });
+        b.continuous = Some(crate::crd::ContinuousSpec {
+            segment_interval: "1s".into(),
+            max_events: None,
+        });
     }
     let m = message(spec_state(&r));
     for field in [
         "spec.backup.restoreCheck: restore checks are not supported on the Kubernetes platform yet",
         "spec.backup.location.path:",
+        "spec.backup.continuous: continuous backups (delta segments) are on the local platform only",
         "spec.restore.backup:",
         "storage.policy:",
     ] {

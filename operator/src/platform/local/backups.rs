@@ -11,9 +11,10 @@ use std::time::SystemTime;
 use super::binaries::Binaries;
 use super::safe_path;
 use crate::backup::{
-    self, BackupMeta, BackupStore, Error, Location, RestoreSource, Result, Source, check_file,
-    io_err, snapshot,
+    self, BackupMeta, BackupStore, Error, Location, RestoreSource, Result, Source, chain,
+    check_file, delta, io_err, snapshot,
 };
+use crate::backup::{ChainRestore, replay::Replayed};
 
 /// The copy of the snapshot a bootstrap restores from, in the cluster's
 /// folder.
@@ -111,8 +112,11 @@ impl BackupStore for LocalBackups {
             .map(|_| ())
     }
 
+    /// Deletes the backup's delta segments first, then the snapshot and
+    /// its meta: a chain goes with its base.
     async fn delete(&self, location: &Location, backup: &BackupMeta) -> Result<()> {
         let dir = self.dir(location);
+        chain::delete(&dir, &backup.name)?;
         for path in [backup.path(&dir), dir.join(format!("{}.json", backup.name))] {
             match std::fs::remove_file(&path) {
                 Ok(()) => {}
@@ -124,9 +128,11 @@ impl BackupStore for LocalBackups {
     }
 
     /// Also deletes a meta whose snapshot was deleted by hand: alone it is
-    /// no backup, and nothing else would ever delete it.
+    /// no backup, and nothing else would ever delete it; and delta
+    /// segments whose base is gone.
     async fn sweep(&self, location: &Location) {
         let dir = self.dir(location);
+        chain::sweep(&dir);
         if let Ok(entries) = std::fs::read_dir(&dir) {
             for e in entries.flatten() {
                 let path = e.path();
@@ -137,6 +143,22 @@ impl BackupStore for LocalBackups {
                 }
             }
         }
+    }
+
+    async fn chain(&self, location: &Location, base: &BackupMeta) -> Result<chain::Chain> {
+        let dir = self.dir(location);
+        let base = base.clone();
+        tokio::task::spawn_blocking(move || chain::read(&dir, &base))
+            .await
+            .map_err(|e| Error::Tool(format!("reading the chain failed: {e}")))
+    }
+
+    async fn append(&self, location: &Location, segment: &delta::Segment) -> Result<()> {
+        let dir = self.dir(location);
+        let segment = segment.clone();
+        tokio::task::spawn_blocking(move || chain::write(&dir, &segment).map(|_| ()))
+            .await
+            .map_err(|e| Error::Tool(format!("writing a segment failed: {e}")))?
     }
 
     async fn check_restorable(&self, location: &Location, backup: &str) -> Result<()> {
@@ -159,6 +181,83 @@ impl BackupStore for LocalBackups {
         std::fs::copy(&found, &dest).map_err(io_err(what))?;
         tracing::info!(cluster = %location.cluster, from = %found.display(), "snapshot set aside for a restore");
         Ok(RestoreSource::new(dest.to_string_lossy()))
+    }
+
+    /// With segments, the base is restored into a scratch member, the
+    /// segments replayed and its snapshot set aside ([`super::merge`]);
+    /// when that fails, the base alone is set aside and the failure said.
+    async fn open_chain_for_restore(
+        &self,
+        location: &Location,
+        base: &BackupMeta,
+    ) -> Result<ChainRestore> {
+        let chain = self.chain(location, base).await?;
+        let plain = |problem: Option<String>| {
+            let replayed = Replayed {
+                revision: base.revision,
+                ..Replayed::default()
+            };
+            (replayed, problem)
+        };
+        if chain.segments.is_empty() {
+            let source = self.open_for_restore(location, &base.name).await?;
+            let (replayed, problem) = plain(chain.cut.clone());
+            return Ok(ChainRestore {
+                source,
+                replayed,
+                problem,
+            });
+        }
+        self.verify(location, base).await?;
+        let dest =
+            safe_path::cluster_path(&self.clusters_dir(), &location.cluster, &[RESTORE_FILE])
+                .map_err(|e| Error::Io {
+                    what: "cannot set the snapshot aside".into(),
+                    source: e.into_io(),
+                })?;
+        if let Some(dir) = dest.parent() {
+            std::fs::create_dir_all(dir)
+                .map_err(io_err(format!("cannot create {}", dir.display())))?;
+        }
+        let snapshot = base.path(&self.dir(location));
+        let merged = super::merge::merge(
+            &self.state_dir,
+            &self.binaries,
+            &location.cluster,
+            base,
+            &snapshot,
+            &chain,
+            &dest,
+        )
+        .await;
+        match merged {
+            Ok(replayed) => {
+                tracing::info!(
+                    cluster = %location.cluster, base = %base.name, segments = replayed.segments,
+                    revision = replayed.revision, "delta segments replayed into the snapshot set aside"
+                );
+                Ok(ChainRestore {
+                    source: RestoreSource::new(dest.to_string_lossy()),
+                    replayed,
+                    problem: chain.cut,
+                })
+            }
+            Err(e) => {
+                let m = format!(
+                    "replaying the {} delta segments of {} failed ({e}); restoring the backup alone",
+                    chain.segments.len(),
+                    base.name
+                );
+                tracing::error!(cluster = %location.cluster, "{m}");
+                let source = self.open_for_restore(location, &base.name).await?;
+                let (replayed, problem) = plain(Some(m));
+                Ok(ChainRestore {
+                    source,
+                    replayed,
+                    problem,
+                })
+            }
+        }
     }
 
     /// Deletes the copy, and only a copy this store made: the source comes

@@ -9,7 +9,10 @@ pub mod addr;
 pub mod backup_job;
 pub mod backups;
 pub mod binaries;
+#[cfg(test)]
+mod chain_tests;
 pub mod layout;
+pub mod merge;
 pub mod process;
 pub mod restore_check;
 pub mod safe_path;
