@@ -16,6 +16,7 @@ pub mod merge;
 pub mod process;
 pub mod restore_check;
 pub mod safe_path;
+mod scratch;
 pub mod space;
 mod state;
 pub mod tls;
