@@ -31,7 +31,7 @@ use super::objects::{cluster_labels, meta};
 use super::pod::{DATA_DIR, DATA_MOUNT, image, pod_security};
 use super::trouble::{image_unavailable, problem};
 use crate::backup::job::{Op, STATE_MOUNT};
-use crate::crd::{LABEL_CLUSTER, LABEL_MANAGED_BY, MANAGED_BY};
+use crate::crd::{LABEL_CLUSTER, LABEL_MANAGED_BY, LABEL_NAME, MANAGED_BY};
 use crate::member::MemberConfig;
 
 /// Label on the platform's Jobs: `backup` or `restore`.
@@ -137,6 +137,17 @@ fn restricted() -> SecurityContext {
     }
 }
 
+/// Labels of a cluster's Job and its pod: the cluster's and managed-by
+/// labels (so [`jobs_selector`] finds them) but not the member selector's
+/// `app.kubernetes.io/name: etcd`, so the client Service never routes to a
+/// backup or restore pod and the PodDisruptionBudget never counts one.
+pub fn job_labels(cluster: &str, kind: &str) -> BTreeMap<String, String> {
+    let mut labels = cluster_labels(cluster);
+    labels.remove(LABEL_NAME);
+    labels.insert(LABEL_JOB.into(), kind.into());
+    labels
+}
+
 /// A Job of `cluster` named `name` running `container` with `volumes`.
 fn job(
     name: &str,
@@ -146,8 +157,7 @@ fn job(
     mut volumes: Vec<Volume>,
     owner: &OwnerReference,
 ) -> Job {
-    let mut labels = cluster_labels(cluster);
-    labels.insert(LABEL_JOB.into(), kind.into());
+    let labels = job_labels(cluster, kind);
     volumes.push(Volume {
         name: "tmp".into(),
         empty_dir: Some(EmptyDirVolumeSource::default()),

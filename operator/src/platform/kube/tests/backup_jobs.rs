@@ -17,6 +17,8 @@ use crate::backup::{BackupStore, Location, Source};
 use crate::crd::StoragePolicy;
 use crate::platform::Platform;
 use crate::platform::kube::KubePlatform;
+use crate::platform::kube::jobs::jobs_selector;
+use crate::platform::kube::objects::selector_labels;
 use crate::platform::kube::pod::DEFAULT_IMAGE;
 
 const JOBS: &str = "/apis/batch/v1/namespaces/default/jobs";
@@ -101,6 +103,22 @@ async fn a_backup_creates_the_claim_then_a_job_and_reads_its_report() {
         assert!(name.starts_with("demo-save-"), "{name}");
         assert_eq!(job["metadata"]["ownerReferences"][0]["uid"], "uid-1");
         assert_eq!(job["spec"]["backoffLimit"], 0);
+        // The Job's pod is found by the cluster's Job selector but is not
+        // one of the member pods the client Service and the
+        // PodDisruptionBudget select.
+        let labels = &job["spec"]["template"]["metadata"]["labels"];
+        let selected = selector_labels("demo")
+            .iter()
+            .all(|(k, v)| labels[k.as_str()] == v.as_str());
+        assert!(
+            !selected,
+            "a member selector matches the Job's pod: {labels}"
+        );
+        for pair in jobs_selector("demo").split(',') {
+            let (k, v) = pair.split_once('=').expect("key=value");
+            assert_eq!(labels[k], v, "{labels}");
+        }
+        assert_eq!(labels["etcdoperator.dev/job"], "backup");
         let pod = &job["spec"]["template"]["spec"];
         assert_eq!(pod["restartPolicy"], "Never");
         let c = &pod["containers"][0];
