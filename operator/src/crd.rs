@@ -402,6 +402,10 @@ pub struct EtcdClusterStatus {
     /// The last rebuild from a backup after a quorum loss, and what it lost.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_recovery: Option<RecoveryStatus>,
+    /// What a cluster created from a backup (`spec.restore`) was restored
+    /// from: the backup, and the delta segments replayed on it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restore: Option<RestoreStatus>,
     /// TLS, when `spec.tls` is set or members still use it: where a
     /// client finds the CA and a client certificate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -503,6 +507,33 @@ pub struct RecoveryStatus {
     pub loss_window_ms: Option<i64>,
     /// Why the replay stopped before the chain's end (a damaged or missing
     /// segment), if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay_problem: Option<String>,
+}
+
+/// What a cluster created from a backup (`spec.restore`) holds.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RestoreStatus {
+    /// `spec.restore.backup`: the backup's name or a snapshot file's path.
+    pub backup: String,
+    /// When the snapshot was set aside for the members (RFC 3339).
+    pub restored_at: String,
+    /// Delta segments of the backup's chain replayed on top of it
+    /// (continuous backups; 0 for a snapshot file or a backup without
+    /// segments).
+    #[serde(default)]
+    pub replayed_segments: i64,
+    /// The revision the members restore: the backup's plus the replayed
+    /// segments' (0 when not known: a snapshot file, or on Kubernetes,
+    /// which restores the full backup alone).
+    #[serde(default)]
+    pub replayed_revision: i64,
+    /// When the last replayed segment was written (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_segment_time: Option<String>,
+    /// Why the replay stopped before the chain's end (a damaged or missing
+    /// segment, a replay that failed), if it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replay_problem: Option<String>,
 }

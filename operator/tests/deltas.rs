@@ -287,3 +287,76 @@ fn a_chain_whose_history_is_compacted_ends_and_a_full_backup_starts_the_next() {
         (chain.cut.is_none() && chain.last_revision() >= last + 5).then_some(())
     });
 }
+
+#[test]
+fn a_new_cluster_restored_from_a_backup_replays_its_segments() {
+    let mut env = Env::new();
+    env.write_manifest("src.yaml", &continuous("src"));
+    env.start_operator();
+    let c = env.wait_running("src", 3);
+    let base = first_backup(&env, "src");
+    // Writes after the full backup, over several segments.
+    let writer = Writer::start(client_urls(&c), "w/");
+    env.wait_for("300 writes and 3 segments after the full backup", || {
+        let chain = segments(&env, "src", &base);
+        (writer.acked().len() >= 300 && chain.segments.len() >= 3).then_some(())
+    });
+    let acked = writer.stop();
+    let newest = acked.iter().map(|a| a.revision).max().expect("writes");
+    // Every acknowledged write in a complete segment.
+    let chain = env.wait_for("the last write in a segment", || {
+        let chain = segments(&env, "src", &base);
+        (chain.last_revision() >= newest).then_some(chain)
+    });
+    assert!(newest > base.revision, "the writes came after the backup");
+
+    // The cluster goes; its backups stay.
+    env.remove_manifest("src.yaml");
+    env.wait_for("src deleted", || env.status("src").is_none().then_some(()));
+
+    // A new cluster created from the full backup holds every write of the
+    // segments after it.
+    let mut m = manifest("rs", 1, "3.4.23");
+    m.push_str(&format!("  restore:\n    backup: {}\n", base.name));
+    env.write_manifest("rs.yaml", &m);
+    let c = env.wait_running("rs", 1);
+    let r = c
+        .status
+        .as_ref()
+        .and_then(|s| s.restore.clone())
+        .expect("status.restore");
+    assert_eq!(r.backup, base.name, "{r:?}");
+    assert_eq!(
+        r.replayed_segments,
+        i64::try_from(chain.segments.len()).expect("count"),
+        "every complete segment replayed: {r:?}"
+    );
+    assert_eq!(r.replayed_revision, chain.last_revision(), "{r:?}");
+    assert!(r.last_segment_time.is_some(), "{r:?}");
+    assert_eq!(r.replay_problem, None, "{r:?}");
+    let found: HashMap<String, String> = read_prefix(&client_urls(&c), "w/").into_iter().collect();
+    let missing: Vec<_> = acked
+        .iter()
+        .filter(|a| found.get(&a.key) != Some(&a.value))
+        .map(|a| (&a.key, a.revision))
+        .collect();
+    println!(
+        "MEASURED: a new cluster restored from {} (revision {}) with {} segments replayed up to \
+         revision {}: {} of {} acknowledged writes present",
+        base.name,
+        base.revision,
+        r.replayed_segments,
+        r.replayed_revision,
+        acked.len() - missing.len(),
+        acked.len()
+    );
+    assert!(
+        missing.is_empty(),
+        "writes of complete segments are missing: {missing:?}"
+    );
+    let log = std::fs::read_to_string(env.operator_log()).expect("log");
+    assert!(
+        log.contains("delta segments replayed into the snapshot set aside"),
+        "the replay is logged"
+    );
+}

@@ -90,6 +90,21 @@ pub struct Published {
     /// status.lastRecovery: when the last rebuild from a backup started, and
     /// the revision that backup holds.
     pub restore: Option<Restore>,
+    /// status.backup.lastRestoreCheck: the last scheduled restore check.
+    pub restore_check: Option<RestoreCheckSeen>,
+}
+
+/// A scheduled restore check, as the operator reports it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct RestoreCheckSeen {
+    /// The backup checked.
+    pub backup: String,
+    /// When (RFC 3339, as published: one check is one backup and time).
+    pub time: String,
+    /// `verified`, `mismatch`, `unverifiable` or `failed`.
+    pub result: String,
+    /// Both hashes, or why there was no comparison.
+    pub message: String,
 }
 
 /// A rebuild of the cluster from a backup, as the operator reports it.

@@ -80,7 +80,8 @@ struct RunArgs {
     #[arg(long, value_enum, default_value = "local", env = "SOAK_PLATFORM")]
     platform: PlatformKind,
     /// Run this long instead of the scenario's duration, such as 5m
-    /// (bounds.minFaults shrinks in proportion when shorter).
+    /// (bounds.minFaults and bounds.restoreChecks.min shrink in proportion
+    /// when shorter).
     #[arg(long, env = "SOAK_DURATION")]
     duration: Option<Dur>,
     /// Output folder for the report. Default: soak-out/SCENARIO-NAME.
@@ -186,6 +187,10 @@ fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
         let ratio = d.get().as_secs_f64() / scenario.duration.get().as_secs_f64().max(1e-9);
         if ratio < 1.0 {
             scenario.bounds.min_faults = (scenario.bounds.min_faults as f64 * ratio).floor() as u64;
+            // So can it see fewer restore checks; at least one stays asked for.
+            if let Some(rc) = &mut scenario.bounds.restore_checks {
+                rc.min = ((rc.min as f64 * ratio).floor() as u64).max(1);
+            }
         }
         scenario.duration = d;
         if let Err(problems) = scenario::validate(&scenario) {

@@ -348,6 +348,14 @@ pub fn published(c: &EtcdCluster) -> Published {
         backup_time: backup.last_backup_time.as_deref().and_then(ms),
         backup_revision: backup.last_backup_revision,
         backup_error: backup.last_error,
+        restore_check: backup
+            .last_restore_check
+            .map(|c| crate::history::RestoreCheckSeen {
+                backup: c.backup,
+                time: c.time,
+                result: c.result,
+                message: c.message,
+            }),
         restore: s.last_recovery.as_ref().and_then(|r| {
             Some(crate::history::Restore {
                 at: ms(&r.recovered_at)?,

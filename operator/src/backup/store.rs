@@ -178,6 +178,27 @@ pub trait BackupStore: Send + Sync + 'static {
         }
     }
 
+    /// [`Self::open_for_restore`] of `backup` (a name, or locally a
+    /// snapshot file's path) for a new cluster (`spec.restore`), with the
+    /// delta segments of its chain replayed when it is a backup that has
+    /// some, as [`Self::open_chain_for_restore`] does for a rebuild.
+    /// Platforms without continuous backups set the snapshot aside as it
+    /// is (`replayed.revision` 0: not known).
+    fn open_named_for_restore(
+        &self,
+        location: &Location,
+        backup: &str,
+    ) -> impl Future<Output = Result<ChainRestore>> + Send {
+        async move {
+            let source = self.open_for_restore(location, backup).await?;
+            Ok(ChainRestore {
+                source,
+                replayed: super::replay::Replayed::default(),
+                problem: None,
+            })
+        }
+    }
+
     /// Drops the copy once the bootstrap it was for has formed.
     fn close_restore(&self, source: &RestoreSource) -> impl Future<Output = ()> + Send;
 

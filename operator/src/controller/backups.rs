@@ -9,7 +9,7 @@ use super::act::Error;
 use super::{Cluster, SpecState};
 use crate::backup::schedule::Schedule;
 use crate::backup::{BackupStore, Location, RestoreSource};
-use crate::crd::{RecoverySource, RecoveryStatus};
+use crate::crd::{RecoverySource, RecoveryStatus, RestoreStatus};
 use crate::observe::Observation;
 use crate::platform::{Notice, Platform};
 use crate::validate::ValidSpec;
@@ -135,13 +135,30 @@ impl<P: Platform> Cluster<P> {
             return Ok(None);
         };
         let location = self.backup_location(spec);
-        let staged = self
+        // With continuous backups, the snapshot set aside holds the delta
+        // segments of the backup's chain replayed on it, as for a rebuild.
+        let restored = self
             .platform
             .backups()
-            .open_for_restore(&location, name)
+            .open_named_for_restore(&location, name)
             .await?;
-        tracing::info!(backup = %name, "creating the cluster from a backup");
-        self.record.restore_from = Some(staged);
+        let replayed = restored.replayed;
+        if let Some(p) = &restored.problem {
+            tracing::error!(backup = %name, "delta segments not replayed: {p}");
+        }
+        tracing::info!(
+            backup = %name, segments = replayed.segments, revision = replayed.revision,
+            "creating the cluster from a backup"
+        );
+        self.record.restored = Some(RestoreStatus {
+            backup: name.clone(),
+            restored_at: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
+            replayed_segments: i64::try_from(replayed.segments).unwrap_or(i64::MAX),
+            replayed_revision: replayed.revision,
+            last_segment_time: replayed.last_unix_ms.map(crate::backup::follow::rfc3339_ms),
+            replay_problem: restored.problem,
+        });
+        self.record.restore_from = Some(restored.source);
         self.record.created_from = Some(name.clone());
         Ok(self.record.restore_from.clone())
     }

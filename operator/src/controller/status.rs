@@ -167,6 +167,7 @@ pub(super) fn build<P>(
         backup: c.schedule.as_ref().map(|s| s.status()),
         revision: (c.record.last_revision > 0).then_some(c.record.last_revision),
         last_recovery: c.record.last_recovery.clone(),
+        restore: c.record.restored.clone(),
         tls: c
             .tls
             .status

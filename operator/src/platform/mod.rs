@@ -205,6 +205,9 @@ pub struct ClusterRecord {
     /// The last rebuild after a quorum loss.
     #[serde(default)]
     pub last_recovery: Option<crate::crd::RecoveryStatus>,
+    /// What the cluster was created from (`spec.restore`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restored: Option<crate::crd::RestoreStatus>,
     /// The member a rebuild from a survivor started with
     /// `--force-new-cluster`, until it serves and the flag is cleared.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -8,6 +8,15 @@
 //! above the one the backup holds (status.lastRecovery.backupRevision of the
 //! first rebuild after the write), is rolled back rather than lost:
 //! reported, not counted. Older writes must survive.
+//!
+//! The loss window of a rolled-back write is how long before the loss it
+//! was acknowledged: the loss starts with the fault that caused the
+//! rebuild (the newest injected fault at or before the rebuild, after the
+//! rebuild before it), not at the rebuild, which comes seconds later
+//! (noticing the loss, restoring). A write acknowledged after the fault
+//! started has a window of 0. When no fault is known for a rebuild (the
+//! fault log is gone, or the loss came from no injected fault), the window
+//! is measured to the rebuild instead: longer, never shorter.
 
 use super::{Check, Violation};
 use crate::history::{Ms, Restore};
@@ -29,20 +38,39 @@ pub enum Verdict {
     RolledBack {
         /// The write that was rolled back.
         expected: Acked,
-        /// How long before the rebuild that rolled it back it was
+        /// How long before the loss that rolled it back it was
         /// acknowledged (`None` when no rebuild was reported after it).
-        before_rebuild: Option<Ms>,
+        before_loss: Option<Ms>,
     },
+}
+
+/// When the loss that `rebuild` (one of `restores`, in time order) repaired
+/// started: the newest of `faults` (injection times) at or before it and
+/// after the rebuild before it; else the rebuild itself.
+pub fn loss_start(rebuild: &Restore, restores: &[Restore], faults: &[Ms]) -> Ms {
+    let previous = restores
+        .iter()
+        .filter(|r| r.at < rebuild.at)
+        .map(|r| r.at)
+        .max();
+    faults
+        .iter()
+        .copied()
+        .filter(|&f| f <= rebuild.at && previous.is_none_or(|p| f > p))
+        .max()
+        .unwrap_or(rebuild.at)
 }
 
 /// Judges one key against its value at the end: `found` is the value and
 /// its mod revision, or `None` when the key is absent. `restores` is `None`
-/// when no data loss is accepted, else the rebuilds the operator reported.
+/// when no data loss is accepted, else the rebuilds the operator reported;
+/// `faults` are the times faults were injected.
 pub fn judge(
     state: &KeyState,
     found: Option<(&[u8], i64)>,
     ledger: &Ledger,
     restores: Option<&[Restore]>,
+    faults: &[Ms],
 ) -> Verdict {
     let Some(expected) = state.newest else {
         return Verdict::Present; // nothing was acknowledged
@@ -68,9 +96,12 @@ pub fn judge(
             .map(|r| r.backup_revision)
             .unwrap_or_else(|| ledger.floor(expected.epoch + 1));
         if expected.revision > restored {
+            let before_loss = rebuild.map(|r| {
+                loss_start(r, restores.unwrap_or_default(), faults).saturating_sub(expected.at)
+            });
             return Verdict::RolledBack {
                 expected,
-                before_rebuild: rebuild.map(|r| r.at - expected.at),
+                before_loss,
             };
         }
     }
@@ -98,27 +129,30 @@ pub struct Outcome {
     /// Keys rolled back by a restore (accepted).
     pub rolled_back: usize,
     /// The loss window: the longest time between a rolled-back write's
-    /// acknowledgement and the rebuild that rolled it back.
+    /// acknowledgement and the start of the loss (the fault) that rolled
+    /// it back.
     pub loss_window: Option<Ms>,
     /// One violation per lost key.
     pub violations: Vec<Violation>,
 }
 
-/// Judges every key of the ledger; `read(key)` gives its final value.
+/// Judges every key of the ledger; `read(key)` gives its final value,
+/// `faults` are the times faults were injected (for the loss window).
 pub fn check<'a>(
     ledger: &Ledger,
     mut read: impl FnMut(u32) -> Option<(&'a [u8], i64)>,
     restores: Option<&[Restore]>,
+    faults: &[Ms],
     at: Ms,
 ) -> Outcome {
     let mut out = Outcome::default();
     for (key, state) in ledger.keys() {
         out.keys += 1;
-        match judge(state, read(key), ledger, restores) {
+        match judge(state, read(key), ledger, restores, faults) {
             Verdict::Present => {}
-            Verdict::RolledBack { before_rebuild, .. } => {
+            Verdict::RolledBack { before_loss, .. } => {
                 out.rolled_back += 1;
-                out.loss_window = out.loss_window.max(before_rebuild);
+                out.loss_window = out.loss_window.max(before_loss);
             }
             Verdict::Lost { expected, found } => {
                 out.lost += 1;
@@ -162,10 +196,20 @@ mod tests {
         finals: &HashMap<u32, (Vec<u8>, i64)>,
         restores: Option<&[Restore]>,
     ) -> Outcome {
+        run_faults(ledger, finals, restores, &[])
+    }
+
+    fn run_faults(
+        ledger: &Ledger,
+        finals: &HashMap<u32, (Vec<u8>, i64)>,
+        restores: Option<&[Restore]>,
+        faults: &[Ms],
+    ) -> Outcome {
         check(
             ledger,
             |k| finals.get(&k).map(|(v, r)| (v.as_slice(), *r)),
             restores,
+            faults,
             99,
         )
     }
@@ -263,7 +307,11 @@ mod tests {
         }];
         let o = run_with(&l, &finals, Some(&restores));
         assert_eq!((o.rolled_back, o.lost), (1, 1), "{o:?}");
-        assert_eq!(o.loss_window, Some(3), "acknowledged at 2, rebuilt at 5");
+        assert_eq!(
+            o.loss_window,
+            Some(3),
+            "acknowledged at 2, rebuilt at 5, no fault known: up to the rebuild"
+        );
         assert!(o.violations[0].message.contains("soak/k000001"));
     }
 
@@ -284,5 +332,72 @@ mod tests {
             (1, 1, Some(3)),
             "{o:?}"
         );
+    }
+
+    #[test]
+    fn the_loss_window_ends_where_the_fault_began() {
+        // Writes acknowledged at 1000 (in the backup), 9000 and 9600 (after
+        // it); the majority destroyed at 10000, rebuilt at 22000.
+        let mut l = Ledger::new();
+        l.ack(1, id(0, 1), 19, 1_000);
+        l.ack(2, id(0, 2), 20, 9_000);
+        l.ack(3, id(0, 3), 21, 9_600);
+        let restores = [Restore {
+            at: 22_000,
+            backup_revision: 19,
+        }];
+        let mut finals = HashMap::new();
+        finals.insert(1, (id(0, 1).value(32).into_bytes(), 19));
+        // An earlier fault (healed) and one after the rebuild change nothing.
+        let faults = [4_000, 10_000, 30_000];
+        let o = run_faults(&l, &finals, Some(&restores), &faults);
+        assert_eq!((o.rolled_back, o.lost), (2, 0), "{o:?}");
+        assert_eq!(
+            o.loss_window,
+            Some(1_000),
+            "the oldest rolled-back write was acknowledged 1 s before the fault, 13 s before the rebuild"
+        );
+        // Without the fault log the rebuild bounds it: never shorter.
+        let o = run_faults(&l, &finals, Some(&restores), &[]);
+        assert_eq!(o.loss_window, Some(13_000));
+    }
+
+    #[test]
+    fn each_rebuild_is_measured_from_its_own_fault() {
+        // Two losses: faults at 10000 and 40000, rebuilds at 20000 and
+        // 50000. A write acknowledged just after the second fault began
+        // (still in flight when the members died) has a window of 0.
+        let mut l = Ledger::new();
+        l.ack(1, id(0, 1), 30, 9_500); // rolled back by the first rebuild
+        l.rollback(25);
+        l.ack(2, id(0, 2), 40, 39_000); // rolled back by the second
+        l.ack(3, id(0, 3), 41, 40_050); // acknowledged after the fault began
+        let restores = [
+            Restore {
+                at: 20_000,
+                backup_revision: 25,
+            },
+            Restore {
+                at: 50_000,
+                backup_revision: 35,
+            },
+        ];
+        let faults = [10_000, 40_000];
+        let v = |key: u32| {
+            let (k, state) = l.keys().find(|(k, _)| *k == key).expect("key");
+            assert_eq!(k, key);
+            judge(state, None, &l, Some(&restores), &faults)
+        };
+        let window = |verdict: Verdict| match verdict {
+            Verdict::RolledBack { before_loss, .. } => before_loss,
+            other => panic!("not rolled back: {other:?}"),
+        };
+        assert_eq!(window(v(1)), Some(500));
+        assert_eq!(window(v(2)), Some(1_000));
+        assert_eq!(window(v(3)), Some(0));
+        // The second rebuild's loss is not the first fault's, even when
+        // the fault log lacks the second: then the rebuild bounds it.
+        assert_eq!(loss_start(&restores[1], &restores, &[10_000]), 50_000);
+        assert_eq!(loss_start(&restores[0], &restores, &[10_000]), 10_000);
     }
 }

@@ -9,6 +9,7 @@
 //! | revisions never go back, reads are not stale | [`revisions`] |
 //! | KV hashes equal at checkpoints | [`hash`] |
 //! | backup age | [`backup`] |
+//! | restore checks ran and verified | [`restore_check`] |
 //! | no acknowledged write lost | [`lost`] |
 //! | the history is linearizable | [`crate::lin`] |
 //! | watches are ordered, complete, match the history and the end | [`crate::watch::check`] |
@@ -19,6 +20,7 @@ pub mod health;
 pub mod leaders;
 pub mod lost;
 pub mod recovery;
+pub mod restore_check;
 pub mod revisions;
 
 use serde::Serialize;
@@ -47,6 +49,9 @@ pub enum Check {
     KvHash,
     /// The newest backup got older than maxBackupAge.
     BackupAge,
+    /// A scheduled restore check did not verify its backup, or fewer ran
+    /// than bounds.restoreChecks.min.
+    RestoreCheck,
     /// Acknowledged writes missing at the end.
     LostWrites,
     /// Fewer faults injected than bounds.minFaults.
@@ -73,6 +78,7 @@ impl Check {
             Check::StaleRead => "stale-read",
             Check::KvHash => "kv-hash",
             Check::BackupAge => "backup-age",
+            Check::RestoreCheck => "restore-check",
             Check::LostWrites => "lost-writes",
             Check::Faults => "faults",
             Check::Linearizability => "linearizability",

@@ -9,7 +9,7 @@ use super::RunData;
 pub use super::checked::Percentiles;
 use crate::history::rfc3339;
 use crate::invariants::recovery::{self, FaultEvent, Recovery, Span, Stats, fmt_ms};
-use crate::invariants::{Check, Violation, backup, hash};
+use crate::invariants::{Check, Violation, backup, hash, restore_check};
 
 /// One row of the summary table.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -195,6 +195,26 @@ pub fn evaluate(d: &RunData) -> (Summary, Derived) {
             check: "backup age".into(),
             bound: format!("<= {bound}"),
             measured: format!("max {} ({} backups seen)", fmt_ms(o.max_age_ms), o.backups),
+            pass: o.violations.is_empty(),
+        });
+        v.extend(o.violations);
+    }
+    if let Some(rc) = b.restore_checks {
+        let o = restore_check::check(&d.samples, rc.min, d.run_end);
+        let others = o.others();
+        rows.push(Row {
+            check: "restore checks".into(),
+            bound: format!(">= {}, all verified", rc.min),
+            measured: format!(
+                "{} ran, {} verified{}",
+                o.checks,
+                o.verified,
+                if others.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({others})")
+                }
+            ),
             pass: o.violations.is_empty(),
         });
         v.extend(o.violations);
@@ -401,14 +421,19 @@ pub fn evaluate(d: &RunData) -> (Summary, Derived) {
 }
 
 /// The loss window row (and its violation when over the bound): how long
-/// before a rebuild the newest writes it rolled back were acknowledged.
+/// before the loss (the fault a rebuild repaired) the oldest write it
+/// rolled back was acknowledged.
 fn loss_window(
     o: &crate::invariants::lost::Outcome,
     bound: Option<crate::scenario::Dur>,
     at: crate::history::Ms,
 ) -> (Row, Option<Violation>) {
     let measured = match o.loss_window {
-        Some(w) => format!("max {} ({} writes rolled back)", fmt_ms(w), o.rolled_back),
+        Some(w) => format!(
+            "the oldest rolled-back write acknowledged {} before the loss ({} writes rolled back)",
+            fmt_ms(w),
+            o.rolled_back
+        ),
         None if o.rolled_back > 0 => format!("unknown ({} writes rolled back)", o.rolled_back),
         None => "no write rolled back".into(),
     };
@@ -427,7 +452,10 @@ fn loss_window(
         Violation::new(
             at,
             Check::LostWrites,
-            format!("loss window {measured} is over bounds.maxLossWindow"),
+            format!(
+                "the loss window is over bounds.maxLossWindow ({}): {measured}",
+                bound.map(|b| b.to_string()).unwrap_or_default()
+            ),
         )
     });
     (row, violation)

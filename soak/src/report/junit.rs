@@ -32,6 +32,7 @@ fn checks_of(row: &str) -> &'static [&'static str] {
         "membership = spec" => &["membership"],
         "availability" => &["availability"],
         "backup age" => &["backup-age"],
+        "restore checks" => &["restore-check"],
         "lost writes" => &["lost-writes"],
         "one leader per term" => &["leader-per-term"],
         "revision never goes back" => &["revision-monotonic"],

@@ -82,7 +82,7 @@ fn each_broken_bound_fails_the_run_and_is_listed() {
     let mut d = good_run();
     let mut l = Ledger::new();
     l.ack(1, WriteId { writer: 0, seq: 1 }, 3, 100);
-    d.lost = Some(lost::check(&l, |_| None, None, 9_999));
+    d.lost = Some(lost::check(&l, |_| None, None, &[], 9_999));
     let (s, _) = evaluate(&d);
     assert!(!s.pass);
     assert_eq!(s.lost_writes, Some(1));
@@ -127,7 +127,11 @@ fn the_loss_window_is_reported_and_bounded() {
         .expect("row");
     assert_eq!(
         (row.bound.as_str(), row.measured.as_str(), row.pass),
-        ("reported", "max 2.500s (4 writes rolled back)", true)
+        (
+            "reported",
+            "the oldest rolled-back write acknowledged 2.500s before the loss (4 writes rolled back)",
+            true
+        )
     );
     d.scenario.bounds.max_loss_window =
         Some(crate::scenario::Dur(std::time::Duration::from_secs(2)));
@@ -144,6 +148,80 @@ fn the_loss_window_is_reported_and_bounded() {
             .bounds
             .iter()
             .any(|r| r.check == "loss window")
+    );
+}
+
+#[test]
+fn restore_checks_are_counted_and_must_all_verify() {
+    use crate::history::RestoreCheckSeen;
+    let mut d = good_run();
+    d.scenario.bounds.restore_checks = Some(crate::scenario::RestoreChecks { min: 2 });
+    let check = |backup: &str, time: &str, result: &str| RestoreCheckSeen {
+        backup: backup.into(),
+        time: time.into(),
+        result: result.into(),
+        message: "backup hash 0xaa, live hash 0xbb".into(),
+    };
+    for (i, s) in d.samples.iter_mut().enumerate() {
+        let c = match i {
+            0..20 => None,
+            20..50 => Some(check("b1", "t1", "verified")),
+            _ => Some(check("b2", "t2", "verified")),
+        };
+        if let Some(p) = s.published.as_mut() {
+            p.restore_check = c;
+        } else {
+            s.published = Some(crate::history::Published {
+                restore_check: c,
+                ..Default::default()
+            });
+        }
+    }
+    let row = |d: &RunData| {
+        let (s, _) = evaluate(d);
+        let r = s
+            .bounds
+            .iter()
+            .find(|r| r.check == "restore checks")
+            .expect("row")
+            .clone();
+        (r, s)
+    };
+    let (r, s) = row(&d);
+    assert_eq!(
+        (r.bound.as_str(), r.measured.as_str(), r.pass),
+        (">= 2, all verified", "2 ran, 2 verified", true)
+    );
+    assert!(s.pass, "{:?}", s.violations);
+    // A mismatch fails the row and names the backup and the hashes.
+    if let Some(p) = d.samples[99].published.as_mut() {
+        p.restore_check = Some(check("b3", "t3", "mismatch"));
+    }
+    let (r, s) = row(&d);
+    assert_eq!(
+        (r.measured.as_str(), r.pass),
+        ("3 ran, 2 verified (1 mismatch)", false)
+    );
+    let v = s
+        .violations
+        .iter()
+        .find(|v| v.check == crate::invariants::Check::RestoreCheck)
+        .expect("violation");
+    assert!(
+        v.message.contains("b3") && v.message.contains("0xbb"),
+        "{}",
+        v.message
+    );
+    // Too few checks fail it too.
+    d.scenario.bounds.restore_checks = Some(crate::scenario::RestoreChecks { min: 5 });
+    assert!(!row(&d).0.pass);
+    // Without the bound there is no row.
+    assert!(
+        !evaluate(&good_run())
+            .0
+            .bounds
+            .iter()
+            .any(|r| r.check == "restore checks")
     );
 }
 

@@ -245,11 +245,21 @@ pub(super) async fn settle_and_check(
             Ok((f, rev)) => {
                 let restores = crate::history::restores(&probe::lock(live.rec).samples);
                 let accept = s.bounds.data_loss == crate::scenario::DataLoss::SinceBackup;
+                // Where each loss began (the loss window ends there): the
+                // injections of the fault log, resumes and heals left out.
+                let faults: Vec<_> = crate::invariants::recovery::group(
+                    &etcd_operator::faults::read(fault_log).unwrap_or_default(),
+                )
+                .iter()
+                .filter(|e| e.injected())
+                .map(|e| e.at)
+                .collect();
                 let st = load::lock(live.load);
                 data.lost = Some(crate::invariants::lost::check(
                     &st.ledger,
                     |k| f.get(&k).map(|(v, r)| (v.as_slice(), *r)),
                     accept.then_some(restores.as_slice()),
+                    &faults,
                     now_ms(),
                 ));
                 back = Some((f, rev));

@@ -397,6 +397,11 @@ pub struct Bounds {
     /// Oldest the newest backup may get (needs cluster.backup).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_backup_age: Option<Dur>,
+    /// Restores proven during the run (needs
+    /// cluster.backup.restoreCheck): at least `min` scheduled restore
+    /// checks ran, and every one verified its backup.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restore_checks: Option<RestoreChecks>,
     /// Most acknowledged writes that may be missing at the end; default 0.
     #[serde(default)]
     pub lost_writes: u64,
@@ -421,6 +426,15 @@ pub struct Bounds {
     /// The final checkpoint never excuses a difference.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hash_divergence_max: Option<Dur>,
+}
+
+/// `bounds.restoreChecks`: how many scheduled restore checks must run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RestoreChecks {
+    /// Least number of checks seen in the run (at least 1); each must be
+    /// `verified`.
+    pub min: u64,
 }
 
 /// What data loss a scenario accepts.

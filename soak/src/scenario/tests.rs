@@ -324,3 +324,90 @@ fn hash_divergence_max_needs_the_corrupt_fault_and_a_length() {
         "{p:?}"
     );
 }
+
+#[test]
+fn restore_checks_need_the_operators_checks_and_a_reachable_min() {
+    let with = |check: &str, bound: &str| {
+        SMOKE
+            .replace(
+                "backup: {interval: 10s, maxBackups: 3}",
+                &format!("backup: {{interval: 10s, maxBackups: 3{check}}}"),
+            )
+            .replace("lostWrites: 0", &format!("lostWrites: 0{bound}"))
+    };
+    // 90 s with a check every 20 s: at most 5 checks (one more than 90/20);
+    // backups every 10 s would each be checked at once: at most 10.
+    let ok = with(
+        ", restoreCheck: {interval: 20s}",
+        ", restoreChecks: {min: 10}",
+    );
+    let s = parse(Path::new("t.yaml"), &ok).expect("parses");
+    validate(&s).expect("valid");
+    assert_eq!(s.bounds.restore_checks, Some(RestoreChecks { min: 10 }));
+    let spec = s.cluster.spec();
+    assert_eq!(
+        spec.backup
+            .and_then(|b| b.restore_check)
+            .map(|c| c.interval),
+        Some("20s".to_string()),
+        "passed through to the EtcdCluster spec"
+    );
+
+    let p = problems(&with("", ", restoreChecks: {min: 3}"));
+    assert!(
+        p.iter().any(
+            |e| e.starts_with("bounds.restoreChecks: needs cluster.backup.restoreCheck")
+                && e.contains("interval")
+        ),
+        "{p:?}"
+    );
+    let p = problems(&with(
+        ", restoreCheck: {interval: 20s}",
+        ", restoreChecks: {min: 0}",
+    ));
+    assert!(
+        p.iter()
+            .any(|e| e.starts_with("bounds.restoreChecks.min: must be at least 1")),
+        "{p:?}"
+    );
+    let p = problems(&with(
+        ", restoreCheck: {interval: 20s}",
+        ", restoreChecks: {min: 11}",
+    ));
+    assert!(
+        p.iter().any(
+            |e| e.starts_with("bounds.restoreChecks.min: must be at most 10")
+                && e.contains("cluster.backup.restoreCheck.interval (20s)")
+                && e.contains("got 11")
+        ),
+        "{p:?}"
+    );
+    // Checks more often than backups: one per check interval, 90/5 + 1.
+    let p = problems(&with(
+        ", restoreCheck: {interval: 5s}",
+        ", restoreChecks: {min: 20}",
+    ));
+    assert!(
+        p.iter()
+            .any(|e| e.starts_with("bounds.restoreChecks.min: must be at most 19")),
+        "{p:?}"
+    );
+    // A bad interval is the operator's problem to name, once.
+    let p = problems(&with(
+        ", restoreCheck: {interval: soon}",
+        ", restoreChecks: {min: 1}",
+    ));
+    assert!(
+        p.iter().any(|e| e.contains("restoreCheck.interval")),
+        "{p:?}"
+    );
+    assert!(
+        !p.iter().any(|e| e.starts_with("bounds.restoreChecks")),
+        "{p:?}"
+    );
+    let e = parse_error(&with(
+        ", restoreCheck: {interval: 20s}",
+        ", restoreChecks: {min: 1, max: 2}",
+    ));
+    assert!(e.contains("max"), "{e}");
+}

@@ -61,6 +61,58 @@ fn fault_ceiling(s: &Scenario, c: &super::Chaos) -> u64 {
     most
 }
 
+/// `bounds.restoreChecks`: needs the checks turned on, and a `min` the
+/// run can reach. The operator checks the newest backup at once when it
+/// was never checked, else one `restoreCheck.interval` after its last
+/// check: a check per interval, or per new backup when backups come more
+/// often. A run of `duration` sees at most `duration` over the shorter of
+/// the two intervals checks, plus the first.
+fn restore_checks(s: &Scenario, min: u64, err: &mut impl FnMut(&str, String)) {
+    let backup = s.cluster.backup.as_ref();
+    let backups = backup.and_then(|b| spec_check::parse_duration(&b.interval).ok());
+    let every = backup
+        .and_then(|b| b.restore_check.as_ref())
+        .map(|c| spec_check::parse_duration(&c.interval));
+    let every = match every {
+        None => {
+            return err(
+                "bounds.restoreChecks",
+                "needs cluster.backup.restoreCheck (e.g. restoreCheck: {interval: 30s}): \
+                 without it the operator runs no restore check"
+                    .into(),
+            );
+        }
+        // The operator's own checks name the interval's problem.
+        Some(Err(_)) => return,
+        Some(Ok(d)) => d,
+    };
+    if min == 0 {
+        return err(
+            "bounds.restoreChecks.min",
+            "must be at least 1 (remove bounds.restoreChecks to ask for none)".into(),
+        );
+    }
+    let often = backups.map_or(every, |b| b.min(every));
+    let most = u64::try_from(s.duration.get().as_nanos() / often.as_nanos().max(1))
+        .unwrap_or(u64::MAX)
+        .saturating_add(1);
+    if min > most {
+        err(
+            "bounds.restoreChecks.min",
+            format!(
+                "must be at most {most}, the most checks a run of duration ({}) can see with \
+                 cluster.backup.restoreCheck.interval ({}) and cluster.backup.interval ({}) \
+                 (one per interval or per new backup, whichever comes more often): lower min \
+                 or an interval, got {min}",
+                s.duration,
+                humantime::format_duration(every),
+                backups.map_or("-".to_string(), |b| humantime::format_duration(b)
+                    .to_string()),
+            ),
+        );
+    }
+}
+
 /// All problems of a scenario, each as `field: message`.
 pub fn validate(s: &Scenario) -> Result<(), Vec<String>> {
     let mut p = Vec::new();
@@ -389,6 +441,9 @@ pub fn validate(s: &Scenario) -> Result<(), Vec<String>> {
             ),
             _ => {}
         }
+    }
+    if let Some(rc) = b.restore_checks {
+        restore_checks(s, rc.min, &mut err);
     }
     if let Some(window) = b.hash_divergence_max {
         let corrupt = s

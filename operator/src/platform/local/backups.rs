@@ -82,6 +82,111 @@ impl LocalBackups {
     }
 }
 
+impl LocalBackups {
+    /// The folder and meta of the backup named `name`, looked up as
+    /// [`BackupStore::open_for_restore`] does; `None` for the path of a
+    /// snapshot file (no meta, no chain).
+    fn find(&self, location: &Location, name: &str) -> Result<Option<(PathBuf, BackupMeta)>> {
+        let (_, sha256) = self.locate(location, name)?;
+        if sha256.is_none() {
+            return Ok(None);
+        }
+        for dir in self.lookup_dirs(location) {
+            if let Some(meta) = backup::list(&dir)?.into_iter().find(|m| m.name == name) {
+                return Ok(Some((dir, meta)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Sets `base` (a backup in `dir`) aside for a bootstrap of the
+    /// cluster of `location`, with the segments of its chain replayed.
+    async fn chain_restore(
+        &self,
+        location: &Location,
+        dir: PathBuf,
+        base: &BackupMeta,
+    ) -> Result<ChainRestore> {
+        let chain = {
+            let (dir, base) = (dir.clone(), base.clone());
+            tokio::task::spawn_blocking(move || chain::read(&dir, &base))
+                .await
+                .map_err(|e| Error::Tool(format!("reading the chain failed: {e}")))?
+        };
+        let plain = |problem: Option<String>| {
+            let replayed = Replayed {
+                revision: base.revision,
+                ..Replayed::default()
+            };
+            (replayed, problem)
+        };
+        if chain.segments.is_empty() {
+            let source = self.open_for_restore(location, &base.name).await?;
+            let (replayed, problem) = plain(chain.cut.clone());
+            return Ok(ChainRestore {
+                source,
+                replayed,
+                problem,
+            });
+        }
+        let snapshot = base.path(&dir);
+        {
+            let (path, sha) = (snapshot.clone(), base.sha256.clone());
+            tokio::task::spawn_blocking(move || check_file(&path, Some(&sha)))
+                .await
+                .map_err(|e| Error::Tool(format!("verification task failed: {e}")))??;
+        }
+        let dest =
+            safe_path::cluster_path(&self.clusters_dir(), &location.cluster, &[RESTORE_FILE])
+                .map_err(|e| Error::Io {
+                    what: "cannot set the snapshot aside".into(),
+                    source: e.into_io(),
+                })?;
+        if let Some(dir) = dest.parent() {
+            std::fs::create_dir_all(dir)
+                .map_err(io_err(format!("cannot create {}", dir.display())))?;
+        }
+        let merged = super::merge::merge(
+            &self.state_dir,
+            &self.binaries,
+            &location.cluster,
+            base,
+            &snapshot,
+            &chain,
+            &dest,
+        )
+        .await;
+        match merged {
+            Ok(replayed) => {
+                tracing::info!(
+                    cluster = %location.cluster, base = %base.name, segments = replayed.segments,
+                    revision = replayed.revision, "delta segments replayed into the snapshot set aside"
+                );
+                Ok(ChainRestore {
+                    source: RestoreSource::new(dest.to_string_lossy()),
+                    replayed,
+                    problem: chain.cut,
+                })
+            }
+            Err(e) => {
+                let m = format!(
+                    "replaying the {} delta segments of {} failed ({e}); restoring the backup alone",
+                    chain.segments.len(),
+                    base.name
+                );
+                tracing::error!(cluster = %location.cluster, "{m}");
+                let source = self.open_for_restore(location, &base.name).await?;
+                let (replayed, problem) = plain(Some(m));
+                Ok(ChainRestore {
+                    source,
+                    replayed,
+                    problem,
+                })
+            }
+        }
+    }
+}
+
 impl BackupStore for LocalBackups {
     fn describe(&self, location: &Location) -> String {
         self.dir(location).display().to_string()
@@ -191,72 +296,24 @@ impl BackupStore for LocalBackups {
         location: &Location,
         base: &BackupMeta,
     ) -> Result<ChainRestore> {
-        let chain = self.chain(location, base).await?;
-        let plain = |problem: Option<String>| {
-            let replayed = Replayed {
-                revision: base.revision,
-                ..Replayed::default()
-            };
-            (replayed, problem)
-        };
-        if chain.segments.is_empty() {
-            let source = self.open_for_restore(location, &base.name).await?;
-            let (replayed, problem) = plain(chain.cut.clone());
-            return Ok(ChainRestore {
-                source,
-                replayed,
-                problem,
-            });
-        }
-        self.verify(location, base).await?;
-        let dest =
-            safe_path::cluster_path(&self.clusters_dir(), &location.cluster, &[RESTORE_FILE])
-                .map_err(|e| Error::Io {
-                    what: "cannot set the snapshot aside".into(),
-                    source: e.into_io(),
-                })?;
-        if let Some(dir) = dest.parent() {
-            std::fs::create_dir_all(dir)
-                .map_err(io_err(format!("cannot create {}", dir.display())))?;
-        }
-        let snapshot = base.path(&self.dir(location));
-        let merged = super::merge::merge(
-            &self.state_dir,
-            &self.binaries,
-            &location.cluster,
-            base,
-            &snapshot,
-            &chain,
-            &dest,
-        )
-        .await;
-        match merged {
-            Ok(replayed) => {
-                tracing::info!(
-                    cluster = %location.cluster, base = %base.name, segments = replayed.segments,
-                    revision = replayed.revision, "delta segments replayed into the snapshot set aside"
-                );
-                Ok(ChainRestore {
-                    source: RestoreSource::new(dest.to_string_lossy()),
-                    replayed,
-                    problem: chain.cut,
-                })
-            }
-            Err(e) => {
-                let m = format!(
-                    "replaying the {} delta segments of {} failed ({e}); restoring the backup alone",
-                    chain.segments.len(),
-                    base.name
-                );
-                tracing::error!(cluster = %location.cluster, "{m}");
-                let source = self.open_for_restore(location, &base.name).await?;
-                let (replayed, problem) = plain(Some(m));
-                Ok(ChainRestore {
-                    source,
-                    replayed,
-                    problem,
-                })
-            }
+        self.chain_restore(location, self.dir(location), base).await
+    }
+
+    /// A backup found by name (in the cluster's folder or another
+    /// cluster's default one) is restored with its chain, as for a
+    /// rebuild; a snapshot file named by its path is set aside as it is.
+    async fn open_named_for_restore(
+        &self,
+        location: &Location,
+        backup: &str,
+    ) -> Result<ChainRestore> {
+        match self.find(location, backup)? {
+            Some((dir, meta)) => self.chain_restore(location, dir, &meta).await,
+            None => Ok(ChainRestore {
+                source: self.open_for_restore(location, backup).await?,
+                replayed: Replayed::default(),
+                problem: None,
+            }),
         }
     }
 
