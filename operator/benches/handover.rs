@@ -209,8 +209,10 @@ async fn scale_down_by_hand(clients: &Clients, leader_goes: bool, run: usize) ->
     let writer = Writer::start(urls.clone());
     tokio::time::sleep(Duration::from_millis(300)).await;
     let victims = if leader_goes {
-        clients.move_leader(&urls[4], ids[0]).await.unwrap();
+        // MoveLeader answers once h0 leads; on a loaded machine that can
+        // take longer than the client waits, so what counts is h0 leading.
         let t0 = Instant::now();
+        let _ = clients.move_leader(&urls[4], ids[0]).await;
         while clients.status(&urls[0]).await.ok().map(|s| s.leader) != Some(ids[0]) {
             assert!(t0.elapsed() < support::BOUND, "h0 did not lead");
             tokio::time::sleep(Duration::from_millis(5)).await;
