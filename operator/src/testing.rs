@@ -14,7 +14,7 @@ use std::collections::HashSet;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 pub use crate::metrics::scrape as metrics;
 
@@ -308,6 +308,44 @@ impl Env {
             .expect("run etcdctl")
     }
 
+    /// What happened from `since` on, one line each, in time order: the
+    /// operator's log, the `notable` lines of the logs of `cluster`'s members
+    /// still on disk (leadership and membership changes, dropped
+    /// proposals), and `extra` lines (a writer's timeline), each starting
+    /// with an RFC 3339 UTC time. For reading where a write gap went.
+    pub fn story(&self, cluster: &str, since: SystemTime, extra: &[String]) -> String {
+        let since = humantime::format_rfc3339_micros(since).to_string();
+        let mut lines: Vec<String> = Vec::new();
+        let log = std::fs::read_to_string(self.operator_log()).unwrap_or_default();
+        lines.extend(
+            log.lines()
+                .filter(|l| !l.contains("outcome=\"converged\""))
+                .map(|l| {
+                    format!(
+                        "{} operator {}",
+                        l.get(..27).unwrap_or(l),
+                        l.get(27..).unwrap_or_default()
+                    )
+                }),
+        );
+        let layout = self.layout();
+        for member in layout.member_names(cluster).unwrap_or_default() {
+            let text =
+                std::fs::read_to_string(layout.log_path(cluster, &member)).unwrap_or_default();
+            lines.extend(text.lines().filter_map(|l| notable_etcd_line(&member, l)));
+        }
+        lines.extend(extra.iter().map(|l| {
+            format!(
+                "{} writer {}",
+                l.get(..27).unwrap_or(l),
+                l.get(27..).unwrap_or_default()
+            )
+        }));
+        lines.retain(|l| l.as_str() >= since.as_str());
+        lines.sort();
+        lines.join("\n")
+    }
+
     /// pid of a member's process, if it runs.
     pub fn pid(&self, cluster: &str, member: &str) -> Option<i32> {
         let r = self.member(cluster, member)?;
@@ -315,6 +353,31 @@ impl Env {
             .filter(crate::platform::local::process::alive)
             .map(|p| p.pid)
     }
+}
+
+/// A line of an etcd member's (zap, JSON) log that says something about
+/// leadership, membership or dropped proposals: its time, member and message.
+fn notable_etcd_line(member: &str, line: &str) -> Option<String> {
+    const NOTABLE: [&str; 10] = [
+        "leader",
+        "elected",
+        "became",
+        "campaign",
+        "remove",
+        "dropp",
+        "transfer",
+        "vote",
+        "timed out",
+        "slow",
+    ];
+    let v: serde_json::Value = serde_json::from_str(line).ok()?;
+    let ts = v.get("ts")?.as_str()?;
+    let msg = v.get("msg")?.as_str()?;
+    let lower = msg.to_lowercase();
+    NOTABLE
+        .iter()
+        .any(|n| lower.contains(n))
+        .then(|| format!("{ts} etcd {member}: {msg}"))
 }
 
 impl Default for Env {

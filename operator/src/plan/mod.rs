@@ -23,9 +23,10 @@
 //!   can take over: it hands the leadership over first
 //!   ([`Step::MoveLeader`]), to the most caught-up healthy voter that the
 //!   next steps leave alone;
-//! * a scale-down removes the newest voters (a leader among them hands
-//!   over first); a rolling upgrade, restart or TLS change goes followers
-//!   first, the leader last.
+//! * a scale-down removes the newest followers and keeps the leader, so
+//!   it changes no leadership (without the handover, the newest go, the
+//!   leader among them); a rolling upgrade, restart or TLS change goes
+//!   followers first, the leader last.
 
 use crate::crd::StoragePolicy;
 
@@ -342,9 +343,14 @@ impl<'a> View<'a> {
         self.roll(d)
     }
 
-    /// The voters a scale-down to `d.size` removes: the newest (the names
-    /// that stay are the oldest), the leader among them if it is (it hands
-    /// over first). Oldest first; the plan removes the last.
+    /// The voters a scale-down to `d.size` removes: the newest followers.
+    /// The leader stays, whatever its age: a scale-down never needs a
+    /// leadership change, and every change of leader, a handover's
+    /// included, loses the proposals followers forward to the old leader
+    /// in its moment (etcd issue 8975), which their clients only learn of
+    /// from their own timeout. Without the handover (a benchmark's switch)
+    /// the newest go, the leader among them. Oldest first; the plan
+    /// removes the last.
     fn scale_down_victims(&self, d: &Desired) -> Vec<&Member> {
         let mut voters: Vec<&Member> = self
             .members
@@ -352,7 +358,13 @@ impl<'a> View<'a> {
             .filter(|m| m.etcd.is_some_and(|e| !e.learner))
             .collect();
         voters.sort_by(|a, b| member_order(&a.name, &b.name));
-        voters.split_off(d.size.min(voters.len()))
+        let keep = d.size.min(voters.len());
+        let leader = voters.iter().position(|m| m.etcd.is_some_and(|e| e.leader));
+        if let Some(i) = leader.filter(|&i| d.handover && i >= keep && keep > 0) {
+            let leader = voters.remove(i);
+            voters.insert(0, leader);
+        }
+        voters.split_off(keep)
     }
 
     /// Whether a member runs another version or other settings than the

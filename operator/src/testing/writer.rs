@@ -20,7 +20,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use etcd_client::{Client, ConnectOptions};
 
@@ -28,6 +28,10 @@ use etcd_client::{Client, ConnectOptions};
 pub const ATTEMPT: Duration = Duration::from_millis(300);
 /// How long a write may take over all its attempts before it failed.
 pub const DEADLINE: Duration = Duration::from_secs(10);
+/// A write acknowledged after this long is put on the timeline.
+pub const SLOW: Duration = Duration::from_millis(20);
+/// Entries the timeline keeps (the first ones).
+const TIMELINE_MAX: usize = 200;
 
 /// What the writer saw.
 #[derive(Clone, Debug, Default)]
@@ -44,6 +48,24 @@ pub struct WriteReport {
     /// The longest time between two acknowledgements (or from the start
     /// to the first).
     pub longest_gap: Duration,
+    /// When the longest gap ended (wall clock, to line it up with logs),
+    /// and through which endpoint the write that ended it went.
+    pub longest_gap_end: Option<(SystemTime, String)>,
+    /// Every retry and every write slower than [`SLOW`], stamped with the
+    /// wall clock in the operator log's format (the first
+    /// [`TIMELINE_MAX`]): where a gap went.
+    pub timeline: Vec<String>,
+    /// When the writer started (wall clock).
+    pub started_at: Option<SystemTime>,
+}
+
+impl WriteReport {
+    fn mark(&mut self, what: impl std::fmt::Display) {
+        if self.timeline.len() < TIMELINE_MAX {
+            let now = humantime::format_rfc3339_micros(SystemTime::now());
+            self.timeline.push(format!("{now} {what}"));
+        }
+    }
 }
 
 /// A running writer; [`Writer::stop`] returns its report.
@@ -76,8 +98,9 @@ async fn connect(url: &str) -> Option<Client> {
 }
 
 fn note(report: &mut WriteReport, what: String, since: Instant) {
+    let at = since.elapsed();
+    report.mark(format_args!("retry: {what} ({at:?} into the write)"));
     if report.failover_notes.len() < 20 {
-        let at = since.elapsed();
         report
             .failover_notes
             .push(format!("{what} ({at:?} into the write)"));
@@ -85,7 +108,10 @@ fn note(report: &mut WriteReport, what: String, since: Instant) {
 }
 
 async fn write_loop(endpoints: Vec<String>, stop: Arc<AtomicBool>) -> WriteReport {
-    let mut report = WriteReport::default();
+    let mut report = WriteReport {
+        started_at: Some(SystemTime::now()),
+        ..WriteReport::default()
+    };
     let mut clients: Vec<Option<Client>> = vec![None; endpoints.len()];
     let mut pinned = 0usize;
     let mut last_ack = Instant::now();
@@ -114,7 +140,17 @@ async fn write_loop(endpoints: Vec<String>, stop: Arc<AtomicBool>) -> WriteRepor
             };
             match tokio::time::timeout(ATTEMPT, client.put(key.as_str(), "v", None)).await {
                 Ok(Ok(_)) => {
-                    report.longest_gap = report.longest_gap.max(last_ack.elapsed());
+                    let gap = last_ack.elapsed();
+                    if gap > report.longest_gap {
+                        report.longest_gap = gap;
+                        report.longest_gap_end = Some((SystemTime::now(), url.clone()));
+                    }
+                    let took = started.elapsed();
+                    if took > SLOW || gap > SLOW {
+                        report.mark(format_args!(
+                            "ack via {url}: write took {took:?}, {gap:?} since the last ack"
+                        ));
+                    }
                     last_ack = Instant::now();
                     report.acked += 1;
                     break;

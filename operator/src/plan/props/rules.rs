@@ -416,6 +416,38 @@ proptest! {
         prop_assert!(model.members.iter().all(|m| m.tls == settled && m.listed_https == settled.peer_https));
     }
 
+    /// A scale-down of a healthy cluster led by any member never changes
+    /// the leader: no handover, no removal of the leader, and it still leads
+    /// once the cluster has the size asked for.
+    #[test]
+    fn a_scale_down_keeps_the_leader(
+        size in 2usize..=7,
+        down in 1usize..=6,
+        lead in 0usize..7,
+    ) {
+        let mut d = desired(size, V34, StoragePolicy::Persistent);
+        let mut model = Model::new(StoragePolicy::Persistent);
+        converge(&mut model, &d).map_err(TestCaseError::fail)?;
+        let first = model.members[lead % size].id;
+        model.preferred = Some(first);
+        d.size = size.saturating_sub(down).max(1);
+        for _ in 0..200 {
+            let obs = model.observe();
+            let step = plan(&d, &obs);
+            check_step(&model, &obs, &d, &step).map_err(TestCaseError::fail)?;
+            prop_assert!(!matches!(step, Step::MoveLeader { .. }), "a scale-down moved the leadership: {}", step);
+            let hits_leader = step.disrupts().is_some_and(|v| model.find_id(v) == Some(first));
+            prop_assert!(!hits_leader, "a scale-down removed the leader: {}", step);
+            if matches!(step, Step::Wait(_) | Step::Converged) {
+                break;
+            }
+            model.apply(&d, &step);
+        }
+        prop_assert_eq!(plan(&d, &model.observe()), Step::Converged);
+        prop_assert_eq!(model.voters().count(), d.size);
+        prop_assert_eq!(model.leader(), Some(first));
+    }
+
     /// Scale-downs, upgrades, new timing and turning TLS on from a healthy
     /// cluster led by any member: the leader is never restarted or removed while another
     /// voter can lead (checked on every step), and whenever the planned

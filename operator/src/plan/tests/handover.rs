@@ -1,6 +1,6 @@
 //! Scenario tests of the handover rule: the leader hands its leadership
-//! over before a scale-down, an upgrade, new timing or a TLS change
-//! restarts or removes it.
+//! over before an upgrade, new timing or a TLS change restarts it, and a
+//! scale-down keeps it.
 
 use super::super::*;
 use super::{V35, cluster, desired, led_by, three, up, with};
@@ -15,40 +15,41 @@ fn caught_up(m: &mut Member, raft_index: u64) {
 }
 
 #[test]
-fn scale_down_hands_over_first_when_the_leader_must_go() {
+fn a_scale_down_keeps_the_leader_and_removes_the_newest_followers() {
     let mut m = three();
     m.push(up("demo-3", 4));
     m.push(up("demo-4", 5));
-    // demo-1 is the most caught up of the members that stay; demo-3, more
-    // caught up still, goes too.
-    caught_up(&mut m[1], 120);
-    caught_up(&mut m[3], 130);
     let m = led_by(m, "demo-4");
+    // The newest leads: it stays (no handover, no new leader), and the
+    // newest followers go, the newest first.
+    let remove = |member: &str, id| Step::Remove {
+        member: member.into(),
+        id,
+        why: RemoveWhy::ScaleDown,
+    };
+    assert_eq!(plan(&desired(3), &cluster(m.clone())), remove("demo-3", 4));
+    let left: Vec<Member> = m.iter().filter(|x| x.name != "demo-3").cloned().collect();
     assert_eq!(
-        plan(&desired(3), &cluster(m.clone())),
-        Step::MoveLeader {
-            from: "demo-4".into(),
-            to: "demo-1".into(),
-            id: 2
-        }
+        plan(&desired(3), &cluster(left.clone())),
+        remove("demo-2", 3)
     );
-    // Once demo-1 leads, demo-4 goes, then demo-3.
-    let m = led_by(m, "demo-1");
+    let left: Vec<Member> = left.into_iter().filter(|x| x.name != "demo-2").collect();
+    assert_eq!(plan(&desired(3), &cluster(left)), Step::Converged);
+    // Led by one of the oldest, the newest go as before.
     assert_eq!(
-        plan(&desired(3), &cluster(m.clone())),
-        Step::Remove {
-            member: "demo-4".into(),
-            id: 5,
-            why: RemoveWhy::ScaleDown
-        }
+        plan(&desired(3), &cluster(led_by(m.clone(), "demo-1"))),
+        remove("demo-4", 5)
     );
-    // Without the handover (a benchmark's switch) the leader goes at once.
+    // A scale-down to one member keeps the leader too.
+    assert_eq!(
+        plan(&desired(1), &cluster(led_by(m.clone(), "demo-2"))),
+        remove("demo-4", 5)
+    );
+    // Without the handover (a benchmark's switch) the newest go, the
+    // leader among them, at once.
     let mut d = desired(3);
     d.handover = false;
-    assert!(matches!(
-        plan(&d, &cluster(led_by(m, "demo-4"))),
-        Step::Remove { id: 5, .. }
-    ));
+    assert_eq!(plan(&d, &cluster(m)), remove("demo-4", 5));
 }
 
 #[test]
