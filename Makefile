@@ -4,8 +4,8 @@
 #   make test      the test suite (unit, property, real-etcd integration,
 #                  and the short `smoke` soak)
 #   make bench     benchmarks: numbers and ratios, never pass/fail (the
-#                  operator, snapshots, the answers to faults, the soak
-#                  load, the history checker)
+#                  operator, snapshots, the answers to faults, disaster
+#                  recovery, the soak load, the history checker)
 #   make lint      rustfmt and clippy, as CI runs them
 #   make crds      regenerate deploy/crd.yaml from the Rust types
 
@@ -38,6 +38,7 @@ bench: release
 	$(CARGO) bench -q -p etcd-operator --bench operator
 	$(CARGO) bench -q -p etcd-operator --bench snapshot
 	$(CARGO) bench -q -p etcd-operator --bench handover
+	$(CARGO) bench -q -p etcd-operator --bench recovery
 	$(CARGO) bench -q -p chaos-monkey --bench faults
 	$(CARGO) run --release -q -p soak --bin soak -- bench
 	$(CARGO) bench -q -p soak --bench checker

@@ -360,3 +360,45 @@ fn a_new_cluster_restored_from_a_backup_replays_its_segments() {
         "the replay is logged"
     );
 }
+
+#[test]
+fn large_values_written_while_no_operator_follows_are_caught_up_in_segments() {
+    let mut env = Env::new();
+    env.write_manifest("lv.yaml", &continuous("lv"));
+    env.start_operator();
+    let c = env.wait_running("lv", 3);
+    let urls = client_urls(&c);
+    let base = first_backup(&env, "lv");
+    // 12 MiB in 48 revisions while no operator follows: catching up, etcd
+    // sends them in one watch response far larger than 4 MiB.
+    env.stop_operator();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let last = rt.block_on(async {
+        let mut client = etcd_client::Client::connect(&urls, None)
+            .await
+            .expect("connect");
+        let mut last = 0;
+        for i in 0..48u8 {
+            let r = client
+                .put(format!("big/{i:02}"), vec![i; 256 << 10], None)
+                .await
+                .expect("put");
+            last = r.header().expect("header").revision();
+        }
+        last
+    });
+    env.start_operator();
+    env.wait_for("the large values in segments", || {
+        (segments(&env, "lv", &base).last_revision() >= last).then_some(())
+    });
+    let chain = segments(&env, "lv", &base);
+    assert_eq!(chain.cut, None, "{chain:?}");
+    let log = std::fs::read_to_string(env.operator_log()).expect("log");
+    assert!(
+        !log.contains("decoded message length too large"),
+        "the follower failed on a large watch response"
+    );
+}

@@ -4,6 +4,9 @@
 
 #![allow(dead_code, clippy::unwrap_used)]
 
+pub mod dr;
+pub mod throughput;
+
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -211,13 +214,24 @@ impl Hand {
     }
 
     pub fn start(&mut self) {
+        self.start_without(&[]);
+    }
+
+    /// [`Hand::start`] without the flags named in `drop` (such as etcd's
+    /// initial corruption check, which a person restoring by hand would
+    /// not pass and which makes a member restored from a snapshot wait
+    /// for its peers' hashes before it serves them).
+    pub fn start_without(&mut self, drop: &[&str]) {
         std::fs::create_dir_all(&self.data).unwrap();
-        let args = etcd_args(
+        let args: Vec<String> = etcd_args(
             &self.record,
             &self.data,
             &self.tls_dir(),
             Listen::Advertised,
-        );
+        )
+        .into_iter()
+        .filter(|a| !drop.contains(&a.as_str()))
+        .collect();
         self.process = Some(process::spawn(&etcd_bin(), &args, &self.log).unwrap());
     }
 

@@ -23,6 +23,13 @@ use crate::validate::ContinuousPolicy;
 
 /// Longest wait for a connection or an answer.
 const TIMEOUT: Duration = Duration::from_secs(5);
+/// The largest watch response taken. etcd batches up to 1000 revisions
+/// into one response while a watcher catches up (after a reconnect, or
+/// when it fell behind), each up to its request limit (1.5 MiB by
+/// default): far past tonic's default of 4 MiB, which made the follower
+/// fail on the same response forever once large values were written.
+/// etcd's own Go client takes up to `math.MaxInt32`, as here.
+const MAX_WATCH_MESSAGE: usize = (1 << 31) - 1;
 /// How often the chain written so far is read back and checked: a segment
 /// damaged or deleted after it was written ends the chain there.
 const RECHECK: Duration = Duration::from_secs(30);
@@ -189,7 +196,7 @@ async fn follow<S: BackupStore>(
         opts = opts.with_tls(tls.options());
     }
     let connect = Client::connect([url.as_str()], Some(opts));
-    let mut client = match tokio::time::timeout(TIMEOUT, connect).await {
+    let client = match tokio::time::timeout(TIMEOUT, connect).await {
         Ok(Ok(c)) => c,
         Ok(Err(e)) => return Outcome::Failed(format!("{member}: {e}")),
         Err(_) => return Outcome::Failed(format!("{member}: no connection")),
@@ -199,7 +206,10 @@ async fn follow<S: BackupStore>(
         .with_all_keys()
         .with_start_revision(from)
         .with_progress_notify();
-    let mut stream = match tokio::time::timeout(TIMEOUT, client.watch("", Some(options))).await {
+    let mut watcher = client
+        .watch_client()
+        .max_decoding_message_size(MAX_WATCH_MESSAGE);
+    let mut stream = match tokio::time::timeout(TIMEOUT, watcher.watch("", Some(options))).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => return Outcome::Failed(format!("{member}: watch: {e}")),
         Err(_) => return Outcome::Failed(format!("{member}: no answer to watch")),

@@ -1,0 +1,327 @@
+//! Benchmark of disaster recovery (issue 15), each number beside a floor
+//! from the same run (the same steps by hand with etcd, etcdctl and
+//! etcdutl, no operator), operator and floor runs alternating:
+//!
+//! * `survivor`: a majority (2 of 3) destroyed (killed, data wiped) under a
+//!   writer, the third kept: loss -> 3 healthy members with one leader,
+//!   rebuilt by the operator from the survivor (`recovery.fromSurvivor`);
+//!   floor: the survivor restarted alone with `--force-new-cluster`, the
+//!   others `etcdctl member add`ed and started on empty data one at a time.
+//! * `backup`: the same loss with `recovery: {restoreFromBackup: true,
+//!   fromSurvivor: false}` and continuous backups (1 s segments): rebuilt
+//!   from the full backup plus its delta segments; floor: every member
+//!   restored from a full snapshot taken by hand (no deltas: it replays
+//!   nothing) and started.
+//! * `throughput`: the operator's restore path of a chain of
+//!   `BENCH_RESTORE_MIB` MiB (default 500: a full backup of 80 %, delta
+//!   segments of 20 %): the base restored into a scratch member, the
+//!   segments replayed, its snapshot streamed and checked
+//!   (`LocalBackups::open_chain_for_restore`, what a rebuild calls); floor:
+//!   `etcdutl snapshot restore` of the resulting snapshot.
+//!
+//! Both loss rows print the acknowledged writes missing afterwards and the
+//! loss window in seconds (from the last write kept to the last write
+//! acknowledged before the loss). Prints numbers; never passes or fails on
+//! time. `BENCH_RUNS` sets the runs per measurement (default 3). Arguments
+//! after `--` pick sections by name (all by default), e.g.
+//! `cargo bench -p etcd-operator --bench recovery -- throughput`.
+
+// A benchmark that cannot do a step has nothing to report: it stops there.
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use etcd_operator::crd::{EtcdCluster, RecoveryStatus};
+use etcd_operator::etcd::Clients;
+use etcd_operator::testing::{Env, client_urls, kill9, manifest};
+use support::dr::{self, Loss};
+use support::{BOUND, healthy, stats};
+
+use support::throughput;
+
+fn runs() -> usize {
+    std::env::var("BENCH_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3)
+}
+
+fn operator_env() -> Env {
+    let mut env = Env::new();
+    env.operator_bin = Some(env!("CARGO_BIN_EXE_etcd-operator").into());
+    env.log_filter = "info".into();
+    env
+}
+
+fn from_survivor(name: &str) -> String {
+    let mut m = manifest(name, 3, "3.4.23");
+    m.push_str("  recovery:\n    fromSurvivor: true\n");
+    m
+}
+
+/// One full backup an hour, delta segments every second, a rebuild from
+/// backups (never from a survivor), as tests/deltas.rs.
+fn continuous(name: &str) -> String {
+    let mut m = manifest(name, 3, "3.4.23");
+    m.push_str(
+        "  backup:\n    interval: 1h\n    maxBackups: 2\n    continuous:\n      segmentInterval: 1s\n",
+    );
+    m.push_str("  recovery:\n    restoreFromBackup: true\n    fromSurvivor: false\n");
+    m
+}
+
+/// Kills `member` and wipes its data: lost for good.
+fn destroy(env: &Env, cluster: &str, member: &str) {
+    let pid = env.pid(cluster, member).unwrap();
+    std::fs::remove_dir_all(env.layout().data_dir(cluster, member)).unwrap();
+    kill9(pid);
+}
+
+/// Polls (every 5 ms) until the operator says it rebuilt `cluster` and its
+/// 3 members answer healthy themselves (one leader, 3 started voters).
+async fn until_rebuilt(
+    env: &Env,
+    clients: &Clients,
+    cluster: &str,
+    since: Instant,
+) -> (Duration, EtcdCluster) {
+    loop {
+        if let Some(c) = env.status(cluster)
+            && c.status
+                .as_ref()
+                .is_some_and(|s| s.last_recovery.is_some() && s.members.len() == 3)
+            && healthy(clients, &client_urls(&c)).await
+        {
+            return (since.elapsed(), c);
+        }
+        assert!(
+            since.elapsed() < BOUND,
+            "{cluster} not rebuilt within {BOUND:?}; operator log: {}",
+            env.operator_log().display()
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+fn recovery(c: &EtcdCluster) -> RecoveryStatus {
+    c.status
+        .as_ref()
+        .and_then(|s| s.last_recovery.clone())
+        .unwrap()
+}
+
+/// One measured rebuild: its time, what it lost, and a note.
+struct Run {
+    took: Duration,
+    loss: Loss,
+    note: String,
+}
+
+fn survivor_operator(rt: &tokio::runtime::Runtime, clients: &Clients) -> Run {
+    let mut env = operator_env();
+    env.write_manifest("sv.yaml", &from_survivor("sv"));
+    env.start_operator();
+    let c = env.wait_running("sv", 3);
+    let members = c.status.clone().unwrap().members;
+    let keep = members.iter().find(|m| !m.leader).unwrap().name.clone();
+    let writer = dr::writer_with_acks(client_urls(&c), "w/");
+    for m in members.iter().filter(|m| m.name != keep) {
+        destroy(&env, "sv", &m.name);
+    }
+    let lost_at = Instant::now();
+    let (took, c) = rt.block_on(until_rebuilt(&env, clients, "sv", lost_at));
+    let acked = writer.stop();
+    let r = recovery(&c);
+    Run {
+        took,
+        loss: dr::loss(&acked, &client_urls(&c), "w/", lost_at),
+        note: format!("source {:?}, {} revisions lost", r.source, r.lost_revisions),
+    }
+}
+
+fn survivor_floor(rt: &tokio::runtime::Runtime, clients: &Clients, run: usize) -> Run {
+    let dir = tempfile::tempdir().unwrap();
+    let mut taken = HashSet::new();
+    let tag = format!("dr-survivor-{run}");
+    let mut hands = rt.block_on(dr::hand_cluster(clients, dir.path(), &tag, &mut taken));
+    let urls = dr::urls(&hands);
+    let keep = rt.block_on(dr::a_follower(clients, &urls));
+    let writer = dr::writer_with_acks(urls.clone(), "w/");
+    for i in (0..hands.len()).filter(|i| *i != keep) {
+        rt.block_on(dr::destroy(&mut hands[i]));
+    }
+    let lost_at = Instant::now();
+    let took = rt.block_on(dr::rebuild_from_survivor(
+        clients, &mut hands, keep, lost_at,
+    ));
+    let acked = writer.stop();
+    Run {
+        took,
+        loss: dr::loss(&acked, &urls, "w/", lost_at),
+        note: String::new(),
+    }
+}
+
+/// The newest full backup of `cluster`, waited for.
+fn first_backup(env: &Env, cluster: &str) -> etcd_operator::backup::BackupMeta {
+    let dir = env.state.join("backups").join(cluster);
+    env.wait_for("a full backup", || {
+        etcd_operator::backup::list(&dir).ok()?.first().cloned()
+    })
+}
+
+/// The operator's backup rebuild, and how long the writer ran between the
+/// full backup and the loss (the floor writes for as long).
+fn backup_operator(rt: &tokio::runtime::Runtime, clients: &Clients) -> (Run, Duration) {
+    let mut env = operator_env();
+    env.write_manifest("bk.yaml", &continuous("bk"));
+    env.start_operator();
+    let c = env.wait_running("bk", 3);
+    let base = first_backup(&env, "bk");
+    let dir = env.state.join("backups").join("bk");
+    let started = Instant::now();
+    let writer = dr::writer_with_acks(client_urls(&c), "w/");
+    env.wait_for("3 segments after the full backup", || {
+        (etcd_operator::backup::chain::read(&dir, &base)
+            .segments
+            .len()
+            >= 3)
+            .then_some(())
+    });
+    let members = c.status.clone().unwrap().members;
+    for m in &members[..2] {
+        destroy(&env, "bk", &m.name);
+    }
+    let lost_at = Instant::now();
+    let (took, c) = rt.block_on(until_rebuilt(&env, clients, "bk", lost_at));
+    let acked = writer.stop();
+    let r = recovery(&c);
+    let run = Run {
+        took,
+        loss: dr::loss(&acked, &client_urls(&c), "w/", lost_at),
+        note: format!(
+            "source {:?}, {} segments replayed, {} revisions lost",
+            r.source, r.replayed_segments, r.lost_revisions
+        ),
+    };
+    (run, lost_at - started)
+}
+
+fn backup_floor(
+    rt: &tokio::runtime::Runtime,
+    clients: &Clients,
+    run: usize,
+    writing: Duration,
+) -> Run {
+    let dir = tempfile::tempdir().unwrap();
+    let mut taken = HashSet::new();
+    let tag = format!("dr-backup-{run}");
+    let mut hands = rt.block_on(dr::hand_cluster(clients, dir.path(), &tag, &mut taken));
+    let urls = dr::urls(&hands);
+    let snapshot = dir.path().join("full.db");
+    dr::snapshot_save(&urls[0], &snapshot);
+    let started = Instant::now();
+    let writer = dr::writer_with_acks(urls.clone(), "w/");
+    // The workload: writes for as long as the operator's run had them.
+    std::thread::sleep(writing.saturating_sub(started.elapsed()));
+    for h in &mut hands {
+        rt.block_on(dr::destroy(h));
+    }
+    let lost_at = Instant::now();
+    let (took, restored) = rt.block_on(dr::rebuild_from_snapshot(
+        clients, &mut hands, &snapshot, lost_at,
+    ));
+    let acked = writer.stop();
+    Run {
+        took,
+        loss: dr::loss(&acked, &urls, "w/", lost_at),
+        note: format!("3 restores done after {:.3}s", restored.as_secs_f64()),
+    }
+}
+
+fn loss_text(runs: &[Run]) -> String {
+    let missing: Vec<String> = runs
+        .iter()
+        .map(|r| format!("{}/{}", r.loss.missing, r.loss.acked))
+        .collect();
+    let windows: Vec<String> = runs
+        .iter()
+        .map(|r| format!("{:.3}", r.loss.window.as_secs_f64()))
+        .collect();
+    format!(
+        "writes lost {} | loss window s {}",
+        missing.join(" "),
+        windows.join(" ")
+    )
+}
+
+fn report(what: &str, ours: &[Run], floor: &[Run], floor_note: &str) {
+    let t = |v: &[Run]| v.iter().map(|r| r.took).collect::<Vec<_>>();
+    let (om, op) = stats(&t(ours));
+    let (fm, fp) = stats(&t(floor));
+    println!(
+        "{what:<36} n={:<2} operator median {om:>7.3}s p99 {op:>7.3}s | floor median {fm:>7.3}s \
+         p99 {fp:>7.3}s | ratio {:>5.2}x | target within 2x",
+        ours.len(),
+        om / fm
+    );
+    println!("    operator: {}", loss_text(ours));
+    for r in ours {
+        println!("      {:.3}s, {}", r.took.as_secs_f64(), r.note);
+    }
+    println!("    floor ({floor_note}): {}", loss_text(floor));
+    for r in floor.iter().filter(|r| !r.note.is_empty()) {
+        println!("      {:.3}s, {}", r.took.as_secs_f64(), r.note);
+    }
+}
+
+/// Whether the section `name` was asked for (every section when none is).
+fn wanted(name: &str) -> bool {
+    let asked: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    asked.is_empty() || asked.iter().any(|a| a == name)
+}
+
+fn main() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let clients = Clients::new(Duration::from_millis(200));
+    println!(
+        "etcd-operator disaster-recovery benchmark (local platform, {} runs each)",
+        runs()
+    );
+    if wanted("survivor") {
+        let (mut ours, mut floor) = (Vec::new(), Vec::new());
+        for run in 0..runs() {
+            ours.push(survivor_operator(&rt, &clients));
+            floor.push(survivor_floor(&rt, &clients, run));
+        }
+        report(
+            "2 of 3 destroyed -> 3 healthy, survivor",
+            &ours,
+            &floor,
+            "--force-new-cluster + member add by hand",
+        );
+    }
+    if wanted("backup") {
+        let (mut ours, mut floor) = (Vec::new(), Vec::new());
+        for run in 0..runs() {
+            let (r, writing) = backup_operator(&rt, &clients);
+            ours.push(r);
+            floor.push(backup_floor(&rt, &clients, run, writing));
+        }
+        report(
+            "majority destroyed -> 3 healthy, backups",
+            &ours,
+            &floor,
+            "full snapshot restored by hand, all 3 destroyed; replays nothing",
+        );
+    }
+    if wanted("throughput") {
+        throughput::run(&rt, runs());
+    }
+}
