@@ -228,13 +228,13 @@ impl LocalPlatform {
     /// The size and modification time of a member's database file, read
     /// without asking etcd (one `stat`): while they stand still, etcd
     /// committed nothing, so it raised no alarm either (an alarm is stored
-    /// in the database too). `None` when the file cannot be read.
+    /// in the database too). `None` when the file cannot be read. Read
+    /// only, so the path is not walked for links as [`Self::path`] does
+    /// (a `stat` per component, and this runs a few times a second per
+    /// cluster).
     pub fn db_stamp(&self, cluster: &str, member: &str) -> Option<(u64, SystemTime)> {
-        let db = self.path(
-            cluster,
-            &["members", member, "data", "member", "snap", "db"],
-        );
-        let meta = std::fs::metadata(db.ok()?).ok()?;
+        let db = self.layout.data_dir(cluster, member).join("member/snap/db");
+        let meta = std::fs::metadata(db).ok()?;
         Some((meta.len(), meta.modified().ok()?))
     }
 
