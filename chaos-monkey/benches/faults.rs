@@ -16,7 +16,8 @@
 //!
 //! Prints numbers and ratios; never passes or fails on time. Needs root
 //! and iptables (as the partition does). `BENCH_RUNS` sets the runs per
-//! measurement (default 5).
+//! measurement (default 5); `-- partition` or `-- nospace` runs only that
+//! row.
 
 // A benchmark that cannot do a step has nothing to report: it stops there.
 #![allow(clippy::unwrap_used)]
@@ -285,6 +286,16 @@ fn nospace(rt: &Runtime, clients: &Clients) -> (Vec<Duration>, Vec<Duration>) {
     (ours, floor)
 }
 
+/// Whether the section `name` was asked for (every section when none is):
+/// `cargo bench -p chaos-monkey --bench faults -- nospace`.
+fn wanted(name: &str) -> bool {
+    let asked: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    asked.is_empty() || asked.iter().any(|a| a == name)
+}
+
 fn main() {
     let rt = Runtime::new().unwrap();
     // Clients are made inside the runtime (their connections live there).
@@ -293,8 +304,12 @@ fn main() {
         "fault answers benchmark (local platform, etcd 3.4.23, {} runs each)",
         runs()
     );
-    let (p, pf) = partition(&rt, &clients);
-    row("partition healed -> 3 healthy", &p, &pf);
-    let (n, nf) = nospace(&rt, &clients);
-    row("NOSPACE alarm -> write accepted", &n, &nf);
+    if wanted("partition") {
+        let (p, pf) = partition(&rt, &clients);
+        row("partition healed -> 3 healthy", &p, &pf);
+    }
+    if wanted("nospace") {
+        let (n, nf) = nospace(&rt, &clients);
+        row("NOSPACE alarm -> write accepted", &n, &nf);
+    }
 }

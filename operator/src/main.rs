@@ -501,7 +501,8 @@ fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
     let single = args.cluster.is_some();
     match args.output {
         Output::Table => {
-            let mut text = cli::status::table(&clusters, single, SystemTime::now());
+            let mut text =
+                cli::status::table(&clusters, single, SystemTime::now(), source.stale_after());
             for p in &problems {
                 text.push_str(&format!(
                     "\nmanifest problem: {}: {}\n",

@@ -2,6 +2,7 @@
 //! into the plan's [`Observed`] and the members of the status.
 
 use std::collections::HashSet;
+use std::time::Instant;
 
 use futures::future::join_all;
 
@@ -10,6 +11,9 @@ use crate::etcd::{self, Clients, ListedMember};
 use crate::plan::{DbFacts, EtcdMember, Member, Observed, Position, Runtime, TlsState};
 use crate::platform::{self, ClusterRecord, Platform, PlatformMember};
 use crate::tls::{ClientTls, is_https, same_endpoint, url_host};
+
+mod lists;
+pub use self::lists::{LIST_SETTLE, ListCache, ListedAt};
 
 /// One observation of a cluster.
 #[derive(Clone, Debug, Default)]
@@ -60,10 +64,12 @@ impl Observation {
 
 /// Observes `cluster`. `crash_looping` names members whose data is no
 /// longer trusted because they keep dying right after start; `tls` is the
-/// operator's client certificate for members with `https://` URLs.
+/// operator's client certificate for members with `https://` URLs; `lists`
+/// the member list last read, reused while it cannot have changed.
 pub async fn observe<P: Platform>(
     platform: &P,
     clients: &Clients,
+    lists: &mut ListCache,
     cluster: &str,
     record: &ClusterRecord,
     crash_looping: &HashSet<String>,
@@ -106,14 +112,27 @@ pub async fn observe<P: Platform>(
         .map(|s| s.leader);
     let answering = pm.iter().zip(&statuses).filter_map(|(m, s)| {
         let url = m.call_url.clone()?;
-        s.as_ref().filter(|s| s.leader != 0).map(|s| (url, s.id))
+        s.as_ref().filter(|s| s.leader != 0).map(|s| {
+            let at = ListedAt {
+                id: s.id,
+                term: s.raft_term,
+                index: s.raft_index,
+            };
+            (url, at)
+        })
     });
-    let mut sources: Vec<(String, u64)> = answering.collect();
-    sources.sort_by_key(|(_, id)| Some(*id) != leader_id);
+    let mut sources: Vec<(String, ListedAt)> = answering.collect();
+    sources.sort_by_key(|(_, at)| Some(at.id) != leader_id);
     let mut listed = None;
     let mut api_url = None;
-    for (url, _) in &sources {
-        if let Ok(list) = clients.member_list(url).await {
+    let now = Instant::now();
+    for (url, at) in &sources {
+        let list = match lists.reuse(url, *at) {
+            Some(list) => Ok(list),
+            None => clients.member_list(url).await,
+        };
+        if let Ok(list) = list {
+            lists.keep(url, *at, now, &list);
             api_url = Some(url.clone());
             listed = Some(list);
             break;

@@ -232,7 +232,23 @@ impl Env {
     }
 
     /// The published resource of a cluster.
+    /// The cluster's status as `etcd-operator status` gets it: from the
+    /// running operator when it answers (its status file is rewritten
+    /// only on change or every
+    /// [`STATUS_FILE_REFRESH`](crate::platform::local::status_file::STATUS_FILE_REFRESH)),
+    /// else from the file.
     pub fn status(&self, cluster: &str) -> Option<EtcdCluster> {
+        match crate::controller::live::ask(&self.state) {
+            Ok(answer) => answer
+                .clusters
+                .into_iter()
+                .find(|c| c.metadata.name.as_deref() == Some(cluster)),
+            Err(_) => self.status_file(cluster),
+        }
+    }
+
+    /// The cluster's status file, as last written.
+    pub fn status_file(&self, cluster: &str) -> Option<EtcdCluster> {
         read_json(&self.layout().status_path(cluster))
             .ok()
             .flatten()

@@ -94,12 +94,12 @@ fn a_full_state_folder_is_reported_from_memory() {
     assert!(message.contains("No space left on device"), "{message}");
     // The file still holds the last status written, which knows nothing
     // of it.
-    let file = t.env.status("demo").expect("status file");
+    let file = t.env.status_file("demo").expect("status file");
     assert_ne!(degraded(&file).0, "StateFolderFull");
     // Space back: the file is written again and the condition clears.
     std::fs::remove_file(&filler).expect("remove filler");
     t.env.wait_for("the status file written again", || {
-        let c = t.env.status("demo")?;
+        let c = t.env.status_file("demo")?;
         (degraded(&c).0 != "StateFolderFull"
             && degraded(&status(&t.env.state).0).0 != "StateFolderFull")
             .then_some(())

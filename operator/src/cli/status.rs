@@ -11,6 +11,7 @@ use super::table::render;
 use crate::controller::local::{FileProblem, problems_path};
 use crate::crd::EtcdCluster;
 use crate::platform::local::layout::{Layout, read_json};
+use crate::platform::local::status_file::STATUS_FILE_REFRESH;
 
 /// Why statuses could not be shown.
 #[derive(Debug, thiserror::Error)]
@@ -40,6 +41,23 @@ pub enum Source {
     Operator(u32),
     /// The status files, because no operator answered (why).
     Files(String),
+}
+
+/// An `observedAt` older than this, in a status the running operator
+/// gave, is stale (it refreshes what it keeps every pass, every few
+/// seconds).
+pub const STALE_LIVE: Duration = Duration::from_secs(30);
+
+impl Source {
+    /// How old an `observedAt` may be before the table says it is stale:
+    /// the files are rewritten only when they change or every
+    /// [`STATUS_FILE_REFRESH`], so they get that much more.
+    pub fn stale_after(&self) -> Duration {
+        match self {
+            Source::Operator(_) => STALE_LIVE,
+            Source::Files(_) => STATUS_FILE_REFRESH + STALE_LIVE,
+        }
+    }
 }
 
 impl std::fmt::Display for Source {
@@ -135,8 +153,15 @@ pub fn file_problems(state_dir: &Path) -> Vec<FileProblem> {
         .unwrap_or_default()
 }
 
-/// A table of clusters, then (for one cluster) its members.
-pub fn table(clusters: &[EtcdCluster], with_members: bool, now: SystemTime) -> String {
+/// A table of clusters, then (for one cluster) its members; an
+/// `observedAt` older than `stale_after` is flagged
+/// ([`Source::stale_after`]).
+pub fn table(
+    clusters: &[EtcdCluster],
+    with_members: bool,
+    now: SystemTime,
+    stale_after: Duration,
+) -> String {
     let mut rows = vec![vec![
         "CLUSTER".to_string(),
         "PHASE".into(),
@@ -163,7 +188,7 @@ pub fn table(clusters: &[EtcdCluster], with_members: bool, now: SystemTime) -> S
                 .unwrap_or_else(|| c.spec.version.clone()),
             s.observed_at
                 .as_deref()
-                .map(|t| age(t, now))
+                .map(|t| age(t, now, stale_after))
                 .unwrap_or_else(|| "-".into()),
             degraded,
         ]);
@@ -206,12 +231,12 @@ fn yes(b: bool) -> &'static str {
     if b { "yes" } else { "no" }
 }
 
-fn age(rfc3339: &str, now: SystemTime) -> String {
+fn age(rfc3339: &str, now: SystemTime, stale_after: Duration) -> String {
     match humantime::parse_rfc3339_weak(rfc3339) {
         Ok(t) => {
             let d = now.duration_since(t).unwrap_or_default();
             let d = Duration::from_secs(d.as_secs());
-            if d > Duration::from_secs(30) {
+            if d > stale_after {
                 format!(
                     "{} ago (is the operator running?)",
                     humantime::format_duration(d)
@@ -264,7 +289,7 @@ mod tests {
             }],
             ..EtcdClusterStatus::default()
         });
-        let t = table(&[c], true, SystemTime::now());
+        let t = table(&[c], true, SystemTime::now(), STALE_LIVE);
         assert!(t.contains("demo     Running  1/3"), "{t}");
         assert!(t.contains("http://127.1.2.3:2379"), "{t}");
         assert!(
@@ -272,5 +297,22 @@ mod tests {
                 .any(|l| l.starts_with("demo-0") && l.contains("yes")),
             "{t}"
         );
+    }
+
+    #[test]
+    fn files_get_their_refresh_before_they_count_as_stale() {
+        let at = "2026-12-04T05:00:00Z";
+        let t0 = humantime::parse_rfc3339_weak(at).expect("time");
+        let live = Source::Operator(1).stale_after();
+        let files = Source::Files("no answer".into()).stale_after();
+        assert!(files > STATUS_FILE_REFRESH, "{files:?}");
+        let after = |d: Duration, stale| age(at, t0 + d, stale);
+        assert_eq!(after(Duration::from_secs(20), live), "20s ago");
+        let old = after(Duration::from_secs(45), live);
+        assert!(old.contains("is the operator running?"), "{old}");
+        // The same age read from a file refreshed every 30 s is normal.
+        assert_eq!(after(Duration::from_secs(45), files), "45s ago");
+        let older = after(files + Duration::from_secs(1), files);
+        assert!(older.contains("is the operator running?"), "{older}");
     }
 }

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use futures::future::join_all;
 
 use super::act::Error;
+use super::alarm_poll::Seen;
 use super::{Cluster, SpecState};
 use crate::observe::Observation;
 use crate::plan::{AlarmKind, KvHash};
@@ -21,32 +22,14 @@ use crate::platform::Platform;
 
 /// Time between two KV hash checks of a healthy cluster.
 pub const HASH_CHECK_INTERVAL: Duration = Duration::from_secs(10);
-/// How often an idle cluster's alarms are looked at between passes while
-/// its raft log moves (see [`Cluster::look_for_alarms`]).
-pub const ALARM_POLL: Duration = Duration::from_millis(500);
-/// The longest time between two looks while the log stands still: the
-/// time between looks doubles from [`ALARM_POLL`] up to this while the
-/// raft index does not move (no write, so no NOSPACE can come), and falls
-/// back to [`ALARM_POLL`] as soon as it moves.
-pub const ALARM_POLL_STILL: Duration = Duration::from_secs(2);
-
 /// What one look at a cluster's alarms saw.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct AlarmLook {
     /// etcd raised an alarm the last pass did not see.
     pub raised: bool,
-    /// The raft index of the member asked, when it answered.
-    pub raft_index: Option<u64>,
-}
-
-/// The time to the next look at the alarms: [`ALARM_POLL`] while the raft
-/// index moves or is unknown, doubling up to [`ALARM_POLL_STILL`] while it
-/// stands still.
-pub fn next_alarm_poll(poll: Duration, before: Option<u64>, now: Option<u64>) -> Duration {
-    match (before, now) {
-        (Some(b), Some(n)) if b == n => (poll * 2).clamp(ALARM_POLL, ALARM_POLL_STILL),
-        _ => ALARM_POLL,
-    }
+    /// The raft index and database size of the member asked, when it
+    /// answered.
+    pub seen: Option<Seen>,
 }
 
 /// What the controller remembers between passes about the databases.
@@ -65,8 +48,9 @@ pub(super) struct DbState {
     /// Scheduled defragmentation counts from here (the operator's start).
     since: Instant,
     /// Whom to ask for alarms between passes: the member that gave the
-    /// last pass its member list, when that pass saw no alarm.
-    alarm_url: Option<String>,
+    /// last pass its member list, when that pass saw no alarm (its name
+    /// and URL).
+    alarm_member: Option<(String, String)>,
 }
 
 impl Default for DbState {
@@ -78,7 +62,7 @@ impl Default for DbState {
             defragmented: HashMap::new(),
             nospace_since: None,
             since: Instant::now(),
-            alarm_url: None,
+            alarm_member: None,
         }
     }
 }
@@ -95,13 +79,14 @@ impl<P: Platform> Cluster<P> {
             SpecState::Valid { spec, .. } => spec.defrag.as_ref().and_then(|d| d.interval),
             SpecState::Invalid { .. } => None,
         };
-        self.db.alarm_url = obs
-            .observed
-            .db
-            .alarms
-            .is_empty()
-            .then(|| obs.api_url.clone())
-            .flatten();
+        let api = obs.api_url.as_deref();
+        let asked = obs
+            .platform
+            .iter()
+            .find(|p| api.is_some() && p.call_url.as_deref() == api);
+        self.db.alarm_member = asked
+            .filter(|_| obs.observed.db.alarms.is_empty())
+            .and_then(|p| Some((p.addr.name.clone(), p.call_url.clone()?)));
         let nospace = obs
             .observed
             .db
@@ -131,22 +116,41 @@ impl<P: Platform> Cluster<P> {
     /// `errors`), where `alarm list` would be a raft proposal. An alarm
     /// comes with no event of its own (no process exits, no spec changes),
     /// so between a converged cluster's passes ([`super::IDLE_INTERVAL`])
-    /// the local platform's task asks this every [`ALARM_POLL`] while the
-    /// log moves, less often while it stands still ([`next_alarm_poll`]),
-    /// and passes at once on a yes. Not raised when the last pass saw
+    /// the local platform's task asks this between passes, as often as
+    /// [`super::alarm_poll::next_alarm_poll`] says (often while writes fill
+    /// a database near its quota, seldom while the log stands still), and
+    /// passes at once on a yes. Not raised when the last pass saw
     /// alarms (the plan is on them), knew no member to ask, or the member
     /// does not answer.
     pub async fn look_for_alarms(&self) -> AlarmLook {
-        let Some(url) = &self.db.alarm_url else {
+        let Some((_, url)) = &self.db.alarm_member else {
             return AlarmLook::default();
         };
         match self.clients.status(url).await {
             Ok(s) => AlarmLook {
                 raised: !crate::etcd::alarms_in_status(&s.errors).is_empty(),
-                raft_index: Some(s.raft_index),
+                seen: Some(Seen {
+                    raft_index: s.raft_index,
+                    db_size: u64::try_from(s.db_size).unwrap_or(0),
+                }),
             },
             Err(_) => AlarmLook::default(),
         }
+    }
+
+    /// The member [`Self::look_for_alarms`] asks, if any.
+    pub fn alarm_member(&self) -> Option<&str> {
+        self.db.alarm_member.as_ref().map(|(name, _)| name.as_str())
+    }
+
+    /// The backend quota etcd enforces on this cluster's members (etcd's
+    /// default when the spec sets none, or the spec is not valid).
+    pub fn quota(&self) -> u64 {
+        let quota = match &self.spec {
+            SpecState::Valid { spec, .. } => spec.backend.quota(),
+            SpecState::Invalid { .. } => crate::member::backend::DEFAULT_QUOTA,
+        };
+        u64::try_from(quota).unwrap_or(0)
     }
 
     fn hash_check_due(&self, obs: &Observation) -> bool {
@@ -262,30 +266,5 @@ impl<P: Platform> Cluster<P> {
     pub(super) fn forget_db(&mut self, member: &str) {
         self.db.hashes.remove(member);
         self.db.defragmented.remove(member);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn alarm_looks_slow_down_only_while_the_log_stands_still() {
-        let p = ALARM_POLL;
-        // Unknown index (no answer, first look): the short period.
-        assert_eq!(next_alarm_poll(p * 4, None, Some(7)), ALARM_POLL);
-        assert_eq!(next_alarm_poll(p * 4, Some(7), None), ALARM_POLL);
-        // Still: doubling, capped.
-        assert_eq!(next_alarm_poll(p, Some(7), Some(7)), p * 2);
-        assert_eq!(next_alarm_poll(p * 2, Some(7), Some(7)), ALARM_POLL_STILL);
-        assert_eq!(
-            next_alarm_poll(ALARM_POLL_STILL, Some(7), Some(7)),
-            ALARM_POLL_STILL
-        );
-        // A write moved it: back to the short period at once.
-        assert_eq!(
-            next_alarm_poll(ALARM_POLL_STILL, Some(7), Some(8)),
-            ALARM_POLL
-        );
     }
 }

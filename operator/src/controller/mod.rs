@@ -6,6 +6,7 @@
 //! event (a member's exit, a spec change); the timer is only a backstop.
 
 pub mod act;
+pub mod alarm_poll;
 pub mod backups;
 mod crashes;
 pub mod kube;
@@ -29,7 +30,7 @@ use crate::backup::schedule::Schedule;
 use crate::crd::{EtcdCluster, EtcdClusterStatus};
 use crate::etcd::Clients;
 use crate::metrics::ClusterMetrics;
-use crate::observe::{Observation, observe};
+use crate::observe::{ListCache, Observation, observe};
 use crate::plan::{Desired, Step, Wait, plan};
 use crate::platform::{ClusterRecord, Platform};
 use crate::validate::ValidSpec;
@@ -141,6 +142,9 @@ pub struct Cluster<P> {
     /// The last write that failed because the state folder is full, until
     /// a status write succeeds again.
     state_full: Option<String>,
+    /// etcd's member list as last read (reused while it cannot have
+    /// changed, see [`ListCache`]).
+    lists: ListCache,
 }
 
 impl<P: Platform> Cluster<P> {
@@ -182,6 +186,7 @@ impl<P: Platform> Cluster<P> {
             pass_failed: false,
             db: maintenance::DbState::default(),
             state_full: None,
+            lists: ListCache::default(),
         };
         cluster.take_spec(spec).await;
         Ok(cluster)
@@ -288,6 +293,7 @@ impl<P: Platform> Cluster<P> {
         let obs = match observe(
             &*self.platform,
             &self.clients,
+            &mut self.lists,
             &self.name,
             &self.record,
             &looping,
@@ -373,6 +379,8 @@ impl<P: Platform> Cluster<P> {
         let spec = spec.clone();
         tracing::info!("{step}");
         self.pass_acted = true;
+        // What it does may change the membership: the next pass reads it.
+        self.lists.forget();
         self.metrics.step(step.kind());
         match act::run(self, &step, obs, &spec).await {
             Ok(()) => {

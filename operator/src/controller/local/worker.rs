@@ -1,12 +1,12 @@
 //! A cluster's task in the local controller, and the messages it takes:
 //! spec changes, member exits and the order to delete the cluster.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::controller::maintenance::{ALARM_POLL, next_alarm_poll};
+use crate::controller::alarm_poll::{ALARM_POLL, DB_STAMP_POLL, Seen, next_alarm_poll};
 use crate::controller::{Cluster, SpecState};
 use crate::platform::local::LocalPlatform;
 
@@ -42,18 +42,26 @@ pub(super) fn fingerprint(spec: &SpecState) -> String {
 }
 
 /// The cadence of the looks at a cluster's alarms between passes: kept
-/// across passes, so a cluster idle for long is looked at every
-/// [`ALARM_POLL_STILL`](crate::controller::maintenance::ALARM_POLL_STILL).
+/// across passes.
 #[derive(Debug)]
 struct AlarmPoll {
     every: Duration,
-    raft_index: Option<u64>,
+    /// What the last look through etcd saw, and when.
+    last: Option<(Seen, tokio::time::Instant)>,
+    /// The database file of the member looked at, as last seen: its name,
+    /// size and modification time.
+    stamp: Option<(String, u64, SystemTime)>,
 }
 
-/// Sleeps `next`, cut short when etcd raises an alarm
-/// ([`Cluster::look_for_alarms`], asked every [`ALARM_POLL`] while the
-/// cluster's log moves, further apart while it stands still, see
-/// [`next_alarm_poll`]).
+/// Sleeps `next`, cut short when etcd raises an alarm.
+///
+/// Each look first reads the size and time of the database file of the
+/// member asked ([`LocalPlatform::db_stamp`], one `stat`): while they stand
+/// still etcd committed nothing, so no alarm can have been raised (it is
+/// stored there too) and the look ends there, and the next comes after
+/// [`DB_STAMP_POLL`]. Otherwise it asks etcd ([`Cluster::look_for_alarms`]),
+/// and the next look comes as [`next_alarm_poll`] says: soon while writes
+/// fill a database near its quota.
 async fn idle(cluster: &Cluster<LocalPlatform>, next: Duration, poll: &mut AlarmPoll) {
     let until = tokio::time::Instant::now() + next;
     loop {
@@ -63,14 +71,30 @@ async fn idle(cluster: &Cluster<LocalPlatform>, next: Duration, poll: &mut Alarm
             return;
         }
         tokio::time::sleep(poll.every).await;
+        let now = tokio::time::Instant::now();
+        let stamp = cluster.alarm_member().and_then(|m| {
+            let (size, at) = cluster.platform.db_stamp(cluster.name(), m)?;
+            Some((m.to_string(), size, at))
+        });
+        if stamp.is_some() && stamp == poll.stamp {
+            // Nothing committed since the last look: nothing grew either.
+            poll.every = DB_STAMP_POLL;
+            poll.last = poll.last.map(|(seen, _)| (seen, now));
+            continue;
+        }
+        poll.stamp = stamp;
         let look = cluster.look_for_alarms().await;
         if look.raised {
             tracing::debug!(cluster = %cluster.name(), "an alarm was raised: a pass now");
             poll.every = ALARM_POLL;
             return;
         }
-        poll.every = next_alarm_poll(poll.every, poll.raft_index, look.raft_index);
-        poll.raft_index = look.raft_index;
+        let (before, elapsed) = match poll.last {
+            Some((seen, at)) => (Some(seen), now.duration_since(at)),
+            None => (None, Duration::ZERO),
+        };
+        poll.every = next_alarm_poll(poll.every, before, look.seen, elapsed, cluster.quota());
+        poll.last = look.seen.map(|s| (s, now));
     }
 }
 
@@ -83,7 +107,8 @@ pub(super) async fn work(
     let mut next = Duration::ZERO;
     let mut poll = AlarmPoll {
         every: ALARM_POLL,
-        raft_index: None,
+        last: None,
+        stamp: None,
     };
     loop {
         let msg = tokio::select! {

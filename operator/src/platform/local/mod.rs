@@ -19,17 +19,18 @@ pub mod safe_path;
 mod scratch;
 pub mod space;
 mod state;
+pub mod status_file;
 pub mod tls;
 
 use self::state::lock;
 pub use self::state::{kill_all, running_members, running_operator};
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use tokio::sync::mpsc;
 
@@ -61,6 +62,9 @@ pub struct LocalPlatform {
     /// The latest status of each cluster, kept even when its file cannot
     /// be written (a full disk): `etcd-operator status` asks for it.
     statuses: Mutex<BTreeMap<String, EtcdCluster>>,
+    /// What each cluster's status file holds, and since when (see
+    /// [`status_file`]).
+    written: Mutex<HashMap<String, (EtcdCluster, Instant)>>,
     _lock: File,
 }
 
@@ -88,6 +92,7 @@ impl LocalPlatform {
             events,
             watched: Arc::default(),
             statuses: Mutex::default(),
+            written: Mutex::default(),
             _lock: lock,
         })
     }
@@ -218,6 +223,19 @@ impl LocalPlatform {
 
     fn running(record: &MemberRecord) -> Option<ProcessId> {
         record.process.filter(process::alive)
+    }
+
+    /// The size and modification time of a member's database file, read
+    /// without asking etcd (one `stat`): while they stand still, etcd
+    /// committed nothing, so it raised no alarm either (an alarm is stored
+    /// in the database too). `None` when the file cannot be read. Read
+    /// only, so the path is not walked for links as [`Self::path`] does
+    /// (a `stat` per component, and this runs a few times a second per
+    /// cluster).
+    pub fn db_stamp(&self, cluster: &str, member: &str) -> Option<(u64, SystemTime)> {
+        let db = self.layout.data_dir(cluster, member).join("member/snap/db");
+        let meta = std::fs::metadata(db).ok()?;
+        Some((meta.len(), meta.modified().ok()?))
     }
 
     /// The end of a member's log, for error messages.
@@ -445,6 +463,9 @@ impl Platform for LocalPlatform {
         let mut statuses = self.statuses.lock().unwrap_or_else(|e| e.into_inner());
         statuses.remove(cluster);
         drop(statuses);
+        let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
+        written.remove(cluster);
+        drop(written);
         self.remove_dir(cluster, &[])
     }
 
@@ -470,7 +491,19 @@ impl Platform for LocalPlatform {
         let mut statuses = self.statuses.lock().unwrap_or_else(|e| e.into_inner());
         statuses.insert(cluster.to_string(), resource.clone());
         drop(statuses);
-        write_json(&path, resource).map_err(io_err(format!("cannot write {}", path.display())))
+        let now = Instant::now();
+        let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
+        let free = || status_file::free_under(&self.layout.clusters_dir());
+        if !status_file::due(written.get(cluster), resource, now, free()) {
+            return Ok(());
+        }
+        // Written again at the next call, whatever this write does.
+        written.remove(cluster);
+        drop(written);
+        write_json(&path, resource).map_err(io_err(format!("cannot write {}", path.display())))?;
+        let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
+        written.insert(cluster.to_string(), (resource.clone(), now));
+        Ok(())
     }
 }
 
