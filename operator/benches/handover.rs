@@ -37,10 +37,7 @@ use etcd_operator::testing::{Env, client_urls, kill9, manifest};
 use support::{Hand, hand, until_healthy, usage};
 
 fn runs() -> usize {
-    std::env::var("BENCH_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(5)
+    support::runs(5)
 }
 
 fn operator_env(handover: bool) -> Env {

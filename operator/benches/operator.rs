@@ -35,10 +35,7 @@ use support::{Hand, HandCa, hand, median, row, until_healthy, usage};
 const SETTLE: Duration = Duration::from_secs(6);
 
 fn runs() -> usize {
-    std::env::var("BENCH_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(8)
+    support::runs(8)
 }
 
 /// An Env running this build's (release) operator with production logging.

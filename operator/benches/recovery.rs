@@ -43,10 +43,7 @@ use support::{BOUND, healthy, stats};
 use support::throughput;
 
 fn runs() -> usize {
-    std::env::var("BENCH_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(3)
+    support::runs(3)
 }
 
 fn operator_env() -> Env {

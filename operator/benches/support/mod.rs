@@ -23,6 +23,14 @@ use etcd_operator::version::Version;
 /// The longest any benchmark step may take before it is reported as failed.
 pub const BOUND: Duration = Duration::from_secs(90);
 
+/// Runs per measurement: `BENCH_RUNS`, else `default`.
+pub fn runs(default: usize) -> usize {
+    std::env::var("BENCH_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 /// Median and p99 of a sample, in seconds.
 pub fn stats(samples: &[Duration]) -> (f64, f64) {
     let mut s: Vec<f64> = samples.iter().map(Duration::as_secs_f64).collect();
