@@ -35,6 +35,12 @@ impl Version {
         }
     }
 
+    /// etcd 3.5.0 to 3.5.2 can skip an applied entry when killed under
+    /// load and restarted (etcd issue 13766, fixed in 3.5.3).
+    pub fn skips_entries_after_crash(self) -> bool {
+        self >= Version::new(3, 5, 0) && self < Version::new(3, 5, 3)
+    }
+
     /// Whether a running member may move from `self` to `to` in one rolling
     /// step: same major, no downgrade of the minor, at most one minor ahead.
     pub fn can_upgrade_to(self, to: Version) -> bool {

@@ -117,6 +117,15 @@ pub fn etcd_args(
     // refuses to start (and, failing by itself, is replaced as a crash
     // loop) instead of serving wrong data.
     flags.push("--experimental-initial-corrupt-check=true".into());
+    if config.version.skips_entries_after_crash() {
+        // etcd 3.5.0-3.5.2 save a member's applied index in a commit of
+        // their own (every 100 ms) that can land while an entry is being
+        // applied: SIGKILLed in the next ~100 ms, the member skips that
+        // entry on restart and its data diverges from its peers' (etcd
+        // issue 13766, fixed in 3.5.3). Committing after every write
+        // closes that window to the microseconds between two calls.
+        flags.push("--backend-batch-limit=1".into());
+    }
     // The seed of a rebuild after a quorum loss: its data and member id
     // kept, every other member dropped from its member list.
     if config.force_new_cluster {
@@ -227,6 +236,26 @@ mod tests {
             "etcd's default timing is not spelled out: {args:?}"
         );
         assert!(!args.iter().any(|a| a.contains("force-new-cluster")));
+    }
+
+    #[test]
+    fn members_of_etcd_3_5_0_to_3_5_2_commit_after_every_write() {
+        let limit = |v: Version| {
+            let mut c = config();
+            c.version = v;
+            let args = etcd_args(&c, Path::new("/d"), Path::new("/t"), Listen::Advertised);
+            args.iter().any(|a| a == "--backend-batch-limit=1")
+        };
+        for (v, want) in [
+            (Version::new(3, 4, 23), false),
+            (Version::new(3, 5, 0), true),
+            (Version::new(3, 5, 1), true),
+            (Version::new(3, 5, 2), true),
+            (Version::new(3, 5, 3), false),
+            (Version::new(3, 6, 0), false),
+        ] {
+            assert_eq!(limit(v), want, "{v}");
+        }
     }
 
     #[test]
