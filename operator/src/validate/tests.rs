@@ -1,0 +1,293 @@
+//! Tests of [`super::validate`]: refusals name the field, accepted specs
+//! come out as the policies the controller uses.
+
+use super::*;
+use crate::crd::{BackupSpec, RecoverySpec, StorageSpec};
+
+struct Only(Version);
+impl Versions for Only {
+    fn check(&self, v: Version) -> Result<(), String> {
+        if v == self.0 {
+            Ok(())
+        } else {
+            Err(format!("no etcd binary for {v}"))
+        }
+    }
+}
+const V: Only = Only(Version::new(3, 4, 23));
+
+fn spec(size: i64, version: &str) -> EtcdClusterSpec {
+    EtcdClusterSpec {
+        size,
+        version: version.into(),
+        paused: false,
+        storage: StorageSpec::default(),
+        backup: None,
+        restore: None,
+        recovery: None,
+        tls: None,
+        tuning: None,
+        quota_backend_bytes: None,
+        compaction: None,
+        defrag: None,
+    }
+}
+
+fn fields(r: Result<ValidSpec, Invalid>) -> Vec<String> {
+    r.expect_err("should be invalid")
+        .0
+        .into_iter()
+        .map(|e| e.field)
+        .collect()
+}
+
+#[test]
+fn accepts_a_plain_spec() {
+    let v = validate("demo", &spec(3, "3.4.23"), &V).expect("valid");
+    assert_eq!(v.size, 3);
+    assert_eq!(v.version, Version::new(3, 4, 23));
+}
+
+#[test]
+fn size_out_of_range_names_the_field() {
+    for size in [0, -1, 10] {
+        let e = validate("demo", &spec(size, "3.4.23"), &V).expect_err("invalid");
+        assert_eq!(e.0[0].field, "spec.size");
+        assert!(e.to_string().contains("between 1 and 9"), "{e}");
+    }
+}
+
+#[test]
+fn version_malformed_or_missing_binary() {
+    assert_eq!(
+        fields(validate("demo", &spec(3, "latest"), &V)),
+        ["spec.version"]
+    );
+    let e = validate("demo", &spec(3, "3.9.9"), &V).expect_err("invalid");
+    assert!(e.to_string().contains("no etcd binary for 3.9.9"), "{e}");
+}
+
+#[test]
+fn all_errors_reported_together() {
+    assert_eq!(
+        fields(validate("Demo_", &spec(0, "x"), &V)),
+        ["metadata.name", "spec.size", "spec.version"]
+    );
+}
+
+#[test]
+fn backup_bounds() {
+    let mut s = spec(3, "3.4.23");
+    s.backup = Some(BackupSpec {
+        interval: "500ms".into(),
+        max_backups: 0,
+        location: None,
+        restore_check: None,
+        continuous: None,
+    });
+    assert_eq!(
+        fields(validate("demo", &s, &V)),
+        ["spec.backup.interval", "spec.backup.maxBackups"]
+    );
+    s.backup = Some(BackupSpec {
+        interval: "30m".into(),
+        max_backups: 3,
+        location: None,
+        restore_check: None,
+        continuous: None,
+    });
+    let v = validate("demo", &s, &V).expect("valid");
+    let b = v.backup.expect("backup policy");
+    assert_eq!(b.interval, Duration::from_secs(1800));
+    assert_eq!(b.max_backups, 3);
+    assert_eq!(b.restore_check, None, "restore checks are off when unset");
+}
+
+/// `spec.backup.restoreCheck.interval`: a Go duration of at least 1s;
+/// anything else names the field.
+#[test]
+fn restore_check_interval() {
+    let with = |interval: &str| {
+        let mut s = spec(3, "3.4.23");
+        s.backup = Some(BackupSpec {
+            interval: "30m".into(),
+            max_backups: 3,
+            location: None,
+            restore_check: Some(crate::crd::RestoreCheckSpec {
+                interval: interval.into(),
+            }),
+            continuous: None,
+        });
+        validate("demo", &s, &V)
+    };
+    let b = with("1h").expect("valid").backup.expect("policy");
+    assert_eq!(b.restore_check, Some(Duration::from_secs(3600)));
+    for bad in ["500ms", "soon", "", "-1h"] {
+        assert_eq!(
+            fields(with(bad)),
+            ["spec.backup.restoreCheck.interval"],
+            "{bad:?}"
+        );
+    }
+}
+
+proptest::proptest! {
+    /// Whole seconds from 1 up are taken as given; less is refused,
+    /// naming the field.
+    #[test]
+    fn any_restore_check_interval_is_judged(ms in 0u64..10_000_000) {
+        let mut s = spec(3, "3.4.23");
+        s.backup = Some(BackupSpec {
+            interval: "30m".into(),
+            max_backups: 3,
+            location: None,
+            restore_check: Some(crate::crd::RestoreCheckSpec {
+                interval: format!("{ms}ms"),
+            }),
+            continuous: None,
+        });
+        match validate("demo", &s, &V) {
+            Ok(v) => {
+                proptest::prop_assert!(ms >= 1000);
+                let got = v.backup.and_then(|b| b.restore_check);
+                proptest::prop_assert_eq!(got, Some(Duration::from_millis(ms)));
+            }
+            Err(_) => {
+                proptest::prop_assert!(ms < 1000);
+                proptest::prop_assert_eq!(fields(validate("demo", &s, &V)), ["spec.backup.restoreCheck.interval"]);
+            }
+        }
+    }
+}
+
+#[test]
+fn restore_from_backup_needs_backups() {
+    let mut s = spec(3, "3.4.23");
+    s.recovery = Some(RecoverySpec {
+        restore_from_backup: true,
+        from_survivor: None,
+    });
+    assert_eq!(
+        fields(validate("demo", &s, &V)),
+        ["spec.recovery.restoreFromBackup"]
+    );
+}
+
+#[test]
+fn tls_modes_need_what_they_name_and_validities_have_a_floor() {
+    use crate::crd::TlsSpec;
+    let endpoint = |mode, path: Option<&str>, secret: Option<&str>| {
+        Some(TlsEndpoint {
+            mode,
+            path: path.map(Into::into),
+            secret_name: secret.map(Into::into),
+        })
+    };
+    let mut s = spec(3, "3.4.23");
+    s.tls = Some(TlsSpec {
+        peer: endpoint(TlsMode::Auto, None, None),
+        client: endpoint(TlsMode::Provided, Some("/certs"), None),
+        certificate_validity: Some("2m".into()),
+        ca_validity: None,
+    });
+    let v = validate("demo", &s, &V).expect("valid");
+    assert_eq!(v.tls.peer, Some(TlsSource::Auto));
+    assert_eq!(v.tls.certificate_validity, Duration::from_secs(120));
+    assert_eq!(v.tls.ca_validity, DEFAULT_CA_VALIDITY);
+    assert!(v.tls.any());
+    s.tls = Some(TlsSpec {
+        peer: endpoint(TlsMode::Auto, Some("/x"), None),
+        client: endpoint(TlsMode::Provided, None, Some("Bad_Name")),
+        certificate_validity: Some("30s".into()),
+        ca_validity: Some("soon".into()),
+    });
+    assert_eq!(
+        fields(validate("demo", &s, &V)),
+        [
+            "spec.tls.peer",
+            "spec.tls.client.secretName",
+            "spec.tls.certificateValidity",
+            "spec.tls.caValidity"
+        ]
+    );
+    s.tls = Some(TlsSpec {
+        client: endpoint(TlsMode::Provided, None, None),
+        ..TlsSpec::default()
+    });
+    let e = validate("demo", &s, &V).expect_err("invalid");
+    assert!(e.to_string().contains("needs path"), "{e}");
+}
+
+#[test]
+fn tuning_problems_come_with_the_others() {
+    let mut s = spec(0, "3.4.23");
+    s.tuning = Some(crate::crd::TuningSpec {
+        heartbeat_interval: Some("x".into()),
+        election_timeout: Some("0ms".into()),
+    });
+    assert_eq!(
+        fields(validate("demo", &s, &V)),
+        [
+            "spec.size",
+            "spec.tuning.heartbeatInterval",
+            "spec.tuning.electionTimeout"
+        ]
+    );
+    s.size = 3;
+    s.tuning = Some(crate::crd::TuningSpec {
+        heartbeat_interval: Some("25ms".into()),
+        election_timeout: Some("250ms".into()),
+    });
+    let v = validate("demo", &s, &V).expect("valid");
+    assert_eq!(v.tuning, Tuning::new(Some(25), Some(250)));
+}
+
+#[test]
+fn from_survivor_follows_restore_from_backup_unless_set_and_needs_persistent_storage() {
+    let mut s = spec(3, "3.4.23");
+    s.backup = Some(BackupSpec {
+        interval: "30m".into(),
+        max_backups: 3,
+        location: None,
+        restore_check: None,
+        continuous: None,
+    });
+    let recovery = |restore, survivor| {
+        Some(RecoverySpec {
+            restore_from_backup: restore,
+            from_survivor: survivor,
+        })
+    };
+    for (r, fs, want) in [
+        (true, None, true),
+        (false, None, false),
+        (true, Some(false), false),
+        (false, Some(true), true),
+    ] {
+        s.recovery = recovery(r, fs);
+        let v = validate("demo", &s, &V).expect("valid");
+        assert_eq!(
+            (v.restore_from_backup, v.from_survivor),
+            (r, want),
+            "{r} {fs:?}"
+        );
+    }
+    s.storage.policy = StoragePolicy::Ephemeral;
+    s.recovery = recovery(true, None);
+    let v = validate("demo", &s, &V).expect("valid: the default just stays off");
+    assert!(!v.from_survivor);
+    s.recovery = recovery(true, Some(true));
+    let e = validate("demo", &s, &V).expect_err("an explicit fromSurvivor is refused");
+    assert_eq!(e.0[0].field, "spec.recovery.fromSurvivor");
+    assert!(e.to_string().contains("Persistent"), "{e}");
+}
+
+#[test]
+fn names() {
+    for good in ["demo", "a", "my-cluster-2"] {
+        assert!(check_name(good).is_ok(), "{good}");
+    }
+    for bad in ["", "Demo", "-a", "a-", "a_b", "1abc", &"a".repeat(41)] {
+        assert!(check_name(bad).is_err(), "{bad}");
+    }
+}
