@@ -112,6 +112,27 @@ pub struct EtcdClusterSpec {
     pub defrag: Option<DefragSpec>,
 }
 
+impl EtcdClusterSpec {
+    /// A spec with `size` members of `version` and nothing else set: every
+    /// optional field left to its default.
+    pub fn minimal(size: i64, version: &str) -> Self {
+        EtcdClusterSpec {
+            size,
+            version: version.into(),
+            paused: false,
+            storage: StorageSpec::default(),
+            backup: None,
+            restore: None,
+            recovery: None,
+            tls: None,
+            tuning: None,
+            quota_backend_bytes: None,
+            compaction: None,
+            defrag: None,
+        }
+    }
+}
+
 /// Auto-compaction: how much history etcd keeps.
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

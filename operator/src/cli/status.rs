@@ -256,23 +256,7 @@ mod tests {
 
     #[test]
     fn table_shows_cluster_and_members() {
-        let mut c = EtcdCluster::new(
-            "demo",
-            EtcdClusterSpec {
-                size: 3,
-                version: "3.4.23".into(),
-                paused: false,
-                storage: Default::default(),
-                backup: None,
-                restore: None,
-                recovery: None,
-                tls: None,
-                tuning: None,
-                quota_backend_bytes: None,
-                compaction: None,
-                defrag: None,
-            },
-        );
+        let mut c = EtcdCluster::new("demo", EtcdClusterSpec::minimal(3, "3.4.23"));
         c.status = Some(EtcdClusterStatus {
             phase: Phase::Running,
             ready_members: 1,

@@ -5,6 +5,8 @@ use std::path::Path;
 
 use super::{CLIENT_PORT, InitialState, MemberConfig, PEER_PORT};
 use crate::tls::{files, is_https};
+#[cfg(doc)]
+use crate::version::Version;
 
 /// The port of etcd's plain `http://` metrics and health listener, added
 /// in a pod whose client port wants client certificates (the kubelet's
@@ -12,6 +14,10 @@ use crate::tls::{files, is_https};
 /// position of a member that cannot answer on its client port from it
 /// ([`super::metrics`]).
 pub const METRICS_PORT: u16 = 2381;
+
+/// The flag members of etcd 3.5.0 to 3.5.2 run with (see
+/// [`Version::skips_entries_after_crash`]): a commit after every write.
+pub const COMMIT_EVERY_WRITE: &str = "--backend-batch-limit=1";
 
 /// Where a member listens.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -124,7 +130,7 @@ pub fn etcd_args(
         // entry on restart and its data diverges from its peers' (etcd
         // issue 13766, fixed in 3.5.3). Committing after every write
         // closes that window to the microseconds between two calls.
-        flags.push("--backend-batch-limit=1".into());
+        flags.push(COMMIT_EVERY_WRITE.into());
     }
     // The seed of a rebuild after a quorum loss: its data and member id
     // kept, every other member dropped from its member list.
@@ -244,7 +250,7 @@ mod tests {
             let mut c = config();
             c.version = v;
             let args = etcd_args(&c, Path::new("/d"), Path::new("/t"), Listen::Advertised);
-            args.iter().any(|a| a == "--backend-batch-limit=1")
+            args.iter().any(|a| a == COMMIT_EVERY_WRITE)
         };
         for (v, want) in [
             (Version::new(3, 4, 23), false),

@@ -17,20 +17,7 @@ impl Versions for Only {
 const V: Only = Only(Version::new(3, 4, 23));
 
 fn spec(size: i64, version: &str) -> EtcdClusterSpec {
-    EtcdClusterSpec {
-        size,
-        version: version.into(),
-        paused: false,
-        storage: StorageSpec::default(),
-        backup: None,
-        restore: None,
-        recovery: None,
-        tls: None,
-        tuning: None,
-        quota_backend_bytes: None,
-        compaction: None,
-        defrag: None,
-    }
+    EtcdClusterSpec::minimal(size, version)
 }
 
 fn fields(r: Result<ValidSpec, Invalid>) -> Vec<String> {

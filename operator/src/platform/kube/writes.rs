@@ -22,6 +22,7 @@ use super::trouble::image_unavailable;
 use super::{Error, FIELD_MANAGER, KubePlatform, Registration};
 use crate::backup::RestoreSource;
 use crate::crd::StoragePolicy;
+use crate::member::flags::COMMIT_EVERY_WRITE;
 use crate::member::{MemberConfig, Settings};
 use crate::version::Version;
 
@@ -337,7 +338,15 @@ impl KubePlatform {
         let before = recorded.clone();
         settings.apply(&mut recorded);
         let (from, version) = (before.version, recorded.version);
-        let same_args = pod_args(&before) == pod_args(&recorded);
+        // The flag etcd 3.5.0-3.5.2 need (see member::flags) is not worth
+        // an emptyDir member's data: the member keeps its command line and
+        // runs without it until its pod is re-created.
+        let args = |c: &MemberConfig| -> Vec<String> {
+            let mut a = pod_args(c);
+            a.retain(|f| f != COMMIT_EVERY_WRITE);
+            a
+        };
+        let same_args = args(&before) == args(&recorded);
         if pod_running(&pod) && same_args && readiness_path(from) == readiness_path(version) {
             let patch = serde_json::json!({
                 "metadata": {"annotations": {ANNOTATION_CONFIG: config::to_json(&recorded)}},

@@ -66,23 +66,7 @@ mod tests {
     use crate::crd::{EtcdClusterSpec, EtcdClusterStatus, Phase};
 
     fn resource(phase: Phase, observed_at: &str) -> EtcdCluster {
-        let mut c = EtcdCluster::new(
-            "demo",
-            EtcdClusterSpec {
-                size: 1,
-                version: "3.4.23".into(),
-                paused: false,
-                storage: Default::default(),
-                backup: None,
-                restore: None,
-                recovery: None,
-                tls: None,
-                tuning: None,
-                quota_backend_bytes: None,
-                compaction: None,
-                defrag: None,
-            },
-        );
+        let mut c = EtcdCluster::new("demo", EtcdClusterSpec::minimal(1, "3.4.23"));
         c.status = Some(EtcdClusterStatus {
             phase,
             observed_at: Some(observed_at.into()),
