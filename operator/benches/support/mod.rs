@@ -163,6 +163,7 @@ pub fn hand(dir: &Path, seed: &str, name: &str, taken: &mut HashSet<std::net::Ip
             tuning: Default::default(),
             backend: Default::default(),
             force_new_cluster: false,
+            fresh_restore: false,
             initial_cluster: String::new(),
             initial_state: InitialState::New,
             token: "floor".into(),
