@@ -9,13 +9,17 @@
 //!   others `etcdctl member add`ed and started on empty data one at a time.
 //! * `backup`: the same loss with `recovery: {restoreFromBackup: true,
 //!   fromSurvivor: false}` and continuous backups (1 s segments): rebuilt
-//!   from the full backup plus its delta segments; floor: every member
-//!   restored from a full snapshot taken by hand (no deltas: it replays
-//!   nothing) and started.
+//!   from the full backup plus its delta segments; floor
+//!   (`support/dr_backup.rs`): the same steps by hand, the changes after a
+//!   full snapshot followed by a watch, then after the loss the snapshot
+//!   restored into a scratch member, the changes replayed into it, its
+//!   database sealed as a snapshot and every member restored from that and
+//!   started.
 //! * `throughput`: the operator's restore path of a chain of
 //!   `BENCH_RESTORE_MIB` MiB (default 500: a full backup of 80 %, delta
 //!   segments of 20 %): the base restored into a scratch member, the
-//!   segments replayed, its snapshot streamed and checked
+//!   segments replayed, the member stopped and its database sealed as a
+//!   snapshot file, its revision checked
 //!   (`LocalBackups::open_chain_for_restore`, what a rebuild calls); floor:
 //!   `etcdutl snapshot restore` of the resulting snapshot.
 //!
@@ -38,6 +42,7 @@ use etcd_operator::crd::{EtcdCluster, RecoveryStatus};
 use etcd_operator::etcd::Clients;
 use etcd_operator::testing::{Env, client_urls, kill9, manifest};
 use support::dr::{self, Loss};
+use support::dr_backup;
 use support::{BOUND, healthy, stats};
 
 use support::throughput;
@@ -220,6 +225,17 @@ fn backup_floor(
     let urls = dr::urls(&hands);
     let snapshot = dir.path().join("full.db");
     dr::snapshot_save(&urls[0], &snapshot);
+    let tool = etcd_operator::backup::tools::Tool {
+        label: "etcdctl 3.4.23".into(),
+        path: dr::etcdctl_34(),
+    };
+    let base = rt
+        .block_on(etcd_operator::backup::tools::status(&tool, &snapshot))
+        .unwrap()
+        .revision;
+    // The changes after the snapshot, followed as the operator's delta
+    // segments follow them.
+    let changes = rt.block_on(dr_backup::Changes::follow(&urls, base + 1));
     let started = Instant::now();
     let writer = dr::writer_with_acks(urls.clone(), "w/");
     // The workload: writes for as long as the operator's run had them.
@@ -228,14 +244,27 @@ fn backup_floor(
         rt.block_on(dr::destroy(h));
     }
     let lost_at = Instant::now();
-    let (took, restored) = rt.block_on(dr::rebuild_from_snapshot(
-        clients, &mut hands, &snapshot, lost_at,
+    let chain = changes.take(base);
+    let revisions = chain.last_revision() - base;
+    let (took, p) = rt.block_on(dr_backup::rebuild(
+        clients,
+        &mut hands,
+        dir.path(),
+        &snapshot,
+        &chain,
+        lost_at,
     ));
     let acked = writer.stop();
     Run {
         took,
         loss: dr::loss(&acked, &urls, "w/", lost_at),
-        note: format!("3 restores done after {:.3}s", restored.as_secs_f64()),
+        note: format!(
+            "{revisions} revisions replayed after {:.3}s, sealed after {:.3}s, 3 restores done \
+             after {:.3}s",
+            p.replayed.as_secs_f64(),
+            p.sealed.as_secs_f64(),
+            p.restored.as_secs_f64()
+        ),
     }
 }
 
@@ -315,7 +344,8 @@ fn main() {
             "majority destroyed -> 3 healthy, backups",
             &ours,
             &floor,
-            "full snapshot restored by hand, all 3 destroyed; replays nothing",
+            "all 3 destroyed; full snapshot restored into a scratch member, the changes after \
+             it (watched) replayed, its database sealed, 3 members restored from it",
         );
     }
     if wanted("throughput") {

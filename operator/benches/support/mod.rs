@@ -5,6 +5,7 @@
 #![allow(dead_code, clippy::unwrap_used)]
 
 pub mod dr;
+pub mod dr_backup;
 pub mod throughput;
 
 use std::collections::HashSet;
