@@ -198,8 +198,18 @@ fn backup_operator(rt: &tokio::runtime::Runtime, clients: &Clients) -> (Run, Dur
         destroy(&env, "bk", &m.name);
     }
     let lost_at = Instant::now();
+    let lost_wall = std::time::SystemTime::now();
     let (took, c) = rt.block_on(until_rebuilt(&env, clients, "bk", lost_at));
     let acked = writer.stop();
+    // With BENCH_STORY set: where the rebuild's time went (the operator's
+    // log and the members' notable lines, from the loss on).
+    if std::env::var_os("BENCH_STORY").is_some() {
+        println!(
+            "--- story of a backup rebuild ({:.3}s) ---",
+            took.as_secs_f64()
+        );
+        println!("{}", env.story("bk", lost_wall, &[]));
+    }
     let r = recovery(&c);
     let run = Run {
         took,
