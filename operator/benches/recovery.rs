@@ -175,16 +175,15 @@ fn first_backup(env: &Env, cluster: &str) -> etcd_operator::backup::BackupMeta {
     })
 }
 
-/// The operator's backup rebuild, and how long the writer ran between the
-/// full backup and the loss (the floor writes for as long).
-fn backup_operator(rt: &tokio::runtime::Runtime, clients: &Clients) -> (Run, Duration) {
+/// The operator's backup rebuild, and how many revisions it replayed on
+/// top of the full backup (the floor replays as many).
+fn backup_operator(rt: &tokio::runtime::Runtime, clients: &Clients) -> (Run, i64) {
     let mut env = operator_env();
     env.write_manifest("bk.yaml", &continuous("bk"));
     env.start_operator();
     let c = env.wait_running("bk", 3);
     let base = first_backup(&env, "bk");
     let dir = env.state.join("backups").join("bk");
-    let started = Instant::now();
     let writer = dr::writer_with_acks(client_urls(&c), "w/");
     env.wait_for("3 segments after the full backup", || {
         (etcd_operator::backup::chain::read(&dir, &base)
@@ -219,14 +218,14 @@ fn backup_operator(rt: &tokio::runtime::Runtime, clients: &Clients) -> (Run, Dur
             r.source, r.replayed_segments, r.lost_revisions
         ),
     };
-    (run, lost_at - started)
+    (run, r.replayed_revision - r.backup_revision)
 }
 
 fn backup_floor(
     rt: &tokio::runtime::Runtime,
     clients: &Clients,
     run: usize,
-    writing: Duration,
+    revisions: i64,
 ) -> Run {
     let dir = tempfile::tempdir().unwrap();
     let mut taken = HashSet::new();
@@ -246,10 +245,14 @@ fn backup_floor(
     // The changes after the snapshot, followed as the operator's delta
     // segments follow them.
     let changes = rt.block_on(dr_backup::Changes::follow(&urls, base + 1));
-    let started = Instant::now();
     let writer = dr::writer_with_acks(urls.clone(), "w/");
-    // The workload: writes for as long as the operator's run had them.
-    std::thread::sleep(writing.saturating_sub(started.elapsed()));
+    // The workload: as many revisions after the snapshot as the operator
+    // replayed (the replay is one transaction per revision).
+    let since = Instant::now();
+    while changes.followed() < revisions {
+        assert!(since.elapsed() < support::BOUND, "no {revisions} revisions");
+        std::thread::sleep(Duration::from_millis(5));
+    }
     for h in &mut hands {
         rt.block_on(dr::destroy(h));
     }
@@ -346,9 +349,9 @@ fn main() {
     if wanted("backup") {
         let (mut ours, mut floor) = (Vec::new(), Vec::new());
         for run in 0..runs() {
-            let (r, writing) = backup_operator(&rt, &clients);
+            let (r, revisions) = backup_operator(&rt, &clients);
             ours.push(r);
-            floor.push(backup_floor(&rt, &clients, run, writing));
+            floor.push(backup_floor(&rt, &clients, run, revisions));
         }
         report(
             "majority destroyed -> 3 healthy, backups",

@@ -75,6 +75,11 @@ impl Changes {
         Changes { revisions, task }
     }
 
+    /// How many revisions were followed until now.
+    pub fn followed(&self) -> i64 {
+        i64::try_from(self.revisions.lock().unwrap().len()).unwrap_or(i64::MAX)
+    }
+
     /// What was followed until now, as a chain of one segment on a base
     /// at `base_revision`; the watch ends.
     pub fn take(self, base_revision: i64) -> Chain {
