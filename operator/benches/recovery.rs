@@ -54,7 +54,8 @@ fn runs() -> usize {
 fn operator_env() -> Env {
     let mut env = Env::new();
     env.operator_bin = Some(env!("CARGO_BIN_EXE_etcd-operator").into());
-    env.log_filter = "info".into();
+    // BENCH_LOG: the operator's log filter (for a story in more detail).
+    env.log_filter = std::env::var("BENCH_LOG").unwrap_or_else(|_| "info".into());
     env
 }
 
