@@ -45,7 +45,7 @@ pub async fn merge(
     chain: &Chain,
     dest: &Path,
 ) -> Result<Replayed> {
-    let scratch = Scratch::start(
+    let mut scratch = Scratch::start(
         state_dir,
         binaries,
         cluster,
@@ -55,7 +55,6 @@ pub async fn merge(
         snapshot_file,
     )
     .await?;
-    let mut scratch = scratch;
     wait_serving(&scratch).await?;
     let client = scratch.client.clone();
     let source = Source {
