@@ -9,13 +9,17 @@
 //!   others `etcdctl member add`ed and started on empty data one at a time.
 //! * `backup`: the same loss with `recovery: {restoreFromBackup: true,
 //!   fromSurvivor: false}` and continuous backups (1 s segments): rebuilt
-//!   from the full backup plus its delta segments; floor: every member
-//!   restored from a full snapshot taken by hand (no deltas: it replays
-//!   nothing) and started.
+//!   from the full backup plus its delta segments; floor
+//!   (`support/dr_backup.rs`): the same steps by hand, the changes after a
+//!   full snapshot followed by a watch, then after the loss the snapshot
+//!   restored into a scratch member, the changes replayed into it, its
+//!   database sealed as a snapshot and every member restored from that and
+//!   started.
 //! * `throughput`: the operator's restore path of a chain of
 //!   `BENCH_RESTORE_MIB` MiB (default 500: a full backup of 80 %, delta
 //!   segments of 20 %): the base restored into a scratch member, the
-//!   segments replayed, its snapshot streamed and checked
+//!   segments replayed, the member stopped and its database sealed as a
+//!   snapshot file, its revision checked
 //!   (`LocalBackups::open_chain_for_restore`, what a rebuild calls); floor:
 //!   `etcdutl snapshot restore` of the resulting snapshot.
 //!
@@ -38,6 +42,7 @@ use etcd_operator::crd::{EtcdCluster, RecoveryStatus};
 use etcd_operator::etcd::Clients;
 use etcd_operator::testing::{Env, client_urls, kill9, manifest};
 use support::dr::{self, Loss};
+use support::dr_backup;
 use support::{BOUND, healthy, stats};
 
 use support::throughput;
@@ -49,7 +54,8 @@ fn runs() -> usize {
 fn operator_env() -> Env {
     let mut env = Env::new();
     env.operator_bin = Some(env!("CARGO_BIN_EXE_etcd-operator").into());
-    env.log_filter = "info".into();
+    // BENCH_LOG: the operator's log filter (for a story in more detail).
+    env.log_filter = std::env::var("BENCH_LOG").unwrap_or_else(|_| "info".into());
     env
 }
 
@@ -170,16 +176,15 @@ fn first_backup(env: &Env, cluster: &str) -> etcd_operator::backup::BackupMeta {
     })
 }
 
-/// The operator's backup rebuild, and how long the writer ran between the
-/// full backup and the loss (the floor writes for as long).
-fn backup_operator(rt: &tokio::runtime::Runtime, clients: &Clients) -> (Run, Duration) {
+/// The operator's backup rebuild, and how many revisions it replayed on
+/// top of the full backup (the floor replays as many).
+fn backup_operator(rt: &tokio::runtime::Runtime, clients: &Clients) -> (Run, i64) {
     let mut env = operator_env();
     env.write_manifest("bk.yaml", &continuous("bk"));
     env.start_operator();
     let c = env.wait_running("bk", 3);
     let base = first_backup(&env, "bk");
     let dir = env.state.join("backups").join("bk");
-    let started = Instant::now();
     let writer = dr::writer_with_acks(client_urls(&c), "w/");
     env.wait_for("3 segments after the full backup", || {
         (etcd_operator::backup::chain::read(&dir, &base)
@@ -193,8 +198,18 @@ fn backup_operator(rt: &tokio::runtime::Runtime, clients: &Clients) -> (Run, Dur
         destroy(&env, "bk", &m.name);
     }
     let lost_at = Instant::now();
+    let lost_wall = std::time::SystemTime::now();
     let (took, c) = rt.block_on(until_rebuilt(&env, clients, "bk", lost_at));
     let acked = writer.stop();
+    // With BENCH_STORY set: where the rebuild's time went (the operator's
+    // log and the members' notable lines, from the loss on).
+    if std::env::var_os("BENCH_STORY").is_some() {
+        println!(
+            "--- story of a backup rebuild ({:.3}s) ---",
+            took.as_secs_f64()
+        );
+        println!("{}", env.story("bk", lost_wall, &[]));
+    }
     let r = recovery(&c);
     let run = Run {
         took,
@@ -204,14 +219,14 @@ fn backup_operator(rt: &tokio::runtime::Runtime, clients: &Clients) -> (Run, Dur
             r.source, r.replayed_segments, r.lost_revisions
         ),
     };
-    (run, lost_at - started)
+    (run, r.replayed_revision - r.backup_revision)
 }
 
 fn backup_floor(
     rt: &tokio::runtime::Runtime,
     clients: &Clients,
     run: usize,
-    writing: Duration,
+    revisions: i64,
 ) -> Run {
     let dir = tempfile::tempdir().unwrap();
     let mut taken = HashSet::new();
@@ -220,22 +235,50 @@ fn backup_floor(
     let urls = dr::urls(&hands);
     let snapshot = dir.path().join("full.db");
     dr::snapshot_save(&urls[0], &snapshot);
-    let started = Instant::now();
+    let tool = etcd_operator::backup::tools::Tool {
+        label: "etcdctl 3.4.23".into(),
+        path: dr::etcdctl_34(),
+    };
+    let base = rt
+        .block_on(etcd_operator::backup::tools::status(&tool, &snapshot))
+        .unwrap()
+        .revision;
+    // The changes after the snapshot, followed as the operator's delta
+    // segments follow them.
+    let changes = rt.block_on(dr_backup::Changes::follow(&urls, base + 1));
     let writer = dr::writer_with_acks(urls.clone(), "w/");
-    // The workload: writes for as long as the operator's run had them.
-    std::thread::sleep(writing.saturating_sub(started.elapsed()));
+    // The workload: as many revisions after the snapshot as the operator
+    // replayed (the replay is one transaction per revision).
+    let since = Instant::now();
+    while changes.followed() < revisions {
+        assert!(since.elapsed() < support::BOUND, "no {revisions} revisions");
+        std::thread::sleep(Duration::from_millis(5));
+    }
     for h in &mut hands {
         rt.block_on(dr::destroy(h));
     }
     let lost_at = Instant::now();
-    let (took, restored) = rt.block_on(dr::rebuild_from_snapshot(
-        clients, &mut hands, &snapshot, lost_at,
+    let chain = changes.take(base);
+    let revisions = chain.last_revision() - base;
+    let (took, p) = rt.block_on(dr_backup::rebuild(
+        clients,
+        &mut hands,
+        dir.path(),
+        &snapshot,
+        &chain,
+        lost_at,
     ));
     let acked = writer.stop();
     Run {
         took,
         loss: dr::loss(&acked, &urls, "w/", lost_at),
-        note: format!("3 restores done after {:.3}s", restored.as_secs_f64()),
+        note: format!(
+            "{revisions} revisions replayed after {:.3}s, sealed after {:.3}s, 3 restores done \
+             after {:.3}s",
+            p.replayed.as_secs_f64(),
+            p.sealed.as_secs_f64(),
+            p.restored.as_secs_f64()
+        ),
     }
 }
 
@@ -307,15 +350,16 @@ fn main() {
     if wanted("backup") {
         let (mut ours, mut floor) = (Vec::new(), Vec::new());
         for run in 0..runs() {
-            let (r, writing) = backup_operator(&rt, &clients);
+            let (r, revisions) = backup_operator(&rt, &clients);
             ours.push(r);
-            floor.push(backup_floor(&rt, &clients, run, writing));
+            floor.push(backup_floor(&rt, &clients, run, revisions));
         }
         report(
             "majority destroyed -> 3 healthy, backups",
             &ours,
             &floor,
-            "full snapshot restored by hand, all 3 destroyed; replays nothing",
+            "all 3 destroyed; full snapshot restored into a scratch member, the changes after \
+             it (watched) replayed, its database sealed, 3 members restored from it",
         );
     }
     if wanted("throughput") {

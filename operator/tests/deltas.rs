@@ -144,6 +144,31 @@ fn a_burst_after_the_last_full_backup_survives_a_rebuild_but_the_last_segment() 
         log.contains("delta segments up to revision"),
         "the replay is logged"
     );
+    // The restored members started without etcd's initial corruption
+    // check (all restored the same file); a later start checks again.
+    let members = c.status.as_ref().expect("status").members.clone();
+    for m in &members {
+        let pid = env.pid("dl", &m.name).expect("runs");
+        assert!(!corrupt_check(pid), "{} started with the check", m.name);
+    }
+    let again = &members[0].name;
+    let pid = env.pid("dl", again).expect("runs");
+    kill9(pid);
+    let restarted = env.wait_for("the killed member restarted", || {
+        env.pid("dl", again).filter(|p| *p != pid)
+    });
+    assert!(
+        corrupt_check(restarted),
+        "{again} restarted without the check"
+    );
+}
+
+/// Whether the process `pid` runs with etcd's initial corruption check.
+fn corrupt_check(pid: i32) -> bool {
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).expect("cmdline");
+    cmdline
+        .split(|b| *b == 0)
+        .any(|a| a == etcd_operator::member::flags::INITIAL_CORRUPT_CHECK.as_bytes())
 }
 
 #[test]

@@ -163,6 +163,7 @@ fn config(member: &str) -> MemberConfig {
         tuning: Default::default(),
         backend: Default::default(),
         force_new_cluster: false,
+        fresh_restore: false,
     }
 }
 

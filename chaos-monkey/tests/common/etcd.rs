@@ -137,6 +137,7 @@ impl Cluster {
                 tls: Default::default(),
                 backend: Default::default(),
                 force_new_cluster: false,
+                fresh_restore: false,
                 initial_cluster: self.initial.clone(),
                 initial_state: InitialState::New,
                 token: "net".into(),

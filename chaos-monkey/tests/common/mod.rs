@@ -234,6 +234,7 @@ impl FakeState {
                 tuning: Default::default(),
                 backend: Default::default(),
                 force_new_cluster: false,
+                fresh_restore: false,
                 initial_cluster: String::new(),
                 initial_state: InitialState::New,
                 token: "test".into(),

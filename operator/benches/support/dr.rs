@@ -14,12 +14,14 @@ use etcd_operator::testing::{binaries, etcdctl};
 
 use super::{BOUND, Hand, hand, until_healthy};
 
-/// etcd's initial corruption check, which the operator passes to every
-/// member. Left out of the floors: with it, each member restored from a
-/// snapshot (its WAL exists) asks its peers for their hashes before it
-/// serves them, and waits out etcd's request timeout (7 s) per peer that
-/// is doing the same: 14 s for 3 members started together.
-pub const CORRUPT_CHECK: &str = "--experimental-initial-corrupt-check=true";
+/// etcd's initial corruption check, left out of the floors. The operator
+/// passes it to every member but those it just restored from a snapshot
+/// (their first start): with it, each member restored from a snapshot
+/// (its WAL exists) asks its peers for their hashes before it serves
+/// them, and waits out etcd's request timeout (7 s) per peer that is
+/// doing the same: 14 s for 3 members started together. A survivor
+/// restarted alone with `--force-new-cluster` has no peer to ask.
+pub const CORRUPT_CHECK: &str = etcd_operator::member::flags::INITIAL_CORRUPT_CHECK;
 
 /// Acknowledged writes before a loss the writer had before it is judged.
 pub const WRITES_BEFORE_LOSS: usize = 200;
@@ -228,39 +230,6 @@ pub fn etcdctl_34() -> PathBuf {
 /// etcdutl of 3.5.1.
 pub fn etcdutl_35() -> PathBuf {
     binaries().join("3.5.1/etcdutl")
-}
-
-/// The backup floor, from the loss on (every member killed, data wiped):
-/// each member restored from `snapshot` with etcdctl 3.4 (the tool the
-/// operator uses for 3.4) and started as a new cluster. No deltas: this
-/// floor replays nothing. Returns the time from `since` to 3 healthy, and
-/// to the 3 restores done.
-pub async fn rebuild_from_snapshot(
-    clients: &Clients,
-    hands: &mut [Hand],
-    snapshot: &Path,
-    since: Instant,
-) -> (Duration, Duration) {
-    let ic = initial_cluster(hands);
-    for h in hands.iter_mut() {
-        let _ = std::fs::remove_dir_all(&h.data);
-        snapshot_restore(
-            &etcdctl_34(),
-            snapshot,
-            &h.data,
-            &h.record.addr.name,
-            &h.record.addr.peer_url,
-            &ic,
-        );
-        h.record.initial_cluster = ic.clone();
-        h.record.initial_state = InitialState::New;
-        h.record.token = "floor-restored".into();
-    }
-    let restored = since.elapsed();
-    for h in hands.iter_mut() {
-        h.start_without(&[CORRUPT_CHECK]);
-    }
-    (until_healthy(clients, &urls(hands), since).await, restored)
 }
 
 /// Starts a writer on `urls` and waits (bounded) for

@@ -5,6 +5,7 @@
 #![allow(dead_code, clippy::unwrap_used)]
 
 pub mod dr;
+pub mod dr_backup;
 pub mod throughput;
 
 use std::collections::HashSet;
@@ -163,6 +164,7 @@ pub fn hand(dir: &Path, seed: &str, name: &str, taken: &mut HashSet<std::net::Ip
             tuning: Default::default(),
             backend: Default::default(),
             force_new_cluster: false,
+            fresh_restore: false,
             initial_cluster: String::new(),
             initial_state: InitialState::New,
             token: "floor".into(),

@@ -3,8 +3,8 @@
 //! values, a full backup of most of it, the rest written while continuous
 //! backups run (delta segments), then the operator's restore path timed
 //! (`LocalBackups::open_chain_for_restore`: the base restored into a
-//! scratch member, the segments replayed, its snapshot streamed and
-//! checked), its phases timed one by one with the same library functions,
+//! scratch member, the segments replayed, the member stopped and its
+//! database sealed as a snapshot file, its revision checked), its phases timed one by one with the same library functions,
 //! beside `etcdutl snapshot restore` of the resulting snapshot.
 
 use std::path::{Path, PathBuf};
@@ -130,7 +130,8 @@ fn build(rt: &tokio::runtime::Runtime) -> (Env, BackupMeta, PathBuf) {
 
 /// The restore path's phases, one by one, as merge.rs runs them: the
 /// chain read, the base checked, restored and served by a scratch member,
-/// the replay, the snapshot streamed, the result checked.
+/// the replay, the scratch member stopped, its database sealed as a
+/// snapshot file, its revision checked.
 async fn phases(env: &Env, base: &BackupMeta, dir: &Path) -> Vec<(&'static str, Duration)> {
     let mut out = Vec::new();
     let mut t = Instant::now();
@@ -197,14 +198,25 @@ async fn phases(env: &Env, base: &BackupMeta, dir: &Path) -> Vec<(&'static str, 
     };
     lap("scratch served + segments replayed", &mut out);
     assert_eq!(replayed.revision, c.last_revision());
+    let mut guard = guard;
+    let id = guard.0.take().unwrap();
+    process::signal(&id, rustix::process::Signal::TERM).unwrap();
+    process::wait_exit(id).await.unwrap();
+    lap("scratch stopped (SIGTERM)", &mut out);
     let dest = scratch.path().join("merged.db");
-    backup::snapshot::stream_to(source, &dest).await.unwrap();
-    lap("snapshot streamed", &mut out);
-    tokio::task::spawn_blocking(move || backup::check_file(&dest, None))
+    let (db, d) = (data.join("member/snap/db"), dest.clone());
+    tokio::task::spawn_blocking(move || backup::snapshot::seal_db(&db, &d))
         .await
         .unwrap()
         .unwrap();
-    lap("snapshot checked", &mut out);
+    lap("database sealed (moved, SHA-256 appended)", &mut out);
+    let tool = backup::tools::Tool {
+        label: "etcdutl 3.5.1".into(),
+        path: etcdutl_35(),
+    };
+    let status = backup::tools::status(&tool, &dest).await.unwrap();
+    assert_eq!(status.revision, c.last_revision());
+    lap("revision checked (etcdutl snapshot status)", &mut out);
     drop(guard);
     out
 }

@@ -152,6 +152,26 @@ pub async fn verify(binaries: &Binaries, file: &Path) -> Result<(SnapshotStatus,
     }
 }
 
+/// The snapshot tool of etcd `version`: etcdutl from 3.5, etcdctl for 3.4.
+pub fn tool_for(binaries: &Binaries, version: Version) -> Result<Tool> {
+    let tools = binaries
+        .find(version)
+        .ok_or_else(|| Error::Tool(format!("no etcd {version} tools; run ci/setup")))?;
+    match (tools.etcdutl, tools.etcdctl) {
+        (Some(u), _) => Ok(Tool {
+            label: format!("etcdutl {version}"),
+            path: u,
+        }),
+        (None, Some(c)) if version.minor <= 4 => Ok(Tool {
+            label: format!("etcdctl {version}"),
+            path: c,
+        }),
+        _ => Err(Error::Tool(format!(
+            "no etcdutl (or etcdctl for 3.4) beside etcd {version}"
+        ))),
+    }
+}
+
 /// What a member restored from a snapshot is called and how it joins.
 #[derive(Clone, Debug)]
 pub struct RestoreTarget<'a> {
@@ -175,18 +195,7 @@ pub async fn restore(
     snapshot: &Path,
     target: &RestoreTarget<'_>,
 ) -> Result<()> {
-    let tools = binaries
-        .find(version)
-        .ok_or_else(|| Error::Tool(format!("no etcd {version} tools; run ci/setup")))?;
-    let (tool, label) = match (tools.etcdutl, tools.etcdctl) {
-        (Some(u), _) => (u, format!("etcdutl {version}")),
-        (None, Some(c)) if version.minor <= 4 => (c, format!("etcdctl {version}")),
-        _ => {
-            return Err(Error::Tool(format!(
-                "no etcdutl (or etcdctl for 3.4) beside etcd {version}"
-            )));
-        }
-    };
+    let Tool { path: tool, label } = tool_for(binaries, version)?;
     let mut cmd = Command::new(&tool);
     cmd.env("ETCDCTL_API", "3")
         .args(["snapshot", "restore"])

@@ -306,6 +306,7 @@ async fn bootstrap<P: Platform>(
                     tuning: spec.tuning,
                     backend: spec.backend.clone(),
                     force_new_cluster: false,
+                    fresh_restore: false,
                 };
                 c.tls_install(&addr, &state).await?;
                 c.crashes.started(&addr.name);
@@ -381,6 +382,7 @@ pub(super) async fn add_learner<P: Platform>(
         tuning: spec.tuning,
         backend: spec.backend.clone(),
         force_new_cluster: false,
+        fresh_restore: false,
     };
     c.crashes.started(&name);
     c.platform.create(&c.name, &config, None).await?;

@@ -42,6 +42,12 @@ pub const IDLE_INTERVAL: Duration = Duration::from_secs(5);
 pub const STARTING_INTERVAL: Duration = Duration::from_millis(20);
 /// How often a cluster that waits on a problem is looked at.
 pub const PROBLEM_INTERVAL: Duration = Duration::from_secs(1);
+/// How often a cluster is looked at while a member whose data is gone
+/// cannot be removed without losing quorum: usually a majority was just
+/// lost and the survivors still name the dead leader, until their election
+/// timeout (1 s by default); the pass after that starts the rebuild, so
+/// waiting a whole [`PROBLEM_INTERVAL`] more cost up to a second of it.
+pub const LOSING_INTERVAL: Duration = Duration::from_millis(100);
 /// A member that fails by itself this soon after start, three times running,
 /// is crash looping: its data is not trusted and it is replaced. Kills from
 /// outside (SIGKILL, as the chaos monkey does) never count.
@@ -359,6 +365,7 @@ impl<P: Platform> Cluster<P> {
                 IDLE_INTERVAL
             }
             Step::Wait(Wait::Forming | Wait::MemberNotReady { .. }) => STARTING_INTERVAL,
+            Step::Wait(Wait::RemoveWouldLoseQuorum { .. }) => LOSING_INTERVAL,
             Step::Wait(_) => PROBLEM_INTERVAL,
             Step::Start { member } if !self.crashes.hold_off(member).is_zero() => {
                 self.crashes.hold_off(member)

@@ -19,6 +19,10 @@ pub const METRICS_PORT: u16 = 2381;
 /// [`Version::skips_entries_after_crash`]): a commit after every write.
 pub const COMMIT_EVERY_WRITE: &str = "--backend-batch-limit=1";
 
+/// etcd's initial corruption check: a member that restarts on its data
+/// compares its hash with its peers' before it serves.
+pub const INITIAL_CORRUPT_CHECK: &str = "--experimental-initial-corrupt-check=true";
+
 /// Where a member listens.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Listen {
@@ -121,8 +125,11 @@ pub fn etcd_args(
     }
     // A member whose data disagrees with its peers' at the same revision
     // refuses to start (and, failing by itself, is replaced as a crash
-    // loop) instead of serving wrong data.
-    flags.push("--experimental-initial-corrupt-check=true".into());
+    // loop) instead of serving wrong data. Not on the first start after a
+    // restore: see [`MemberConfig::fresh_restore`].
+    if !config.fresh_restore {
+        flags.push(INITIAL_CORRUPT_CHECK.into());
+    }
     if config.version.skips_entries_after_crash() {
         // etcd 3.5.0-3.5.2 save a member's applied index in a commit of
         // their own (every 100 ms) that can land while an entry is being
@@ -175,6 +182,7 @@ mod tests {
             tuning: Tuning::default(),
             backend: Default::default(),
             force_new_cluster: false,
+            fresh_restore: false,
         }
     }
 
@@ -296,6 +304,35 @@ mod tests {
             );
             assert_eq!(args[..args.len() - 1], plain[..], "nothing else changes");
         }
+    }
+
+    #[test]
+    fn the_first_start_after_a_restore_skips_only_the_corruption_check() {
+        let restored = MemberConfig {
+            fresh_restore: true,
+            ..config()
+        };
+        for listen in [Listen::Advertised, Listen::Everywhere] {
+            let args = etcd_args(&restored, Path::new("/data"), Path::new("/t"), listen);
+            let plain = etcd_args(&config(), Path::new("/data"), Path::new("/t"), listen);
+            assert!(!args.iter().any(|a| a.contains("corrupt")), "{args:?}");
+            let kept: Vec<&String> = plain
+                .iter()
+                .filter(|a| *a != INITIAL_CORRUPT_CHECK)
+                .collect();
+            assert_eq!(
+                args.iter().collect::<Vec<_>>(),
+                kept,
+                "nothing else changes"
+            );
+        }
+        // Never recorded: a record read back (a later start) checks again.
+        let json = serde_json::to_value(&restored).expect("json");
+        assert!(json.get("freshRestore").is_none(), "{json}");
+        let back: MemberConfig = serde_json::from_value(json).expect("read back");
+        assert!(!back.fresh_restore);
+        let args = etcd_args(&back, Path::new("/d"), Path::new("/t"), Listen::Advertised);
+        assert!(args.iter().any(|a| a == INITIAL_CORRUPT_CHECK), "{args:?}");
     }
 
     #[test]

@@ -86,6 +86,16 @@ pub struct MemberConfig {
     /// would drop them again. Absent in records written before it existed.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub force_new_cluster: bool,
+    /// Its data was just restored from a snapshot, and this is its first
+    /// start on it: etcd's initial corruption check is left out. Every
+    /// member of a bootstrap from a snapshot restores the same checked
+    /// file, so there is nothing to compare; and with the check, each one
+    /// waits out etcd's request timeout (7 s) for every peer, which does
+    /// not answer while it does the same. Never recorded (a later start,
+    /// after a crash or an operator restart, checks again); set only by a
+    /// platform for the start that follows its restore.
+    #[serde(skip)]
+    pub fresh_restore: bool,
 }
 
 /// What a member's etcd is given for TLS. Whether its peer and client

@@ -64,6 +64,7 @@ mod tests {
             tuning: Default::default(),
             backend: Default::default(),
             force_new_cluster: false,
+            fresh_restore: false,
         }
     }
 

@@ -255,6 +255,7 @@ mod tests {
                 tuning: Default::default(),
                 backend: Default::default(),
                 force_new_cluster: false,
+                fresh_restore: false,
             },
             ip: Ipv4Addr::new(127, 31, 4, 7),
             process: Some(ProcessId {

@@ -353,6 +353,8 @@ impl Platform for LocalPlatform {
         self.save_member(cluster, &record)?;
         if let Some(snapshot) = restore_from {
             self.restore_data(cluster, config, snapshot).await?;
+            // This start only (the field is never recorded).
+            record.config.fresh_restore = true;
         }
         self.spawn_member(cluster, &mut record)
     }

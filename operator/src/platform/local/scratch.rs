@@ -29,6 +29,8 @@ pub struct Scratch {
     pub client: String,
     /// Its etcd log.
     pub log: PathBuf,
+    /// Its data folder.
+    data: PathBuf,
 }
 
 impl Scratch {
@@ -59,6 +61,7 @@ impl Scratch {
             member: None,
             client: String::new(),
             log: folder.join("etcd.log"),
+            data: folder.join("data"),
         };
         let version: Version = backup.etcd_version.parse().map_err(|_| {
             Error::Tool(format!(
@@ -79,7 +82,7 @@ impl Scratch {
             addr::allocate(&seed, &HashSet::new()).map_err(io("no loopback address".into()))?;
         let peer = format!("http://{ip}:{PEER_PORT}");
         let client = format!("http://{ip}:{CLIENT_PORT}");
-        let data = folder.join("data");
+        let data = scratch.data.clone();
         let initial = format!("{name}={peer}");
         let target = RestoreTarget {
             name,
@@ -127,6 +130,30 @@ impl Scratch {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         let tail: Vec<&str> = text.lines().rev().take(5).collect();
         tail.join(" | ")
+    }
+
+    /// Stops the member with SIGTERM and waits up to `grace` for it to end
+    /// (etcd commits its database as it stops), and returns its database
+    /// file, in the folder (deleted when the [`Scratch`] is). An error when
+    /// it does not end in time (it is killed: its database might miss its
+    /// last commits) or was not running.
+    pub async fn stop_clean(&mut self, grace: Duration) -> Result<PathBuf> {
+        let id = self
+            .member
+            .take()
+            .ok_or_else(|| Error::Tool("the scratch member does not run".into()))?;
+        let stopped = process::signal(&id, rustix::process::Signal::TERM).unwrap_or(false)
+            && tokio::time::timeout(grace, process::wait_exit(id))
+                .await
+                .is_ok_and(|r| r.is_ok());
+        if !stopped {
+            let _ = process::kill(id).await;
+            return Err(Error::Tool(format!(
+                "the scratch member did not stop within {grace:?} of SIGTERM; its log ends: {}",
+                self.log_tail()
+            )));
+        }
+        Ok(self.data.join("member").join("snap").join("db"))
     }
 
     /// Stops the member (SIGTERM, then SIGKILL) and deletes the folder.

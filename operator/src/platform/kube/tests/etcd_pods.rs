@@ -34,6 +34,7 @@ pub fn config(name: &str, ip: Ipv4Addr, initial_cluster: &str, version: &str) ->
         tuning: Default::default(),
         backend: Default::default(),
         force_new_cluster: false,
+        fresh_restore: false,
     }
 }
 

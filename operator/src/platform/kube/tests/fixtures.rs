@@ -72,6 +72,7 @@ pub fn config(name: &str, version: &str) -> MemberConfig {
         tuning: Default::default(),
         backend: Default::default(),
         force_new_cluster: false,
+        fresh_restore: false,
     }
 }
 
