@@ -58,10 +58,13 @@ struct AlarmPoll {
 /// Each look first reads the size and time of the database file of the
 /// member asked ([`LocalPlatform::db_stamp`], one `stat`): while they stand
 /// still etcd committed nothing, so no alarm can have been raised (it is
-/// stored there too) and the look ends there, and the next comes after
-/// [`crate::controller::alarm_poll::DB_STAMP_POLL`] (sooner just after fast looks: [`after_still_stamp`]). Otherwise it asks etcd ([`Cluster::look_for_alarms`]),
-/// and the next look comes as [`next_alarm_poll`] says: soon while writes
-/// fill a database near its quota.
+/// stored there too, with etcd's next batch, up to 100 ms after it is
+/// raised) and the look ends there; the next comes after
+/// [`crate::controller::alarm_poll::DB_STAMP_POLL`], sooner just after
+/// fast looks ([`after_still_stamp`]). Otherwise it asks etcd
+/// ([`Cluster::look_for_alarms`]), and the next look comes as
+/// [`next_alarm_poll`] says: soon while writes fill a database near its
+/// quota.
 async fn idle(cluster: &Cluster<LocalPlatform>, next: Duration, poll: &mut AlarmPoll) {
     let until = tokio::time::Instant::now() + next;
     loop {
