@@ -17,7 +17,9 @@
 //! Prints numbers and ratios; never passes or fails on time. Needs root
 //! and iptables (as the partition does). `BENCH_RUNS` sets the runs per
 //! measurement (default 5); `-- partition` or `-- nospace` runs only that
-//! row.
+//! row; `BENCH_OPERATOR_LOG=PATH` keeps the operator's log of the NOSPACE
+//! runs there (and prints each run's record time) to see where the time
+//! went.
 
 // A benchmark that cannot do a step has nothing to report: it stops there.
 #![allow(clippy::unwrap_used)]
@@ -259,6 +261,9 @@ fn nospace_once(
     let (m, guard) = monkey(state, &log, i, DISK_FULL);
     let took = rt.block_on(async {
         let raised = record_of(&log, Fault::DiskFull, &m).await;
+        if std::env::var_os("BENCH_OPERATOR_LOG").is_some() {
+            println!("NOSPACE run {i} (by hand: {by_hand}): the monkey's record at {raised} ms");
+        }
         if by_hand {
             clear_by_hand(clients, urls).await;
         }
@@ -277,6 +282,7 @@ fn nospace(rt: &Runtime, clients: &Clients) -> (Vec<Duration>, Vec<Duration>) {
     let ours = (0..runs())
         .map(|i| nospace_once(rt, clients, &state, &urls, i, false))
         .collect();
+    keep_operator_log(&env);
     drop(env);
     let c = Cluster::start(3, &["--quota-backend-bytes", QUOTA]);
     let urls: Vec<String> = (0..3).map(|i| c.url(i)).collect();
@@ -284,6 +290,16 @@ fn nospace(rt: &Runtime, clients: &Clients) -> (Vec<Duration>, Vec<Duration>) {
         .map(|i| nospace_once(rt, clients, c.state_arg(), &urls, i, true))
         .collect();
     (ours, floor)
+}
+
+/// With `BENCH_OPERATOR_LOG=PATH`, the operator's log (its timestamps
+/// show where the time between the fault record and the write went) is
+/// copied to PATH before the operator's folder goes.
+fn keep_operator_log(env: &Env) {
+    if let Some(path) = std::env::var_os("BENCH_OPERATOR_LOG") {
+        std::fs::copy(env.operator_log(), &path).unwrap();
+        println!("operator log kept in {}", Path::new(&path).display());
+    }
 }
 
 /// Whether the section `name` was asked for (every section when none is):

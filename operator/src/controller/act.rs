@@ -128,7 +128,14 @@ pub(super) async fn run<P: Platform>(
             let url = with_scheme(&p.addr.peer_url, *https);
             Ok(c.clients.update_peer_urls(&api()?, *id, vec![url]).await?)
         }
-        Step::Compact { revision } => c.compact(obs, *revision).await,
+        Step::ClearNoSpace {
+            compact_to,
+            defrag_order,
+            disarm,
+        } => {
+            c.clear_nospace(obs, *compact_to, defrag_order, disarm)
+                .await
+        }
         Step::Defragment { member, .. } => c.defragment(obs, member).await,
         Step::Disarm { alarm } => {
             c.clients.disarm(&api()?, *alarm).await?;

@@ -28,6 +28,17 @@ pub const ALARM_POLL_STILL: Duration = Duration::from_secs(2);
 /// cheap enough to come often, so the first look after writes start comes
 /// soon.
 pub const DB_STAMP_POLL: Duration = Duration::from_millis(250);
+/// The time to the next look after one found the database file as the
+/// look before left it, from the time `poll` that look waited: at most
+/// [`DB_STAMP_POLL`], and while looks came sooner (writes near the quota)
+/// twice as long as the last wait, no more. etcd writes its file in
+/// batches (every 100 ms by default), so a look between two batches finds
+/// it still while writes go on; falling back to [`DB_STAMP_POLL`] at once
+/// would leave an alarm raised just then unseen for up to that long.
+pub fn after_still_stamp(poll: Duration) -> Duration {
+    (poll * 2).min(DB_STAMP_POLL)
+}
+
 /// The time between looks while writes fill a database near its quota.
 pub const ALARM_POLL_NEAR: Duration = Duration::from_millis(50);
 /// A database file this big (percent of the quota) is near it.
@@ -169,6 +180,20 @@ mod tests {
             next_alarm_poll(t, seen(1, MIB), seen(2, 13 * MIB), t, default),
             ALARM_POLL
         );
+    }
+
+    #[test]
+    fn a_still_file_between_two_batches_keeps_the_looks_coming_soon() {
+        // Near the quota: the next look comes after a batch (100 ms).
+        assert_eq!(after_still_stamp(ALARM_POLL_NEAR), 2 * ALARM_POLL_NEAR);
+        assert!(after_still_stamp(ALARM_POLL_NEAR) < DB_STAMP_POLL);
+        // Still for longer: back to the cheap cadence, never slower.
+        let mut poll = ALARM_POLL_NEAR;
+        for _ in 0..4 {
+            poll = after_still_stamp(poll);
+        }
+        assert_eq!(poll, DB_STAMP_POLL);
+        assert_eq!(after_still_stamp(ALARM_POLL_STILL), DB_STAMP_POLL);
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The controller's side of database maintenance: the facts the plan needs
 //! that only the controller can know (the last compaction, the KV hashes of
 //! the last hash check, whose scheduled defragmentation is due), and the
-//! compaction, defragmentation and disarm steps themselves.
+//! compaction, defragmentation and disarm steps themselves (a NOSPACE
+//! alarm is cleared in one step: compact, defragment each member, disarm).
 //!
 //! The hash check runs every [`HASH_CHECK_INTERVAL`] while every member is
 //! healthy (and at once when etcd lists a CORRUPT alarm): each member's
@@ -17,7 +18,7 @@ use super::act::Error;
 use super::alarm_poll::Seen;
 use super::{Cluster, SpecState};
 use crate::observe::Observation;
-use crate::plan::{AlarmKind, KvHash};
+use crate::plan::{Alarm, AlarmKind, KvHash, room_again};
 use crate::platform::Platform;
 
 /// Time between two KV hash checks of a healthy cluster.
@@ -146,11 +147,14 @@ impl<P: Platform> Cluster<P> {
     /// The backend quota etcd enforces on this cluster's members (etcd's
     /// default when the spec sets none, or the spec is not valid).
     pub fn quota(&self) -> u64 {
-        let quota = match &self.spec {
+        u64::try_from(self.quota_bytes()).unwrap_or(0)
+    }
+
+    fn quota_bytes(&self) -> i64 {
+        match &self.spec {
             SpecState::Valid { spec, .. } => spec.backend.quota(),
             SpecState::Invalid { .. } => crate::member::backend::DEFAULT_QUOTA,
-        };
-        u64::try_from(quota).unwrap_or(0)
+        }
     }
 
     fn hash_check_due(&self, obs: &Observation) -> bool {
@@ -212,16 +216,87 @@ impl<P: Platform> Cluster<P> {
         }
     }
 
-    /// Compacts the cluster's history up to `revision`.
-    pub(super) async fn compact(&mut self, obs: &Observation, revision: i64) -> Result<(), Error> {
-        let api = obs.api_url.clone().ok_or(Error::NoLeader)?;
-        self.clients.compact(&api, revision).await?;
-        self.db.compacted = self.db.compacted.max(revision);
-        tracing::info!(cluster = %self.name, revision, "compacted the history");
+    /// Clears a NOSPACE alarm in one go ([`crate::plan::Step::ClearNoSpace`]):
+    /// compacts the history to `compact_to`, defragments the members of
+    /// `defrag_order` one at a time in that order (stopping at the first
+    /// error), then disarms the alarms of `disarm` if every database file
+    /// is below the plan's disarm line now ([`room_again`], with each
+    /// defragmented member's size asked once, all at the same time). The
+    /// next pass observes what came of it.
+    pub(super) async fn clear_nospace(
+        &mut self,
+        obs: &Observation,
+        compact_to: Option<i64>,
+        defrag_order: &[String],
+        disarm: &[Alarm],
+    ) -> Result<(), Error> {
+        let started = Instant::now();
+        if let Some(revision) = compact_to {
+            let api = obs.api_url.as_deref().ok_or(Error::NoLeader)?;
+            self.clients.compact(api, revision).await?;
+            self.db.compacted = self.db.compacted.max(revision);
+            tracing::info!(
+                cluster = %self.name, revision,
+                "compacted the history in {:?}", started.elapsed()
+            );
+        }
+        for member in defrag_order {
+            self.defragment(obs, member).await?;
+        }
+        if disarm.is_empty() {
+            return Ok(());
+        }
+        let Some(largest) = self.largest_db(obs, defrag_order).await else {
+            // A member did not say: the next pass looks again.
+            return Ok(());
+        };
+        let quota = self.quota_bytes();
+        if !room_again(largest, quota) {
+            tracing::info!(
+                cluster = %self.name,
+                "the NOSPACE alarm stays: the largest database file is {} KiB of a {} KiB quota \
+                 after compaction and defragmentation",
+                largest >> 10, quota >> 10
+            );
+            return Ok(());
+        }
+        let api = obs.api_url.as_deref().ok_or(Error::NoLeader)?;
+        for alarm in disarm {
+            self.clients.disarm(api, *alarm).await?;
+        }
+        tracing::info!(
+            cluster = %self.name,
+            "NOSPACE alarm disarmed: compacted and defragmented in {:?}, the largest database \
+             file is {} KiB of a {} KiB quota",
+            started.elapsed(), largest >> 10, quota >> 10
+        );
         Ok(())
     }
 
-    /// Defragments one member, and notes when.
+    /// The largest database file now: the members of `defragmented` asked
+    /// (all at the same time), the others as observed. `None` when one
+    /// asked does not answer.
+    async fn largest_db(&self, obs: &Observation, defragmented: &[String]) -> Option<i64> {
+        let clients = &self.clients;
+        let asked = join_all(defragmented.iter().map(|member| async move {
+            let url = obs.call_url(member)?;
+            clients.status(url).await.ok().map(|s| s.db_size)
+        }))
+        .await;
+        let others = obs
+            .observed
+            .members
+            .iter()
+            .filter(|m| !defragmented.contains(&m.name))
+            .map(|m| Some(m.db.size));
+        asked
+            .into_iter()
+            .chain(others)
+            .try_fold(0, |largest, size| size.map(|s| largest.max(s)))
+    }
+
+    /// Defragments one member, and notes when. Logged with what is known
+    /// without asking again: its file's size when observed, and the time.
     pub(super) async fn defragment(
         &mut self,
         obs: &Observation,
@@ -248,16 +323,10 @@ impl<P: Platform> Cluster<P> {
         self.db
             .defragmented
             .insert(member.to_string(), Instant::now());
-        let after = self
-            .clients
-            .status(&url)
-            .await
-            .map(|s| s.db_size)
-            .unwrap_or_default();
         tracing::info!(
             cluster = %self.name, %member,
-            "defragmented in {:?}: database file {} KiB -> {} KiB",
-            started.elapsed(), before >> 10, after >> 10
+            "defragmented in {:?} (database file {} KiB before)",
+            started.elapsed(), before >> 10
         );
         Ok(())
     }

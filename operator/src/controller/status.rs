@@ -6,7 +6,7 @@ use std::time::{Instant, SystemTime};
 use super::{Cluster, STATUS_REFRESH, SpecState};
 use crate::crd::{Condition, EtcdCluster, EtcdClusterSpec, EtcdClusterStatus, Phase};
 use crate::observe::Observation;
-use crate::plan::{AlarmKind, DefragWhy, RemoveWhy, Step, Wait, quorum};
+use crate::plan::{AlarmKind, RemoveWhy, Step, Wait, quorum};
 use crate::platform::Platform;
 
 impl<P: Platform> Cluster<P> {
@@ -372,11 +372,7 @@ fn judge<P>(
         Step::RenewCertificates { .. } => (Phase::Recovering, "RenewingCertificates"),
         Step::Reconfigure { .. } => (Phase::Recovering, "ChangingTLS"),
         Step::UpdatePeerUrl { .. } => (Phase::Recovering, "UpdatingPeerURL"),
-        Step::Compact { .. }
-        | Step::Defragment {
-            why: DefragWhy::NoSpace,
-            ..
-        } => (Phase::Recovering, "ClearingNoSpace"),
+        Step::ClearNoSpace { .. } => (Phase::Recovering, "ClearingNoSpace"),
         Step::Disarm { .. } => (Phase::Recovering, "DisarmingAlarm"),
         Step::Defragment { .. } => (Phase::Running, "Defragmenting"),
         Step::Remove {

@@ -31,13 +31,36 @@ impl fmt::Display for Step {
                 f,
                 "rebuild the cluster from the newest verified backup (quorum is lost for good)"
             ),
-            Step::Compact { revision } => write!(
-                f,
-                "compact the history up to revision {revision} (to clear the NOSPACE alarm)"
-            ),
+            Step::ClearNoSpace {
+                compact_to,
+                defrag_order,
+                disarm,
+            } => {
+                write!(f, "clear the NOSPACE alarm:")?;
+                let mut sep = " ";
+                if let Some(revision) = compact_to {
+                    write!(f, "{sep}compact the history up to revision {revision}")?;
+                    sep = ", then ";
+                }
+                if !defrag_order.is_empty() {
+                    let order = defrag_order.join(", ");
+                    write!(f, "{sep}defragment member {order}, one at a time")?;
+                    sep = ", then ";
+                }
+                if disarm.is_empty() {
+                    Ok(())
+                } else {
+                    let ids: Vec<String> =
+                        disarm.iter().map(|a| format!("{:x}", a.member)).collect();
+                    write!(
+                        f,
+                        "{sep}disarm member {}'s NOSPACE alarm once every database file has room",
+                        ids.join(", ")
+                    )
+                }
+            }
             Step::Defragment { member, why } => {
                 let why = match why {
-                    DefragWhy::NoSpace => "to clear the NOSPACE alarm",
                     DefragWhy::Scheduled => "spec.defrag.interval came due",
                     DefragWhy::Fragmented => {
                         "its free space passed spec.defrag.fragmentationPercent"

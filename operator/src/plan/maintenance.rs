@@ -1,7 +1,8 @@
 //! The plan's rules for a member's database: replacing a corrupt member
 //! (its KV hash differs from the one a majority agrees on at the same
 //! revision), clearing a NOSPACE alarm (compact, defragment member by
-//! member, disarm), disarming alarms of members that are gone, and
+//! member, disarm: one step, [`Step::ClearNoSpace`], that the controller
+//! carries out in one go), disarming alarms of members that are gone, and
 //! scheduled defragmentation. Pure, like the rest of the plan.
 //!
 //! Rules:
@@ -11,16 +12,29 @@
 //! * one defragmentation at a time, only when every member is healthy and
 //!   the voters other than the one defragmented still form a quorum (a
 //!   cluster of one member is defragmented in place: it has no one else);
-//!   followers first, the leader only when no follower needs it;
-//! * a NOSPACE alarm is disarmed only once every member's database file is
-//!   below [`DISARM_BELOW`] of the quota; while the keys themselves fill
-//!   the quota the plan waits and says so.
+//!   followers first, the leader only when no follower needs it (a
+//!   NOSPACE step lists the members in that order; the controller runs
+//!   them one after the other and stops at the first error);
+//! * a NOSPACE alarm is disarmed only after every member that needs it was
+//!   defragmented, and once every member's database file is below
+//!   [`DISARM_BELOW`] of the quota ([`room_again`], asked again by the
+//!   controller with the sizes after its defragmentations); while the keys
+//!   themselves fill the quota the plan waits and says so.
 
 use super::{Member, Step, View, Wait, quorum};
 
 /// A NOSPACE alarm is disarmed once every member's database file is below
 /// this share of the quota (in percent): below it writes have room again.
 pub const DISARM_BELOW: i64 = 95;
+
+/// Whether a NOSPACE alarm may be disarmed: the largest database file
+/// (`largest`, bytes) is below [`DISARM_BELOW`] of `quota`. The plan asks
+/// it of what it observed; the controller again with the sizes after its
+/// defragmentations.
+pub fn room_again(largest: i64, quota: i64) -> bool {
+    largest.saturating_mul(100) < quota.saturating_mul(DISARM_BELOW)
+}
+
 /// Free space inside a database file worth a defragmentation.
 pub const MIN_RECLAIM: i64 = 1 << 20;
 
@@ -115,8 +129,6 @@ pub enum AlarmKind {
 /// Why a member is defragmented.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DefragWhy {
-    /// To clear a NOSPACE alarm.
-    NoSpace,
     /// `spec.defrag.interval` came due.
     Scheduled,
     /// Its free share passed `spec.defrag.fragmentationPercent`.
@@ -141,8 +153,8 @@ impl View<'_> {
             .iter()
             .filter(|a| a.kind == AlarmKind::NoSpace)
             .collect();
-        if let Some(first) = nospace.first() {
-            return Some(self.clear_nospace(first, policy));
+        if !nospace.is_empty() {
+            return Some(self.clear_nospace(&nospace, policy));
         }
         self.scheduled_defrag(policy)
     }
@@ -196,27 +208,54 @@ impl View<'_> {
             .map(|(m, _)| *m)
     }
 
-    /// Compact, then defragment member by member, then disarm.
-    fn clear_nospace(&self, alarm: &Alarm, policy: &DbPolicy) -> Step {
-        if self.db.revision > self.db.compacted {
-            return Step::Compact {
-                revision: self.db.revision,
-            };
-        }
-        let fragmented: Vec<&Member> = self
+    /// Compact, then defragment member by member, then disarm, all in one
+    /// [`Step::ClearNoSpace`]: the members that need it (each once per
+    /// alarm, and again while it holds [`MIN_RECLAIM`] of free space),
+    /// followers first, the leader last, each only when it is safe; the
+    /// alarms are disarmed only when every member that needs it is in the
+    /// order (the leader waits for every follower).
+    fn clear_nospace(&self, alarms: &[&Alarm], policy: &DbPolicy) -> Step {
+        let compact_to = (self.db.revision > self.db.compacted).then_some(self.db.revision);
+        let leader = |m: &Member| m.etcd.is_some_and(|e| e.leader);
+        let needing: Vec<&Member> = self
             .members
             .iter()
             .filter(|m| !m.db.defragged_since_alarm || m.db.reclaimable() >= MIN_RECLAIM)
             .collect();
-        if let Some(step) = self.defrag_one(&fragmented, DefragWhy::NoSpace) {
-            return step;
+        let followers = needing.iter().filter(|m| !leader(m));
+        let leaders = needing.iter().filter(|m| leader(m));
+        let mut defrag_order = Vec::new();
+        let mut all = true;
+        for m in followers.chain(leaders) {
+            // Up to the first that is not safe: the leader comes only
+            // after every follower that needs it.
+            if !self.defrag_is_safe(m) {
+                all = false;
+                break;
+            }
+            defrag_order.push(m.name.clone());
         }
-        if !fragmented.is_empty() {
+        if compact_to.is_some() || !defrag_order.is_empty() {
+            return Step::ClearNoSpace {
+                compact_to,
+                disarm: if all {
+                    alarms.iter().map(|a| **a).collect()
+                } else {
+                    Vec::new()
+                },
+                defrag_order,
+            };
+        }
+        if !all {
             return Step::Wait(Wait::DefragWouldRiskQuorum);
         }
         let largest = self.members.iter().map(|m| m.db.size).max().unwrap_or(0);
-        if largest * 100 < policy.quota * DISARM_BELOW {
-            Step::Disarm { alarm: *alarm }
+        if room_again(largest, policy.quota) {
+            Step::ClearNoSpace {
+                compact_to: None,
+                defrag_order: Vec::new(),
+                disarm: alarms.iter().map(|a| **a).collect(),
+            }
         } else {
             let in_use = self.members.iter().map(|m| m.db.in_use).max().unwrap_or(0);
             Step::Wait(Wait::QuotaFull {

@@ -220,11 +220,23 @@ pub enum Step {
     /// Quorum is lost for good: move the old members' data aside and
     /// bootstrap a new cluster from the newest verified backup.
     RestoreFromBackup,
-    /// Compact the cluster's history up to `revision` (physically: the
-    /// call returns once the space is free inside the database files).
-    Compact {
-        /// The revision to compact to.
-        revision: i64,
+    /// Clear a NOSPACE alarm in one go: compact the history (physically:
+    /// the call returns once the space is free inside the database files),
+    /// defragment the members one at a time in the order given (followers
+    /// first, the leader last), then disarm the alarms, but only once every
+    /// member was defragmented and every database file is below
+    /// [`super::DISARM_BELOW`] of the quota ([`super::room_again`]). The
+    /// controller stops at the first error and observes again after.
+    ClearNoSpace {
+        /// Compact the history up to this revision first (`None`: compacted
+        /// to the current revision already).
+        compact_to: Option<i64>,
+        /// Members to defragment, one at a time, in this order.
+        defrag_order: Vec<String>,
+        /// The NOSPACE alarms to disarm after the last defragmentation
+        /// (empty when a member that needs defragmenting is left out: a
+        /// later pass finishes).
+        disarm: Vec<Alarm>,
     },
     /// Defragment one member's database (it answers nothing meanwhile).
     Defragment {
@@ -490,7 +502,7 @@ impl Step {
             Step::UpdatePeerUrl { .. } => "update_peer_url",
             Step::RebuildFromSurvivor { .. } => "rebuild_from_survivor",
             Step::FinishReseed { .. } => "finish_reseed",
-            Step::Compact { .. } => "compact",
+            Step::ClearNoSpace { .. } => "clear_nospace",
             Step::Defragment { .. } => "defragment",
             Step::Disarm { .. } => "disarm",
             Step::Wait(_) => "wait",

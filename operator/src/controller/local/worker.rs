@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::controller::alarm_poll::{ALARM_POLL, DB_STAMP_POLL, Seen, next_alarm_poll};
+use crate::controller::alarm_poll::{ALARM_POLL, Seen, after_still_stamp, next_alarm_poll};
 use crate::controller::{Cluster, SpecState};
 use crate::platform::local::LocalPlatform;
 
@@ -58,10 +58,13 @@ struct AlarmPoll {
 /// Each look first reads the size and time of the database file of the
 /// member asked ([`LocalPlatform::db_stamp`], one `stat`): while they stand
 /// still etcd committed nothing, so no alarm can have been raised (it is
-/// stored there too) and the look ends there, and the next comes after
-/// [`DB_STAMP_POLL`]. Otherwise it asks etcd ([`Cluster::look_for_alarms`]),
-/// and the next look comes as [`next_alarm_poll`] says: soon while writes
-/// fill a database near its quota.
+/// stored there too, with etcd's next batch, up to 100 ms after it is
+/// raised) and the look ends there; the next comes after
+/// [`crate::controller::alarm_poll::DB_STAMP_POLL`], sooner just after
+/// fast looks ([`after_still_stamp`]). Otherwise it asks etcd
+/// ([`Cluster::look_for_alarms`]), and the next look comes as
+/// [`next_alarm_poll`] says: soon while writes fill a database near its
+/// quota.
 async fn idle(cluster: &Cluster<LocalPlatform>, next: Duration, poll: &mut AlarmPoll) {
     let until = tokio::time::Instant::now() + next;
     loop {
@@ -78,7 +81,7 @@ async fn idle(cluster: &Cluster<LocalPlatform>, next: Duration, poll: &mut Alarm
         });
         if stamp.is_some() && stamp == poll.stamp {
             // Nothing committed since the last look: nothing grew either.
-            poll.every = DB_STAMP_POLL;
+            poll.every = after_still_stamp(poll.every);
             poll.last = poll.last.map(|(seen, _)| (seen, now));
             continue;
         }

@@ -327,9 +327,27 @@ impl Model {
                 m.tls = to.clone();
             }
             Step::UpdatePeerUrl { member, https, .. } => self.find(member).listed_https = *https,
-            Step::Compact { revision } => {
-                self.compacted = *revision;
-                self.history = 0;
+            Step::ClearNoSpace {
+                compact_to,
+                defrag_order,
+                disarm,
+            } => {
+                // The controller: compaction, then each defragmentation to
+                // its end, then the disarm if every file has room.
+                if let Some(revision) = compact_to {
+                    self.compacted = *revision;
+                    self.history = 0;
+                }
+                let in_use = LIVE + self.history;
+                for member in defrag_order {
+                    let m = self.find(member);
+                    m.size = in_use;
+                    m.defragged_since_alarm = true;
+                }
+                let largest = self.members.iter().map(|m| m.size).max().unwrap_or(0);
+                if !disarm.is_empty() && room_again(largest, QUOTA) {
+                    self.nospace = None;
+                }
             }
             Step::Defragment { member, .. } => {
                 let in_use = LIVE + self.history;
@@ -529,4 +547,5 @@ fn event() -> impl Strategy<Value = Event> {
     ]
 }
 
+mod db_rules;
 mod rules;

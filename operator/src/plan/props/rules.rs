@@ -3,6 +3,7 @@
 
 use proptest::prelude::*;
 
+use super::db_rules::check_db_step;
 use super::*;
 use crate::member::Tuning;
 
@@ -217,94 +218,6 @@ fn tls_on() -> TlsWanted {
         client: true,
         trust: "ca-1".into(),
     }
-}
-
-/// The rules of database maintenance: one defragmentation at a time, never
-/// while quorum is at risk, the leader last; a member replaced as corrupt
-/// is corrupt, and never on a corrupt majority's word; NOSPACE disarmed
-/// only with room again.
-fn check_db_step(model: &Model, obs: &Observed, d: &Desired, step: &Step) -> Result<(), String> {
-    let all_healthy = obs.members.iter().all(|m| m.healthy);
-    let voters = model.voters().count();
-    match step {
-        Step::Defragment { member, why } => {
-            if model.members.iter().any(|m| m.defragging) {
-                return Err(format!("{step} while another defragmentation runs"));
-            }
-            if !all_healthy {
-                return Err(format!("{step} while a member is unhealthy"));
-            }
-            let target = obs.members.iter().find(|m| &m.name == member);
-            let target = target.ok_or_else(|| format!("{step}: no such member"))?;
-            let e = target.etcd.ok_or_else(|| format!("{step}: not in etcd"))?;
-            let others = obs
-                .members
-                .iter()
-                .filter(|m| m.name != *member && m.healthy && m.etcd.is_some_and(|e| !e.learner))
-                .count();
-            if voters > 1 && others < quorum(voters) {
-                return Err(format!(
-                    "{step} leaves {others} of {voters} voters: quorum at risk"
-                ));
-            }
-            let needs = |m: &Member| {
-                let free = m.db.reclaimable();
-                match why {
-                    // Once per alarm whatever the bytes in use say.
-                    DefragWhy::NoSpace => free >= MIN_RECLAIM || !m.db.defragged_since_alarm,
-                    DefragWhy::Fragmented => {
-                        free >= MIN_RECLAIM
-                            && d.db
-                                .fragmentation
-                                .is_some_and(|p| free * 100 >= m.db.size * i64::from(p))
-                    }
-                    DefragWhy::Scheduled => m.db.defrag_due,
-                }
-            };
-            if !needs(target) {
-                return Err(format!("{step}: it does not need it"));
-            }
-            let follower_waits = obs
-                .members
-                .iter()
-                .any(|m| m.etcd.is_some_and(|f| !f.leader) && needs(m));
-            if e.leader && follower_waits {
-                return Err(format!(
-                    "{step}: the leader before a follower that needs it"
-                ));
-            }
-        }
-        Step::Remove {
-            member,
-            why: RemoveWhy::Corrupt,
-            ..
-        } => {
-            let m = model.members.iter().find(|m| &m.name == member);
-            if m.is_none_or(|m| m.hash == TRUTH) {
-                return Err(format!("{step}: its data is good"));
-            }
-            if model.corrupt_voters() >= quorum(voters) {
-                return Err(format!("{step}: a majority of voters is corrupt"));
-            }
-        }
-        Step::Compact { .. } if model.nospace.is_none() => {
-            return Err(format!("{step} without a NOSPACE alarm"));
-        }
-        Step::Disarm { .. } => {
-            let full = model
-                .members
-                .iter()
-                .filter(|m| m.in_etcd)
-                .any(|m| m.size * 100 >= QUOTA * DISARM_BELOW);
-            if full {
-                return Err(format!(
-                    "{step} while a database file is still at the quota"
-                ));
-            }
-        }
-        _ => {}
-    }
-    Ok(())
 }
 
 fn desired(size: usize, version: Version, storage: StoragePolicy) -> Desired {

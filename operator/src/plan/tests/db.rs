@@ -1,5 +1,6 @@
-//! Scenario tests of the database rules: a NOSPACE alarm cleared step by
-//! step, a full keyspace, a corrupt member, a CORRUPT alarm.
+//! Scenario tests of the database rules: a NOSPACE alarm cleared in one
+//! step (and what is left of one cut short), a full keyspace, a corrupt
+//! member, a CORRUPT alarm.
 
 use super::*;
 
@@ -36,30 +37,111 @@ fn quota(mib: i64) -> Desired {
     d
 }
 
+const ALARM: Alarm = Alarm {
+    member: 2,
+    kind: AlarmKind::NoSpace,
+};
+
+fn clear(compact_to: Option<i64>, order: &[&str], disarm: &[Alarm]) -> Step {
+    Step::ClearNoSpace {
+        compact_to,
+        defrag_order: order.iter().map(|m| m.to_string()).collect(),
+        disarm: disarm.to_vec(),
+    }
+}
+
 #[test]
-fn nospace_is_cleared_by_compact_then_followers_then_leader_then_disarm() {
+fn nospace_is_cleared_in_one_step_compact_followers_leader_disarm() {
     let d = quota(64);
     let full = || three().into_iter().map(|m| sized(m, 64 * MIB, 64 * MIB));
+    // demo-0 leads: it comes last, after the followers in their order.
     let o = nospace(full().collect(), 500, 0);
-    assert_eq!(plan(&d, &o), Step::Compact { revision: 500 });
-    // Compacted: the space is free inside the files; followers first.
-    let compacted = || full().map(|m| sized(m, 64 * MIB, MIB));
-    let o = nospace(compacted().collect(), 500, 500);
-    let defrag = |member: &str| Step::Defragment {
-        member: member.into(),
-        why: DefragWhy::NoSpace,
-    };
-    assert_eq!(plan(&d, &o), defrag("demo-1"));
-    let mut m: Vec<Member> = compacted().collect();
+    let all = clear(Some(500), &["demo-1", "demo-2", "demo-0"], &[ALARM]);
+    assert_eq!(plan(&d, &o), all);
+    // Another leader: still last.
+    let mut m: Vec<Member> = full().collect();
+    for (i, m) in m.iter_mut().enumerate() {
+        m.etcd = m.etcd.map(|mut e| {
+            e.leader = i == 1;
+            e
+        });
+    }
+    let step = plan(&d, &nospace(m, 500, 0));
+    assert_eq!(
+        step,
+        clear(Some(500), &["demo-0", "demo-2", "demo-1"], &[ALARM])
+    );
+}
+
+#[test]
+fn a_step_cut_short_is_finished_by_the_next_pass() {
+    let d = quota(64);
+    // Compacted, and demo-1 defragmented, before an error stopped the
+    // step: the rest, in the same order; nothing compacted again.
+    let mut m: Vec<Member> = three()
+        .into_iter()
+        .map(|m| sized(m, 64 * MIB, MIB))
+        .collect();
     m[1] = defragged(m[1].clone(), MIB);
-    m[2] = defragged(m[2].clone(), MIB);
-    assert_eq!(plan(&d, &nospace(m.clone(), 500, 500)), defrag("demo-0"));
-    m[0] = defragged(m[0].clone(), MIB);
-    let alarm = Alarm {
-        member: 2,
+    let step = plan(&d, &nospace(m.clone(), 500, 500));
+    assert_eq!(step, clear(None, &["demo-2", "demo-0"], &[ALARM]));
+    // Every member defragmented, the alarm still raised (the disarm
+    // failed): only the disarm is left.
+    let m: Vec<Member> = m.into_iter().map(|m| defragged(m, MIB)).collect();
+    assert_eq!(
+        plan(&d, &nospace(m.clone(), 500, 500)),
+        clear(None, &[], &[ALARM])
+    );
+    // Written to since: compacted again first, nothing defragmented.
+    assert_eq!(
+        plan(&d, &nospace(m, 600, 500)),
+        clear(Some(600), &[], &[ALARM])
+    );
+}
+
+#[test]
+fn every_nospace_alarm_is_disarmed_in_the_same_step() {
+    let d = quota(64);
+    let m: Vec<Member> = three().into_iter().map(|m| defragged(m, MIB)).collect();
+    let mut o = nospace(m, 500, 500);
+    let other = Alarm {
+        member: 3,
         kind: AlarmKind::NoSpace,
     };
-    assert_eq!(plan(&d, &nospace(m, 500, 500)), Step::Disarm { alarm });
+    o.db.alarms.push(other);
+    assert_eq!(plan(&d, &o), clear(None, &[], &[ALARM, other]));
+}
+
+#[test]
+fn without_a_member_to_spare_it_compacts_and_disarms_nothing() {
+    // Two voters: defragmenting either leaves no quorum while it runs.
+    let d = {
+        let mut d = quota(64);
+        d.size = 2;
+        d
+    };
+    let two = || {
+        three()
+            .into_iter()
+            .take(2)
+            .map(|m| sized(m, 64 * MIB, 64 * MIB))
+    };
+    assert_eq!(
+        plan(&d, &nospace(two().collect(), 500, 0)),
+        clear(Some(500), &[], &[])
+    );
+    assert_eq!(
+        plan(&d, &nospace(two().collect(), 500, 500)),
+        Step::Wait(Wait::DefragWouldRiskQuorum)
+    );
+    // A cluster of one is defragmented in place.
+    let mut d = quota(64);
+    d.size = 1;
+    let one = vec![sized(up("demo-0", 1), 64 * MIB, 64 * MIB)];
+    assert_eq!(
+        plan(&d, &nospace(one, 500, 0)),
+        clear(Some(500), &["demo-0"], &[ALARM])
+    );
 }
 
 #[test]
@@ -101,10 +183,7 @@ fn every_member_is_defragmented_once_per_alarm_whatever_its_bytes_in_use_say() {
         .collect();
     assert_eq!(
         plan(&d, &nospace(m, 500, 500)),
-        Step::Defragment {
-            member: "demo-1".into(),
-            why: DefragWhy::NoSpace
-        }
+        clear(None, &["demo-1", "demo-2", "demo-0"], &[ALARM])
     );
 }
 
