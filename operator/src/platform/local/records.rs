@@ -23,8 +23,11 @@
 //! for reading, just a handle on it) and `fstat`ed after, without walking
 //! its long path each time; a handle whose file lost its last name (etcd
 //! replaced it, as a defragmentation does, or the data was wiped) is
-//! dropped and the path opened again. Handles under anything the platform
-//! deletes or moves are dropped with it, so none keeps a deleted file.
+//! dropped and the path opened again. A file moved aside with its folder
+//! keeps its name, so every [`RECHECK_EVERY`] looks the path is looked
+//! up again and the handle kept only while it still names the same file.
+//! Handles under anything the platform deletes or moves are dropped with
+//! it, so none keeps a deleted file.
 
 use std::collections::{HashMap, HashSet};
 use std::os::fd::OwnedFd;
@@ -38,6 +41,20 @@ use super::LocalPlatform;
 use super::layout::{MemberRecord, read_json, write_json};
 use super::safe_path;
 use crate::platform::{ClusterRecord, Error, Result, io_err};
+
+/// Every this many looks through a kept handle on a database file, its
+/// path is looked up again (see the module's documentation): a folder
+/// moved aside by hand is followed within about 4 s of 250 ms looks.
+pub(super) const RECHECK_EVERY: u32 = 16;
+
+/// A handle on a member's database file.
+#[derive(Debug)]
+struct DbHandle {
+    path: PathBuf,
+    fd: OwnedFd,
+    /// Looks through it so far.
+    looks: u32,
+}
 
 /// Records and checked paths kept by the local platform.
 #[derive(Debug, Default)]
@@ -56,7 +73,7 @@ struct Inner {
     walked: HashSet<PathBuf>,
     /// Handles on members' database files, by cluster, then member, with
     /// their paths.
-    db_files: HashMap<String, HashMap<String, (PathBuf, OwnedFd)>>,
+    db_files: HashMap<String, HashMap<String, DbHandle>>,
 }
 
 impl Kept {
@@ -126,7 +143,7 @@ impl Kept {
         let mut inner = self.lock();
         inner.walked.retain(|p| !p.starts_with(path));
         for files in inner.db_files.values_mut() {
-            files.retain(|_, (p, _)| !p.starts_with(path));
+            files.retain(|_, h| !h.path.starts_with(path));
         }
     }
 
@@ -141,11 +158,16 @@ impl Kept {
     ) -> Option<(u64, SystemTime)> {
         let mut inner = self.lock();
         if let Some(files) = inner.db_files.get_mut(cluster)
-            && let Some((_, fd)) = files.get(member)
+            && let Some(h) = files.get_mut(member)
         {
-            match rustix::fs::fstat(fd) {
-                Ok(st) if st.st_nlink > 0 => return Some(stamp(&st)),
-                // Replaced or deleted: open the path again.
+            h.looks = h.looks.wrapping_add(1);
+            match rustix::fs::fstat(&h.fd) {
+                Ok(st)
+                    if st.st_nlink > 0 && (h.looks % RECHECK_EVERY != 0 || names(&h.path, &st)) =>
+                {
+                    return Some(stamp(&st));
+                }
+                // Replaced, deleted or moved away: open the path again.
                 _ => {
                     files.remove(member);
                 }
@@ -166,9 +188,21 @@ impl Kept {
             .db_files
             .entry(cluster.to_string())
             .or_default()
-            .insert(member.to_string(), (db, fd));
+            .insert(
+                member.to_string(),
+                DbHandle {
+                    path: db,
+                    fd,
+                    looks: 0,
+                },
+            );
         Some(stamp(&st))
     }
+}
+
+/// Whether `path` (not followed) is the file `st` describes.
+fn names(path: &Path, st: &rustix::fs::Stat) -> bool {
+    rustix::fs::lstat(path).is_ok_and(|p| p.st_dev == st.st_dev && p.st_ino == st.st_ino)
 }
 
 /// Size and modification time from a `stat`.
@@ -430,6 +464,16 @@ mod tests {
         assert_eq!(stamp(), None);
         std::fs::write(&db, vec![0u8; 70]).expect("write");
         assert_eq!(stamp().map(|s| s.0), Some(70));
+        // The folder moved aside by hand (the file keeps a name): the
+        // path is followed within RECHECK_EVERY looks.
+        let aside = snap.with_file_name("snap-aside");
+        std::fs::rename(&snap, &aside).expect("move aside");
+        std::fs::create_dir_all(&snap).expect("mkdir");
+        std::fs::write(&db, vec![0u8; 90]).expect("write");
+        let looks: Vec<Option<u64>> = (0..RECHECK_EVERY).map(|_| stamp().map(|s| s.0)).collect();
+        assert_eq!(looks.first(), Some(&Some(70)), "the old file at first");
+        assert_eq!(looks.last(), Some(&Some(90)), "{looks:?}");
+        std::fs::remove_dir_all(&aside).expect("rm");
         let count = |p: &LocalPlatform| {
             p.kept
                 .lock()
