@@ -20,7 +20,7 @@ use tokio::task::JoinHandle;
 use super::{Cluster, SpecState};
 use crate::backup::Location;
 use crate::etcd::Clients;
-use crate::manifest::{self, Loaded};
+use crate::manifest::{self, Loaded, ParseCache};
 use crate::metrics::Metrics;
 use crate::metrics::server::Health;
 use crate::names::check_cluster_name;
@@ -155,6 +155,7 @@ pub async fn run(
         problems_written: None,
         logged: HashSet::new(),
         problems,
+        parsed: ParseCache::default(),
     };
     ctl.rescan().await;
     tokio::pin!(shutdown);
@@ -209,11 +210,13 @@ struct Local {
     /// The problems that name no cluster, for `status` to ask the running
     /// operator ([`super::live`]).
     problems: Arc<std::sync::Mutex<Vec<FileProblem>>>,
+    /// Each manifest's parse, kept while its file stands still.
+    parsed: ParseCache,
 }
 
 impl Local {
     async fn rescan(&mut self) {
-        let loaded = match manifest::load_dir(&self.opts.manifests) {
+        let loaded = match manifest::load_dir_cached(&self.opts.manifests, &mut self.parsed) {
             Ok(l) => l,
             Err(e) => {
                 let why = format!(

@@ -9,6 +9,7 @@
 //! cluster was deleted": the controller keeps the clusters a broken file
 //! defined before, and takes no action on them until it is fixed.
 
+mod cache;
 mod files;
 
 use std::collections::BTreeMap;
@@ -17,6 +18,7 @@ use std::path::{Path, PathBuf};
 use kube::core::ObjectMeta;
 use serde::{Deserialize, Serialize};
 
+pub use self::cache::{ParseCache, RACY};
 pub use self::files::MAX_MANIFEST_BYTES;
 
 use crate::crd::{API_VERSION, EtcdCluster, EtcdClusterSpec, KIND};
@@ -95,21 +97,50 @@ struct LooseMeta {
 /// Reads every manifest file in `dir` (not recursive), in name order.
 /// A missing folder reads as empty.
 pub fn load_dir(dir: &Path) -> std::io::Result<Loaded> {
+    load_dir_cached(dir, &mut ParseCache::default())
+}
+
+/// [`load_dir`], parsing again only the files that changed since `cache`
+/// took their parse ([`ParseCache`]); a file that cannot be read is read
+/// again every time.
+pub fn load_dir_cached(dir: &Path, cache: &mut ParseCache) -> std::io::Result<Loaded> {
+    load_at(dir, cache, std::time::SystemTime::now())
+}
+
+/// [`load_dir_cached`] at `now` (what "changed too recently to keep" is
+/// measured from).
+fn load_at(
+    dir: &Path,
+    cache: &mut ParseCache,
+    now: std::time::SystemTime,
+) -> std::io::Result<Loaded> {
     let mut loaded = Loaded::default();
     let mut seen: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
-    for file in files::manifest_entries(dir)? {
-        let text = match files::read(&file) {
-            Ok(t) => t,
-            Err(message) => {
-                loaded.problems.push(Problem {
-                    file: file.clone(),
-                    clusters: Vec::new(),
-                    message,
-                });
-                continue;
+    let entries = files::manifest_entries(dir)?;
+    cache.retain(&entries);
+    for file in entries {
+        let stamp = cache::Stamp::of(&file);
+        let parsed = match cache.get(&file, stamp) {
+            Some(parsed) => parsed,
+            None => {
+                let text = match files::read(&file) {
+                    Ok(t) => t,
+                    Err(message) => {
+                        cache.forget(&file);
+                        loaded.problems.push(Problem {
+                            file: file.clone(),
+                            clusters: Vec::new(),
+                            message,
+                        });
+                        continue;
+                    }
+                };
+                let parsed = parse(&text);
+                cache.keep(&file, stamp, &parsed, now);
+                parsed
             }
         };
-        match parse(&text) {
+        match parsed {
             Ok(clusters) => {
                 for cluster in clusters {
                     let name = cluster.metadata.name.clone().unwrap_or_default();

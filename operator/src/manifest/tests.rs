@@ -230,3 +230,64 @@ fn yaml_11_booleans_are_no_strings() {
     let c = parse(&DEMO.replace("{name: demo}", "{name: \"on\"}")).expect("quoted");
     assert_eq!(c[0].metadata.name.as_deref(), Some("on"));
 }
+
+/// What a scan saw, by cluster name: the size each asks for.
+fn sizes(loaded: &Loaded) -> Vec<(String, i64)> {
+    let clusters = loaded.clusters.iter();
+    clusters
+        .map(|(n, m)| (n.clone(), m.cluster.spec.size))
+        .collect()
+}
+
+/// A scan parses again only the files that changed since their parse was
+/// kept, and keeps none that changed too recently to tell a second write.
+#[test]
+fn unchanged_files_are_not_parsed_again() {
+    use std::time::{Duration, SystemTime};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let a = d.join("a.yaml");
+    std::fs::write(&a, DEMO).expect("write");
+    std::fs::write(d.join("b.yaml"), DEMO.replace("demo", "other")).expect("write");
+    let mut cache = ParseCache::default();
+    let now = SystemTime::now();
+    let first = load_at(d, &mut cache, now).expect("scan");
+    assert_eq!(sizes(&first), [("demo".into(), 3), ("other".into(), 3)]);
+    assert_eq!(cache.parses(), 2);
+    assert!(cache.is_empty(), "just written: not kept");
+    let later = now + RACY + Duration::from_secs(1);
+    load_at(d, &mut cache, later).expect("scan");
+    assert_eq!((cache.parses(), cache.len()), (4, 2), "parsed again, kept");
+    let kept = load_at(d, &mut cache, later).expect("scan");
+    assert_eq!(cache.parses(), 4, "nothing parsed");
+    assert_eq!(sizes(&kept), sizes(&load_dir(d).expect("fresh")));
+    // The same size, other content, the modification time put back: the
+    // change time still tells.
+    let mtime = std::fs::metadata(&a)
+        .and_then(|m| m.modified())
+        .expect("mtime");
+    std::fs::write(&a, DEMO.replace("size: 3", "size: 5")).expect("rewrite");
+    let f = std::fs::File::options().write(true).open(&a).expect("open");
+    f.set_modified(mtime).expect("touch back");
+    let edited = load_at(d, &mut cache, later).expect("scan");
+    assert_eq!(cache.parses(), 5);
+    assert_eq!(sizes(&edited), [("demo".into(), 5), ("other".into(), 3)]);
+    // Renamed over (what most editors do): another file, parsed again.
+    let tmp = d.join("a.tmp");
+    std::fs::write(&tmp, DEMO.replace("size: 3", "size: 1")).expect("write");
+    std::fs::rename(&tmp, &a).expect("rename");
+    let renamed = load_at(d, &mut cache, later).expect("scan");
+    assert_eq!(sizes(&renamed)[0], ("demo".into(), 1));
+    // Gone: forgotten, not reported.
+    std::fs::remove_file(d.join("b.yaml")).expect("rm");
+    let gone = load_at(d, &mut cache, later).expect("scan");
+    assert_eq!(sizes(&gone), [("demo".into(), 1)]);
+    assert_eq!(cache.len(), 1);
+    // An entry that cannot be read is reported at every scan.
+    std::fs::create_dir(d.join("c.yaml")).expect("mkdir");
+    for _ in 0..2 {
+        let l = load_at(d, &mut cache, later).expect("scan");
+        assert_eq!(l.problems.len(), 1, "{:?}", l.problems);
+    }
+    assert_eq!(cache.len(), 1);
+}

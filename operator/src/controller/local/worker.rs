@@ -1,6 +1,7 @@
 //! A cluster's task in the local controller, and the messages it takes:
 //! spec changes, member exits and the order to delete the cluster.
 
+use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};
 
 use tokio::sync::mpsc;
@@ -53,7 +54,35 @@ struct AlarmPoll {
     stamp: Option<(String, u64, SystemTime)>,
 }
 
-/// Sleeps `next`, cut short when etcd raises an alarm.
+/// The grid the looks between passes fall on, shared by every cluster's
+/// task: tasks that wake at the same instant wake the runtime once
+/// together, not once each (with many idle clusters the wakes, not the
+/// looks, were most of the operator's CPU).
+pub(super) const GRID: Duration = DB_STAMP_POLL;
+
+/// The last point of the shared grid (spacing `grid`, from the first time
+/// any task asked) at or before `at`.
+pub(super) fn on_grid(at: tokio::time::Instant, grid: Duration) -> tokio::time::Instant {
+    static ORIGIN: OnceLock<tokio::time::Instant> = OnceLock::new();
+    let origin = *ORIGIN.get_or_init(|| at);
+    let since = at.saturating_duration_since(origin).as_nanos();
+    let grid_ns = grid.as_nanos().max(1);
+    let steps = u64::try_from(since / grid_ns * grid_ns).unwrap_or(u64::MAX);
+    origin + Duration::from_nanos(steps)
+}
+
+/// When to wake for something due `after` from `now`: on the shared grid
+/// ([`on_grid`]) when that is at least a grid step away (so a little
+/// sooner, never later), exactly otherwise.
+pub(super) fn wake_at(now: tokio::time::Instant, after: Duration) -> tokio::time::Instant {
+    if after < GRID {
+        return now + after;
+    }
+    on_grid(now + after, GRID).max(now + Duration::from_millis(1))
+}
+
+/// Sleeps `next` (or a little less, see [`wake_at`]), cut short when etcd
+/// raises an alarm.
 ///
 /// Each look first reads the size and time of the database file of the
 /// member asked ([`LocalPlatform::db_stamp`], one `stat`): while they stand
@@ -66,14 +95,14 @@ struct AlarmPoll {
 /// [`next_alarm_poll`] says: soon while writes fill a database near its
 /// quota.
 async fn idle(cluster: &Cluster<LocalPlatform>, next: Duration, poll: &mut AlarmPoll) {
-    let until = tokio::time::Instant::now() + next;
+    let until = wake_at(tokio::time::Instant::now(), next);
     loop {
-        let left = until.saturating_duration_since(tokio::time::Instant::now());
-        if left < poll.every {
-            tokio::time::sleep(left).await;
+        let look = wake_at(tokio::time::Instant::now(), poll.every);
+        if look >= until {
+            tokio::time::sleep_until(until).await;
             return;
         }
-        tokio::time::sleep(poll.every).await;
+        tokio::time::sleep_until(look).await;
         let now = tokio::time::Instant::now();
         let stamp = cluster.alarm_member().and_then(|m| {
             let (size, at) = cluster.platform.db_stamp(cluster.name(), m)?;
@@ -146,5 +175,36 @@ pub(super) async fn work(
         }
         // The pass logs its outcome inside its span.
         next = cluster.reconcile().await.next;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Wakes for anything a grid step or more away fall on the shared
+    /// grid, never later than asked and less than a step sooner; shorter
+    /// waits are kept exact.
+    #[test]
+    fn wakes_fall_on_one_grid_never_late() {
+        let t0 = tokio::time::Instant::now();
+        let base = on_grid(t0, GRID);
+        for offset_ms in [0u64, 1, 37, 249, 250, 251, 999] {
+            let now = t0 + Duration::from_millis(offset_ms);
+            for after in [GRID, Duration::from_millis(500), Duration::from_secs(5)] {
+                let at = wake_at(now, after);
+                assert!(at <= now + after, "never later than asked");
+                assert!(at > now + after - GRID, "less than a step sooner");
+                let from_base = at.duration_since(base).as_nanos();
+                assert_eq!(from_base % GRID.as_nanos(), 0, "on the grid");
+            }
+            let short = Duration::from_millis(50);
+            assert_eq!(wake_at(now, short), now + short, "exact");
+            assert_eq!(wake_at(now, Duration::ZERO), now);
+        }
+        // Two tasks that started apart wake together.
+        let a = wake_at(t0 + Duration::from_millis(3), Duration::from_secs(2));
+        let b = wake_at(t0 + Duration::from_millis(101), Duration::from_secs(2));
+        assert_eq!(a, b);
     }
 }

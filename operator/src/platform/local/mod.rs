@@ -14,6 +14,7 @@ mod chain_tests;
 pub mod layout;
 pub mod merge;
 pub mod process;
+mod records;
 pub mod restore_check;
 pub mod safe_path;
 mod scratch;
@@ -36,8 +37,9 @@ use tokio::sync::mpsc;
 
 use self::backups::LocalBackups;
 use self::binaries::Binaries;
-use self::layout::{Layout, MemberRecord, read_json, tail, write_json};
+use self::layout::{Layout, MemberRecord, tail, write_json};
 use self::process::ProcessId;
+use self::records::Kept;
 use super::{
     ClusterRecord, Error, Event, MemberAddr, MemberConfig, Platform, PlatformMember, Result,
     Settings, io_err,
@@ -65,6 +67,8 @@ pub struct LocalPlatform {
     /// What each cluster's status file holds, and since when (see
     /// [`status_file`]).
     written: Mutex<HashMap<String, (EtcdCluster, Instant)>>,
+    /// Records and checked paths kept in memory ([`records`]).
+    kept: Kept,
     _lock: File,
 }
 
@@ -93,6 +97,7 @@ impl LocalPlatform {
             watched: Arc::default(),
             statuses: Mutex::default(),
             written: Mutex::default(),
+            kept: Kept::default(),
             _lock: lock,
         })
     }
@@ -112,44 +117,6 @@ impl LocalPlatform {
     /// The binaries in use.
     pub fn binaries(&self) -> &Arc<Binaries> {
         &self.binaries
-    }
-
-    /// `STATE/clusters/CLUSTER/PARTS...`, checked ([`safe_path::cluster_path`]):
-    /// every path this platform creates or deletes is built here.
-    fn path(&self, cluster: &str, parts: &[&str]) -> Result<PathBuf> {
-        safe_path::cluster_path(&self.layout.clusters_dir(), cluster, parts)
-            .map_err(|e| io_err("unsafe path")(e.into_io()))
-    }
-
-    /// Deletes the folder `STATE/clusters/CLUSTER/PARTS...` (checked).
-    fn remove_dir(&self, cluster: &str, parts: &[&str]) -> Result<()> {
-        let clusters = self.layout.clusters_dir();
-        safe_path::remove_dir_all(&clusters, cluster, parts).map_err(io_err(format!(
-            "cannot delete {}",
-            clusters.join(cluster).join(parts.join("/")).display()
-        )))
-    }
-
-    fn record(&self, cluster: &str, member: &str) -> Result<MemberRecord> {
-        self.path(cluster, &["members", member])?;
-        self.layout
-            .read_member(cluster, member)
-            .map_err(|e| Error::Record {
-                path: self.layout.member_record(cluster, member),
-                message: e.to_string(),
-            })?
-            .ok_or_else(|| Error::NoMember {
-                cluster: cluster.into(),
-                member: member.into(),
-            })
-    }
-
-    fn save_member(&self, cluster: &str, record: &MemberRecord) -> Result<()> {
-        let path = self.path(
-            cluster,
-            &["members", &record.config.addr.name, "member.json"],
-        )?;
-        write_json(&path, record).map_err(io_err(format!("cannot write {}", path.display())))
     }
 
     /// Sends an event when the process exits (once per process).
@@ -226,16 +193,16 @@ impl LocalPlatform {
     }
 
     /// The size and modification time of a member's database file, read
-    /// without asking etcd (one `stat`): while they stand still, etcd
-    /// committed nothing, so it raised no alarm either (an alarm is stored
-    /// in the database too). `None` when the file cannot be read. Read
-    /// only, so the path is not walked for links as [`Self::path`] does
-    /// (a `stat` per component, and this runs a few times a second per
-    /// cluster).
+    /// without asking etcd (one `fstat` of a handle kept on the file, see
+    /// [`records`]): while they stand still, etcd committed nothing, so it
+    /// raised no alarm either (an alarm is stored in the database too).
+    /// `None` when the file cannot be read. Read only, so the path is not
+    /// walked for links as [`Self::path`] does; the last part (`db`) must
+    /// be no symlink.
     pub fn db_stamp(&self, cluster: &str, member: &str) -> Option<(u64, SystemTime)> {
-        let db = self.layout.data_dir(cluster, member).join("member/snap/db");
-        let meta = std::fs::metadata(db).ok()?;
-        Some((meta.len(), meta.modified().ok()?))
+        self.kept.db_stamp(cluster, member, || {
+            self.layout.data_dir(cluster, member).join("member/snap/db")
+        })
     }
 
     /// The end of a member's log, for error messages.
@@ -268,8 +235,9 @@ impl Platform for LocalPlatform {
         Ok(())
     }
 
-    /// Nothing is kept in memory about a cluster (the exit watchers end
-    /// with their processes).
+    /// Nothing to forget: what is kept in memory about a cluster (its
+    /// records, see [`records`]) is forgotten when it is deleted, and the
+    /// exit watchers end with their processes.
     fn forget(&self, _: &str) {}
 
     async fn members(&self, cluster: &str) -> Result<Vec<PlatformMember>> {
@@ -407,6 +375,7 @@ impl Platform for LocalPlatform {
                 .await
                 .map_err(io_err(format!("cannot stop {member}")))?;
         }
+        self.kept.forget_member(cluster, member);
         self.remove_dir(cluster, &["members", member])
     }
 
@@ -447,8 +416,9 @@ impl Platform for LocalPlatform {
             let data = self.path(cluster, &["members", &member, "data"])?;
             if data.exists() {
                 let moved = self.path(cluster, &[&lost_name, &member])?;
-                std::fs::rename(&data, moved)
-                    .map_err(io_err(format!("cannot move {} aside", data.display())))?;
+                let renamed = std::fs::rename(&data, moved);
+                self.kept.forget_walks_under(&data);
+                renamed.map_err(io_err(format!("cannot move {} aside", data.display())))?;
             }
             self.delete(cluster, &member).await?;
         }
@@ -468,20 +438,18 @@ impl Platform for LocalPlatform {
         let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
         written.remove(cluster);
         drop(written);
-        self.remove_dir(cluster, &[])
+        let result = self.remove_dir(cluster, &[]);
+        self.kept
+            .forget_cluster(cluster, &self.layout.cluster_dir(cluster));
+        result
     }
 
     async fn load_record(&self, cluster: &str) -> Result<Option<ClusterRecord>> {
-        let path = self.path(cluster, &["cluster.json"])?;
-        read_json(&path).map_err(|e| Error::Record {
-            path,
-            message: e.to_string(),
-        })
+        self.cluster_record(cluster)
     }
 
     async fn save_record(&self, cluster: &str, record: &ClusterRecord) -> Result<()> {
-        let path = self.path(cluster, &["cluster.json"])?;
-        write_json(&path, record).map_err(io_err(format!("cannot write {}", path.display())))
+        self.write_cluster_record(cluster, record)
     }
 
     async fn failure_hint(&self, cluster: &str, member: &str) -> Option<String> {

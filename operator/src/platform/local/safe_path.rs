@@ -77,6 +77,16 @@ fn plain(part: &str) -> Option<&'static str> {
 /// file name, and neither the cluster's folder nor any part that exists
 /// is a symlink.
 pub fn cluster_path(clusters: &Path, cluster: &str, parts: &[&str]) -> Result<PathBuf, Error> {
+    let path = named(clusters, cluster, parts)?;
+    walk(clusters, cluster, &path)?;
+    Ok(path)
+}
+
+/// `CLUSTERS/CLUSTER/PARTS...` with the names checked (a valid cluster
+/// name, each part one plain file name), without looking at the file
+/// system: the first half of [`cluster_path`]. What it returns is strictly
+/// inside `CLUSTERS/CLUSTER`, or that folder itself.
+pub fn named(clusters: &Path, cluster: &str, parts: &[&str]) -> Result<PathBuf, Error> {
     check_cluster_name(cluster).map_err(|source| Error::Name {
         cluster: cluster.to_string(),
         source,
@@ -90,24 +100,46 @@ pub fn cluster_path(clusters: &Path, cluster: &str, parts: &[&str]) -> Result<Pa
                 why,
             });
         }
-    }
-    let mut on_the_way = vec![path.clone()];
-    for part in parts {
         path.push(part);
-        on_the_way.push(path.clone());
+    }
+    Ok(path)
+}
+
+/// The second half of [`cluster_path`]: walks from `CLUSTERS/CLUSTER` down
+/// to `path` (built by [`named`]), refusing a symlink on the way. Returns
+/// whether everything on the way exists (a walk that met nothing missing
+/// stays true until something on the way is deleted, moved or replaced).
+pub fn walk(clusters: &Path, cluster: &str, path: &Path) -> Result<bool, Error> {
+    let top = clusters.join(cluster);
+    let Ok(below) = path.strip_prefix(&top) else {
+        // Not built by `named` for this cluster: nothing to trust.
+        return Err(Error::Part {
+            cluster: cluster.to_string(),
+            part: path.display().to_string(),
+            why: "it is not inside the cluster's folder",
+        });
+    };
+    let mut step = top;
+    let mut on_the_way = vec![step.clone()];
+    for part in below.components() {
+        step.push(part);
+        on_the_way.push(step.clone());
     }
     for step in on_the_way {
         match std::fs::symlink_metadata(&step) {
             Ok(m) if m.file_type().is_symlink() => {
-                return Err(Error::Symlink { path, link: step });
+                return Err(Error::Symlink {
+                    path: path.to_path_buf(),
+                    link: step,
+                });
             }
             Ok(_) => {}
             // What does not exist cannot lead anywhere; below it nothing
             // exists either.
-            Err(_) => break,
+            Err(_) => return Ok(false),
         }
     }
-    Ok(path)
+    Ok(true)
 }
 
 /// Deletes the folder `CLUSTERS/CLUSTER/PARTS...` with everything in it
@@ -248,6 +280,46 @@ mod tests {
             "the symlink's target survived"
         );
         everything_still_there(&clusters);
+    }
+
+    /// The two halves of `cluster_path`: names without the file system,
+    /// then the walk, which says whether it met everything on the way.
+    #[test]
+    fn named_checks_names_and_walk_says_whether_all_exists() {
+        let (dir, clusters) = state();
+        for (cluster, parts) in [
+            ("..", &["status.json"][..]),
+            ("victim/members/victim-0", &[][..]),
+            ("victim", &["members", ".."][..]),
+            ("victim", &["a/b"][..]),
+        ] {
+            assert!(
+                named(&clusters, cluster, parts).is_err(),
+                "{cluster:?} {parts:?}"
+            );
+        }
+        let whole = named(&clusters, "victim", &["members", "victim-0", "member.json"])
+            .expect("plain names");
+        assert_eq!(walk(&clusters, "victim", &whole).ok(), Some(true));
+        let missing = named(&clusters, "victim", &["members", "victim-9", "data"]).expect("ok");
+        assert_eq!(walk(&clusters, "victim", &missing).ok(), Some(false));
+        // A path of another cluster, or outside, is no walk of this one.
+        let other = named(&clusters, "other", &["members"]).expect("ok");
+        assert!(walk(&clusters, "victim", &other).is_err());
+        assert!(walk(&clusters, "victim", dir.path()).is_err());
+        // A symlink on the way is refused, also as the last part.
+        std::os::unix::fs::symlink(dir.path(), clusters.join("victim/members/linked"))
+            .expect("symlink");
+        let linked = named(&clusters, "victim", &["members", "linked"]).expect("ok");
+        assert!(matches!(
+            walk(&clusters, "victim", &linked),
+            Err(Error::Symlink { .. })
+        ));
+        let below = named(&clusters, "victim", &["members", "linked", "x"]).expect("ok");
+        assert!(matches!(
+            walk(&clusters, "victim", &below),
+            Err(Error::Symlink { .. })
+        ));
     }
 
     #[test]
