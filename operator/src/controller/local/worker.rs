@@ -7,7 +7,9 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::controller::alarm_poll::{ALARM_POLL, Seen, after_still_stamp, next_alarm_poll};
+use crate::controller::alarm_poll::{
+    ALARM_POLL, DB_STAMP_POLL, Seen, after_still_stamp, next_alarm_poll,
+};
 use crate::controller::{Cluster, SpecState};
 use crate::platform::local::LocalPlatform;
 
