@@ -154,8 +154,10 @@ fn a_burst_after_the_last_full_backup_survives_a_rebuild_but_the_last_segment() 
     let again = &members[0].name;
     let pid = env.pid("dl", again).expect("runs");
     kill9(pid);
-    let restarted = env.wait_for("the killed member restarted", || {
-        env.pid("dl", again).filter(|p| *p != pid)
+    // A new pid can be read before it has exec'd etcd (its command line is
+    // still the operator's then): wait for etcd's own.
+    let restarted = env.wait_for("the killed member restarted as etcd", || {
+        env.pid("dl", again).filter(|p| *p != pid && runs_etcd(*p))
     });
     assert!(
         corrupt_check(restarted),
@@ -164,6 +166,11 @@ fn a_burst_after_the_last_full_backup_survives_a_rebuild_but_the_last_segment() 
 }
 
 /// Whether the process `pid` runs with etcd's initial corruption check.
+fn runs_etcd(pid: i32) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .is_ok_and(|c| c.split(|b| *b == 0).any(|a| a == b"--data-dir"))
+}
+
 fn corrupt_check(pid: i32) -> bool {
     let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).expect("cmdline");
     cmdline

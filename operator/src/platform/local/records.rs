@@ -88,11 +88,15 @@ impl Kept {
 
     /// Keeps a member's record (read from, or written to, its file).
     pub(super) fn keep_member(&self, cluster: &str, record: &MemberRecord) {
+        // Kept as the file says it: `fresh_restore` is never recorded (it
+        // holds for the first start after a restore only).
+        let mut kept = record.clone();
+        kept.config.fresh_restore = false;
         self.lock()
             .members
             .entry(cluster.to_string())
             .or_default()
-            .insert(record.config.addr.name.clone(), record.clone());
+            .insert(kept.config.addr.name.clone(), kept);
     }
 
     /// Forgets a member's record (deleted, or a write that failed).
