@@ -55,11 +55,7 @@ pub async fn stream_to(source: Source<'_>, dest: &Path) -> Result<Streamed> {
         .version()
         .to_string();
     let dir = dest.parent().unwrap_or(Path::new("."));
-    let file_name = dest
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or("snapshot");
-    let tmp = dir.join(format!(".tmp-{file_name}"));
+    let tmp = tmp_beside(dest);
     let result = async {
         let mut stream = tokio::time::timeout(STALL, client.snapshot())
             .await
@@ -112,6 +108,17 @@ pub async fn stream_to(source: Source<'_>, dest: &Path) -> Result<Streamed> {
     result
 }
 
+/// The temporary file a snapshot is written to before it is renamed to
+/// `dest`: beside it, so the rename stays on one filesystem.
+fn tmp_beside(dest: &Path) -> std::path::PathBuf {
+    let dir = dest.parent().unwrap_or(Path::new("."));
+    let file_name = dest
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("snapshot");
+    dir.join(format!(".tmp-{file_name}"))
+}
+
 /// Makes the database file `db` of a member that stopped cleanly (etcd
 /// commits its database when it stops) a snapshot file at `dest`: the file
 /// is moved (copied when it is on another file system) beside `dest`, its
@@ -123,11 +130,7 @@ pub async fn stream_to(source: Source<'_>, dest: &Path) -> Result<Streamed> {
 pub fn seal_db(db: &Path, dest: &Path) -> Result<String> {
     use std::io::{Read, Seek, Write};
     let dir = dest.parent().unwrap_or(Path::new("."));
-    let file_name = dest
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or("snapshot");
-    let tmp = dir.join(format!(".tmp-{file_name}"));
+    let tmp = tmp_beside(dest);
     let result = (|| {
         if std::fs::rename(db, &tmp).is_err() {
             std::fs::copy(db, &tmp).map_err(io_err(format!(

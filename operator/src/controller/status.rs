@@ -111,31 +111,17 @@ pub(super) fn build<P>(
     previous: Option<&EtcdClusterStatus>,
     failing: Option<String>,
 ) -> EtcdCluster {
-    let mut resource =
-        match &c.spec {
-            SpecState::Valid { resource, .. } => (**resource).clone(),
-            SpecState::Invalid {
-                resource: Some(r), ..
-            } => (**r).clone(),
-            SpecState::Invalid { resource: None, .. } => {
-                let spec = serde_json::from_str::<EtcdClusterSpec>(&c.record.spec_json)
-                    .unwrap_or_else(|_| EtcdClusterSpec {
-                        size: 0,
-                        version: String::new(),
-                        paused: false,
-                        storage: Default::default(),
-                        backup: None,
-                        restore: None,
-                        recovery: None,
-                        tls: None,
-                        tuning: None,
-                        quota_backend_bytes: None,
-                        compaction: None,
-                        defrag: None,
-                    });
-                EtcdCluster::new(&c.name, spec)
-            }
-        };
+    let mut resource = match &c.spec {
+        SpecState::Valid { resource, .. } => (**resource).clone(),
+        SpecState::Invalid {
+            resource: Some(r), ..
+        } => (**r).clone(),
+        SpecState::Invalid { resource: None, .. } => {
+            let spec = serde_json::from_str::<EtcdClusterSpec>(&c.record.spec_json)
+                .unwrap_or_else(|_| EtcdClusterSpec::minimal(0, ""));
+            EtcdCluster::new(&c.name, spec)
+        }
+    };
     let invalid = match &c.spec {
         SpecState::Invalid { message, .. } => Some(message.as_str()),
         SpecState::Valid { .. } => None,
