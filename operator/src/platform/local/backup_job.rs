@@ -60,6 +60,13 @@ pub async fn run(state: &Path, cluster: &str, op: &Op, binaries: Arc<Binaries>) 
             let inside = path.strip_prefix(state).unwrap_or(path);
             report.source = Some(inside.to_string_lossy().into_owned());
         }),
+        Op::Prove {
+            backup,
+            member,
+            url,
+        } => prove(&store, &loc, backup, member, url)
+            .await
+            .map(|check| report.restore_check = Some(check)),
         Op::Close => {
             let own = state.join("clusters").join(cluster).join("restore.db");
             store
@@ -78,6 +85,40 @@ pub async fn run(state: &Path, cluster: &str, op: &Op, binaries: Arc<Binaries>) 
         }
     }
     report
+}
+
+/// The restore check of backup `backup` against the live member `member`
+/// at `url`: the local platform's own ([`LocalBackups::restore_check`]),
+/// its scratch member in the Job's pod (a loopback address of the pod,
+/// its folder in the claim, deleted afterwards), and the result kept in
+/// the backup's meta as locally.
+async fn prove(
+    store: &LocalBackups,
+    loc: &Location,
+    backup: &str,
+    member: &str,
+    url: &str,
+) -> crate::backup::Result<crate::backup::proof::RestoreCheck> {
+    let metas = store.list(loc).await?;
+    let Some(meta) = metas.iter().find(|m| m.name == backup) else {
+        return Err(crate::backup::Error::NotFound {
+            name: backup.into(),
+            dir: format!("backups/{} in the claim", loc.cluster),
+            known: metas
+                .iter()
+                .map(|m| m.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+        });
+    };
+    // A TLS cluster's checks are refused before a Job starts
+    // (platform::kube::proof): no client certificate is mounted.
+    let live = Source {
+        member,
+        url,
+        tls: None,
+    };
+    store.restore_check(loc, meta, live).await
 }
 
 #[cfg(test)]
