@@ -9,14 +9,17 @@
 //! Each result is kept in the backup's meta in the claim, as locally.
 
 use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 
 use super::etcd_pods::EtcdPods;
 use super::fake::fake;
 use super::fixtures::resource;
 use super::kubelet::Kubelet;
 use crate::backup::proof::Verdict;
+use crate::backup::schedule::Schedule;
 use crate::backup::{self, BackupMeta, BackupStore, Location, Source};
 use crate::crd::StoragePolicy;
+use crate::metrics::ClusterMetrics;
 use crate::platform::Platform;
 use crate::platform::kube::KubePlatform;
 use crate::platform::kube::pod::DEFAULT_IMAGE;
@@ -197,4 +200,69 @@ async fn a_restore_check_job_verifies_a_backup_and_catches_a_foreign_snapshot() 
     assert!(e.to_string().contains("TLS"), "{e}");
     assert_eq!(kubelet.ran().len(), jobs, "no Job for a refused check");
     assert!(!claim.join("clusters/demo/restore-check").exists());
+}
+
+/// `spec.backup.restoreCheck` on Kubernetes: the controller's backup
+/// schedule, with the platform's store, takes a backup in a Job, then
+/// proves it in another and shows the result in the status fields the
+/// local platform fills, with the same words.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scheduled_restore_check_shows_in_the_status() {
+    let pods = EtcdPods::start("kube-restore-check-schedule", "3.5.1", 1).await;
+    let live_url = pods.url(0);
+    for i in 0..5 {
+        put(&live_url, &format!("k{i}"), "v");
+    }
+    let (client, fake) = fake();
+    let client_url = pods.configs[0].addr.client_url.clone();
+    let dns = BTreeMap::from([(client_url.clone(), live_url)]);
+    let kubelet = Kubelet::start(fake.clone(), dns);
+    let p = KubePlatform::new(client, "default", DEFAULT_IMAGE)
+        .with_backup_image(Some("etcd-operator:test".into()));
+    let r = resource(1, "3.5.1", StoragePolicy::Persistent);
+    p.register("demo", &r, 0).expect("registered");
+    let policy = crate::validate::BackupPolicy {
+        interval: Duration::from_secs(3600),
+        max_backups: 2,
+        path: None,
+        persistent_volume_claim: None,
+        claim_size: None,
+        storage_class: None,
+        restore_check: Some(Duration::from_secs(3600)),
+        continuous: None,
+    };
+    let schedule = Schedule::start(
+        policy,
+        Location::of("demo", None),
+        p.backups(),
+        ClusterMetrics::detached("demo"),
+        false,
+    );
+    schedule.offer(vec![("demo-0".into(), client_url, None)]);
+    let since = Instant::now();
+    let shown = loop {
+        if let Some(c) = schedule.status().last_restore_check {
+            break c;
+        }
+        assert!(
+            since.elapsed() < Duration::from_secs(120),
+            "no restore check within 2 minutes; Jobs: {:?}, status: {:?}",
+            kubelet.ran(),
+            schedule.status()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(shown.result, "verified", "{shown:?}");
+    assert!(
+        shown.message.starts_with("restored, and its KV hash"),
+        "{shown:?}"
+    );
+    let status = schedule.status();
+    assert_eq!(status.last_backup.as_deref(), Some(shown.backup.as_str()));
+    assert_eq!(status.last_error, None);
+    let dir = kubelet.claim("demo-backups").join("backups/demo");
+    let kept = recorded(&dir, &shown.backup).restore_check.expect("kept");
+    assert_eq!(kept.result, Verdict::Verified);
+    assert_eq!(kept.time, shown.time);
+    drop(schedule);
 }
