@@ -179,4 +179,25 @@ mod tests {
                 .is_some_and(|e| e.contains("not a valid cluster name"))
         );
     }
+
+    #[tokio::test]
+    async fn a_restore_check_of_a_backup_not_in_the_claim_names_what_is_there() {
+        let claim = tempfile::tempdir().expect("a claim");
+        let dir = claim.path().join("backups/demo");
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let p = dir.join("b1.db");
+        fake_snapshot(&p, b"b1");
+        let sha = check_file(&p, None).expect("good");
+        write_meta(&dir, &meta("b1", 1, sha)).expect("meta");
+        let prove = Op::Prove {
+            backup: "gone".into(),
+            member: "demo-0".into(),
+            url: "http://127.0.0.1:1".into(),
+        };
+        let r = run(claim.path(), "demo", &prove, binaries()).await;
+        let e = r.error.expect("an error");
+        assert!(e.contains("gone") && e.contains("b1"), "{e}");
+        assert_eq!(r.restore_check, None);
+        assert_eq!(r.backups.len(), 1, "the list is reported all the same");
+    }
 }
