@@ -1,9 +1,10 @@
 //! The folder store run inside a Kubernetes backup Job: the backup claim,
 //! mounted at `/state`, is the state folder of a [`LocalBackups`],
 //! so a snapshot on Kubernetes is saved, verified (SHA-256 trailer, then
-//! `etcdutl` and `etcdctl snapshot status`, which must agree), kept and
-//! set aside by the very code that does it locally. `etcd-operator
-//! backup-job` calls [`run`] and prints its [`Report`].
+//! `etcdutl` and `etcdctl snapshot status`, which must agree), kept, set
+//! aside and proven to restore (a scratch member in the Job's pod) by the
+//! very code that does it locally. `etcd-operator backup-job` calls
+//! [`run`] and prints its [`Report`].
 
 use std::path::Path;
 use std::sync::Arc;
