@@ -18,6 +18,7 @@ mod rebuild;
 mod reconcile;
 mod reseed;
 mod restart;
+mod restore_check;
 mod rollback;
 mod scenario;
 mod trouble;
