@@ -548,4 +548,5 @@ fn event() -> impl Strategy<Value = Event> {
 }
 
 mod db_rules;
+mod rebuild;
 mod rules;

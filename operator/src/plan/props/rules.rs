@@ -4,66 +4,9 @@
 use proptest::prelude::*;
 
 use super::db_rules::check_db_step;
+use super::rebuild::check_rebuild;
 use super::*;
 use crate::member::Tuning;
-
-/// The rules of a rebuild ([`crate::plan::lost`]): only once quorum
-/// cannot come back, even counting paused members; from the most advanced
-/// survivor, which every member running with its data has been compared
-/// with; from a backup only when the spec allows it and no survivor is
-/// allowed to seed the cluster.
-fn check_rebuild(model: &Model, obs: &Observed, d: &Desired, step: &Step) -> Result<(), String> {
-    let rebuild = matches!(
-        step,
-        Step::RestoreFromBackup | Step::RebuildFromSurvivor { .. }
-    );
-    if !rebuild {
-        return Ok(());
-    }
-    if !model.bootstrapped || obs.membership_known || model.could_come_back() {
-        return Err(format!("rebuilt although quorum could come back: {step}"));
-    }
-    let persistent = d.storage == StoragePolicy::Persistent;
-    let survivors: Vec<&M> = model
-        .members
-        .iter()
-        .filter(|m| m.on_platform && m.running && m.has_data)
-        .collect();
-    match step {
-        Step::RestoreFromBackup => {
-            if !d.restore_from_backup || !model.backup {
-                return Err(
-                    "restored from a backup the spec does not allow or that is not there".into(),
-                );
-            }
-            if d.from_survivor && persistent && !survivors.is_empty() {
-                return Err(format!(
-                    "restored from a backup while survivors kept data: {:?}",
-                    survivors.iter().map(|m| &m.name).collect::<Vec<_>>()
-                ));
-            }
-        }
-        Step::RebuildFromSurvivor { member, .. } => {
-            if !d.from_survivor || !persistent {
-                return Err(format!(
-                    "rebuilt from a survivor the spec does not allow: {step}"
-                ));
-            }
-            let seed = survivors
-                .iter()
-                .find(|m| &m.name == member)
-                .ok_or_else(|| format!("seed {member} does not run with its data"))?;
-            if let Some(ahead) = survivors.iter().find(|m| m.pos > seed.pos) {
-                return Err(format!(
-                    "seeded from {member} at {} though {} runs at {} (paused or not)",
-                    seed.pos, ahead.name, ahead.pos
-                ));
-            }
-        }
-        _ => {}
-    }
-    Ok(())
-}
 
 /// Checks one step against the safety rules, given the model before it.
 fn check_step(model: &Model, obs: &Observed, d: &Desired, step: &Step) -> Result<(), String> {
@@ -220,7 +163,7 @@ fn tls_on() -> TlsWanted {
     }
 }
 
-fn desired(size: usize, version: Version, storage: StoragePolicy) -> Desired {
+pub(super) fn desired(size: usize, version: Version, storage: StoragePolicy) -> Desired {
     Desired {
         size,
         version,
@@ -239,7 +182,7 @@ fn desired(size: usize, version: Version, storage: StoragePolicy) -> Desired {
 }
 
 /// Runs the plan without faults until it stops acting; returns the last step.
-fn converge(model: &mut Model, d: &Desired) -> Result<Step, String> {
+pub(super) fn converge(model: &mut Model, d: &Desired) -> Result<Step, String> {
     for _ in 0..200 {
         // The operator waits for a defragmentation to end.
         for m in &mut model.members {
@@ -482,104 +425,6 @@ proptest! {
             prop_assert_eq!(after, before, "members replaced on a corrupt majority's word");
             prop_assert_eq!(model.corrupt_voters(), corrupted.len());
         }
-    }
-
-    /// A majority lost for good with some members running with their
-    /// data: never rebuilt while a survivor is paused (it may be ahead, and
-    /// paused members may bring quorum back), survivors merely stopped are
-    /// restarted first, and once every survivor answers the cluster is
-    /// rebuilt from the most advanced one and converges to the spec with
-    /// nothing lost that a survivor held.
-    #[test]
-    fn a_lost_majority_is_rebuilt_from_the_most_advanced_survivor(
-        (size, lost, positions, paused, stopped) in (3usize..=9).prop_flat_map(|size| (
-            Just(size),
-            prop::sample::subsequence((0..size).collect::<Vec<_>>(), (size - quorum(size) + 1)..size),
-            prop::collection::vec(0u64..20, size),
-            prop::collection::vec(any::<bool>(), size),
-            prop::collection::vec(any::<bool>(), size),
-        )),
-        with_backup in any::<bool>(),
-    ) {
-        let mut d = desired(size, V34, StoragePolicy::Persistent);
-        let mut model = Model::new(StoragePolicy::Persistent);
-        converge(&mut model, &d).map_err(TestCaseError::fail)?;
-        for (i, m) in model.members.iter_mut().enumerate() {
-            m.pos = positions[i];
-            if lost.contains(&i) {
-                m.running = false;
-                m.has_data = false;
-            } else if stopped[i] {
-                m.running = false;
-            } else if paused[i] {
-                m.hung = true;
-            }
-        }
-        let best = model
-            .members
-            .iter()
-            .filter(|m| m.has_data)
-            .map(|m| m.pos)
-            .max()
-            .unwrap_or(0);
-        d.from_survivor = true;
-        d.restore_from_backup = with_backup;
-        let last = converge(&mut model, &d).map_err(TestCaseError::fail)?;
-        if model.members.iter().any(|m| m.hung) {
-            // Paused survivors: never taken for lost, nothing rebuilt.
-            prop_assert!(model.reseeded.is_none() && !model.restored, "{:?}", model);
-            prop_assert!(matches!(
-                last,
-                Step::Wait(Wait::SurvivorSilent { .. } | Wait::Electing { .. })
-            ), "{}", last);
-            for m in &mut model.members {
-                m.hung = false;
-            }
-        }
-        let last = converge(&mut model, &d).map_err(TestCaseError::fail)?;
-        prop_assert_eq!(&last, &Step::Converged, "model: {:?}", model);
-        let (seed, at) = model.reseeded.clone().expect("rebuilt from a survivor");
-        prop_assert_eq!(at, best, "seeded from {} at {}, best was {}", seed, at, best);
-        prop_assert!(!model.restored);
-        prop_assert_eq!(model.voters().count(), size);
-        prop_assert!(model.reseeding.is_none());
-    }
-
-    /// Members that run but answer nothing (SIGSTOP, a partition) are
-    /// never lost: with a minority destroyed and any number paused, no
-    /// rebuild happens whatever the recovery flags, and once they resume
-    /// the cluster converges without one.
-    #[test]
-    fn a_paused_majority_is_never_taken_for_lost(
-        (size, destroyed, paused) in (3usize..=9).prop_flat_map(|size| (
-            Just(size),
-            prop::sample::subsequence((0..size).collect::<Vec<_>>(), 0..=(size - quorum(size))),
-            prop::collection::vec(any::<bool>(), size),
-        )),
-        from_survivor in any::<bool>(),
-        restore in any::<bool>(),
-    ) {
-        let mut d = desired(size, V34, StoragePolicy::Persistent);
-        let mut model = Model::new(StoragePolicy::Persistent);
-        converge(&mut model, &d).map_err(TestCaseError::fail)?;
-        for (i, m) in model.members.iter_mut().enumerate() {
-            if destroyed.contains(&i) {
-                m.running = false;
-                m.has_data = false;
-            } else if paused[i] {
-                m.hung = true;
-            }
-        }
-        d.from_survivor = from_survivor;
-        d.restore_from_backup = restore;
-        converge(&mut model, &d).map_err(TestCaseError::fail)?;
-        prop_assert!(model.reseeded.is_none() && !model.restored, "{:?}", model);
-        for m in &mut model.members {
-            m.hung = false;
-        }
-        let last = converge(&mut model, &d).map_err(TestCaseError::fail)?;
-        prop_assert_eq!(&last, &Step::Converged, "model: {:?}", model);
-        prop_assert!(model.reseeded.is_none() && !model.restored, "{:?}", model);
     }
 
     /// Paused means no action at all, whatever the state.
