@@ -72,10 +72,16 @@ soak: release
 	$(CARGO) run -q --release -p soak --bin soak -- run $(SCENARIO) \
 	  --out $(SOAK_OUT)/$(basename $(notdir $(SCENARIO))) $(SOAK_FLAGS)
 
-soak-smoke: build
-	$(CARGO) run -q -p soak --bin soak -- run scenarios/smoke.yaml \
+# The smoke soaks run the debug binaries built with the tests' features
+# (`--bins --tests`: dev-dependencies unify features, so after `nextest run`
+# this builds nothing; a plain `cargo build` would build the workspace again).
+DEBUG_DIR = $(or $(CARGO_TARGET_DIR),target)/debug
+
+soak-smoke: setup
+	$(CARGO) build -q --workspace --bins --tests
+	$(DEBUG_DIR)/soak run scenarios/smoke.yaml \
 	  --out $(SOAK_OUT)/smoke --no-progress $(SOAK_FLAGS)
-	$(CARGO) run -q -p soak --bin soak -- run scenarios/smoke-tls.yaml \
+	$(DEBUG_DIR)/soak run scenarios/smoke-tls.yaml \
 	  --out $(SOAK_OUT)/smoke-tls --no-progress $(SOAK_FLAGS)
 
 kind-up: release
