@@ -92,6 +92,11 @@ impl KubeBackups {
         }
     }
 
+    /// The operator's own image, which the Jobs run (`None`: not set).
+    pub fn image(&self) -> Option<&str> {
+        self.image.as_deref()
+    }
+
     /// The resource of `cluster` owns its Jobs from now on.
     pub fn own(&self, cluster: &str, owner: OwnerReference) {
         lock(&self.owners).insert(cluster.into(), owner);
@@ -335,6 +340,20 @@ impl BackupStore for KubeBackups {
     async fn newest_good(&self, location: &Location) -> Result<(Option<BackupMeta>, Vec<String>)> {
         let report = self.run(location, Op::NewestGood).await?;
         Ok((report.newest, report.skipped))
+    }
+
+    /// The follower runs in its own Deployment ([`super::follow`]): here
+    /// its log is read for the status.
+    fn follow(
+        self: std::sync::Arc<Self>,
+        _policy: crate::validate::ContinuousPolicy,
+        location: Location,
+        _candidates: tokio::sync::watch::Receiver<Vec<crate::backup::schedule::Candidate>>,
+        status: std::sync::Arc<Mutex<crate::crd::BackupStatus>>,
+        want_full: std::sync::Arc<tokio::sync::Notify>,
+    ) -> impl std::future::Future<Output = ()> + Send {
+        let jobs = self.jobs.clone();
+        super::follow::report(jobs, location.cluster, status, want_full)
     }
 
     /// One Job applies retention (and sweeps) in the claim.

@@ -6,6 +6,7 @@ mod backup_jobs;
 mod backup_restore;
 mod builders;
 mod changes;
+mod continuous;
 mod etcd_pods;
 pub(crate) mod fake;
 pub(crate) mod fixtures;
