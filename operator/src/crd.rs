@@ -288,11 +288,12 @@ pub struct BackupSpec {
     /// `<state-dir>/backups/<cluster>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub location: Option<BackupLocation>,
-    /// Restore checks (local platform): every `interval` the newest good
-    /// backup is restored into a scratch single-member etcd and its KV hash
-    /// at the backup's revision compared with the live cluster's; the
-    /// result goes into the backup's meta and `status.backup.lastRestoreCheck`.
-    /// Off when unset (`etcd-operator check-backup` runs one by hand).
+    /// Restore checks (both platforms): every `interval` the newest good
+    /// backup is restored into a scratch single-member etcd (on Kubernetes
+    /// inside a backup Job's pod) and its KV hash at the backup's revision
+    /// compared with the live cluster's; the result goes into the backup's
+    /// meta and `status.backup.lastRestoreCheck`. Off when unset (locally
+    /// `etcd-operator check-backup` runs one by hand).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restore_check: Option<RestoreCheckSpec>,
     /// Continuous backups (local platform only): the operator follows the

@@ -65,9 +65,9 @@ enum Command {
     Crd,
     /// One piece of backup work, as the Kubernetes platform's backup Jobs
     /// run it (in the operator's image, the backup claim mounted at
-    /// /state): save, list, retain, check, delete or set aside a cluster's
-    /// backups there, then print a report line for the operator. Not meant
-    /// to be run by hand.
+    /// /state): save, list, retain, check, delete, set aside or prove (a
+    /// restore check in a scratch member) a cluster's backups there, then
+    /// print a report line for the operator. Not meant to be run by hand.
     BackupJob(BackupJobArgs),
     /// The follower of continuous backups on Kubernetes (a Deployment of
     /// the operator's image, the backup claim mounted at /state): follows

@@ -64,6 +64,21 @@ pub enum Op {
     },
     /// Drop the copy set aside.
     Close,
+    /// Restore a backup into a scratch member in the Job's pod and compare
+    /// its KV hash with a live member's at the backup's revision (a
+    /// restore check, [`super::proof`]); the result goes into the backup's
+    /// meta and the report.
+    Prove {
+        /// The backup's name.
+        #[arg(long)]
+        backup: String,
+        /// The live member's name.
+        #[arg(long)]
+        member: String,
+        /// Its client URL.
+        #[arg(long)]
+        url: String,
+    },
 }
 
 impl Op {
@@ -81,6 +96,15 @@ impl Op {
             Op::Check { backup } | Op::Delete { backup } | Op::Open { backup } => {
                 out.extend(pair("--backup", backup));
             }
+            Op::Prove {
+                backup,
+                member,
+                url,
+            } => {
+                out.extend(pair("--backup", backup));
+                out.extend(pair("--member", member));
+                out.extend(pair("--url", url));
+            }
             Op::List | Op::NewestGood | Op::Close => {}
         }
         out
@@ -97,6 +121,7 @@ impl Op {
             Op::Delete { .. } => "delete",
             Op::Open { .. } => "open",
             Op::Close => "close",
+            Op::Prove { .. } => "prove",
         }
     }
 }
@@ -126,6 +151,11 @@ pub struct Report {
     /// The copy set aside, relative to the claim's root (open).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
+    /// What the restore check found (prove): the restored backup's and
+    /// the live member's KV hashes at the backup's revision, and the
+    /// verdict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restore_check: Option<super::proof::RestoreCheck>,
 }
 
 impl Report {
@@ -197,6 +227,23 @@ mod tests {
         );
         assert_eq!(Op::Retain { keep: 3 }.args(), ["retain", "--keep", "3"]);
         assert_eq!(Op::Close.args(), ["close"]);
+        let prove = Op::Prove {
+            backup: "b1".into(),
+            member: "demo-0".into(),
+            url: "http://demo-0.demo.ns.svc:2379".into(),
+        };
+        assert_eq!(
+            prove.args(),
+            [
+                "prove",
+                "--backup",
+                "b1",
+                "--member",
+                "demo-0",
+                "--url",
+                "http://demo-0.demo.ns.svc:2379"
+            ]
+        );
     }
 
     proptest! {

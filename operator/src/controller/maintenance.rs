@@ -240,7 +240,11 @@ impl<P: Platform> Cluster<P> {
                 "compacted the history in {:?}", started.elapsed()
             );
         }
+        let compacted = compact_to.unwrap_or(self.db.compacted);
         for member in defrag_order {
+            if compacted > 0 {
+                self.await_compaction(obs, member, compacted).await?;
+            }
             self.defragment(obs, member).await?;
         }
         if disarm.is_empty() {
@@ -273,6 +277,36 @@ impl<P: Platform> Cluster<P> {
         Ok(())
     }
 
+    /// Waits until `member` has applied the compaction to `revision` to its
+    /// own database file. etcd compacts in the background on each member,
+    /// and a physical compaction waits only on the member asked; a
+    /// follower defragmented before its compaction finished keeps the
+    /// history in its file, and the pages freed afterwards count as in
+    /// use until a later write commits (none comes under NOSPACE), so the
+    /// plan would see the keys filling the quota and wait for ever. Asked
+    /// of the member itself, the same compaction is a barrier: etcd
+    /// answers "compacted already" once its earlier compaction is done.
+    async fn await_compaction(
+        &self,
+        obs: &Observation,
+        member: &str,
+        revision: i64,
+    ) -> Result<(), Error> {
+        let url = self.member_url(obs, member)?;
+        Ok(self.clients.compact(url, revision).await?)
+    }
+
+    /// Where to call `member`, or the platform's error naming it.
+    fn member_url<'o>(&self, obs: &'o Observation, member: &str) -> Result<&'o str, Error> {
+        obs.call_url(member).ok_or_else(|| {
+            crate::platform::Error::NoMember {
+                cluster: self.name.clone(),
+                member: member.to_string(),
+            }
+            .into()
+        })
+    }
+
     /// The largest database file now: the members of `defragmented` asked
     /// (all at the same time), the others as observed. `None` when one
     /// asked does not answer.
@@ -302,15 +336,7 @@ impl<P: Platform> Cluster<P> {
         obs: &Observation,
         member: &str,
     ) -> Result<(), Error> {
-        let url = obs
-            .platform
-            .iter()
-            .find(|p| p.addr.name == member)
-            .and_then(|p| p.call_url.clone())
-            .ok_or_else(|| crate::platform::Error::NoMember {
-                cluster: self.name.clone(),
-                member: member.to_string(),
-            })?;
+        let url = self.member_url(obs, member)?.to_string();
         let before = obs
             .observed
             .members

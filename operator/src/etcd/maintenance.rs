@@ -121,8 +121,10 @@ impl Clients {
     }
 
     /// Compacts the history up to `revision` and waits until the space is
-    /// free inside every member's database. A revision compacted already
-    /// counts as done.
+    /// free inside the database of the member at `url` (only that one:
+    /// the others compact in their own time). A revision compacted already
+    /// counts as done, once that member's compaction of it has finished:
+    /// etcd answers it after the compactions queued before it.
     pub async fn compact(&self, url: &str, revision: i64) -> Result<()> {
         let r = self
             .long_call("compact", url, LONG_TIMEOUT, |mut c| async move {

@@ -110,17 +110,6 @@ pub fn kube_checks(resource: &EtcdCluster) -> Vec<String> {
                 .to_string(),
         );
     }
-    if spec
-        .backup
-        .as_ref()
-        .is_some_and(|b| b.restore_check.is_some())
-    {
-        errors.push(
-            "spec.backup.restoreCheck: restore checks are not supported on the Kubernetes \
-             platform yet; remove it (the local platform runs them)"
-                .to_string(),
-        );
-    }
     if spec.backup.as_ref().is_some_and(|b| b.continuous.is_some()) {
         errors.push(
             "spec.backup.continuous: continuous backups (delta segments) are on the local \

@@ -40,6 +40,13 @@ fn backups_and_restores_are_taken_where_kubernetes_can_do_them() {
         backup: "demo-20260101-000000-000".into(),
     });
     assert!(matches!(spec_state(&r), SpecState::Valid { .. }));
+    // Restore checks run in backup Jobs.
+    if let Some(b) = r.spec.backup.as_mut() {
+        b.restore_check = Some(crate::crd::RestoreCheckSpec {
+            interval: "1h".into(),
+        });
+    }
+    assert!(matches!(spec_state(&r), SpecState::Valid { .. }));
     // A folder, a file path and Ephemeral members are refused by field.
     r.spec.backup = Some(
         serde_json::from_value(serde_json::json!({
@@ -61,8 +68,11 @@ fn backups_and_restores_are_taken_where_kubernetes_can_do_them() {
         });
     }
     let m = message(spec_state(&r));
+    assert!(
+        !m.contains("restoreCheck"),
+        "restore checks run on Kubernetes too: {m}"
+    );
     for field in [
-        "spec.backup.restoreCheck: restore checks are not supported on the Kubernetes platform yet",
         "spec.backup.location.path:",
         "spec.backup.continuous: continuous backups (delta segments) are on the local platform only",
         "spec.restore.backup:",

@@ -156,7 +156,7 @@ impl KubeBackups {
 
     /// Runs `op` on the backups of `location` in a Job and returns its
     /// report; an error of the Job, or one it reports, is an error.
-    async fn run(&self, location: &Location, op: Op) -> Result<Report> {
+    pub(super) async fn run(&self, location: &Location, op: Op) -> Result<Report> {
         let cluster = &location.cluster;
         let key = format!(
             "{cluster}/{}/{}",
@@ -312,6 +312,16 @@ impl BackupStore for KubeBackups {
         if let Err(e) = self.run(&location, Op::Close).await {
             tracing::warn!(%cluster, "cannot drop the copy {source} (it stays in the claim): {e}");
         }
+    }
+
+    /// In a Job ([`super::proof`]).
+    async fn restore_check(
+        &self,
+        location: &Location,
+        backup: &BackupMeta,
+        live: Source<'_>,
+    ) -> Result<crate::backup::proof::RestoreCheck> {
+        super::proof::restore_check(self, location, backup, live).await
     }
 
     /// Answered from the last [`newest_good`](Self::newest_good) while the

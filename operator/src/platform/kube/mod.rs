@@ -34,6 +34,7 @@ pub mod jobs;
 pub mod members;
 pub mod objects;
 pub mod pod;
+pub mod proof;
 mod reseed;
 mod restore;
 mod shared;

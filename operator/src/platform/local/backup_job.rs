@@ -1,9 +1,10 @@
 //! The folder store run inside a Kubernetes backup Job: the backup claim,
 //! mounted at `/state`, is the state folder of a [`LocalBackups`],
 //! so a snapshot on Kubernetes is saved, verified (SHA-256 trailer, then
-//! `etcdutl` and `etcdctl snapshot status`, which must agree), kept and
-//! set aside by the very code that does it locally. `etcd-operator
-//! backup-job` calls [`run`] and prints its [`Report`].
+//! `etcdutl` and `etcdctl snapshot status`, which must agree), kept, set
+//! aside and proven to restore (a scratch member in the Job's pod) by the
+//! very code that does it locally. `etcd-operator backup-job` calls
+//! [`run`] and prints its [`Report`].
 
 use std::path::Path;
 use std::sync::Arc;
@@ -60,6 +61,13 @@ pub async fn run(state: &Path, cluster: &str, op: &Op, binaries: Arc<Binaries>) 
             let inside = path.strip_prefix(state).unwrap_or(path);
             report.source = Some(inside.to_string_lossy().into_owned());
         }),
+        Op::Prove {
+            backup,
+            member,
+            url,
+        } => prove(&store, &loc, backup, member, url)
+            .await
+            .map(|check| report.restore_check = Some(check)),
         Op::Close => {
             let own = state.join("clusters").join(cluster).join("restore.db");
             store
@@ -78,6 +86,40 @@ pub async fn run(state: &Path, cluster: &str, op: &Op, binaries: Arc<Binaries>) 
         }
     }
     report
+}
+
+/// The restore check of backup `backup` against the live member `member`
+/// at `url`: the local platform's own ([`LocalBackups::restore_check`]),
+/// its scratch member in the Job's pod (a loopback address of the pod,
+/// its folder in the claim, deleted afterwards), and the result kept in
+/// the backup's meta as locally.
+async fn prove(
+    store: &LocalBackups,
+    loc: &Location,
+    backup: &str,
+    member: &str,
+    url: &str,
+) -> crate::backup::Result<crate::backup::proof::RestoreCheck> {
+    let metas = store.list(loc).await?;
+    let Some(meta) = metas.iter().find(|m| m.name == backup) else {
+        return Err(crate::backup::Error::NotFound {
+            name: backup.into(),
+            dir: format!("backups/{} in the claim", loc.cluster),
+            known: metas
+                .iter()
+                .map(|m| m.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+        });
+    };
+    // A TLS cluster's checks are refused before a Job starts
+    // (platform::kube::proof): no client certificate is mounted.
+    let live = Source {
+        member,
+        url,
+        tls: None,
+    };
+    store.restore_check(loc, meta, live).await
 }
 
 #[cfg(test)]
@@ -137,5 +179,26 @@ mod tests {
             bad.error
                 .is_some_and(|e| e.contains("not a valid cluster name"))
         );
+    }
+
+    #[tokio::test]
+    async fn a_restore_check_of_a_backup_not_in_the_claim_names_what_is_there() {
+        let claim = tempfile::tempdir().expect("a claim");
+        let dir = claim.path().join("backups/demo");
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let p = dir.join("b1.db");
+        fake_snapshot(&p, b"b1");
+        let sha = check_file(&p, None).expect("good");
+        write_meta(&dir, &meta("b1", 1, sha)).expect("meta");
+        let prove = Op::Prove {
+            backup: "gone".into(),
+            member: "demo-0".into(),
+            url: "http://127.0.0.1:1".into(),
+        };
+        let r = run(claim.path(), "demo", &prove, binaries()).await;
+        let e = r.error.expect("an error");
+        assert!(e.contains("gone") && e.contains("b1"), "{e}");
+        assert_eq!(r.restore_check, None);
+        assert_eq!(r.backups.len(), 1, "the list is reported all the same");
     }
 }

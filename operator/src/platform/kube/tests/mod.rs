@@ -19,6 +19,7 @@ mod rebuild;
 mod reconcile;
 mod reseed;
 mod restart;
+mod restore_check;
 mod rollback;
 mod scenario;
 mod trouble;
