@@ -220,6 +220,26 @@ impl KubeBackups {
         }
     }
 
+    /// Runs [`Op::OpenChain`] for `backup`.
+    async fn open_chain(
+        &self,
+        location: &Location,
+        backup: &str,
+    ) -> Result<crate::backup::ChainRestore> {
+        let op = Op::OpenChain {
+            backup: backup.into(),
+        };
+        let report = self.run(location, op).await?;
+        let path = report
+            .source
+            .ok_or_else(|| Error::Job("the backup job set no copy aside".into()))?;
+        Ok(crate::backup::ChainRestore {
+            source: Self::source(&Self::claim(location), &path),
+            replayed: report.replayed.unwrap_or_default(),
+            problem: report.replay_problem,
+        })
+    }
+
     /// The restore source of the copy a Job set aside at `path` in `claim`.
     fn source(claim: &str, path: &str) -> RestoreSource {
         RestoreSource::new(format!("{SOURCE_PREFIX}{claim}/{path}"))
@@ -290,6 +310,28 @@ impl BackupStore for KubeBackups {
             .source
             .ok_or_else(|| Error::Job("the backup job set no copy aside".into()))?;
         Ok(Self::source(&Self::claim(location), &path))
+    }
+
+    /// One Job sets the backup aside with its chain replayed
+    /// ([`Op::OpenChain`]: the local platform's replay, in the claim).
+    async fn open_chain_for_restore(
+        &self,
+        location: &Location,
+        base: &BackupMeta,
+    ) -> Result<crate::backup::ChainRestore> {
+        let mut restore = self.open_chain(location, &base.name).await?;
+        if restore.replayed.revision == 0 {
+            restore.replayed.revision = base.revision;
+        }
+        Ok(restore)
+    }
+
+    async fn open_named_for_restore(
+        &self,
+        location: &Location,
+        backup: &str,
+    ) -> Result<crate::backup::ChainRestore> {
+        self.open_chain(location, backup).await
     }
 
     async fn close_restore(&self, source: &RestoreSource) {

@@ -5,6 +5,7 @@ pub(crate) mod api;
 mod backup_jobs;
 mod backup_restore;
 mod builders;
+mod chain_restore;
 mod changes;
 mod continuous;
 mod etcd_pods;
