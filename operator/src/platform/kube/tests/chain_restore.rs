@@ -22,8 +22,9 @@ use crate::platform::kube::KubePlatform;
 use crate::platform::kube::follow::service_url;
 use crate::platform::kube::pod::DEFAULT_IMAGE;
 
-/// The revision `etcdutl snapshot status` reads in `file`.
-fn snapshot_revision(file: &Path) -> i64 {
+/// The revision `etcdutl snapshot status` reads in `file` (a snapshot,
+/// or a member's database).
+pub(super) fn snapshot_revision(file: &Path) -> i64 {
     let out = std::process::Command::new(crate::testing::binaries().join("3.5.1/etcdutl"))
         .args(["snapshot", "status", "-w", "json"])
         .arg(file)
