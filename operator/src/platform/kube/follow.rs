@@ -80,6 +80,8 @@ pub fn follower(
     }
     if let Some(pod) = template.spec.as_mut() {
         pod.restart_policy = Some("Always".into());
+        // The Jobs go beside the follower, not the follower beside itself.
+        pod.affinity = None;
         let mut args = vec![
             "backup-follow".to_string(),
             "--cluster".into(),

@@ -132,6 +132,24 @@ async fn a_follower_deployment_writes_segments_into_the_claim_and_resumes() {
     for (k, v) in selector.as_object().expect("labels") {
         assert_eq!(&d["spec"]["template"]["metadata"]["labels"][k], v);
     }
+    // The backup Jobs prefer the follower's node (the claim is attached
+    // there); the follower prefers nothing.
+    assert!(pod["affinity"].is_null(), "{pod:#}");
+    let save = kubelet
+        .jobs()
+        .into_iter()
+        .find(|j| {
+            j["metadata"]["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("demo-save-"))
+        })
+        .expect("the save Job");
+    let preferred = &save["spec"]["template"]["spec"]["affinity"]["podAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+        [0];
+    assert_eq!(preferred["weight"], 100, "{save:#}");
+    let term = &preferred["podAffinityTerm"];
+    assert_eq!(term["topologyKey"], "kubernetes.io/hostname");
+    assert_eq!(&term["labelSelector"]["matchLabels"], selector);
 
     // Writes after the full backup reach the claim as segments.
     let first = write(&mut kv, "after", 20).await;
