@@ -109,6 +109,10 @@ async fn a_restore_job_replays_the_chain_and_stops_at_a_damaged_segment() {
         "{restore:?}"
     );
     assert_eq!(snapshot_revision(&copy), whole.last_revision());
+    assert!(
+        !claim.join("clusters/demo/replay").exists(),
+        "the scratch member's folder is gone"
+    );
     store.close_restore(&restore.source).await;
     assert!(!copy.exists(), "the copy set aside is dropped");
 
