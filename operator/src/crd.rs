@@ -296,11 +296,12 @@ pub struct BackupSpec {
     /// `etcd-operator check-backup` runs one by hand).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restore_check: Option<RestoreCheckSpec>,
-    /// Continuous backups (local platform only): the operator follows the
-    /// cluster's changes and writes them, every `segmentInterval`, as delta
-    /// segments beside the newest full backup; a restore or a rebuild
-    /// replays them, so it loses at most about one interval of writes.
-    /// Off when unset.
+    /// Continuous backups: the operator follows the cluster's changes (on
+    /// Kubernetes in a Deployment `NAME-backup-follow`) and writes them,
+    /// every `segmentInterval`, as delta segments beside the newest full
+    /// backup; a restore or a rebuild replays them, so it loses at most
+    /// about one interval of writes. Kubernetes refuses it for a cluster
+    /// whose clients use TLS. Off when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub continuous: Option<ContinuousSpec>,
 }
@@ -547,8 +548,7 @@ pub struct RestoreStatus {
     #[serde(default)]
     pub replayed_segments: i64,
     /// The revision the members restore: the backup's plus the replayed
-    /// segments' (0 when not known: a snapshot file, or on Kubernetes,
-    /// which restores the full backup alone).
+    /// segments' (0 when not known: a snapshot file).
     #[serde(default)]
     pub replayed_revision: i64,
     /// When the last replayed segment was written (RFC 3339).

@@ -69,6 +69,39 @@ enum Command {
     /// restore check in a scratch member) a cluster's backups there, then
     /// print a report line for the operator. Not meant to be run by hand.
     BackupJob(BackupJobArgs),
+    /// The follower of continuous backups on Kubernetes (a Deployment of
+    /// the operator's image, the backup claim mounted at /state): follows
+    /// the cluster's changes into delta segments beside the newest good
+    /// full backup in the claim, until stopped. Not meant to be run by hand.
+    BackupFollow(BackupFollowArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct BackupFollowArgs {
+    /// The cluster whose changes are followed.
+    #[arg(long)]
+    cluster: String,
+    /// Its client URL (the client Service); repeat to try several in turn.
+    #[arg(long, required = true)]
+    url: Vec<String>,
+    /// spec.backup.continuous.segmentInterval.
+    #[arg(long)]
+    segment_interval: String,
+    /// spec.backup.continuous.maxEvents.
+    #[arg(long)]
+    max_events: Option<i64>,
+    /// The state folder holding `backups/CLUSTER/` (the claim's mount).
+    #[arg(long, default_value = etcd_operator::backup::job::STATE_MOUNT)]
+    state: PathBuf,
+    /// Folders holding etcd binaries as VERSION/etcd (the image's
+    /// /opt/etcd).
+    #[arg(
+        long = "etcd-binaries",
+        env = "ETCD_OPERATOR_BINARIES",
+        value_delimiter = ':',
+        default_value = ".etcd"
+    )]
+    etcd_binaries: Vec<PathBuf>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -248,6 +281,7 @@ fn main() -> ExitCode {
         Command::CheckBackup(args) => check_backup(args),
         Command::Crd => crd_yaml(),
         Command::BackupJob(args) => backup_job(args),
+        Command::BackupFollow(args) => backup_follow(args),
     };
     match result {
         Ok(code) => code,
@@ -570,6 +604,35 @@ fn backup_job(args: BackupJobArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+fn backup_follow(args: BackupFollowArgs) -> anyhow::Result<ExitCode> {
+    etcd_operator::names::check_cluster_name(&args.cluster)?;
+    let spec = crd::ContinuousSpec {
+        segment_interval: args.segment_interval,
+        max_events: args.max_events,
+    };
+    let policy = etcd_operator::validate::continuous::check(&spec).map_err(|errors| {
+        let said: Vec<String> = errors.iter().map(|(f, m)| format!("{f}: {m}")).collect();
+        anyhow::anyhow!("{}", said.join("; "))
+    })?;
+    let binaries = Arc::new(Binaries::new(args.etcd_binaries));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let emit = |line: &str| {
+        let _ = out(&format!("{line}\n"));
+    };
+    rt.block_on(etcd_operator::platform::local::follow_job::run(
+        &args.state,
+        &args.cluster,
+        &args.url,
+        policy,
+        binaries,
+        &emit,
+    ));
+    Ok(ExitCode::SUCCESS)
 }
 
 fn crd_yaml() -> anyhow::Result<ExitCode> {

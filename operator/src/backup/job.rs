@@ -62,6 +62,13 @@ pub enum Op {
         #[arg(long)]
         backup: String,
     },
+    /// Set a backup aside as Open does, with the delta segments of its
+    /// chain (continuous backups) replayed into the copy.
+    OpenChain {
+        /// The backup's name.
+        #[arg(long)]
+        backup: String,
+    },
     /// Drop the copy set aside.
     Close,
     /// Restore a backup into a scratch member in the Job's pod and compare
@@ -93,7 +100,10 @@ impl Op {
                 out.extend(pair("--url", url));
             }
             Op::Retain { keep } => out.extend(pair("--keep", &keep.to_string())),
-            Op::Check { backup } | Op::Delete { backup } | Op::Open { backup } => {
+            Op::Check { backup }
+            | Op::Delete { backup }
+            | Op::Open { backup }
+            | Op::OpenChain { backup } => {
                 out.extend(pair("--backup", backup));
             }
             Op::Prove {
@@ -120,6 +130,7 @@ impl Op {
             Op::Check { .. } => "check",
             Op::Delete { .. } => "delete",
             Op::Open { .. } => "open",
+            Op::OpenChain { .. } => "open-chain",
             Op::Close => "close",
             Op::Prove { .. } => "prove",
         }
@@ -156,6 +167,12 @@ pub struct Report {
     /// verdict.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restore_check: Option<super::proof::RestoreCheck>,
+    /// What replaying the chain into the copy did (open-chain).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replayed: Option<super::replay::Replayed>,
+    /// Why segments after the replayed ones were not used (open-chain).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay_problem: Option<String>,
 }
 
 impl Report {

@@ -20,7 +20,8 @@ const MAX_TXN_OPS: usize = 128;
 const TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What a replay did.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Replayed {
     /// Segments whose revisions are all in the cluster now.
     pub segments: usize,

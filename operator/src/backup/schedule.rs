@@ -68,15 +68,16 @@ impl Schedule {
         let want_full = Arc::new(Notify::new());
         let follower = policy.continuous.map(|c| {
             tokio::spawn(
-                super::follow::run(
-                    c,
-                    location.clone(),
-                    store.clone(),
-                    candidates.subscribe(),
-                    status.clone(),
-                    want_full.clone(),
-                )
-                .instrument(span.clone()),
+                store
+                    .clone()
+                    .follow(
+                        c,
+                        location.clone(),
+                        candidates.subscribe(),
+                        status.clone(),
+                        want_full.clone(),
+                    )
+                    .instrument(span.clone()),
             )
         });
         let task = tokio::spawn(

@@ -248,6 +248,25 @@ pub trait BackupStore: Send + Sync + 'static {
         }
     }
 
+    /// Follows the cluster's changes into delta segments (continuous
+    /// backups) until aborted, keeping `status.continuous` and asking for
+    /// a full backup through `want_full` when the chain ends. The local
+    /// platform runs [`super::follow::run`] right here; a store whose
+    /// follower runs elsewhere (Kubernetes) reports on it instead.
+    fn follow(
+        self: std::sync::Arc<Self>,
+        policy: crate::validate::ContinuousPolicy,
+        location: Location,
+        candidates: tokio::sync::watch::Receiver<Vec<super::schedule::Candidate>>,
+        status: std::sync::Arc<std::sync::Mutex<crate::crd::BackupStatus>>,
+        want_full: std::sync::Arc<tokio::sync::Notify>,
+    ) -> impl Future<Output = ()> + Send
+    where
+        Self: Sized,
+    {
+        super::follow::run(policy, location, self, candidates, status, want_full)
+    }
+
     /// Whether a backup that checks out exists. Asked on every pass while
     /// quorum is lost: a store may remember its answer for a backup that
     /// did not change.

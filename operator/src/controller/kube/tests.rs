@@ -47,6 +47,15 @@ fn backups_and_restores_are_taken_where_kubernetes_can_do_them() {
         });
     }
     assert!(matches!(spec_state(&r), SpecState::Valid { .. }));
+    // So do continuous backups (a follower Deployment, restores replaying
+    // the chain in a backup Job).
+    if let Some(b) = r.spec.backup.as_mut() {
+        b.continuous = Some(crate::crd::ContinuousSpec {
+            segment_interval: "1s".into(),
+            max_events: None,
+        });
+    }
+    assert!(matches!(spec_state(&r), SpecState::Valid { .. }));
     // A folder, a file path and Ephemeral members are refused by field.
     r.spec.backup = Some(
         serde_json::from_value(serde_json::json!({
@@ -72,14 +81,39 @@ fn backups_and_restores_are_taken_where_kubernetes_can_do_them() {
         !m.contains("restoreCheck"),
         "restore checks run on Kubernetes too: {m}"
     );
+    assert!(
+        !m.contains("spec.backup.continuous"),
+        "continuous backups run on Kubernetes too: {m}"
+    );
     for field in [
         "spec.backup.location.path:",
-        "spec.backup.continuous: continuous backups (delta segments) are on the local platform only",
         "spec.restore.backup:",
         "storage.policy:",
     ] {
         assert!(m.contains(field), "{field} in {m}");
     }
+}
+
+#[test]
+fn continuous_backups_of_a_tls_cluster_are_refused_on_kubernetes() {
+    let spec: EtcdClusterSpec = serde_json::from_value(serde_json::json!({
+        "size": 3, "version": "3.5.1",
+        "backup": {"interval": "30m", "maxBackups": 3, "continuous": {"segmentInterval": "1s"}},
+    }))
+    .expect("spec");
+    let mut r = EtcdCluster::new("demo", spec);
+    assert!(matches!(spec_state(&r), SpecState::Valid { .. }));
+    r.spec.tls =
+        Some(serde_json::from_value(serde_json::json!({"client": {"mode": "Auto"}})).expect("tls"));
+    let m = message(spec_state(&r));
+    assert!(
+        m.contains("spec.backup.continuous: the follower of a cluster whose clients use TLS"),
+        "{m}"
+    );
+    // Peer TLS alone leaves the follower a plain client.
+    r.spec.tls =
+        Some(serde_json::from_value(serde_json::json!({"peer": {"mode": "Auto"}})).expect("tls"));
+    assert!(matches!(spec_state(&r), SpecState::Valid { .. }));
 }
 
 #[test]

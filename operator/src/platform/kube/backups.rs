@@ -92,6 +92,11 @@ impl KubeBackups {
         }
     }
 
+    /// The operator's own image, which the Jobs run (`None`: not set).
+    pub fn image(&self) -> Option<&str> {
+        self.image.as_deref()
+    }
+
     /// The resource of `cluster` owns its Jobs from now on.
     pub fn own(&self, cluster: &str, owner: OwnerReference) {
         lock(&self.owners).insert(cluster.into(), owner);
@@ -215,6 +220,26 @@ impl KubeBackups {
         }
     }
 
+    /// Runs [`Op::OpenChain`] for `backup`.
+    async fn open_chain(
+        &self,
+        location: &Location,
+        backup: &str,
+    ) -> Result<crate::backup::ChainRestore> {
+        let op = Op::OpenChain {
+            backup: backup.into(),
+        };
+        let report = self.run(location, op).await?;
+        let path = report
+            .source
+            .ok_or_else(|| Error::Job("the backup job set no copy aside".into()))?;
+        Ok(crate::backup::ChainRestore {
+            source: Self::source(&Self::claim(location), &path),
+            replayed: report.replayed.unwrap_or_default(),
+            problem: report.replay_problem,
+        })
+    }
+
     /// The restore source of the copy a Job set aside at `path` in `claim`.
     fn source(claim: &str, path: &str) -> RestoreSource {
         RestoreSource::new(format!("{SOURCE_PREFIX}{claim}/{path}"))
@@ -287,6 +312,28 @@ impl BackupStore for KubeBackups {
         Ok(Self::source(&Self::claim(location), &path))
     }
 
+    /// One Job sets the backup aside with its chain replayed
+    /// ([`Op::OpenChain`]: the local platform's replay, in the claim).
+    async fn open_chain_for_restore(
+        &self,
+        location: &Location,
+        base: &BackupMeta,
+    ) -> Result<crate::backup::ChainRestore> {
+        let mut restore = self.open_chain(location, &base.name).await?;
+        if restore.replayed.revision == 0 {
+            restore.replayed.revision = base.revision;
+        }
+        Ok(restore)
+    }
+
+    async fn open_named_for_restore(
+        &self,
+        location: &Location,
+        backup: &str,
+    ) -> Result<crate::backup::ChainRestore> {
+        self.open_chain(location, backup).await
+    }
+
     async fn close_restore(&self, source: &RestoreSource) {
         let Some((claim, path)) = parse_source(source) else {
             tracing::warn!("not dropping {source}: not a snapshot this operator set aside");
@@ -345,6 +392,20 @@ impl BackupStore for KubeBackups {
     async fn newest_good(&self, location: &Location) -> Result<(Option<BackupMeta>, Vec<String>)> {
         let report = self.run(location, Op::NewestGood).await?;
         Ok((report.newest, report.skipped))
+    }
+
+    /// The follower runs in its own Deployment ([`super::follow`]): here
+    /// its log is read for the status.
+    fn follow(
+        self: std::sync::Arc<Self>,
+        _policy: crate::validate::ContinuousPolicy,
+        location: Location,
+        _candidates: tokio::sync::watch::Receiver<Vec<crate::backup::schedule::Candidate>>,
+        status: std::sync::Arc<Mutex<crate::crd::BackupStatus>>,
+        want_full: std::sync::Arc<tokio::sync::Notify>,
+    ) -> impl std::future::Future<Output = ()> + Send {
+        let jobs = self.jobs.clone();
+        super::follow::report(jobs, location.cluster, status, want_full)
     }
 
     /// One Job applies retention (and sweeps) in the claim.

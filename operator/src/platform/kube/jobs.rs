@@ -16,12 +16,13 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, EmptyDirVolumeSource, EnvVar, HostAlias, PersistentVolumeClaim,
-    PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource, Pod, PodSpec, PodTemplateSpec,
-    SecurityContext, Volume, VolumeMount, VolumeResourceRequirements,
+    Affinity, Capabilities, Container, EmptyDirVolumeSource, EnvVar, HostAlias,
+    PersistentVolumeClaim, PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource, Pod,
+    PodAffinity, PodAffinityTerm, PodSpec, PodTemplateSpec, SecurityContext, Volume, VolumeMount,
+    VolumeResourceRequirements, WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use kube::api::{Api, DeleteParams, ListParams, LogParams, PostParams};
 use kube::{Client, ResourceExt};
 use rand::Rng;
@@ -148,6 +149,40 @@ pub fn job_labels(cluster: &str, kind: &str) -> BTreeMap<String, String> {
     labels
 }
 
+/// Where a Job that mounts the backup claim prefers to run: on the node of
+/// the cluster's follower (continuous backups), which holds that claim for
+/// as long as it runs; a ReadWriteOnce volume attaches to one node at a
+/// time. Preferred, not required: without a follower it means nothing, and
+/// a Job is never left unschedulable for it.
+fn beside_follower(cluster: &str) -> Affinity {
+    let selector = BTreeMap::from([
+        (LABEL_CLUSTER.to_string(), cluster.to_string()),
+        (
+            LABEL_JOB.to_string(),
+            super::follow::FOLLOW_KIND.to_string(),
+        ),
+    ]);
+    Affinity {
+        pod_affinity: Some(PodAffinity {
+            preferred_during_scheduling_ignored_during_execution: Some(vec![
+                WeightedPodAffinityTerm {
+                    weight: 100,
+                    pod_affinity_term: PodAffinityTerm {
+                        label_selector: Some(LabelSelector {
+                            match_labels: Some(selector),
+                            ..LabelSelector::default()
+                        }),
+                        topology_key: "kubernetes.io/hostname".into(),
+                        ..PodAffinityTerm::default()
+                    },
+                },
+            ]),
+            ..PodAffinity::default()
+        }),
+        ..Affinity::default()
+    }
+}
+
 /// A Job of `cluster` named `name` running `container` with `volumes`.
 fn job(
     name: &str,
@@ -187,6 +222,7 @@ fn job(
                     automount_service_account_token: Some(false),
                     enable_service_links: Some(false),
                     security_context: Some(pod_security()),
+                    affinity: Some(beside_follower(cluster)),
                     ..PodSpec::default()
                 }),
             },

@@ -29,6 +29,7 @@
 pub mod backups;
 pub mod config;
 pub mod error;
+pub mod follow;
 pub mod jobs;
 pub mod members;
 pub mod objects;
@@ -107,6 +108,8 @@ pub struct KubePlatform {
     clusters: Mutex<HashMap<String, Registration>>,
     backups: Arc<KubeBackups>,
     recorder: Recorder,
+    /// The follower Deployment last applied per cluster (`None`: deleted).
+    followers: Mutex<HashMap<String, Option<String>>>,
 }
 
 impl std::fmt::Debug for KubePlatform {
@@ -130,6 +133,7 @@ impl KubePlatform {
             namespace,
             image: image.into(),
             clusters: Mutex::default(),
+            followers: Mutex::default(),
         }
     }
 
@@ -325,12 +329,18 @@ impl Platform for KubePlatform {
         if active {
             self.ensure_shared(cluster).await?;
         }
+        if let Err(e) = self.sync_follower(cluster, resource, active).await {
+            tracing::warn!(%cluster, "continuous backups: {e}");
+        }
         Ok(())
     }
 
     fn forget(&self, cluster: &str) {
         let mut clusters = self.clusters.lock().unwrap_or_else(|e| e.into_inner());
         clusters.remove(cluster);
+        drop(clusters);
+        let mut followers = self.followers.lock().unwrap_or_else(|e| e.into_inner());
+        followers.remove(cluster);
         self.backups.forget(cluster);
     }
 

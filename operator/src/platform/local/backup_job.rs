@@ -2,8 +2,9 @@
 //! mounted at `/state`, is the state folder of a [`LocalBackups`],
 //! so a snapshot on Kubernetes is saved, verified (SHA-256 trailer, then
 //! `etcdutl` and `etcdctl snapshot status`, which must agree), kept, set
-//! aside and proven to restore (a scratch member in the Job's pod) by the
-//! very code that does it locally. `etcd-operator backup-job` calls
+//! aside (with the delta segments of continuous backups replayed into the
+//! copy, by a scratch member in the Job's pod) and proven to restore (a
+//! scratch member too) by the very code that does it locally. `etcd-operator backup-job` calls
 //! [`run`] and prints its [`Report`].
 
 use std::path::Path;
@@ -68,6 +69,18 @@ pub async fn run(state: &Path, cluster: &str, op: &Op, binaries: Arc<Binaries>) 
         } => prove(&store, &loc, backup, member, url)
             .await
             .map(|check| report.restore_check = Some(check)),
+        Op::OpenChain { backup } => {
+            store
+                .open_named_for_restore(&loc, backup)
+                .await
+                .map(|restore| {
+                    let path = Path::new(restore.source.as_str());
+                    let inside = path.strip_prefix(state).unwrap_or(path);
+                    report.source = Some(inside.to_string_lossy().into_owned());
+                    report.replayed = Some(restore.replayed);
+                    report.replay_problem = restore.problem;
+                })
+        }
         Op::Close => {
             let own = state.join("clusters").join(cluster).join("restore.db");
             store

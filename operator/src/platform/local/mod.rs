@@ -11,6 +11,7 @@ pub mod backups;
 pub mod binaries;
 #[cfg(test)]
 mod chain_tests;
+pub mod follow_job;
 pub mod layout;
 pub mod merge;
 pub mod process;

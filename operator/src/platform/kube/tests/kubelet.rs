@@ -10,6 +10,12 @@
 //!   binary of the image's version with the claims' folders for its
 //!   mounts.
 //!
+//! A Deployment (the follower of continuous backups) runs for as long as
+//! it exists: its `etcd-operator backup-follow` runs the library's follower
+//! in a task with the claim's folder, behind a Running pod whose log is
+//! the follower's output; a changed Deployment is restarted, a deleted one
+//! stopped.
+//!
 //! Claims are folders under one temporary folder; client URLs the cluster
 //! DNS would resolve are mapped to the test's loopback addresses. The task
 //! stops when the kubelet is dropped.
@@ -41,6 +47,22 @@ struct BackupJob {
     cluster: String,
     #[command(subcommand)]
     op: Op,
+}
+
+/// Where the fake server keeps Deployments.
+pub const DEPLOYMENTS: &str = "/apis/apps/v1/namespaces/default/deployments";
+
+/// `etcd-operator backup-follow`'s arguments.
+#[derive(Parser, Debug)]
+struct BackupFollow {
+    #[arg(long)]
+    cluster: String,
+    #[arg(long)]
+    url: Vec<String>,
+    #[arg(long)]
+    segment_interval: String,
+    #[arg(long)]
+    max_events: Option<i64>,
 }
 
 /// The stand-in kubelet.
@@ -87,7 +109,9 @@ impl Kubelet {
         let done = ran.clone();
         let task = tokio::spawn(async move {
             let mut seen = HashSet::new();
+            let mut running = BTreeMap::new();
             loop {
+                deployments(&fake, &root, &dns, &mut running);
                 for (path, job) in fake.all(&format!("{JOBS}/")) {
                     if seen.insert(path.clone()) {
                         let name = job["metadata"]["name"].as_str().unwrap_or_default();
@@ -258,4 +282,117 @@ fn finish(fake: &Fake, path: &str, name: &str, ok: bool, log: &str) {
         }),
     );
     fake.set_log(&format!("{}/{pod}", collection("pods")), log);
+}
+
+/// Starts the Deployments that are new or changed, stops those deleted or
+/// changed; `running` holds each one's spec and task by path.
+fn deployments(
+    fake: &Fake,
+    root: &Path,
+    dns: &BTreeMap<String, String>,
+    running: &mut BTreeMap<String, (Value, Follower)>,
+) {
+    let now: BTreeMap<String, Value> = fake
+        .all(&format!("{DEPLOYMENTS}/"))
+        .into_iter()
+        .map(|(path, d)| (path, d["spec"]["template"].clone()))
+        .collect();
+    running.retain(|path, (spec, _)| now.get(path) == Some(spec));
+    for (path, template) in now {
+        if running.contains_key(&path) {
+            continue;
+        }
+        let name = path.rsplit('/').next().unwrap_or_default().to_string();
+        let follower = start_follower(fake.clone(), &name, &template, root, dns);
+        running.insert(path, (template, follower));
+    }
+}
+
+/// A follower's task and pod: stopped and deleted when dropped.
+struct Follower {
+    task: JoinHandle<()>,
+    fake: Fake,
+    pod: String,
+}
+
+impl Drop for Follower {
+    fn drop(&mut self) {
+        self.task.abort();
+        self.fake.remove(&self.pod);
+    }
+}
+
+/// Runs the follower of a Deployment's pod `template` behind a Running pod.
+fn start_follower(
+    fake: Fake,
+    name: &str,
+    template: &Value,
+    root: &Path,
+    dns: &BTreeMap<String, String>,
+) -> Follower {
+    let spec = &template["spec"];
+    let c = &spec["containers"][0];
+    let args = strings(&c["args"]);
+    let args: Vec<String> = args
+        .into_iter()
+        .map(|a| dns.get(&a).cloned().unwrap_or(a))
+        .collect();
+    let claims = container(&json!({"spec": {"template": template}})).1;
+    let state = claim_folder(root, &claims, "backups");
+    std::fs::create_dir_all(&state).expect("a claim folder");
+    let pod = format!("{name}-5d9c8-x1y2z");
+    let pods = collection("pods");
+    let mut labels = template["metadata"]["labels"].clone();
+    labels["pod-template-hash"] = json!("5d9c8");
+    fake.put(
+        &pods,
+        json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": pod, "namespace": "default", "uid": format!("uid-{pod}"),
+                         "labels": labels},
+            "status": {"phase": "Running"},
+        }),
+    );
+    let log_path = format!("{pods}/{pod}");
+    let pod_path = log_path.clone();
+    let on = fake.clone();
+    let task = tokio::spawn(async move {
+        let parsed = match BackupFollow::try_parse_from(args) {
+            Ok(p) => p,
+            Err(e) => {
+                fake.set_log(&log_path, &e.to_string());
+                return;
+            }
+        };
+        let spec = crate::crd::ContinuousSpec {
+            segment_interval: parsed.segment_interval,
+            max_events: parsed.max_events,
+        };
+        let Ok(policy) = crate::validate::continuous::check(&spec) else {
+            fake.set_log(&log_path, "invalid continuous spec");
+            return;
+        };
+        let log = Mutex::new(String::new());
+        let emit = |line: &str| {
+            let mut log = log.lock().unwrap_or_else(|e| e.into_inner());
+            log.push_str(line);
+            log.push('\n');
+            fake.set_log(&log_path, &log);
+        };
+        let tools = Arc::new(Binaries::new(vec![binaries()]));
+        crate::platform::local::follow_job::run(
+            &state,
+            &parsed.cluster,
+            &parsed.url,
+            policy,
+            tools,
+            &emit,
+        )
+        .await;
+    });
+    Follower {
+        task,
+        fake: on,
+        pod: pod_path,
+    }
 }

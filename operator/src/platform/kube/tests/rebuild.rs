@@ -6,7 +6,9 @@
 //! rebuilds from the backup: the old claim is labelled retired and kept,
 //! the old pod deleted, each new member's claim restored by a restore Job
 //! of the etcd image before its pod is created, and status and a Warning
-//! Event say what was lost.
+//! Event say what was lost. With continuous backups (the follower
+//! Deployment writing delta segments into the claim), the Job that sets
+//! the backup aside replays them, and nothing written is lost.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -14,6 +16,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::chain_restore::snapshot_revision;
+use super::continuous::{wait_chain, write};
 use super::etcd_pods::EtcdPods;
 use super::fake::{Fake, fake};
 use super::fixtures::{Seen, config, resource_from};
@@ -29,6 +33,7 @@ use crate::member::MemberConfig;
 use crate::plan::Step;
 use crate::platform::Platform;
 use crate::platform::kube::KubePlatform;
+use crate::platform::kube::follow::service_url;
 use crate::platform::kube::jobs::{BACKUPS_MOUNT, LABEL_JOB};
 use crate::platform::kube::objects::{LABEL_RETIRED, claim_name};
 use crate::platform::kube::pod::{DATA_MOUNT, DEFAULT_IMAGE};
@@ -38,20 +43,26 @@ use crate::testing::free_loopback;
 /// Revisions the old cluster wrote after its backup.
 const AFTER_BACKUP: i64 = 7;
 
-fn spec() -> Value {
-    json!({
+fn spec(continuous: bool) -> Value {
+    let mut spec = json!({
         "size": 3, "version": "3.5.1", "storage": {"policy": "Persistent"},
         "backup": {"interval": "1h", "maxBackups": 3},
         "recovery": {"restoreFromBackup": true, "fromSurvivor": false},
-    })
+    });
+    if continuous {
+        spec["backup"]["continuous"] = json!({"segmentInterval": "200ms"});
+    }
+    spec
 }
 
-/// The member pods in the store (not the Jobs' pods), by name.
+/// The member pods in the store (not the Jobs' pods, nor the follower's),
+/// by name.
 fn member_pods(fake: &Fake) -> BTreeMap<String, Value> {
     fake.all(&format!("{}/", collection("pods")))
         .into_iter()
         .map(|(_, p)| p)
         .filter(|p| p["metadata"]["labels"][LABEL_CLUSTER] == "demo")
+        .filter(|p| p["metadata"]["labels"][LABEL_JOB].is_null())
         .map(|p| (p["metadata"]["name"].as_str().unwrap_or("").to_string(), p))
         .collect()
 }
@@ -74,8 +85,24 @@ fn flag(args: &[String], flag: &str) -> Option<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_majority_lost_for_good_is_rebuilt_from_the_newest_backup() {
+    rebuild(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rebuild_with_continuous_backups_replays_the_chain_and_loses_nothing() {
+    rebuild(true).await;
+}
+
+/// The loss and the rebuild; `continuous`: with continuous backups.
+async fn rebuild(continuous: bool) {
     // The cluster's data as it was at the backup: one real member.
-    let etcd = EtcdPods::start("kube-rebuild", "3.5.1", 1).await;
+    // Each variant on its own addresses: they run side by side.
+    let seed = if continuous {
+        "kube-rebuild-chain"
+    } else {
+        "kube-rebuild"
+    };
+    let etcd = EtcdPods::start(seed, "3.5.1", 1).await;
     let mut kv = etcd_client::Client::connect([etcd.url(0)], None)
         .await
         .expect("a client");
@@ -83,13 +110,20 @@ async fn a_majority_lost_for_good_is_rebuilt_from_the_newest_backup() {
         .await
         .expect("a write");
     let (client, fake) = fake();
-    let dns = BTreeMap::from([(etcd.configs[0].addr.client_url.clone(), etcd.url(0))]);
+    let dns = BTreeMap::from([
+        (etcd.configs[0].addr.client_url.clone(), etcd.url(0)),
+        (service_url("demo", "default"), etcd.url(0)),
+    ]);
     let kubelet = Kubelet::start(fake.clone(), dns);
-    let r = resource_from(spec());
+    let r = resource_from(spec(continuous));
     put_resource(&fake, &r);
     let platform = KubePlatform::new(client, "default", DEFAULT_IMAGE)
         .with_backup_image(Some("etcd-operator:test".into()));
-    platform.register("demo", &r, 0).expect("registered");
+    // Registers the cluster, and applies the follower it asks for.
+    platform
+        .prepare("demo", &r, 1, true)
+        .await
+        .expect("prepared");
     // The spec names no location: the default claim, as the controller uses.
     let location = Location::of("demo", None);
     let source = Source {
@@ -102,6 +136,17 @@ async fn a_majority_lost_for_good_is_rebuilt_from_the_newest_backup() {
         .save(&location, source)
         .await
         .expect("a verified backup");
+    // Then writes, one revision each; with continuous backups they reach
+    // the claim as delta segments before the loss.
+    let last = write(&mut kv, "after", usize::try_from(AFTER_BACKUP).unwrap_or(0)).await;
+    assert_eq!(last, saved.revision + AFTER_BACKUP);
+    if continuous {
+        wait_chain(&kubelet, &saved, last).await;
+    }
+    // What the rebuilt members hold: every write with continuous backups,
+    // else the backup alone.
+    let lost = if continuous { 0 } else { AFTER_BACKUP };
+    let reached = last - lost;
     drop(kv);
     drop(etcd);
 
@@ -114,7 +159,7 @@ async fn a_majority_lost_for_good_is_rebuilt_from_the_newest_backup() {
     let mut record = formed(&r, old.iter().map(|c| c.addr.clone()).collect());
     record.last_revision = saved.revision + AFTER_BACKUP;
     put_record_of(&fake, &r, record);
-    let silent = free_loopback("kube-rebuild/silent", &HashSet::new());
+    let silent = free_loopback(&format!("{seed}/silent"), &HashSet::new());
     fake.put(
         &collection("persistentvolumeclaims"),
         Seen::claim_of(&old[0]).started().json(),
@@ -198,6 +243,7 @@ async fn a_majority_lost_for_good_is_rebuilt_from_the_newest_backup() {
         );
         let data = kubelet.claim(&claim).join("data/member/snap/db");
         assert!(data.is_file(), "restored: {}", data.display());
+        assert_eq!(snapshot_revision(&data), reached, "{name}'s data");
 
         let job = restores
             .iter()
@@ -255,8 +301,13 @@ async fn a_majority_lost_for_good_is_rebuilt_from_the_newest_backup() {
     assert_eq!(recovery["source"], "Backup", "{status:#}");
     assert_eq!(recovery["backup"], saved.name.as_str());
     assert_eq!(recovery["backupRevision"], saved.revision);
-    assert_eq!(recovery["lastSeenRevision"], saved.revision + AFTER_BACKUP);
-    assert_eq!(recovery["lostRevisions"], AFTER_BACKUP);
+    assert_eq!(recovery["lastSeenRevision"], last);
+    assert_eq!(recovery["lostRevisions"], lost, "{recovery:#}");
+    assert_eq!(recovery["replayedRevision"], reached, "{recovery:#}");
+    assert_eq!(recovery["seedRevision"], reached, "{recovery:#}");
+    let segments = recovery["replayedSegments"].as_i64().unwrap_or(-1);
+    assert_eq!(segments > 0, continuous, "{recovery:#}");
+    assert!(recovery.get("replayProblem").is_none_or(Value::is_null));
     assert!(
         recovery["oldData"]
             .as_str()
@@ -272,7 +323,7 @@ async fn a_majority_lost_for_good_is_rebuilt_from_the_newest_backup() {
     assert_eq!(event["type"], "Warning");
     assert!(
         event["note"].as_str().is_some_and(
-            |n| n.contains(&saved.name) && n.contains(&format!("{AFTER_BACKUP} revisions"))
+            |n| n.contains(&saved.name) && n.contains(&format!("up to {lost} revisions"))
         ),
         "{event:#}"
     );

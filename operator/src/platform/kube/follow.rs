@@ -1,0 +1,238 @@
+//! Continuous backups on Kubernetes: the follower of the cluster's changes
+//! ([`crate::backup::follow`], the local platform's) runs in a Deployment
+//! of one replica, `CLUSTER-backup-follow`, of the operator's own image:
+//! `etcd-operator backup-follow` with the backup claim mounted at `/state`
+//! ([`crate::platform::local::follow_job`]), writing delta segments beside
+//! the newest good full backup there, through the client Service.
+//!
+//! A Deployment rather than a Job: Kubernetes itself re-creates its pod
+//! after a crash, an eviction or a node's loss, without the operator
+//! (which may be down) noticing; a Job would end, or count failures
+//! against a backoff limit, and need the operator to re-create it. Its
+//! strategy is `Recreate`, so an update stops the old pod before the new
+//! one starts: one writer of the chain at a time (and the claim may be
+//! ReadWriteOnce). A restarted follower resumes after the last revision in
+//! the claim's chain.
+//!
+//! The Deployment is applied while the spec asks for continuous backups
+//! and deleted when it stops asking ([`KubePlatform::sync_follower`],
+//! from [`crate::platform::Platform::prepare`]); it is owned by the
+//! EtcdCluster, so it goes with it. The follower prints where the chain
+//! stands on its log; the operator reads it from there for the status
+//! ([`super::backups`]).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
+use kube::ResourceExt;
+use kube::api::{DeleteParams, ListParams, LogParams};
+use tokio::sync::Notify;
+
+use super::backups::KubeBackups;
+use super::jobs::{Jobs, LABEL_JOB, backup_job, job_labels};
+use super::objects::{client_service_name, meta};
+use super::{Error, KubePlatform};
+use crate::backup::Location;
+use crate::backup::job::Op;
+use crate::crd::{BackupStatus, ContinuousSpec, EtcdCluster, LABEL_CLUSTER};
+use crate::member::CLIENT_PORT;
+use crate::platform::local::follow_job::FollowLine;
+
+/// The container of the follower.
+pub const FOLLOW_CONTAINER: &str = "follow";
+/// The value of [`LABEL_JOB`] on the follower and its pod.
+pub const FOLLOW_KIND: &str = "follow";
+
+/// The follower Deployment's name.
+pub fn follower_name(cluster: &str) -> String {
+    format!("{cluster}-backup-follow")
+}
+
+/// The client Service's URL in `namespace`.
+pub fn service_url(cluster: &str, namespace: &str) -> String {
+    format!(
+        "http://{}.{namespace}.svc:{CLIENT_PORT}",
+        client_service_name(cluster)
+    )
+}
+
+/// The follower of `cluster`: `image` (the operator's) runs `etcd-operator
+/// backup-follow` on `url` with `claim` at `/state`, as `spec` says. Its
+/// pod is a backup Job's (same image, mounts, restricted security) that
+/// runs the follower and is restarted always.
+pub fn follower(
+    cluster: &str,
+    claim: &str,
+    image: &str,
+    url: &str,
+    spec: &ContinuousSpec,
+    owner: &OwnerReference,
+) -> Deployment {
+    let name = follower_name(cluster);
+    let labels = job_labels(cluster, FOLLOW_KIND);
+    let job = backup_job(&name, cluster, claim, image, &Op::List, owner);
+    let mut template = job.spec.map(|s| s.template).unwrap_or_default();
+    if let Some(m) = template.metadata.as_mut() {
+        m.labels = Some(labels.clone());
+    }
+    if let Some(pod) = template.spec.as_mut() {
+        pod.restart_policy = Some("Always".into());
+        // The Jobs go beside the follower, not the follower beside itself.
+        pod.affinity = None;
+        let mut args = vec![
+            "backup-follow".to_string(),
+            "--cluster".into(),
+            cluster.into(),
+            "--url".into(),
+            url.into(),
+            "--segment-interval".into(),
+            spec.segment_interval.clone(),
+        ];
+        if let Some(n) = spec.max_events {
+            args.extend(["--max-events".to_string(), n.to_string()]);
+        }
+        for c in &mut pod.containers {
+            c.name = FOLLOW_CONTAINER.into();
+            c.args = Some(args.clone());
+        }
+    }
+    let selector = BTreeMap::from([
+        (LABEL_CLUSTER.to_string(), cluster.to_string()),
+        (LABEL_JOB.to_string(), FOLLOW_KIND.to_string()),
+    ]);
+    Deployment {
+        metadata: meta(name, labels, owner),
+        spec: DeploymentSpec {
+            replicas: Some(1),
+            selector: LabelSelector {
+                match_labels: Some(selector),
+                ..LabelSelector::default()
+            },
+            strategy: Some(DeploymentStrategy {
+                type_: Some("Recreate".into()),
+                ..DeploymentStrategy::default()
+            }),
+            template,
+            ..DeploymentSpec::default()
+        },
+        status: None,
+    }
+}
+
+impl KubePlatform {
+    /// Applies the follower of `cluster` while its (active) spec asks for
+    /// continuous backups and a backup image is set, and deletes it when
+    /// the spec stops asking. What was last done is kept, so a pass that
+    /// changes nothing makes no request.
+    pub(super) async fn sync_follower(
+        &self,
+        cluster: &str,
+        resource: &EtcdCluster,
+        active: bool,
+    ) -> Result<(), Error> {
+        if !active {
+            return Ok(());
+        }
+        let name = follower_name(cluster);
+        let backup = resource.spec.backup.as_ref();
+        let continuous = backup.and_then(|b| b.continuous.as_ref());
+        let image = self.backups.image();
+        let want = match (continuous, image) {
+            (Some(spec), Some(image)) => {
+                let reg = self.registration(cluster)?;
+                let location = Location {
+                    claim: backup
+                        .and_then(|b| b.location.as_ref())
+                        .and_then(|l| l.persistent_volume_claim.clone()),
+                    ..Location::of(cluster, None)
+                };
+                let url = service_url(cluster, &self.namespace);
+                let claim = KubeBackups::claim(&location);
+                Some(follower(cluster, &claim, image, &url, spec, &reg.owner))
+            }
+            _ => None,
+        };
+        let key = want
+            .as_ref()
+            .map(|d| serde_json::to_string(d).unwrap_or_default());
+        let known = {
+            let done = self.followers.lock().unwrap_or_else(|e| e.into_inner());
+            done.get(cluster).cloned()
+        };
+        if known.as_ref() == Some(&key) {
+            return Ok(());
+        }
+        match (&want, known) {
+            // Not asked for since this operator started: a follower left
+            // from before it started is deleted once, when backups are on
+            // (one request per cluster, not one per pass).
+            (None, None) if backup.is_none() => return Ok(()),
+            (Some(d), _) => {
+                if let Some(found) = self.get::<Deployment>(&name).await? {
+                    let reg = self.registration(cluster)?;
+                    Self::ours(&reg, &found.metadata, &format!("deployment {name}"))?;
+                }
+                self.apply(&name, d).await?;
+                tracing::info!(%cluster, deployment = %name, "continuous backup follower applied");
+            }
+            (None, _) => {
+                self.remove::<Deployment>(&name, &DeleteParams::background())
+                    .await?;
+                tracing::debug!(%cluster, deployment = %name, "no continuous backup follower");
+            }
+        }
+        let mut done = self.followers.lock().unwrap_or_else(|e| e.into_inner());
+        done.insert(cluster.to_string(), key);
+        Ok(())
+    }
+}
+
+/// How often the follower's log is read for the chain's status.
+const READ_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Keeps `status.continuous` to what the follower of `cluster` last printed
+/// on its log, and asks for a full backup through `want_full` when it says
+/// its chain ended; until aborted (the schedule stops).
+pub(super) async fn report(
+    jobs: Jobs,
+    cluster: String,
+    status: Arc<Mutex<BackupStatus>>,
+    want_full: Arc<Notify>,
+) {
+    let lp = ListParams::default().labels(&format!(
+        "{LABEL_CLUSTER}={cluster},{LABEL_JOB}={FOLLOW_KIND}"
+    ));
+    let mut asked = false;
+    loop {
+        let pods = jobs.api::<Pod>().list(&lp).await;
+        let running = pods.ok().and_then(|l| {
+            l.items
+                .into_iter()
+                .find(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+        });
+        if let Some(pod) = running {
+            let lp = LogParams {
+                container: Some(FOLLOW_CONTAINER.into()),
+                tail_lines: Some(50),
+                ..LogParams::default()
+            };
+            let log = jobs
+                .api::<Pod>()
+                .logs(&pod.name_any(), &lp)
+                .await
+                .unwrap_or_default();
+            let (chain, want) = FollowLine::last(&log);
+            if let Some(chain) = chain {
+                status.lock().unwrap_or_else(|e| e.into_inner()).continuous = Some(chain);
+            }
+            if want && !asked {
+                want_full.notify_one();
+            }
+            asked = want;
+        }
+        tokio::time::sleep(READ_EVERY).await;
+    }
+}

@@ -1,0 +1,154 @@
+//! The follower of continuous backups run inside a Kubernetes workload
+//! (`etcd-operator backup-follow`): the backup claim, mounted at `/state`,
+//! is the state folder of a [`LocalBackups`], and the very follower the
+//! local platform runs ([`crate::backup::follow`]) writes delta segments
+//! into it beside the newest good full backup. A restart resumes after the
+//! last revision written (the chain in the claim says where).
+//!
+//! The workload cannot reach the operator's memory, so it says where the
+//! chain stands on its output: a [`FollowLine`] as JSON after
+//! [`FOLLOW_MARK`] whenever the chain's status changes, and once with
+//! `wantFull` when the chain ended (etcd compacted the history it needs, or
+//! a segment was found cut) and a full backup is needed to start a new one.
+//! The operator reads the last of these lines from the pod's log.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::{Notify, watch};
+
+use super::backups::LocalBackups;
+use super::binaries::Binaries;
+use crate::backup::Location;
+use crate::crd::{BackupStatus, ChainStatus};
+use crate::validate::ContinuousPolicy;
+
+/// What precedes a status line.
+pub const FOLLOW_MARK: &str = "etcd-operator-backup-follow: ";
+/// How often the chain's status is looked at for a change to print.
+const STATUS_EVERY: Duration = Duration::from_millis(500);
+
+/// One status line of the follower.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FollowLine {
+    /// Where the chain stands.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chain: Option<ChainStatus>,
+    /// The chain ended: a full backup is needed to start a new one.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub want_full: bool,
+}
+
+impl FollowLine {
+    /// The line as printed.
+    pub fn line(&self) -> String {
+        // Strings and numbers always serialize.
+        format!(
+            "{FOLLOW_MARK}{}",
+            serde_json::to_string(self).unwrap_or_default()
+        )
+    }
+
+    /// The last status line in `log` that parses, and whether any line
+    /// since the last status asked for a full backup.
+    pub fn last(log: &str) -> (Option<ChainStatus>, bool) {
+        let lines: Vec<FollowLine> = log
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix(FOLLOW_MARK))
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        let chain = lines.iter().rev().find_map(|l| l.chain.clone());
+        let want_full = lines.last().is_some_and(|l| l.want_full);
+        (chain, want_full)
+    }
+}
+
+/// Follows `cluster` through `urls` (tried in turn) into delta segments in
+/// the state folder `state` (the claim's mount), printing status lines
+/// with `emit`; runs until aborted (the process is stopped).
+pub async fn run(
+    state: &Path,
+    cluster: &str,
+    urls: &[String],
+    policy: ContinuousPolicy,
+    binaries: Arc<Binaries>,
+    emit: &(dyn Fn(&str) + Sync),
+) {
+    let store = Arc::new(LocalBackups::new(state, binaries));
+    let location = Location::of(cluster, None);
+    let offered = urls
+        .iter()
+        .map(|u| (format!("{cluster} ({u})"), u.clone(), None))
+        .collect();
+    let (_offer, candidates) = watch::channel(offered);
+    let status = Arc::new(Mutex::new(BackupStatus::default()));
+    let want_full = Arc::new(Notify::new());
+    let follower = tokio::spawn(crate::backup::follow::run(
+        policy,
+        location,
+        store,
+        candidates,
+        status.clone(),
+        want_full.clone(),
+    ));
+    let _stop = AbortOnDrop(follower);
+    let mut printed: Option<ChainStatus> = None;
+    loop {
+        let ended = tokio::select! {
+            () = want_full.notified() => true,
+            () = tokio::time::sleep(STATUS_EVERY) => false,
+        };
+        let now = status
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .continuous
+            .clone();
+        if ended || now != printed {
+            let line = FollowLine {
+                chain: now.clone(),
+                want_full: ended,
+            };
+            emit(&line.line());
+            printed = now;
+        }
+    }
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_last_status_and_a_pending_full_backup_are_read_from_a_log() {
+        let chain = ChainStatus {
+            base: "b1".into(),
+            segments: 2,
+            last_revision: 9,
+            ..ChainStatus::default()
+        };
+        let first = FollowLine {
+            chain: Some(chain.clone()),
+            want_full: false,
+        };
+        let ended = FollowLine {
+            chain: None,
+            want_full: true,
+        };
+        let log = format!("INFO x\n{}\n{}\n", first.line(), ended.line());
+        assert_eq!(FollowLine::last(&log), (Some(chain.clone()), true));
+        let log = format!("{}\n{}\n{FOLLOW_MARK}{{bad\n", ended.line(), first.line());
+        assert_eq!(FollowLine::last(&log), (Some(chain), false));
+        assert_eq!(FollowLine::last("nothing"), (None, false));
+    }
+}
