@@ -8,7 +8,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::controller::alarm_poll::{
-    ALARM_POLL, DB_STAMP_POLL, Seen, after_still_stamp, next_alarm_poll,
+    ALARM_POLL, DB_STAMP_POLL, Seen, after_still_stamp, next_alarm_poll, still_file_ends_look,
 };
 use crate::controller::{Cluster, SpecState};
 use crate::platform::local::LocalPlatform;
@@ -92,7 +92,9 @@ pub(super) fn wake_at(now: tokio::time::Instant, after: Duration) -> tokio::time
 /// stored there too, with etcd's next batch, up to 100 ms after it is
 /// raised) and the look ends there; the next comes after
 /// [`crate::controller::alarm_poll::DB_STAMP_POLL`], sooner just after
-/// fast looks ([`after_still_stamp`]). Otherwise it asks etcd
+/// fast looks ([`after_still_stamp`]). Not while writes fill a database
+/// near its quota ([`still_file_ends_look`]): there etcd is asked every
+/// look, as it holds an alarm before its file does. Otherwise it asks etcd
 /// ([`Cluster::look_for_alarms`]), and the next look comes as
 /// [`next_alarm_poll`] says: soon while writes fill a database near its
 /// quota.
@@ -110,7 +112,7 @@ async fn idle(cluster: &Cluster<LocalPlatform>, next: Duration, poll: &mut Alarm
             let (size, at) = cluster.platform.db_stamp(cluster.name(), m)?;
             Some((m.to_string(), size, at))
         });
-        if stamp.is_some() && stamp == poll.stamp {
+        if stamp.is_some() && stamp == poll.stamp && still_file_ends_look(poll.every) {
             // Nothing committed since the last look: nothing grew either.
             poll.every = after_still_stamp(poll.every);
             poll.last = poll.last.map(|(seen, _)| (seen, now));
@@ -119,7 +121,7 @@ async fn idle(cluster: &Cluster<LocalPlatform>, next: Duration, poll: &mut Alarm
         poll.stamp = stamp;
         let look = cluster.look_for_alarms().await;
         if look.raised {
-            tracing::debug!(cluster = %cluster.name(), "an alarm was raised: a pass now");
+            tracing::info!(cluster = %cluster.name(), "an alarm was raised: a pass now");
             poll.every = ALARM_POLL;
             return;
         }
