@@ -217,12 +217,13 @@ impl<P: Platform> Cluster<P> {
     }
 
     /// Clears a NOSPACE alarm in one go ([`crate::plan::Step::ClearNoSpace`]):
-    /// compacts the history to `compact_to`, defragments the members of
-    /// `defrag_order` one at a time in that order (stopping at the first
-    /// error), then disarms the alarms of `disarm` if every database file
-    /// is below the plan's disarm line now ([`room_again`], with each
-    /// defragmented member's size asked once, all at the same time). The
-    /// next pass observes what came of it.
+    /// compacts the history to `compact_to` and waits for every member of
+    /// `defrag_order` to have applied it ([`Self::compact_everywhere`]),
+    /// defragments those members one at a time in that order (stopping at
+    /// the first error), then disarms the alarms of `disarm` if every
+    /// database file is below the plan's disarm line now ([`room_again`],
+    /// with each defragmented member's size asked once, all at the same
+    /// time). The next pass observes what came of it.
     pub(super) async fn clear_nospace(
         &mut self,
         obs: &Observation,
@@ -231,20 +232,9 @@ impl<P: Platform> Cluster<P> {
         disarm: &[Alarm],
     ) -> Result<(), Error> {
         let started = Instant::now();
-        if let Some(revision) = compact_to {
-            let api = obs.api_url.as_deref().ok_or(Error::NoLeader)?;
-            self.clients.compact(api, revision).await?;
-            self.db.compacted = self.db.compacted.max(revision);
-            tracing::info!(
-                cluster = %self.name, revision,
-                "compacted the history in {:?}", started.elapsed()
-            );
-        }
-        let compacted = compact_to.unwrap_or(self.db.compacted);
+        self.compact_everywhere(obs, compact_to, defrag_order)
+            .await?;
         for member in defrag_order {
-            if compacted > 0 {
-                self.await_compaction(obs, member, compacted).await?;
-            }
             self.defragment(obs, member).await?;
         }
         if disarm.is_empty() {
@@ -277,23 +267,59 @@ impl<P: Platform> Cluster<P> {
         Ok(())
     }
 
-    /// Waits until `member` has applied the compaction to `revision` to its
-    /// own database file. etcd compacts in the background on each member,
-    /// and a physical compaction waits only on the member asked; a
-    /// follower defragmented before its compaction finished keeps the
-    /// history in its file, and the pages freed afterwards count as in
-    /// use until a later write commits (none comes under NOSPACE), so the
-    /// plan would see the keys filling the quota and wait for ever. Asked
-    /// of the member itself, the same compaction is a barrier: etcd
-    /// answers "compacted already" once its earlier compaction is done.
-    async fn await_compaction(
-        &self,
+    /// Compacts the history to `compact_to` (when given) and returns once
+    /// each member of `members` has applied the compaction (the one to
+    /// `compact_to`, else the last the operator made) to its own database
+    /// file: the same compaction asked of each of them and of the member
+    /// that answers for the cluster, all at the same time.
+    ///
+    /// etcd compacts in the background on each member, and a physical
+    /// compaction waits only on the member asked; a follower defragmented
+    /// before its compaction finished keeps the history in its file, and
+    /// the pages freed afterwards count as in use until a later write
+    /// commits (none comes under NOSPACE), so the plan would see the keys
+    /// filling the quota and wait for ever. Asked of the member itself,
+    /// the compaction is a barrier: whichever of the requests raft orders
+    /// first compacts, every member applies it, and etcd answers each of
+    /// the others ("compacted already") once that member's compaction
+    /// queued before it is done. Asked together they cost one raft round,
+    /// not one before each defragmentation.
+    async fn compact_everywhere(
+        &mut self,
         obs: &Observation,
-        member: &str,
-        revision: i64,
+        compact_to: Option<i64>,
+        members: &[String],
     ) -> Result<(), Error> {
-        let url = self.member_url(obs, member)?;
-        Ok(self.clients.compact(url, revision).await?)
+        let started = Instant::now();
+        let revision = compact_to.unwrap_or(self.db.compacted);
+        if revision <= 0 {
+            return Ok(());
+        }
+        let mut urls = Vec::new();
+        if compact_to.is_some() {
+            urls.push(obs.api_url.as_deref().ok_or(Error::NoLeader)?);
+        }
+        for member in members {
+            let url = self.member_url(obs, member)?;
+            if !urls.contains(&url) {
+                urls.push(url);
+            }
+        }
+        let clients = &self.clients;
+        let answers = join_all(urls.iter().map(|url| clients.compact(url, revision))).await;
+        if compact_to.is_some() && answers.iter().any(Result::is_ok) {
+            // Applied by raft: no member goes back on it.
+            self.db.compacted = self.db.compacted.max(revision);
+        }
+        answers.into_iter().collect::<Result<Vec<()>, _>>()?;
+        if compact_to.is_some() {
+            tracing::info!(
+                cluster = %self.name, revision,
+                "compacted the history, applied by {} members, in {:?}",
+                urls.len(), started.elapsed()
+            );
+        }
+        Ok(())
     }
 
     /// Where to call `member`, or the platform's error naming it.
