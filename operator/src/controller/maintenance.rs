@@ -18,11 +18,20 @@ use super::act::Error;
 use super::alarm_poll::Seen;
 use super::{Cluster, SpecState};
 use crate::observe::Observation;
-use crate::plan::{Alarm, AlarmKind, KvHash, room_again};
+use crate::plan::{Alarm, AlarmKind, KvHash, Observed, room_again};
 use crate::platform::Platform;
 
 /// Time between two KV hash checks of a healthy cluster.
 pub const HASH_CHECK_INTERVAL: Duration = Duration::from_secs(10);
+/// [`Cluster::hash_check_due`] once it knows whether the last check is
+/// `stale` and whether it has `no_hashes`.
+fn hash_check_due(o: &Observed, stale: bool, no_hashes: bool) -> bool {
+    let settled = o.membership_known && o.members.iter().all(|m| m.healthy);
+    let alarm = |kind| o.db.alarms.iter().any(|a: &Alarm| a.kind == kind);
+    let corrupt = alarm(AlarmKind::Corrupt) && no_hashes;
+    settled && (corrupt || (stale && !alarm(AlarmKind::NoSpace)))
+}
+
 /// What one look at a cluster's alarms saw.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct AlarmLook {
@@ -157,15 +166,17 @@ impl<P: Platform> Cluster<P> {
         }
     }
 
+    /// Whether the KV hashes are checked in this pass: every
+    /// [`HASH_CHECK_INTERVAL`] while every member is healthy, at once on a
+    /// CORRUPT alarm; not while a NOSPACE alarm stands (refusing writes):
+    /// the pass that clears it would first wait for every member to hash
+    /// its whole keyspace, and the check comes in the pass after.
     fn hash_check_due(&self, obs: &Observation) -> bool {
-        let o = &obs.observed;
-        let settled = o.membership_known && o.members.iter().all(|m| m.healthy);
-        let corrupt_alarm = o.db.alarms.iter().any(|a| a.kind == AlarmKind::Corrupt);
         let stale = self
             .db
             .checked
             .is_none_or(|t| t.elapsed() >= HASH_CHECK_INTERVAL);
-        settled && (stale || (corrupt_alarm && self.db.hashes.is_empty()))
+        hash_check_due(&obs.observed, stale, self.db.hashes.is_empty())
     }
 
     /// Every running member's KV hash at the lowest revision one reported.
@@ -387,5 +398,41 @@ impl<P: Platform> Cluster<P> {
     pub(super) fn forget_db(&mut self, member: &str) {
         self.db.hashes.remove(member);
         self.db.defragmented.remove(member);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_alarms(kinds: &[AlarmKind]) -> Observed {
+        let mut o = Observed {
+            membership_known: true,
+            ..Observed::default()
+        };
+        o.db.alarms = kinds
+            .iter()
+            .map(|&kind| Alarm { member: 1, kind })
+            .collect();
+        o
+    }
+
+    #[test]
+    fn no_hash_check_while_nospace_refuses_writes() {
+        assert!(hash_check_due(&with_alarms(&[]), true, false));
+        assert!(!hash_check_due(&with_alarms(&[]), false, false));
+        let nospace = with_alarms(&[AlarmKind::NoSpace]);
+        assert!(!hash_check_due(&nospace, true, true));
+        assert!(!hash_check_due(&nospace, true, false));
+        // A CORRUPT alarm still gets its check at once, NOSPACE or not.
+        let both = with_alarms(&[AlarmKind::NoSpace, AlarmKind::Corrupt]);
+        assert!(hash_check_due(&both, false, true));
+        assert!(hash_check_due(
+            &with_alarms(&[AlarmKind::Corrupt]),
+            false,
+            true
+        ));
+        let unknown = Observed::default();
+        assert!(!hash_check_due(&unknown, true, true));
     }
 }
