@@ -58,6 +58,12 @@ pub fn still_file_ends_look(poll: Duration) -> bool {
 /// A database file this big (percent of the quota) is near it.
 pub const NEAR_QUOTA_PERCENT: u64 = 80;
 
+/// Whether a database file of `db_size` bytes is near the quota of
+/// `quota` bytes ([`NEAR_QUOTA_PERCENT`] of it or more).
+pub fn near_quota(db_size: u64, quota: u64) -> bool {
+    db_size.saturating_mul(100) >= quota.saturating_mul(NEAR_QUOTA_PERCENT)
+}
+
 /// What a look at one member saw: its raft index and database file size.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Seen {
@@ -81,7 +87,7 @@ pub fn next_alarm_poll(
     let Some(now) = now else {
         return ALARM_POLL;
     };
-    let near = now.db_size.saturating_mul(100) >= quota.saturating_mul(NEAR_QUOTA_PERCENT);
+    let near = near_quota(now.db_size, quota);
     let Some(before) = before else {
         return if near { ALARM_POLL_NEAR } else { ALARM_POLL };
     };
@@ -208,6 +214,18 @@ mod tests {
         }
         assert_eq!(poll, DB_STAMP_POLL);
         assert_eq!(after_still_stamp(ALARM_POLL_STILL), DB_STAMP_POLL);
+    }
+
+    #[test]
+    fn near_the_quota_from_eighty_percent_of_it() {
+        assert!(!near_quota(79 * MIB, 100 * MIB));
+        assert!(near_quota(80 * MIB, 100 * MIB));
+        assert!(!near_quota(QUOTA * 4 / 5, QUOTA), "a byte short of 80 %");
+        assert!(near_quota(13 * MIB, QUOTA));
+        assert!(near_quota(QUOTA + MIB, QUOTA));
+        assert!(!near_quota(0, QUOTA));
+        // The sizes etcd reports near a large quota do not overflow.
+        assert!(near_quota(u64::MAX, u64::MAX));
     }
 
     #[test]
