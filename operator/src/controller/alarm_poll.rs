@@ -41,8 +41,28 @@ pub fn after_still_stamp(poll: Duration) -> Duration {
 
 /// The time between looks while writes fill a database near its quota.
 pub const ALARM_POLL_NEAR: Duration = Duration::from_millis(50);
+
+/// Whether a look whose database file stands still since the last look
+/// ends there, without asking etcd: not while writes fill a database near
+/// its quota (the last look through etcd asked for the next within
+/// [`ALARM_POLL_NEAR`]). etcd holds a new alarm in memory (its Status
+/// lists it) as soon as it is raised, but writes it to the file only with
+/// its next batch (up to 100 ms later): near the quota, where an alarm is
+/// likely, the look asks etcd every time, and the still file no longer
+/// hides an alarm for up to a batch. Far from the quota, or once the raft
+/// index stands still (the looks slow down past [`ALARM_POLL_NEAR`]), a
+/// still file ends the look as before, and an idle cluster makes no call.
+pub fn still_file_ends_look(poll: Duration) -> bool {
+    poll > ALARM_POLL_NEAR
+}
 /// A database file this big (percent of the quota) is near it.
 pub const NEAR_QUOTA_PERCENT: u64 = 80;
+
+/// Whether a database file of `db_size` bytes is near the quota of
+/// `quota` bytes ([`NEAR_QUOTA_PERCENT`] of it or more).
+pub fn near_quota(db_size: u64, quota: u64) -> bool {
+    db_size.saturating_mul(100) >= quota.saturating_mul(NEAR_QUOTA_PERCENT)
+}
 
 /// What a look at one member saw: its raft index and database file size.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,7 +87,7 @@ pub fn next_alarm_poll(
     let Some(now) = now else {
         return ALARM_POLL;
     };
-    let near = now.db_size.saturating_mul(100) >= quota.saturating_mul(NEAR_QUOTA_PERCENT);
+    let near = near_quota(now.db_size, quota);
     let Some(before) = before else {
         return if near { ALARM_POLL_NEAR } else { ALARM_POLL };
     };
@@ -194,6 +214,34 @@ mod tests {
         }
         assert_eq!(poll, DB_STAMP_POLL);
         assert_eq!(after_still_stamp(ALARM_POLL_STILL), DB_STAMP_POLL);
+    }
+
+    #[test]
+    fn near_the_quota_from_eighty_percent_of_it() {
+        assert!(!near_quota(79 * MIB, 100 * MIB));
+        assert!(near_quota(80 * MIB, 100 * MIB));
+        assert!(!near_quota(QUOTA * 4 / 5, QUOTA), "a byte short of 80 %");
+        assert!(near_quota(13 * MIB, QUOTA));
+        assert!(near_quota(QUOTA + MIB, QUOTA));
+        assert!(!near_quota(0, QUOTA));
+        // The sizes etcd reports near a large quota do not overflow.
+        assert!(near_quota(u64::MAX, u64::MAX));
+    }
+
+    #[test]
+    fn only_looks_near_the_quota_ask_etcd_past_a_still_file() {
+        assert!(!still_file_ends_look(ALARM_POLL_NEAR));
+        assert!(!still_file_ends_look(ALARM_POLL_NEAR / 2));
+        assert!(still_file_ends_look(after_still_stamp(ALARM_POLL_NEAR)));
+        assert!(still_file_ends_look(DB_STAMP_POLL));
+        assert!(still_file_ends_look(ALARM_POLL));
+        assert!(still_file_ends_look(ALARM_POLL_STILL));
+        // Writes that stop near the quota: the next look through etcd
+        // sees the raft index still, and the looks go back to the file.
+        let t = ALARM_POLL_NEAR;
+        let near = 15 * MIB;
+        let after = next_alarm_poll(t, seen(9, near), seen(9, near), t, QUOTA);
+        assert!(still_file_ends_look(after));
     }
 
     #[test]

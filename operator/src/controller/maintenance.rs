@@ -18,11 +18,20 @@ use super::act::Error;
 use super::alarm_poll::Seen;
 use super::{Cluster, SpecState};
 use crate::observe::Observation;
-use crate::plan::{Alarm, AlarmKind, KvHash, room_again};
+use crate::plan::{Alarm, AlarmKind, KvHash, Observed, room_again};
 use crate::platform::Platform;
 
 /// Time between two KV hash checks of a healthy cluster.
 pub const HASH_CHECK_INTERVAL: Duration = Duration::from_secs(10);
+/// [`Cluster::hash_check_due`] once it knows whether the last check is
+/// `stale` and whether it has `no_hashes`.
+fn hash_check_due(o: &Observed, stale: bool, no_hashes: bool) -> bool {
+    let settled = o.membership_known && o.members.iter().all(|m| m.healthy);
+    let alarm = |kind| o.db.alarms.iter().any(|a: &Alarm| a.kind == kind);
+    let corrupt = alarm(AlarmKind::Corrupt) && no_hashes;
+    settled && (corrupt || (stale && !alarm(AlarmKind::NoSpace)))
+}
+
 /// What one look at a cluster's alarms saw.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct AlarmLook {
@@ -157,15 +166,17 @@ impl<P: Platform> Cluster<P> {
         }
     }
 
+    /// Whether the KV hashes are checked in this pass: every
+    /// [`HASH_CHECK_INTERVAL`] while every member is healthy, at once on a
+    /// CORRUPT alarm; not while a NOSPACE alarm stands (refusing writes):
+    /// the pass that clears it would first wait for every member to hash
+    /// its whole keyspace, and the check comes in the pass after.
     fn hash_check_due(&self, obs: &Observation) -> bool {
-        let o = &obs.observed;
-        let settled = o.membership_known && o.members.iter().all(|m| m.healthy);
-        let corrupt_alarm = o.db.alarms.iter().any(|a| a.kind == AlarmKind::Corrupt);
         let stale = self
             .db
             .checked
             .is_none_or(|t| t.elapsed() >= HASH_CHECK_INTERVAL);
-        settled && (stale || (corrupt_alarm && self.db.hashes.is_empty()))
+        hash_check_due(&obs.observed, stale, self.db.hashes.is_empty())
     }
 
     /// Every running member's KV hash at the lowest revision one reported.
@@ -217,12 +228,13 @@ impl<P: Platform> Cluster<P> {
     }
 
     /// Clears a NOSPACE alarm in one go ([`crate::plan::Step::ClearNoSpace`]):
-    /// compacts the history to `compact_to`, defragments the members of
-    /// `defrag_order` one at a time in that order (stopping at the first
-    /// error), then disarms the alarms of `disarm` if every database file
-    /// is below the plan's disarm line now ([`room_again`], with each
-    /// defragmented member's size asked once, all at the same time). The
-    /// next pass observes what came of it.
+    /// compacts the history to `compact_to` and waits for every member of
+    /// `defrag_order` to have applied it ([`Self::compact_everywhere`]),
+    /// defragments those members one at a time in that order (stopping at
+    /// the first error), then disarms the alarms of `disarm` if every
+    /// database file is below the plan's disarm line now ([`room_again`],
+    /// with each defragmented member's size asked once, all at the same
+    /// time). The next pass observes what came of it.
     pub(super) async fn clear_nospace(
         &mut self,
         obs: &Observation,
@@ -231,20 +243,9 @@ impl<P: Platform> Cluster<P> {
         disarm: &[Alarm],
     ) -> Result<(), Error> {
         let started = Instant::now();
-        if let Some(revision) = compact_to {
-            let api = obs.api_url.as_deref().ok_or(Error::NoLeader)?;
-            self.clients.compact(api, revision).await?;
-            self.db.compacted = self.db.compacted.max(revision);
-            tracing::info!(
-                cluster = %self.name, revision,
-                "compacted the history in {:?}", started.elapsed()
-            );
-        }
-        let compacted = compact_to.unwrap_or(self.db.compacted);
+        self.compact_everywhere(obs, compact_to, defrag_order)
+            .await?;
         for member in defrag_order {
-            if compacted > 0 {
-                self.await_compaction(obs, member, compacted).await?;
-            }
             self.defragment(obs, member).await?;
         }
         if disarm.is_empty() {
@@ -277,23 +278,59 @@ impl<P: Platform> Cluster<P> {
         Ok(())
     }
 
-    /// Waits until `member` has applied the compaction to `revision` to its
-    /// own database file. etcd compacts in the background on each member,
-    /// and a physical compaction waits only on the member asked; a
-    /// follower defragmented before its compaction finished keeps the
-    /// history in its file, and the pages freed afterwards count as in
-    /// use until a later write commits (none comes under NOSPACE), so the
-    /// plan would see the keys filling the quota and wait for ever. Asked
-    /// of the member itself, the same compaction is a barrier: etcd
-    /// answers "compacted already" once its earlier compaction is done.
-    async fn await_compaction(
-        &self,
+    /// Compacts the history to `compact_to` (when given) and returns once
+    /// each member of `members` has applied the compaction (the one to
+    /// `compact_to`, else the last the operator made) to its own database
+    /// file: the same compaction asked of each of them and of the member
+    /// that answers for the cluster, all at the same time.
+    ///
+    /// etcd compacts in the background on each member, and a physical
+    /// compaction waits only on the member asked; a follower defragmented
+    /// before its compaction finished keeps the history in its file, and
+    /// the pages freed afterwards count as in use until a later write
+    /// commits (none comes under NOSPACE), so the plan would see the keys
+    /// filling the quota and wait for ever. Asked of the member itself,
+    /// the compaction is a barrier: whichever of the requests raft orders
+    /// first compacts, every member applies it, and etcd answers each of
+    /// the others ("compacted already") once that member's compaction
+    /// queued before it is done. Asked together they cost one raft round,
+    /// not one before each defragmentation.
+    async fn compact_everywhere(
+        &mut self,
         obs: &Observation,
-        member: &str,
-        revision: i64,
+        compact_to: Option<i64>,
+        members: &[String],
     ) -> Result<(), Error> {
-        let url = self.member_url(obs, member)?;
-        Ok(self.clients.compact(url, revision).await?)
+        let started = Instant::now();
+        let revision = compact_to.unwrap_or(self.db.compacted);
+        if revision <= 0 {
+            return Ok(());
+        }
+        let mut urls = Vec::new();
+        if compact_to.is_some() {
+            urls.push(obs.api_url.as_deref().ok_or(Error::NoLeader)?);
+        }
+        for member in members {
+            let url = self.member_url(obs, member)?;
+            if !urls.contains(&url) {
+                urls.push(url);
+            }
+        }
+        let clients = &self.clients;
+        let answers = join_all(urls.iter().map(|url| clients.compact(url, revision))).await;
+        if compact_to.is_some() && answers.iter().any(Result::is_ok) {
+            // Applied by raft: no member goes back on it.
+            self.db.compacted = self.db.compacted.max(revision);
+        }
+        answers.into_iter().collect::<Result<Vec<()>, _>>()?;
+        if compact_to.is_some() {
+            tracing::info!(
+                cluster = %self.name, revision,
+                "compacted the history, applied by {} members, in {:?}",
+                urls.len(), started.elapsed()
+            );
+        }
+        Ok(())
     }
 
     /// Where to call `member`, or the platform's error naming it.
@@ -361,5 +398,41 @@ impl<P: Platform> Cluster<P> {
     pub(super) fn forget_db(&mut self, member: &str) {
         self.db.hashes.remove(member);
         self.db.defragmented.remove(member);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_alarms(kinds: &[AlarmKind]) -> Observed {
+        let mut o = Observed {
+            membership_known: true,
+            ..Observed::default()
+        };
+        o.db.alarms = kinds
+            .iter()
+            .map(|&kind| Alarm { member: 1, kind })
+            .collect();
+        o
+    }
+
+    #[test]
+    fn no_hash_check_while_nospace_refuses_writes() {
+        assert!(hash_check_due(&with_alarms(&[]), true, false));
+        assert!(!hash_check_due(&with_alarms(&[]), false, false));
+        let nospace = with_alarms(&[AlarmKind::NoSpace]);
+        assert!(!hash_check_due(&nospace, true, true));
+        assert!(!hash_check_due(&nospace, true, false));
+        // A CORRUPT alarm still gets its check at once, NOSPACE or not.
+        let both = with_alarms(&[AlarmKind::NoSpace, AlarmKind::Corrupt]);
+        assert!(hash_check_due(&both, false, true));
+        assert!(hash_check_due(
+            &with_alarms(&[AlarmKind::Corrupt]),
+            false,
+            true
+        ));
+        let unknown = Observed::default();
+        assert!(!hash_check_due(&unknown, true, true));
     }
 }

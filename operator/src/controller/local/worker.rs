@@ -8,7 +8,8 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::controller::alarm_poll::{
-    ALARM_POLL, DB_STAMP_POLL, Seen, after_still_stamp, next_alarm_poll,
+    ALARM_POLL, DB_STAMP_POLL, Seen, after_still_stamp, near_quota, next_alarm_poll,
+    still_file_ends_look,
 };
 use crate::controller::{Cluster, SpecState};
 use crate::platform::local::LocalPlatform;
@@ -51,6 +52,8 @@ struct AlarmPoll {
     every: Duration,
     /// What the last look through etcd saw, and when.
     last: Option<(Seen, tokio::time::Instant)>,
+    /// When the next look through etcd is due (`every` after the last).
+    due: Option<tokio::time::Instant>,
     /// The database file of the member looked at, as last seen: its name,
     /// size and modification time.
     stamp: Option<(String, u64, SystemTime)>,
@@ -92,14 +95,28 @@ pub(super) fn wake_at(now: tokio::time::Instant, after: Duration) -> tokio::time
 /// stored there too, with etcd's next batch, up to 100 ms after it is
 /// raised) and the look ends there; the next comes after
 /// [`crate::controller::alarm_poll::DB_STAMP_POLL`], sooner just after
-/// fast looks ([`after_still_stamp`]). Otherwise it asks etcd
-/// ([`Cluster::look_for_alarms`]), and the next look comes as
-/// [`next_alarm_poll`] says: soon while writes fill a database near its
-/// quota.
+/// fast looks ([`after_still_stamp`]). Not while writes fill a database
+/// near its quota ([`still_file_ends_look`]): there etcd is asked every
+/// look, as it holds an alarm before its file does. Otherwise it asks etcd
+/// ([`Cluster::look_for_alarms`]) when that look is due, and the next look
+/// through etcd comes as [`next_alarm_poll`] says: soon while writes fill
+/// a database near its quota. The file is looked at at least every
+/// [`DB_STAMP_POLL`] even while a look through etcd is not due, and a file
+/// grown near the quota ([`near_quota`]) has etcd asked at once: a flood
+/// that starts just after etcd was asked (its database far from the
+/// quota) is seen within a look at the file, not after the whole wait
+/// (up to [`ALARM_POLL`], or more while the raft index stood still). A
+/// still file costs a `stat`, so an idle cluster makes no more calls.
 async fn idle(cluster: &Cluster<LocalPlatform>, next: Duration, poll: &mut AlarmPoll) {
     let until = wake_at(tokio::time::Instant::now(), next);
     loop {
-        let look = wake_at(tokio::time::Instant::now(), poll.every);
+        // With a file to look at, it is looked at at least every
+        // DB_STAMP_POLL (a `stat`), and etcd only when due or near the quota.
+        let wait = match poll.stamp {
+            Some(_) => poll.every.min(DB_STAMP_POLL),
+            None => poll.every,
+        };
+        let look = wake_at(tokio::time::Instant::now(), wait);
         if look >= until {
             tokio::time::sleep_until(until).await;
             return;
@@ -110,16 +127,26 @@ async fn idle(cluster: &Cluster<LocalPlatform>, next: Duration, poll: &mut Alarm
             let (size, at) = cluster.platform.db_stamp(cluster.name(), m)?;
             Some((m.to_string(), size, at))
         });
-        if stamp.is_some() && stamp == poll.stamp {
+        if stamp.is_some() && stamp == poll.stamp && still_file_ends_look(poll.every) {
             // Nothing committed since the last look: nothing grew either.
             poll.every = after_still_stamp(poll.every);
             poll.last = poll.last.map(|(seen, _)| (seen, now));
             continue;
         }
+        // The file moved: etcd is asked when its look is due (or would be
+        // before the next look at the file), or at once when the file has
+        // grown near the quota (a flood started since etcd was asked).
+        let due = poll.due.is_none_or(|d| now + DB_STAMP_POLL > d);
+        let near = stamp
+            .as_ref()
+            .is_some_and(|(_, size, _)| near_quota(*size, cluster.quota()));
+        if !due && !near {
+            continue;
+        }
         poll.stamp = stamp;
         let look = cluster.look_for_alarms().await;
         if look.raised {
-            tracing::debug!(cluster = %cluster.name(), "an alarm was raised: a pass now");
+            tracing::info!(cluster = %cluster.name(), "an alarm was raised: a pass now");
             poll.every = ALARM_POLL;
             return;
         }
@@ -128,6 +155,7 @@ async fn idle(cluster: &Cluster<LocalPlatform>, next: Duration, poll: &mut Alarm
             None => (None, Duration::ZERO),
         };
         poll.every = next_alarm_poll(poll.every, before, look.seen, elapsed, cluster.quota());
+        poll.due = Some(now + poll.every);
         poll.last = look.seen.map(|s| (s, now));
     }
 }
@@ -142,6 +170,7 @@ pub(super) async fn work(
     let mut poll = AlarmPoll {
         every: ALARM_POLL,
         last: None,
+        due: None,
         stamp: None,
     };
     loop {
