@@ -1,4 +1,7 @@
-//! `etcd-operator`: the command line. Everything else is in the library.
+//! `etcd-operator`: the command line (the backup subcommands in
+//! [`backups`]). Everything else is in the library.
+
+mod backups;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -15,6 +18,11 @@ use etcd_operator::metrics::server::{self, Health};
 use etcd_operator::platform::local::binaries::Binaries;
 use etcd_operator::{cli, crd};
 use kube::CustomResourceExt;
+
+use crate::backups::{
+    BackupArgs, BackupFollowArgs, BackupJobArgs, CheckBackupArgs, backup_follow, backup_job,
+    backup_now, backups, check_backup,
+};
 
 /// Keeps etcd clusters in the state their EtcdCluster spec declares:
 /// creates them, replaces dead members, and removes them when their
@@ -74,82 +82,6 @@ enum Command {
     /// the cluster's changes into delta segments beside the newest good
     /// full backup in the claim, until stopped. Not meant to be run by hand.
     BackupFollow(BackupFollowArgs),
-}
-
-#[derive(clap::Args, Debug)]
-struct BackupFollowArgs {
-    /// The cluster whose changes are followed.
-    #[arg(long)]
-    cluster: String,
-    /// Its client URL (the client Service); repeat to try several in turn.
-    #[arg(long, required = true)]
-    url: Vec<String>,
-    /// spec.backup.continuous.segmentInterval.
-    #[arg(long)]
-    segment_interval: String,
-    /// spec.backup.continuous.maxEvents.
-    #[arg(long)]
-    max_events: Option<i64>,
-    /// The state folder holding `backups/CLUSTER/` (the claim's mount).
-    #[arg(long, default_value = etcd_operator::backup::job::STATE_MOUNT)]
-    state: PathBuf,
-    /// Folders holding etcd binaries as VERSION/etcd (the image's
-    /// /opt/etcd).
-    #[arg(
-        long = "etcd-binaries",
-        env = "ETCD_OPERATOR_BINARIES",
-        value_delimiter = ':',
-        default_value = ".etcd"
-    )]
-    etcd_binaries: Vec<PathBuf>,
-}
-
-#[derive(clap::Args, Debug)]
-struct BackupJobArgs {
-    /// The cluster whose backups are worked on.
-    #[arg(long)]
-    cluster: String,
-    /// The state folder holding `backups/CLUSTER/` (the claim's mount).
-    #[arg(long, default_value = etcd_operator::backup::job::STATE_MOUNT)]
-    state: PathBuf,
-    /// Folders holding etcd binaries as VERSION/etcd (the image's
-    /// /opt/etcd), for etcdutl and etcdctl.
-    #[arg(
-        long = "etcd-binaries",
-        env = "ETCD_OPERATOR_BINARIES",
-        value_delimiter = ':',
-        default_value = ".etcd"
-    )]
-    etcd_binaries: Vec<PathBuf>,
-    #[command(subcommand)]
-    op: etcd_operator::backup::job::Op,
-}
-
-#[derive(clap::Args, Debug)]
-struct CheckBackupArgs {
-    #[command(flatten)]
-    common: BackupArgs,
-    /// The backup to check (a name from `backups CLUSTER`); default: the
-    /// newest backup that checks out.
-    backup: Option<String>,
-}
-
-#[derive(clap::Args, Debug)]
-struct BackupArgs {
-    /// The cluster.
-    cluster: String,
-    /// The operator's state folder.
-    #[arg(long, default_value = ".state", env = "ETCD_OPERATOR_STATE_DIR")]
-    state_dir: PathBuf,
-    /// Folders holding etcd binaries as VERSION/etcd (used to check
-    /// snapshots with etcdutl / etcdctl).
-    #[arg(
-        long = "etcd-binaries",
-        env = "ETCD_OPERATOR_BINARIES",
-        value_delimiter = ':',
-        default_value = ".etcd"
-    )]
-    etcd_binaries: Vec<PathBuf>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -432,97 +364,6 @@ async fn shutdown_signal() {
     }
 }
 
-fn backups(args: BackupArgs) -> anyhow::Result<ExitCode> {
-    match cli::backup::list(&args.state_dir, &args.cluster) {
-        Ok((dir, list)) => {
-            if list.is_empty() {
-                out(&format!(
-                    "no backups of {} in {}\n",
-                    args.cluster,
-                    dir.display()
-                ))?;
-            } else {
-                let table = cli::backup::table(&list);
-                let chains = cli::backup::chains(&dir, &list);
-                out(&format!("{table}\n{chains}folder: {}\n", dir.display()))?;
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            Ok(ExitCode::from(2))
-        }
-    }
-}
-
-fn check_backup(args: CheckBackupArgs) -> anyhow::Result<ExitCode> {
-    use etcd_operator::backup::proof::Verdict;
-    let common = args.common;
-    let binaries = Arc::new(Binaries::new(common.etcd_binaries));
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
-    let cluster = common.cluster;
-    match rt.block_on(cli::check_backup::run(
-        &common.state_dir,
-        &cluster,
-        args.backup.as_deref(),
-        binaries,
-    )) {
-        Ok((meta, check)) => {
-            out(&format!(
-                "backup {} of {} (revision {}): {}: {}\n",
-                meta.name, cluster, meta.revision, check.result, check.message
-            ))?;
-            Ok(ExitCode::from(match check.result {
-                Verdict::Verified => 0,
-                Verdict::Mismatch => 3,
-                Verdict::Unverifiable => 4,
-            }))
-        }
-        Err(e) => {
-            eprintln!("error: restore check of {cluster} failed: {e}");
-            let bad_input = matches!(
-                e,
-                cli::backup::Error::Name(_)
-                    | cli::backup::Error::Status(_)
-                    | cli::backup::Error::Backup(etcd_operator::backup::Error::NotFound { .. })
-            );
-            Ok(ExitCode::from(if bad_input { 2 } else { 1 }))
-        }
-    }
-}
-
-fn backup_now(args: BackupArgs) -> anyhow::Result<ExitCode> {
-    let binaries = std::sync::Arc::new(Binaries::new(args.etcd_binaries));
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
-    match rt.block_on(cli::backup::take_now(
-        &args.state_dir,
-        &args.cluster,
-        binaries,
-    )) {
-        Ok(meta) => {
-            let mut text = format!(
-                "backup {} of {}: revision {}, {} keys, {} bytes, from {}; verified by:\n",
-                meta.name, meta.cluster, meta.revision, meta.total_keys, meta.size, meta.member
-            );
-            for v in &meta.verified_by {
-                text.push_str(&format!("  {v}\n"));
-            }
-            out(&text)?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Err(e) => {
-            eprintln!("error: backup of {} failed: {e}", args.cluster);
-            Ok(ExitCode::from(1))
-        }
-    }
-}
-
 fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
     let (clusters, problems, source) =
         match cli::status::load_live(&args.state_dir, args.cluster.as_deref()) {
@@ -581,58 +422,6 @@ fn list(
         list["manifestProblems"] = serde_json::json!(problems);
     }
     list
-}
-
-fn backup_job(args: BackupJobArgs) -> anyhow::Result<ExitCode> {
-    let binaries = Arc::new(Binaries::new(args.etcd_binaries));
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
-    let report = rt.block_on(etcd_operator::platform::local::backup_job::run(
-        &args.state,
-        &args.cluster,
-        &args.op,
-        binaries,
-    ));
-    if let Some(e) = &report.error {
-        tracing::error!(cluster = %args.cluster, "backup job {} failed: {e}", args.op.word());
-    }
-    out(&format!("{}\n", report.line()))?;
-    Ok(if report.error.is_some() {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
-}
-
-fn backup_follow(args: BackupFollowArgs) -> anyhow::Result<ExitCode> {
-    etcd_operator::names::check_cluster_name(&args.cluster)?;
-    let spec = crd::ContinuousSpec {
-        segment_interval: args.segment_interval,
-        max_events: args.max_events,
-    };
-    let policy = etcd_operator::validate::continuous::check(&spec).map_err(|errors| {
-        let said: Vec<String> = errors.iter().map(|(f, m)| format!("{f}: {m}")).collect();
-        anyhow::anyhow!("{}", said.join("; "))
-    })?;
-    let binaries = Arc::new(Binaries::new(args.etcd_binaries));
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
-    let emit = |line: &str| {
-        let _ = out(&format!("{line}\n"));
-    };
-    rt.block_on(etcd_operator::platform::local::follow_job::run(
-        &args.state,
-        &args.cluster,
-        &args.url,
-        policy,
-        binaries,
-        &emit,
-    ));
-    Ok(ExitCode::SUCCESS)
 }
 
 fn crd_yaml() -> anyhow::Result<ExitCode> {
