@@ -7,20 +7,13 @@
 //! segment changed in the claim cuts the chain there: the restore replays
 //! the segments before it and says why it stopped.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::continuous::{chain_in, spec, wait_chain, write};
 use super::etcd_pods::EtcdPods;
-use super::fake::fake;
 use super::fixtures::resource_from;
-use super::kubelet::Kubelet;
-use super::trouble::put_resource;
 use crate::backup::{BackupStore, Location, Source};
 use crate::platform::Platform;
-use crate::platform::kube::KubePlatform;
-use crate::platform::kube::follow::service_url;
-use crate::platform::kube::pod::DEFAULT_IMAGE;
 
 /// The revision `etcdutl snapshot status` reads in `file` (a snapshot,
 /// or a member's database).
@@ -50,21 +43,9 @@ async fn a_restore_job_replays_the_chain_and_stops_at_a_damaged_segment() {
         .await
         .expect("a client");
     write(&mut kv, "before", 3).await;
-    let (client, fake) = fake();
     let client_url = etcd.configs[0].addr.client_url.clone();
-    let dns = BTreeMap::from([
-        (client_url.clone(), etcd.url(0)),
-        (service_url("demo", "default"), etcd.url(0)),
-    ]);
-    let kubelet = Kubelet::start(fake.clone(), dns);
     let on = resource_from(spec(true));
-    put_resource(&fake, &on);
-    let platform = KubePlatform::new(client, "default", DEFAULT_IMAGE)
-        .with_backup_image(Some("etcd-operator:test".into()));
-    platform
-        .prepare("demo", &on, 1, true)
-        .await
-        .expect("prepared");
+    let (platform, _fake, kubelet) = etcd.backup_platform(&on).await;
     let location = Location::of("demo", None);
     let store = platform.backups();
     let source = Source {

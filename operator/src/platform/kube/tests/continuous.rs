@@ -6,24 +6,20 @@
 //! follower's log; a follower stopped and started again resumes after the
 //! last segment; the Deployment goes when the spec drops continuous.
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use super::etcd_pods::EtcdPods;
-use super::fake::{Fake, fake};
+use super::fake::Fake;
 use super::fixtures::resource_from;
 use super::kubelet::{DEPLOYMENTS, Kubelet};
-use super::trouble::put_resource;
 use crate::backup::chain::{self, Chain};
 use crate::backup::{BackupMeta, BackupStore, Location, Source};
 use crate::crd::BackupStatus;
 use crate::platform::Platform;
-use crate::platform::kube::KubePlatform;
-use crate::platform::kube::follow::{FOLLOW_CONTAINER, follower_name, service_url};
-use crate::platform::kube::pod::DEFAULT_IMAGE;
+use crate::platform::kube::follow::{FOLLOW_CONTAINER, follower_name};
 use crate::validate::ContinuousPolicy;
 
 pub(super) fn spec(continuous: bool) -> Value {
@@ -84,21 +80,9 @@ async fn a_follower_deployment_writes_segments_into_the_claim_and_resumes() {
         .await
         .expect("a client");
     write(&mut kv, "before", 3).await;
-    let (client, fake) = fake();
-    let dns = BTreeMap::from([
-        (etcd.configs[0].addr.client_url.clone(), etcd.url(0)),
-        (service_url("demo", "default"), etcd.url(0)),
-    ]);
-    let kubelet = Kubelet::start(fake.clone(), dns);
     let on = resource_from(spec(true));
     let off = resource_from(spec(false));
-    put_resource(&fake, &on);
-    let platform = KubePlatform::new(client, "default", DEFAULT_IMAGE)
-        .with_backup_image(Some("etcd-operator:test".into()));
-    platform
-        .prepare("demo", &on, 1, true)
-        .await
-        .expect("prepared");
+    let (platform, fake, kubelet) = etcd.backup_platform(&on).await;
     let location = Location::of("demo", None);
     let source = Source {
         member: "demo-0",

@@ -4,7 +4,7 @@
 //! the pod IPs). The processes are killed when [`EtcdPods`] is dropped,
 //! also when a test fails.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::net::Ipv4Addr;
 use std::process::Stdio;
 use std::sync::Arc;
@@ -12,8 +12,16 @@ use std::time::{Duration, Instant};
 
 use tokio::process::Child;
 
+use super::fake::{Fake, fake};
+use super::kubelet::Kubelet;
+use super::trouble::put_resource;
+use crate::crd::EtcdCluster;
 use crate::etcd::Clients;
 use crate::member::{InitialState, MemberAddr, MemberConfig};
+use crate::platform::Platform;
+use crate::platform::kube::KubePlatform;
+use crate::platform::kube::follow::service_url;
+use crate::platform::kube::pod::DEFAULT_IMAGE;
 use crate::testing::{etcd_binary, free_loopback};
 use crate::version::Version;
 
@@ -87,6 +95,27 @@ impl EtcdPods {
     /// `http://IP:2379` of member `i`.
     pub fn url(&self, i: usize) -> String {
         format!("http://{}:2379", self.ips[i])
+    }
+
+    /// A platform with a backup image on a mocked API server, `r` put and
+    /// prepared (registered, its follower applied when it asks for one),
+    /// and a stand-in kubelet that finds member 0 at its own client URL and
+    /// at the client Service's (where backup Jobs and the follower call).
+    pub async fn backup_platform(&self, r: &EtcdCluster) -> (KubePlatform, Fake, Kubelet) {
+        let (client, fake) = fake();
+        let dns = BTreeMap::from([
+            (self.configs[0].addr.client_url.clone(), self.url(0)),
+            (service_url("demo", "default"), self.url(0)),
+        ]);
+        let kubelet = Kubelet::start(fake.clone(), dns);
+        put_resource(&fake, r);
+        let platform = KubePlatform::new(client, "default", DEFAULT_IMAGE)
+            .with_backup_image(Some("etcd-operator:test".into()));
+        platform
+            .prepare("demo", r, 1, true)
+            .await
+            .expect("prepared");
+        (platform, fake, kubelet)
     }
 
     fn spawn(&self, i: usize, version: &str) -> Child {

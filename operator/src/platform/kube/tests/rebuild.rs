@@ -19,11 +19,10 @@ use serde_json::{Value, json};
 use super::chain_restore::snapshot_revision;
 use super::continuous::{wait_chain, write};
 use super::etcd_pods::EtcdPods;
-use super::fake::{Fake, fake};
+use super::fake::Fake;
 use super::fixtures::{Seen, config, resource_from};
-use super::kubelet::Kubelet;
 use super::rbac::collection;
-use super::trouble::{formed, put_record_of, put_resource, resource_path};
+use super::trouble::{formed, put_record_of, resource_path};
 use crate::backup::{BackupStore, Location, Source};
 use crate::controller::Cluster;
 use crate::controller::kube::spec_state;
@@ -32,8 +31,6 @@ use crate::etcd::Clients;
 use crate::member::MemberConfig;
 use crate::plan::Step;
 use crate::platform::Platform;
-use crate::platform::kube::KubePlatform;
-use crate::platform::kube::follow::service_url;
 use crate::platform::kube::jobs::{BACKUPS_MOUNT, LABEL_JOB};
 use crate::platform::kube::objects::{LABEL_RETIRED, claim_name};
 use crate::platform::kube::pod::{DATA_MOUNT, DEFAULT_IMAGE};
@@ -109,21 +106,9 @@ async fn rebuild(continuous: bool) {
     kv.put("kept", "before-the-backup", None)
         .await
         .expect("a write");
-    let (client, fake) = fake();
-    let dns = BTreeMap::from([
-        (etcd.configs[0].addr.client_url.clone(), etcd.url(0)),
-        (service_url("demo", "default"), etcd.url(0)),
-    ]);
-    let kubelet = Kubelet::start(fake.clone(), dns);
     let r = resource_from(spec(continuous));
-    put_resource(&fake, &r);
-    let platform = KubePlatform::new(client, "default", DEFAULT_IMAGE)
-        .with_backup_image(Some("etcd-operator:test".into()));
     // Registers the cluster, and applies the follower it asks for.
-    platform
-        .prepare("demo", &r, 1, true)
-        .await
-        .expect("prepared");
+    let (platform, fake, kubelet) = etcd.backup_platform(&r).await;
     // The spec names no location: the default claim, as the controller uses.
     let location = Location::of("demo", None);
     let source = Source {
