@@ -4,8 +4,8 @@
 //! `etcdutl` and `etcdctl snapshot status`, which must agree), kept, set
 //! aside (with the delta segments of continuous backups replayed into the
 //! copy, by a scratch member in the Job's pod) and proven to restore (a
-//! scratch member too) by the very code that does it locally. `etcd-operator backup-job` calls
-//! [`run`] and prints its [`Report`].
+//! scratch member too) by the very code that does it locally.
+//! `etcd-operator backup-job` calls [`run`] and prints its [`Report`].
 
 use std::path::Path;
 use std::sync::Arc;
@@ -57,11 +57,10 @@ pub async fn run(state: &Path, cluster: &str, op: &Op, binaries: Arc<Binaries>) 
             },
             Err(e) => Err(e),
         },
-        Op::Open { backup } => store.open_for_restore(&loc, backup).await.map(|source| {
-            let path = Path::new(source.as_str());
-            let inside = path.strip_prefix(state).unwrap_or(path);
-            report.source = Some(inside.to_string_lossy().into_owned());
-        }),
+        Op::Open { backup } => store
+            .open_for_restore(&loc, backup)
+            .await
+            .map(|source| report.source = Some(in_claim(state, source.as_str()))),
         Op::Prove {
             backup,
             member,
@@ -74,9 +73,7 @@ pub async fn run(state: &Path, cluster: &str, op: &Op, binaries: Arc<Binaries>) 
                 .open_named_for_restore(&loc, backup)
                 .await
                 .map(|restore| {
-                    let path = Path::new(restore.source.as_str());
-                    let inside = path.strip_prefix(state).unwrap_or(path);
-                    report.source = Some(inside.to_string_lossy().into_owned());
+                    report.source = Some(in_claim(state, restore.source.as_str()));
                     report.replayed = Some(restore.replayed);
                     report.replay_problem = restore.problem;
                 })
@@ -99,6 +96,14 @@ pub async fn run(state: &Path, cluster: &str, op: &Op, binaries: Arc<Binaries>) 
         }
     }
     report
+}
+
+/// Where the copy set aside at `path` is, relative to the claim's root
+/// `state` (the operator names it by claim and path).
+fn in_claim(state: &Path, path: &str) -> String {
+    let path = Path::new(path);
+    let inside = path.strip_prefix(state).unwrap_or(path);
+    inside.to_string_lossy().into_owned()
 }
 
 /// The restore check of backup `backup` against the live member `member`
