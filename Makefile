@@ -7,7 +7,8 @@
 #                  operator, snapshots, the answers to faults, disaster
 #                  recovery, the soak load, the history checker)
 #   make lint      rustfmt and clippy, as CI runs them
-#   make crds      regenerate deploy/crd.yaml from the Rust types
+#   make crds      regenerate deploy/crd.yaml and the guide's spec reference
+#   make docs      build the user guide (docs/, an mdBook) into docs/book/
 
 CARGO ?= cargo
 SCENARIO ?= scenarios/kill-one-every-30s.yaml
@@ -15,7 +16,7 @@ SCENARIO ?= scenarios/kill-one-every-30s.yaml
 KIND_SCENARIO ?= scenarios/kill-one-every-30s-kube.yaml
 SOAK_OUT ?= soak-out
 
-.PHONY: setup build release test lint bench crds soak soak-kind kind-up
+.PHONY: setup build release test lint bench crds docs soak soak-kind kind-up
 
 setup:
 	@bash ci/setup
@@ -45,6 +46,12 @@ bench: release
 
 crds: build
 	$(CARGO) run -q -p etcd-operator -- crd > deploy/crd.yaml
+	$(CARGO) run -q -p etcd-operator -- crd --reference > docs/src/reference/spec.md
+
+# The user guide (mdBook, installed into .venv by ci/setup): docs/book/.
+docs: setup
+	$(CARGO) run -q -p etcd-operator -- crd --reference > docs/src/reference/spec.md
+	.venv/bin/mdbook build docs
 
 # --- soak (owned by the soak crate; see soak/README.md) ---------------------
 #   make soak [SCENARIO=scenarios/NAME.yaml] [DURATION=10m] [SEED=N]

@@ -386,5 +386,6 @@ pub struct RecoverySpec {
     pub from_survivor: Option<bool>,
 }
 
+pub mod reference;
 mod status;
 pub use status::*;

@@ -43,3 +43,15 @@ fn walk(schema: &serde_json::Value, path: &str, missing: &mut Vec<String>) {
         walk(field, &here, missing);
     }
 }
+
+#[test]
+fn committed_spec_reference_matches_the_types() {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/src/reference/spec.md");
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        committed == etcd_operator::crd::reference::markdown(),
+        "docs/src/reference/spec.md is out of date with operator/src/crd.rs: run `make crds` \
+         and commit it"
+    );
+}

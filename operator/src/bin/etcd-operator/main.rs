@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use anyhow::Context;
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use etcd_operator::controller::kube::{elected, lease};
 use etcd_operator::controller::local;
 use etcd_operator::kube_names::check_object_name;
@@ -69,8 +69,12 @@ enum Command {
     /// compacted past the backup's revision), 1 the check could not run,
     /// 2 bad input (no such cluster or backup).
     CheckBackup(CheckBackupArgs),
-    /// Print the EtcdCluster CustomResourceDefinition (YAML).
-    Crd,
+    /// Print the EtcdCluster CustomResourceDefinition (YAML), or with
+    /// --reference the user guide's spec reference generated from it
+    /// (Markdown).
+    ///
+    /// Example: `etcd-operator crd > deploy/crd.yaml`
+    Crd(CrdArgs),
     /// One piece of backup work, as the Kubernetes platform's backup Jobs
     /// run it (in the operator's image, the backup claim mounted at
     /// /state): save, list, retain, check, delete, set aside or prove (a
@@ -211,7 +215,7 @@ fn main() -> ExitCode {
         Command::Backups(args) => backups(args),
         Command::Backup(args) => backup_now(args),
         Command::CheckBackup(args) => check_backup(args),
-        Command::Crd => crd_yaml(),
+        Command::Crd(args) => crd(&args),
         Command::BackupJob(args) => backup_job(args),
         Command::BackupFollow(args) => backup_follow(args),
     };
@@ -424,8 +428,21 @@ fn list(
     list
 }
 
-fn crd_yaml() -> anyhow::Result<ExitCode> {
-    out(&serde_saphyr::to_string(&crd::EtcdCluster::crd())?)?;
+/// `crd`'s flags.
+#[derive(Args, Debug)]
+struct CrdArgs {
+    /// Print the spec reference (Markdown, docs/src/reference/spec.md)
+    /// instead of the CRD.
+    #[arg(long)]
+    reference: bool,
+}
+
+fn crd(args: &CrdArgs) -> anyhow::Result<ExitCode> {
+    if args.reference {
+        out(&crd::reference::markdown())?;
+    } else {
+        out(&serde_saphyr::to_string(&crd::EtcdCluster::crd())?)?;
+    }
     Ok(ExitCode::SUCCESS)
 }
 
