@@ -7,7 +7,7 @@
 #                  operator, snapshots, the answers to faults, disaster
 #                  recovery, the soak load, the history checker)
 #   make lint      rustfmt and clippy, as CI runs them
-#   make crds      regenerate deploy/crd.yaml and the guide's spec reference
+#   make crds      regenerate deploy/base/crd.yaml and the guide's spec reference
 #   make docs      build the user guide (docs/, an mdBook) into docs/book/
 
 CARGO ?= cargo
@@ -45,7 +45,7 @@ bench: release
 	$(CARGO) bench -q -p soak --bench checker
 
 crds: build
-	$(CARGO) run -q -p etcd-operator -- crd > deploy/crd.yaml
+	$(CARGO) run -q -p etcd-operator -- crd > deploy/base/crd.yaml
 	$(CARGO) run -q -p etcd-operator -- crd --reference > docs/src/reference/spec.md
 
 # The user guide (mdBook, installed into .venv by ci/setup): docs/book/.
@@ -63,7 +63,7 @@ docs: setup
 #       binaries, into soak-out/smoke and soak-out/smoke-tls; prints the
 #       summary tables (make test runs it).
 #   make kind-up      a kind cluster from kind-config/, the operator image
-#       built and loaded, deploy/ applied.
+#       built and loaded, `kubectl apply -k deploy/`.
 #   make soak-kind [KIND_SCENARIO=...]   the soak against that cluster
 #       (--platform kube; default scenarios/kill-one-every-30s-kube.yaml).
 DURATION ?=
@@ -97,9 +97,8 @@ kind-up: release
 	  kind create cluster --name $(KIND_CLUSTER) --config kind-config/cluster.yaml --wait 120s
 	docker build -q -f kind-config/Dockerfile -t $(OPERATOR_IMAGE) .
 	kind load docker-image --name $(KIND_CLUSTER) $(OPERATOR_IMAGE)
-	kubectl --context kind-$(KIND_CLUSTER) apply -f deploy/crd.yaml
+	kubectl --context kind-$(KIND_CLUSTER) apply -k deploy/
 	kubectl --context kind-$(KIND_CLUSTER) wait --for condition=established crd/etcdclusters.etcdoperator.dev --timeout=60s
-	kubectl --context kind-$(KIND_CLUSTER) apply -f deploy/rbac.yaml -f deploy/operator.yaml
 	kubectl --context kind-$(KIND_CLUSTER) rollout status deploy/etcd-operator --timeout=180s
 
 soak-kind: release

@@ -5,12 +5,12 @@ use kube::CustomResourceExt;
 
 #[test]
 fn committed_crd_matches_the_types() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/crd.yaml");
-    let committed = std::fs::read_to_string(&path).expect("deploy/crd.yaml");
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/base/crd.yaml");
+    let committed = std::fs::read_to_string(&path).expect("deploy/base/crd.yaml");
     let generated = serde_saphyr::to_string(&EtcdCluster::crd()).expect("crd yaml");
     assert!(
         committed == generated,
-        "deploy/crd.yaml is out of date with operator/src/crd.rs: run `make crds` and commit it"
+        "deploy/base/crd.yaml is out of date with operator/src/crd.rs: run `make crds` and commit it"
     );
 }
 

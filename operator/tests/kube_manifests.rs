@@ -90,48 +90,154 @@ fn validate(tool: &(PathBuf, Vec<String>), files: &[PathBuf]) {
     }
 }
 
-/// The example EtcdClusters: `deploy/example-*.yaml` (kubernetes-validate
-/// has no schema for their kind; they are checked against the CRD's).
+/// The example EtcdClusters: `deploy/examples/*/example-*.yaml`
+/// (kubernetes-validate has no schema for their kind; they are checked
+/// against the CRD's).
 fn examples() -> Vec<PathBuf> {
-    let mut found: Vec<PathBuf> = std::fs::read_dir(root().join("deploy"))
-        .expect("deploy/")
-        .map(|e| e.expect("entry").path())
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("example-") && n.ends_with(".yaml"))
-        })
-        .collect();
+    let mut found = Vec::new();
+    for dir in std::fs::read_dir(root().join("deploy/examples")).expect("deploy/examples/") {
+        let dir = dir.expect("entry").path();
+        for file in std::fs::read_dir(&dir).expect("an example folder") {
+            let p = file.expect("entry").path();
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            if name.starts_with("example-") && name.ends_with(".yaml") {
+                found.push(p);
+            }
+        }
+    }
     found.sort();
     found
 }
 
 fn example() -> PathBuf {
-    root().join("deploy/example-cluster.yaml")
+    root().join("deploy/examples/plain/example-cluster.yaml")
 }
 
 fn tls_example() -> PathBuf {
-    root().join("deploy/example-cluster-tls.yaml")
+    root().join("deploy/examples/tls/example-cluster-tls.yaml")
 }
 
 #[test]
 fn every_deploy_manifest_is_valid() {
     let Some(tool) = tool() else { return };
-    let mut files: Vec<PathBuf> = std::fs::read_dir(root().join("deploy"))
-        .expect("deploy/")
+    let mut files: Vec<PathBuf> = std::fs::read_dir(root().join("deploy/base"))
+        .expect("deploy/base/")
         .map(|e| e.expect("entry").path())
         .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
-        .filter(|p| !examples().contains(p))
+        .filter(|p| !p.ends_with("kustomization.yaml"))
         .collect();
     files.sort();
     let names: Vec<_> = files.iter().filter_map(|f| f.file_name()).collect();
     for expected in ["crd.yaml", "operator.yaml", "rbac.yaml"] {
         assert!(
             names.iter().any(|n| *n == expected),
-            "deploy/{expected} missing: {names:?}"
+            "deploy/base/{expected} missing: {names:?}"
         );
     }
     validate(&tool, &files);
+}
+
+/// `kubectl kustomize DIR`'s documents, or `None` (after saying so, and
+/// failing under CI) without kubectl.
+fn kustomize(dir: &str) -> Option<Vec<serde_json::Value>> {
+    let out = match Command::new("kubectl")
+        .arg("kustomize")
+        .arg(root().join(dir))
+        .output()
+    {
+        Ok(out) => out,
+        Err(e) => {
+            let hint = format!("kubectl not found ({e}): run `bash ci/setup`");
+            assert!(std::env::var_os("CI").is_none(), "{hint}");
+            println!("SKIPPED (not rendered): {hint}");
+            return None;
+        }
+    };
+    assert!(
+        out.status.success(),
+        "kubectl kustomize {dir}:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    Some(serde_saphyr::from_multiple(&text).expect("kustomize's YAML"))
+}
+
+/// `kubectl apply -k` of the install and of each overlay renders what the
+/// files hold: the base's objects pass strict validation as rendered, the
+/// monitoring overlay adds the ServiceMonitor, the PrometheusRule and the
+/// dashboard's ConfigMap (its JSON the committed dashboard), the TLS overlay
+/// adds the example cluster.
+#[test]
+fn the_kustomize_install_and_overlays_render() {
+    let Some(base) = kustomize("deploy") else {
+        return;
+    };
+    let kinds = |docs: &[serde_json::Value]| -> Vec<String> {
+        let mut k: Vec<String> = docs
+            .iter()
+            .map(|d| d["kind"].as_str().unwrap_or("").to_string())
+            .collect();
+        k.sort();
+        k
+    };
+    assert_eq!(
+        kinds(&base),
+        [
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "CustomResourceDefinition",
+            "Deployment",
+            "Service",
+            "ServiceAccount"
+        ]
+    );
+    let monitoring = kustomize("deploy/overlays/monitoring").expect("rendered");
+    let mut expected = kinds(&base);
+    expected.extend(["ConfigMap", "PrometheusRule", "ServiceMonitor"].map(String::from));
+    expected.sort();
+    assert_eq!(kinds(&monitoring), expected);
+    let dashboard = monitoring
+        .iter()
+        .find(|d| d["kind"] == "ConfigMap")
+        .expect("dashboard");
+    assert_eq!(dashboard["metadata"]["labels"]["grafana_dashboard"], "1");
+    let committed = std::fs::read_to_string(root().join("deploy/monitoring/dashboard.json"))
+        .expect("dashboard");
+    assert_eq!(
+        dashboard["data"]["dashboard.json"].as_str(),
+        Some(committed.as_str())
+    );
+    let tls = kustomize("deploy/overlays/example-tls").expect("rendered");
+    let cluster = tls
+        .iter()
+        .find(|d| d["kind"] == "EtcdCluster")
+        .expect("the example");
+    assert_eq!(
+        cluster["metadata"]["name"],
+        read_resource(&tls_example())
+            .metadata
+            .name
+            .clone()
+            .unwrap_or_default()
+    );
+
+    let Some(tool) = tool() else { return };
+    let dir = std::env::temp_dir().join(format!("kustomize-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let core: Vec<&serde_json::Value> = monitoring
+        .iter()
+        .filter(|d| {
+            !["PrometheusRule", "ServiceMonitor"].contains(&d["kind"].as_str().unwrap_or(""))
+        })
+        .collect();
+    let mut files = Vec::new();
+    for (i, doc) in core.iter().enumerate() {
+        let file = dir.join(format!("{i}.yaml"));
+        std::fs::write(&file, serde_saphyr::to_string(doc).expect("yaml")).expect("write");
+        files.push(file);
+    }
+    validate(&tool, &files);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn resource() -> EtcdCluster {
@@ -314,7 +420,8 @@ fn commented_block(text: &str, marker: &str, starts: &str) -> String {
 /// The `Provided` variant the TLS example shows in its comments, as a
 /// resource: the example with its `tls:` block replaced.
 fn provided_variant() -> EtcdCluster {
-    let text = std::fs::read_to_string(tls_example()).expect("deploy/example-cluster-tls.yaml");
+    let text = std::fs::read_to_string(tls_example())
+        .expect("deploy/examples/tls/example-cluster-tls.yaml");
     let block = commented_block(&text, "Provided variant", "tls:");
     #[derive(serde::Deserialize)]
     struct Only {
@@ -340,7 +447,7 @@ print("example matches the CRD schema")
 "#;
     let out = Command::new(python)
         .args(["-c", script])
-        .arg(root().join("deploy/crd.yaml"))
+        .arg(root().join("deploy/base/crd.yaml"))
         .arg(file)
         .output()
         .expect("python runs");
@@ -400,7 +507,8 @@ fn example_clusters_match_the_crd_schema_and_are_valid_specs() {
 /// URL host and the usages the operator checks for.
 #[test]
 fn the_commented_certificate_covers_every_member_of_the_provided_variant() {
-    let text = std::fs::read_to_string(tls_example()).expect("deploy/example-cluster-tls.yaml");
+    let text = std::fs::read_to_string(tls_example())
+        .expect("deploy/examples/tls/example-cluster-tls.yaml");
     let block = commented_block(
         &text,
         "cert-manager Certificate",

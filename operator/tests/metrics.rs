@@ -5,6 +5,9 @@
 use etcd_operator::testing::metrics::{Sample, get, value};
 use etcd_operator::testing::{Env, kill9};
 
+#[path = "common/monitoring.rs"]
+mod monitoring_names;
+
 const MANIFEST: &str = "apiVersion: etcdoperator.dev/v1alpha1\nkind: EtcdCluster\n\
 metadata:\n  name: m\nspec:\n  size: 3\n  version: \"3.4.23\"\n  \
 backup: {interval: 2s, maxBackups: 2}\n";
@@ -51,6 +54,29 @@ fn metrics_are_scraped_labelled_and_move_after_a_kill() {
         text.trim_end().ends_with("# EOF"),
         "OpenMetrics ends with # EOF"
     );
+    // The families this running operator shows are all among those it
+    // registers (family_names, which fills a series in each, since a
+    // family shows in a scrape only with one), and every metric the alerts
+    // and the dashboard in deploy/monitoring/ use is one of those (a
+    // counter's or histogram's series carry a suffix).
+    let registered = etcd_operator::metrics::family_names();
+    for scraped in text.lines().filter_map(|l| l.strip_prefix("# TYPE ")) {
+        let name = scraped.split(' ').next().unwrap_or_default();
+        assert!(
+            registered.iter().any(|r| r == name),
+            "{name} not in {registered:?}"
+        );
+    }
+    for used in monitoring_names::metric_names_used() {
+        let known = registered.iter().any(|f| {
+            let rest = used.strip_prefix(f.as_str());
+            rest.is_some_and(|r| ["", "_total", "_bucket", "_sum", "_count"].contains(&r))
+        });
+        assert!(
+            known,
+            "deploy/monitoring names {used}, which the operator does not export: {registered:?}"
+        );
+    }
 
     let before = env.wait_for("the backup counted", || {
         let s = env.scrape();

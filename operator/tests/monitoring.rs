@@ -7,6 +7,9 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
+#[path = "common/monitoring.rs"]
+mod monitoring_names;
+
 fn docs(file: &str) -> Vec<Value> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("..")
@@ -23,7 +26,7 @@ fn kind<'a>(docs: &'a [Value], kind: &str) -> &'a Value {
 
 #[test]
 fn probes_service_and_servicemonitor_agree_on_the_metrics_port() {
-    let operator = docs("deploy/operator.yaml");
+    let operator = docs("deploy/base/operator.yaml");
     let deployment = kind(&operator, "Deployment");
     let c = &deployment["spec"]["template"]["spec"]["containers"][0];
     let port = c["ports"]
@@ -69,4 +72,61 @@ fn probes_service_and_servicemonitor_agree_on_the_metrics_port() {
     assert_eq!(&monitor["spec"]["namespaceSelector"]["matchNames"][0], ns);
     assert_eq!(monitor["spec"]["endpoints"][0]["port"], "metrics");
     assert_eq!(monitor["spec"]["endpoints"][0]["path"], "/metrics");
+}
+
+/// `promtool` from Debian's `prometheus` (installed by ci/setup), or `None`
+/// after saying so (failing under CI).
+fn promtool(args: &[&str]) -> Option<String> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../deploy/monitoring");
+    match std::process::Command::new("promtool")
+        .args(args)
+        .current_dir(&dir)
+        .output()
+    {
+        Ok(out) => {
+            let text = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(out.status.success(), "promtool {args:?}:\n{text}");
+            Some(text)
+        }
+        Err(e) => {
+            let hint = format!("promtool not found ({e}): run `bash ci/setup`");
+            assert!(std::env::var_os("CI").is_none(), "{hint}");
+            println!("SKIPPED: {hint}");
+            None
+        }
+    }
+}
+
+#[test]
+fn the_alerting_rules_pass_promtool_and_their_unit_tests() {
+    if let Some(text) = promtool(&["check", "rules", "alerts.yaml"]) {
+        assert!(text.contains("SUCCESS"), "{text}");
+    }
+    if let Some(text) = promtool(&["test", "rules", "alerts_test.yaml"]) {
+        assert!(text.contains("SUCCESS"), "{text}");
+    }
+}
+
+#[test]
+fn the_prometheusrule_carries_the_rules_file_unchanged() {
+    let rules = &docs("deploy/monitoring/alerts.yaml")[0];
+    let prometheus_rule = kind(
+        &docs("deploy/monitoring/prometheusrule.yaml"),
+        "PrometheusRule",
+    )
+    .clone();
+    assert_eq!(
+        prometheus_rule["spec"]["groups"], rules["groups"],
+        "deploy/monitoring/prometheusrule.yaml differs from alerts.yaml: copy the groups over"
+    );
+}
+
+#[test]
+fn the_alerts_and_the_dashboard_name_metrics_at_all() {
+    let names = monitoring_names::metric_names_used();
+    assert!(names.len() >= 10, "{names:?}");
 }

@@ -20,6 +20,11 @@ impl<P: Platform> Cluster<P> {
         let Some(status) = resource.status.clone() else {
             return;
         };
+        let backup_interval = match &self.spec {
+            SpecState::Valid { spec, .. } => spec.backup.as_ref().map(|b| b.interval),
+            SpecState::Invalid { .. } => None,
+        };
+        self.metrics.status(&status, backup_interval);
         let fresh = self
             .published
             .as_ref()

@@ -14,9 +14,14 @@
 //! | `etcd_operator_backups_total` | result | `taken` (verified) or `failed` |
 //! | `etcd_operator_last_backup_age_seconds`, `etcd_operator_last_backup_size_bytes` | | the newest backup this operator took |
 //! | `etcd_operator_last_recovery_duration_seconds` | | the last time members were not all ready: how long until they were again |
+//!
+//! and the metrics read off the published status ([`status`]: quorum,
+//! Degraded and its reason, the backup interval, the last restore check,
+//! certificate ends), which the alerts in `deploy/monitoring/` use.
 
 pub mod scrape;
 pub mod server;
+mod status;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -92,6 +97,69 @@ pub struct Metrics {
     /// When each cluster's newest backup was taken (its age is computed at
     /// each scrape).
     backup_times: Mutex<HashMap<ClusterLabels, SystemTime>>,
+    /// The families read off the published status ([`status`]).
+    status: status::StatusFamilies,
+}
+
+/// The name of every family the operator exports, as a scrape shows it
+/// (`# TYPE NAME ...`): a family shows in a scrape only once it has a
+/// series, so this fills one in each of a registry of its own. The alerts
+/// and dashboard in `deploy/monitoring/` are checked against it, and it
+/// against a running operator's scrape (operator/tests/metrics.rs).
+pub fn family_names() -> Vec<String> {
+    let metrics = Arc::new(Metrics::new());
+    let c = metrics.cluster("", "every-family");
+    c.reconciled("converged", Duration::ZERO);
+    c.step("start");
+    c.error("io");
+    c.members(1, 1, 0);
+    c.leader_changed();
+    c.backup_taken(1, SystemTime::now());
+    c.recovered(Duration::ZERO);
+    c.status(&status::everything(), Some(Duration::from_secs(1)));
+    let text = metrics.encode();
+    text.lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split(' ').next())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Registers every family, one row each: name, help, unit, family.
+#[rustfmt::skip]
+fn register_all(m: &Metrics, r: &mut Registry) {
+    reg(r, "reconciles", "Reconcile passes by cluster and outcome", None, &m.reconciles);
+    reg(r, "reconcile_duration", "How long a reconcile pass took", Some(Unit::Seconds), &m.reconcile_seconds);
+    reg(r, "steps", "Steps of the plan carried out, by kind", None, &m.steps);
+    reg(r, "errors", "Failures by category (a step, an observation, a record)", None, &m.errors);
+    reg(r, "members_ready", "Members serving with a leader", None, &m.ready);
+    reg(r, "members_voting", "Voting members in etcd's member list", None, &m.voting);
+    reg(r, "members_learners", "Learners in etcd's member list", None, &m.learners);
+    reg(r, "leader_changes", "New leaders seen (handovers and elections)", None, &m.leader_changes);
+    reg(r, "backups", "Backups taken and verified, or failed", None, &m.backups);
+    reg(r, "last_backup_age", "Age of the newest backup this operator took", Some(Unit::Seconds), &m.backup_age);
+    reg(r, "last_backup_size", "Size of the newest backup this operator took", Some(Unit::Bytes), &m.backup_size);
+    reg(r, "last_recovery_duration", "The last time members were not all ready: how long until they were again", Some(Unit::Seconds), &m.recovery);
+    reg(r, "cluster_available", "1 while a quorum of members serves (condition Available), else 0", None, &m.status.available);
+    reg(r, "cluster_degraded", "1 while condition Degraded is true, labelled with its reason", None, &m.status.degraded);
+    reg(r, "backup_interval", "spec.backup.interval, while backups are on", Some(Unit::Seconds), &m.status.backup_interval);
+    reg(r, "last_restore_check", "1 for the result of the last restore check", None, &m.status.restore_check);
+    reg(r, "tls_not_after_timestamp", "When the cluster's CA (ca) and its earliest member certificate (member) end, Unix time", Some(Unit::Seconds), &m.status.tls_not_after);
+}
+
+/// Registers one family under `name` (a Family is a handle: the clone
+/// registered shares its series with the one kept).
+fn reg<T: prometheus_client::registry::Metric + Clone>(
+    registry: &mut Registry,
+    name: &str,
+    help: &str,
+    unit: Option<Unit>,
+    family: &T,
+) {
+    match unit {
+        Some(unit) => registry.register_with_unit(name, help, unit, family.clone()),
+        None => registry.register(name, help, family.clone()),
+    }
 }
 
 impl Default for Metrics {
@@ -118,72 +186,10 @@ impl Metrics {
             backup_size: Family::default(),
             recovery: Family::default(),
             backup_times: Mutex::default(),
+            status: status::StatusFamilies::default(),
             registry: Registry::default(),
         };
-        registry.register(
-            "reconciles",
-            "Reconcile passes by cluster and outcome",
-            m.reconciles.clone(),
-        );
-        registry.register_with_unit(
-            "reconcile_duration",
-            "How long a reconcile pass took",
-            Unit::Seconds,
-            m.reconcile_seconds.clone(),
-        );
-        registry.register(
-            "steps",
-            "Steps of the plan carried out, by kind",
-            m.steps.clone(),
-        );
-        registry.register(
-            "errors",
-            "Failures by category (a step, an observation, a record)",
-            m.errors.clone(),
-        );
-        registry.register(
-            "members_ready",
-            "Members serving with a leader",
-            m.ready.clone(),
-        );
-        registry.register(
-            "members_voting",
-            "Voting members in etcd's member list",
-            m.voting.clone(),
-        );
-        registry.register(
-            "members_learners",
-            "Learners in etcd's member list",
-            m.learners.clone(),
-        );
-        registry.register(
-            "leader_changes",
-            "New leaders seen (handovers and elections)",
-            m.leader_changes.clone(),
-        );
-        registry.register(
-            "backups",
-            "Backups taken and verified, or failed",
-            m.backups.clone(),
-        );
-        registry.register_with_unit(
-            "last_backup_age",
-            "Age of the newest backup this operator took",
-            Unit::Seconds,
-            m.backup_age.clone(),
-        );
-        registry.register_with_unit(
-            "last_backup_size",
-            "Size of the newest backup this operator took",
-            Unit::Bytes,
-            m.backup_size.clone(),
-        );
-        registry.register_with_unit(
-            "last_recovery_duration",
-            "The last time members were not all ready: how long until they were again",
-            Unit::Seconds,
-            m.recovery.clone(),
-        );
+        register_all(&m, &mut registry);
         Metrics { registry, ..m }
     }
 
@@ -322,6 +328,7 @@ impl ClusterMetrics {
             f.remove(&self.labels);
         }
         m.leader_changes.remove(&self.labels);
+        m.status.forget(&self.labels);
         let mut times = m.backup_times.lock().unwrap_or_else(|e| e.into_inner());
         times.remove(&self.labels);
     }

@@ -73,7 +73,7 @@ enum Command {
     /// --reference the user guide's spec reference generated from it
     /// (Markdown).
     ///
-    /// Example: `etcd-operator crd > deploy/crd.yaml`
+    /// Example: `etcd-operator crd > deploy/base/crd.yaml`
     Crd(CrdArgs),
     /// One piece of backup work, as the Kubernetes platform's backup Jobs
     /// run it (in the operator's image, the backup claim mounted at
@@ -131,7 +131,7 @@ struct RunArgs {
     etcd_image: String,
     /// The operator's own image (kube platform), which backup Jobs run:
     /// it carries `etcd-operator backup-job` and the etcd tools that check
-    /// snapshots. Backups on Kubernetes need it; deploy/operator.yaml sets
+    /// snapshots. Backups on Kubernetes need it; deploy/base/operator.yaml sets
     /// it to the image it runs.
     #[arg(long, env = "ETCD_OPERATOR_BACKUP_IMAGE")]
     backup_image: Option<String>,

@@ -344,7 +344,7 @@ impl Elector {
 }
 
 /// This replica's identity: `POD_NAME` (the downward API in
-/// deploy/operator.yaml), else the host name and process id.
+/// deploy/base/operator.yaml), else the host name and process id.
 pub fn identity() -> String {
     let non_empty = |v: Option<String>| v.filter(|s| !s.trim().is_empty());
     if let Some(pod) = non_empty(std::env::var("POD_NAME").ok()) {

@@ -358,7 +358,7 @@ pub fn outside_cluster_warning(service_host: Option<&str>) -> Option<String> {
          (a kind cluster seen from its host, most overlay networks) members look down and \
          clusters show as Degraded with no member ready. To check, call a member's pod IP \
          from here (`kubectl get pods -o wide`, then `curl http://POD_IP:2379/health`); if it \
-         does not answer, run the operator in the cluster (deploy/operator.yaml)"
+         does not answer, run the operator in the cluster (deploy/base/operator.yaml)"
             .to_string(),
     )
 }
@@ -415,8 +415,9 @@ pub async fn run(
     match api.list(&kube::api::ListParams::default().limit(1)).await {
         Ok(_) => health.ready(),
         Err(e) => {
-            let why =
-                format!("cannot list EtcdCluster resources (is deploy/crd.yaml applied?): {e}");
+            let why = format!(
+                "cannot list EtcdCluster resources (is deploy/base/crd.yaml applied?): {e}"
+            );
             tracing::warn!("{why}");
             health.not_ready(why);
         }

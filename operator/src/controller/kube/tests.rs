@@ -301,7 +301,7 @@ fn outside_the_cluster_it_says_members_cannot_be_reached() {
     for host in [None, Some(""), Some(" ")] {
         let w = outside_cluster_warning(host).expect("a warning");
         assert!(w.contains("pod IP"), "{w}");
-        assert!(w.contains("deploy/operator.yaml"), "{w}");
+        assert!(w.contains("deploy/base/operator.yaml"), "{w}");
         // Not every member looks down from outside: where pod IPs are
         // routed it works, and the warning says how to tell.
         assert!(!w.contains("every member will look down"), "{w}");

@@ -188,7 +188,7 @@ impl KubeBackups {
             return Err(Error::Unsupported(
                 "backups on Kubernetes run as Jobs of the operator's own image: start the \
                  operator with --backup-image IMAGE (ETCD_OPERATOR_BACKUP_IMAGE; \
-                 deploy/operator.yaml sets it)"
+                 deploy/base/operator.yaml sets it)"
                     .into(),
             ));
         };

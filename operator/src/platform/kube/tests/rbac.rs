@@ -1,4 +1,4 @@
-//! deploy/rbac.yaml allows every request the operator makes: the
+//! deploy/base/rbac.yaml allows every request the operator makes: the
 //! controller runs against a fake API server (a new cluster, an invalid
 //! one), then every platform call is made once more by hand (marks,
 //! upgrades, re-creation, deletion, retiring, deleting a cluster, leader
@@ -24,7 +24,7 @@ use crate::version::Version;
 
 fn deploy(file: &str) -> Vec<Value> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../deploy")
+        .join("../deploy/base")
         .join(file);
     let text = std::fs::read_to_string(&path).expect("a deploy manifest");
     serde_saphyr::from_multiple(&text).expect("YAML documents")
@@ -276,7 +276,7 @@ async fn the_cluster_role_allows_every_request_the_operator_makes() {
     }
     assert!(
         denied.is_empty(),
-        "deploy/rbac.yaml does not allow:\n{}",
+        "deploy/base/rbac.yaml does not allow:\n{}",
         denied.into_iter().collect::<Vec<_>>().join("\n")
     );
     // The run did go through the paths that matter.
