@@ -9,6 +9,7 @@
 #   make lint      rustfmt and clippy, as CI runs them
 #   make crds      regenerate deploy/base/crd.yaml and the guide's spec reference
 #   make docs      build the user guide (docs/, an mdBook) into docs/book/
+#   make man       man pages and shell completions of the three programs
 
 CARGO ?= cargo
 SCENARIO ?= scenarios/kill-one-every-30s.yaml
@@ -16,7 +17,7 @@ SCENARIO ?= scenarios/kill-one-every-30s.yaml
 KIND_SCENARIO ?= scenarios/kill-one-every-30s-kube.yaml
 SOAK_OUT ?= soak-out
 
-.PHONY: setup build release test lint bench crds docs soak soak-kind kind-up
+.PHONY: setup build release test lint bench crds docs man soak soak-kind kind-up
 
 setup:
 	@bash ci/setup
@@ -47,6 +48,18 @@ bench: release
 crds: build
 	$(CARGO) run -q -p etcd-operator -- crd > deploy/base/crd.yaml
 	$(CARGO) run -q -p etcd-operator -- crd --reference > docs/src/reference/spec.md
+
+# Man pages and shell completions of the three programs, generated from
+# their clap definitions: target/man/*.1, target/completions/{bash,zsh,fish}/.
+man: build
+	target/debug/etcd-operator man target/man
+	target/debug/soak man target/man
+	target/debug/chaos-monkey --man target/man
+	@for sh in bash zsh fish; do mkdir -p target/completions/$$sh; \
+	  target/debug/etcd-operator completions $$sh > target/completions/$$sh/etcd-operator; \
+	  target/debug/soak completions $$sh > target/completions/$$sh/soak; \
+	  target/debug/chaos-monkey --completions $$sh > target/completions/$$sh/chaos-monkey; done
+	@echo "man pages in target/man, completions in target/completions"
 
 # The user guide (mdBook, installed into .venv by ci/setup): docs/book/.
 docs: setup

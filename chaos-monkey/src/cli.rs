@@ -28,7 +28,17 @@ use crate::select::Target;
 /// Its rules are named CM-PID-N (iptables chains, comment "chaos-monkey");
 /// after a SIGKILL, `chaos-monkey --cleanup` removes what is left.
 #[derive(Parser, Debug, Clone)]
-#[command(name = "chaos-monkey", version, about, long_about)]
+#[command(
+    name = "chaos-monkey",
+    version,
+    about,
+    long_about,
+    after_long_help = "Examples:\n  \
+        chaos-monkey --state-dir .state --kill-interval 30s\n  \
+        chaos-monkey --state-dir .state --kill-interval 10s --target leader --fault destroy --seed 7\n  \
+        chaos-monkey --platform kube --namespace etcd --kill-interval 30s --duration 10m\n  \
+        chaos-monkey --cleanup"
+)]
 pub struct Args {
     /// Where the members run: `local` (etcd processes under --state-dir) or
     /// `kube` (pods; uses --kubeconfig, --namespace, --selector).
@@ -193,6 +203,20 @@ pub struct Args {
     /// running.
     #[arg(long, env = "CHAOS_MONKEY_CLEANUP")]
     pub cleanup: bool,
+
+    /// Print a shell completion script for chaos-monkey (bash, zsh, fish,
+    /// elvish, powershell) and exit.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "SHELL",
+        env = "CHAOS_MONKEY_COMPLETIONS"
+    )]
+    pub completions: Option<etcd_operator::cli::docs::Shell>,
+
+    /// Write the man page chaos-monkey.1 into DIR and exit.
+    #[arg(long, value_name = "DIR", env = "CHAOS_MONKEY_MAN")]
+    pub man: Option<PathBuf>,
 
     /// The most members one tick hits (caps minority and majority).
     #[arg(long, value_name = "N", env = "CHAOS_MONKEY_MAX_KILL", value_parser = at_least_one,
@@ -483,5 +507,13 @@ mod tests {
         let e = Args::try_parse_from(["chaos-monkey", "--kill-interval", "-5s"])
             .expect_err("negative interval");
         assert!(e.to_string().contains("--kill-interval"), "{e}");
+    }
+
+    #[test]
+    fn help_ends_with_examples_and_the_definition_is_sound() {
+        use clap::CommandFactory;
+        Args::command().debug_assert();
+        let missing = etcd_operator::cli::docs::missing_examples(&Args::command());
+        assert!(missing.is_empty(), "--help does not end with an example");
     }
 }

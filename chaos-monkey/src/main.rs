@@ -14,6 +14,27 @@ fn main() -> ExitCode {
     for flag in args.ignored() {
         eprintln!("warning: {flag} applies to --platform kube only; ignored");
     }
+    if let Some(shell) = args.completions {
+        let cmd = <Args as clap::CommandFactory>::command();
+        etcd_operator::cli::docs::completions(cmd, shell, &mut std::io::stdout());
+        return ExitCode::SUCCESS;
+    }
+    if let Some(dir) = &args.man {
+        let cmd = <Args as clap::CommandFactory>::command();
+        return match etcd_operator::cli::docs::man_pages(cmd, dir) {
+            Ok(files) => {
+                eprintln!("wrote {} into {}", files.len(), dir.display());
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!(
+                    "error: cannot write the man page into {}: {e}",
+                    dir.display()
+                );
+                ExitCode::from(1)
+            }
+        };
+    }
     if args.cleanup {
         return cleanup(&args);
     }

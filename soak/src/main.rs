@@ -32,21 +32,41 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run a scenario and write its report. Exit 0 only when every bound held.
+    #[command(
+        after_long_help = "Examples:\n  soak run scenarios/smoke.yaml --out soak-out/smoke\n  soak run scenarios/kill-one-every-30s.yaml --duration 5m --seed 3\n  soak run scenarios/kill-one-every-30s-kube.yaml --platform kube --namespace default"
+    )]
     Run(Box<RunArgs>),
     /// Check scenario files without running them.
+    #[command(after_long_help = "Example:\n  soak check scenarios/*.yaml")]
     Check(CheckArgs),
     /// Measure the load generator's write throughput and latency on a fresh
     /// 3-member cluster beside `etcdctl check perf` on the same cluster.
     /// Prints numbers and the ratio, never pass/fail.
+    #[command(after_long_help = "Example:\n  soak bench")]
     Bench(soak::bench::Args),
     /// Print two runs side by side: verdict, every bound, the latency
     /// histograms, with the change. OLD and NEW are report folders (or their
     /// summary.json).
+    #[command(after_long_help = "Example:\n  soak compare soak-out/nightly-old soak-out/nightly")]
     Compare(CompareArgs),
     /// Check a history.jsonl for linearizability on its own (say, again
     /// with a longer time bound). Exit 0: linearizable; 1: a violation, or
     /// unknown within the time bound; 2: the file cannot be read.
+    #[command(after_long_help = "Example:\n  soak lincheck soak-out/smoke/history.jsonl")]
     Lincheck(LincheckArgs),
+    /// Print a shell completion script for soak.
+    #[command(after_long_help = "Example:\n  soak completions bash > /etc/bash_completion.d/soak")]
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: etcd_operator::cli::docs::Shell,
+    },
+    /// Write man pages for soak and each of its subcommands into a folder.
+    #[command(after_long_help = "Example:\n  soak man target/man")]
+    Man {
+        /// The folder to write them to (created when missing).
+        dir: PathBuf,
+    },
 }
 
 #[derive(clap::Args, Debug)]
@@ -142,6 +162,20 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench(args),
         Command::Compare(args) => Ok(compare(&args)),
         Command::Lincheck(args) => Ok(lincheck(&args)),
+        Command::Completions { shell } => {
+            let cmd = <Cli as clap::CommandFactory>::command();
+            etcd_operator::cli::docs::completions(cmd, shell, &mut std::io::stdout());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Man { dir } => {
+            let cmd = <Cli as clap::CommandFactory>::command();
+            etcd_operator::cli::docs::man_pages(cmd, &dir)
+                .with_context(|| format!("cannot write man pages into {}", dir.display()))
+                .map(|files| {
+                    eprintln!("wrote {} man pages into {}", files.len(), dir.display());
+                    ExitCode::SUCCESS
+                })
+        }
     };
     match result {
         Ok(code) => code,
@@ -394,5 +428,22 @@ async fn shutdown_signal() {
         Err(_) => {
             let _ = tokio::signal::ctrl_c().await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::Cli;
+
+    #[test]
+    fn every_subcommand_help_ends_with_an_example() {
+        Cli::command().debug_assert();
+        let missing = etcd_operator::cli::docs::missing_examples(&Cli::command());
+        assert!(
+            missing.is_empty(),
+            "no example at the end of --help: {missing:?}"
+        );
     }
 }

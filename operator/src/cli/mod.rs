@@ -3,5 +3,6 @@
 
 pub mod backup;
 pub mod check_backup;
+pub mod docs;
 pub mod status;
 mod table;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use anyhow::Context;
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 use etcd_operator::controller::kube::{elected, lease};
 use etcd_operator::controller::local;
 use etcd_operator::kube_names::check_object_name;
@@ -47,17 +47,25 @@ struct Cli {
 enum Command {
     /// Run the operator until interrupted (Ctrl-C or SIGTERM). etcd members
     /// keep running after it stops and are adopted again on the next start.
+    #[command(
+        after_long_help = "Examples:\n  etcd-operator run --platform local --manifests clusters --state-dir .state\n  etcd-operator run --platform kube --namespace etcd --metrics-addr 0.0.0.0:8080"
+    )]
     Run(RunArgs),
     /// Show the clusters the operator manages: asked of the running
     /// operator (its latest status, kept in memory, through the socket
     /// STATE/operator.sock), else read from the status files in the state
     /// folder; the output says which (the table's last line; on stderr
     /// with -o json|yaml).
+    #[command(
+        after_long_help = "Examples:\n  etcd-operator status --state-dir .state\n  etcd-operator status demo --state-dir .state -o json"
+    )]
     Status(StatusArgs),
     /// List a cluster's backups (newest first), checking each file again.
+    #[command(after_long_help = "Example:\n  etcd-operator backups demo --state-dir .state")]
     Backups(BackupArgs),
     /// Take a verified backup of a cluster now (from a ready follower),
     /// into its backup folder, applying its retention.
+    #[command(after_long_help = "Example:\n  etcd-operator backup demo --state-dir .state")]
     Backup(BackupArgs),
     /// Prove a backup restores: restore it (the newest that checks out,
     /// or BACKUP) into a scratch single-member etcd on a free loopback
@@ -68,24 +76,50 @@ enum Command {
     /// code: 0 verified, 3 mismatch, 4 unverifiable (the live cluster
     /// compacted past the backup's revision), 1 the check could not run,
     /// 2 bad input (no such cluster or backup).
+    #[command(after_long_help = "Example:\n  etcd-operator check-backup demo --state-dir .state")]
     CheckBackup(CheckBackupArgs),
     /// Print the EtcdCluster CustomResourceDefinition (YAML), or with
     /// --reference the user guide's spec reference generated from it
     /// (Markdown).
-    ///
-    /// Example: `etcd-operator crd > deploy/base/crd.yaml`
+    #[command(
+        after_long_help = "Examples:\n  etcd-operator crd > deploy/base/crd.yaml\n  etcd-operator crd --reference > docs/src/reference/spec.md"
+    )]
     Crd(CrdArgs),
     /// One piece of backup work, as the Kubernetes platform's backup Jobs
     /// run it (in the operator's image, the backup claim mounted at
     /// /state): save, list, retain, check, delete, set aside or prove (a
     /// restore check in a scratch member) a cluster's backups there, then
     /// print a report line for the operator. Not meant to be run by hand.
+    #[command(
+        after_long_help = "Example (as a Job runs it):\n  etcd-operator backup-job --cluster demo save --member demo-1 --url http://10.0.0.7:2379"
+    )]
     BackupJob(BackupJobArgs),
     /// The follower of continuous backups on Kubernetes (a Deployment of
     /// the operator's image, the backup claim mounted at /state): follows
     /// the cluster's changes into delta segments beside the newest good
     /// full backup in the claim, until stopped. Not meant to be run by hand.
+    #[command(
+        after_long_help = "Example (as the follower Deployment runs it):\n  etcd-operator backup-follow --cluster demo --url http://demo-client:2379 --segment-interval 1s"
+    )]
     BackupFollow(BackupFollowArgs),
+    /// Print a shell completion script for etcd-operator.
+    #[command(
+        after_long_help = "Examples:\n  etcd-operator completions bash > /etc/bash_completion.d/etcd-operator\n  etcd-operator completions zsh > ~/.zfunc/_etcd-operator"
+    )]
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: cli::docs::Shell,
+    },
+    /// Write man pages for etcd-operator and each of its subcommands into
+    /// a folder (etcd-operator.1, etcd-operator-run.1, ...).
+    #[command(
+        after_long_help = "Example:\n  etcd-operator man target/man && man target/man/etcd-operator-run.1"
+    )]
+    Man {
+        /// The folder to write them to (created when missing).
+        dir: PathBuf,
+    },
 }
 
 #[derive(clap::Args, Debug)]
@@ -218,6 +252,11 @@ fn main() -> ExitCode {
         Command::Crd(args) => crd(&args),
         Command::BackupJob(args) => backup_job(args),
         Command::BackupFollow(args) => backup_follow(args),
+        Command::Completions { shell } => {
+            cli::docs::completions(Cli::command(), shell, &mut std::io::stdout());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Man { dir } => man(&dir),
     };
     match result {
         Ok(code) => code,
@@ -446,6 +485,13 @@ fn crd(args: &CrdArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+fn man(dir: &std::path::Path) -> anyhow::Result<ExitCode> {
+    let files = cli::docs::man_pages(Cli::command(), dir)
+        .with_context(|| format!("cannot write man pages into {}", dir.display()))?;
+    eprintln!("wrote {} man pages into {}", files.len(), dir.display());
+    Ok(ExitCode::SUCCESS)
+}
+
 /// Writes to stdout; a closed pipe (`status | head`) is not an error.
 fn out(text: &str) -> anyhow::Result<()> {
     use std::io::Write;
@@ -456,5 +502,22 @@ fn out(text: &str) -> anyhow::Result<()> {
     {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         other => Ok(other?),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::Cli;
+
+    #[test]
+    fn every_subcommand_help_ends_with_an_example() {
+        Cli::command().debug_assert();
+        let missing = etcd_operator::cli::docs::missing_examples(&Cli::command());
+        assert!(
+            missing.is_empty(),
+            "no example at the end of --help: {missing:?}"
+        );
     }
 }
