@@ -51,6 +51,43 @@ pub enum ErrorKind {
     /// The member id is not in the member list.
     #[error("member not found")]
     NotFound,
+    /// The TLS handshake failed: the member refused the operator's client
+    /// certificate, or the operator the member's (their CAs do not match).
+    /// The member may be serving everyone else.
+    #[error("TLS handshake refused: {0}")]
+    TlsRefused(String),
+}
+
+/// Whether the text of a connection failure (with its causes) is a TLS
+/// handshake failure rather than a member that is down.
+pub fn is_tls_failure(text: &str) -> bool {
+    let t = text.to_ascii_lowercase();
+    [
+        "certificate",
+        "unknownca",
+        "unknown ca",
+        "unknownissuer",
+        "fatal alert",
+        "handshake",
+    ]
+    .iter()
+    .any(|k| t.contains(k))
+}
+
+/// An error's text with every cause after it (tonic keeps the TLS reason
+/// in the causes of a bare "transport error").
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let more = c.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        cause = c.source();
+    }
+    text
 }
 
 impl Error {
@@ -61,6 +98,7 @@ impl Error {
             ErrorKind::Unreachable(_) => "unreachable",
             ErrorKind::Refused(_) => "refused",
             ErrorKind::NotFound => "not_found",
+            ErrorKind::TlsRefused(_) => "tls",
         }
     }
 
@@ -227,17 +265,24 @@ impl Clients {
     }
 
     fn error(&self, op: &'static str, url: &str, e: etcd_client::Error) -> Error {
+        let unreachable = |text: String| {
+            if is_tls_failure(&text) {
+                ErrorKind::TlsRefused(text)
+            } else {
+                ErrorKind::Unreachable(text)
+            }
+        };
         self.forget(url);
         let kind = match e {
             etcd_client::Error::GRpcStatus(s) => match s.code() {
                 Code::NotFound => ErrorKind::NotFound,
                 _ if s.message().contains("member not found") => ErrorKind::NotFound,
                 Code::Unavailable if !s.message().starts_with("etcdserver") => {
-                    ErrorKind::Unreachable(s.message().to_string())
+                    unreachable(with_causes(&s))
                 }
                 _ => ErrorKind::Refused(s.message().to_string()),
             },
-            other => ErrorKind::Unreachable(other.to_string()),
+            other => unreachable(with_causes(&other)),
         };
         Error {
             op,

@@ -39,6 +39,24 @@ pub struct Observation {
     pub revision: Option<i64>,
     /// The store revision each member that answered reported.
     pub member_revisions: Vec<(String, i64)>,
+    /// Every member asked refused the TLS handshake (its trusted CAs and
+    /// the operator's client certificate, or the other way round, do not
+    /// match): one of their errors. Nothing can be judged about quorum then.
+    pub tls_refused: Option<String>,
+}
+
+/// One of the TLS refusals when every member that was asked refused the
+/// TLS handshake (`None` when any answered, or failed another way).
+fn tls_refusal(answers: &[Option<etcd::Result<etcd::MemberStatus>>]) -> Option<String> {
+    let asked: Vec<&etcd::Result<etcd::MemberStatus>> = answers.iter().flatten().collect();
+    let refused = |a: &&etcd::Result<etcd::MemberStatus>| matches!(a, Err(e) if matches!(e.kind, etcd::ErrorKind::TlsRefused(_)));
+    if asked.is_empty() || !asked.iter().all(refused) {
+        return None;
+    }
+    asked
+        .first()
+        .and_then(|a| a.as_ref().err())
+        .map(ToString::to_string)
 }
 
 impl Observation {
@@ -83,13 +101,19 @@ pub async fn observe<P: Platform>(
     }
     // The operator's own calls go to `call_url` (a pod's IP on
     // Kubernetes); the status publishes `client_url`.
-    let statuses: Vec<Option<etcd::MemberStatus>> = join_all(pm.iter().map(|m| async {
-        match &m.call_url {
-            Some(url) if m.running => clients.status(url).await.ok(),
-            _ => None,
-        }
-    }))
-    .await;
+    let answers: Vec<Option<etcd::Result<etcd::MemberStatus>>> =
+        join_all(pm.iter().map(|m| async {
+            match &m.call_url {
+                Some(url) if m.running => Some(clients.status(url).await),
+                _ => None,
+            }
+        }))
+        .await;
+    let tls_refused = tls_refusal(&answers);
+    let statuses: Vec<Option<etcd::MemberStatus>> = answers
+        .into_iter()
+        .map(|a| a.and_then(Result::ok))
+        .collect();
     // A member that runs but does not answer on its client port may be
     // waiting for a quorum to publish itself (restarted after a quorum
     // loss): its metrics still say how far its log goes. A paused or cut
@@ -167,6 +191,7 @@ pub async fn observe<P: Platform>(
             .zip(&statuses)
             .filter_map(|(m, s)| Some((m.addr.name.clone(), s.as_ref()?.revision)))
             .collect(),
+        tls_refused,
         ..Observation::default()
     };
     let mut seen_peers = Vec::new();
@@ -404,7 +429,56 @@ fn position(status: Option<&etcd::MemberStatus>) -> Option<Position> {
 #[cfg(test)]
 mod tests {
     use super::not_yet;
+    use crate::etcd::{self, ErrorKind};
     use crate::version::Version;
+
+    fn failed(kind: ErrorKind) -> Option<etcd::Result<etcd::MemberStatus>> {
+        Some(Err(etcd::Error {
+            op: "status",
+            url: "https://127.1.2.3:2379".into(),
+            kind,
+        }))
+    }
+
+    #[test]
+    fn only_every_member_refusing_tls_is_a_tls_refusal() {
+        let tls = || {
+            failed(ErrorKind::TlsRefused(
+                "invalid peer certificate: UnknownIssuer".into(),
+            ))
+        };
+        let down = || {
+            failed(ErrorKind::Unreachable(
+                "tcp connect error: Connection refused".into(),
+            ))
+        };
+        let refusal = super::tls_refusal(&[tls(), None, tls()]).expect("a refusal");
+        assert!(refusal.contains("UnknownIssuer"), "{refusal}");
+        assert_eq!(
+            super::tls_refusal(&[tls(), down()]),
+            None,
+            "one is simply down"
+        );
+        assert_eq!(super::tls_refusal(&[None, None]), None, "nobody was asked");
+    }
+
+    #[test]
+    fn tls_handshake_failures_are_told_from_members_that_are_down() {
+        for text in [
+            "transport error: invalid peer certificate: UnknownIssuer",
+            "received fatal alert: BadCertificate",
+            "error trying to connect: received fatal alert: UnknownCA",
+            "tls handshake eof",
+        ] {
+            assert!(etcd::is_tls_failure(text), "{text}");
+        }
+        for text in [
+            "tcp connect error: Connection refused (os error 111)",
+            "deadline has elapsed",
+        ] {
+            assert!(!etcd::is_tls_failure(text), "{text}");
+        }
+    }
 
     #[test]
     fn names_this_operator_gave() {

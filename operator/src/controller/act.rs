@@ -35,6 +35,11 @@ pub enum Error {
     /// No verified backup to rebuild from.
     #[error("no verified backup to rebuild the cluster from")]
     NoBackup,
+    /// The provided certificates do not cover a member about to be added:
+    /// it is not added (a learner that cannot talk to its peers would stay
+    /// in etcd's member list and block every later change).
+    #[error("{0}; the member is not added until the certificate covers it")]
+    NotCovered(String),
     /// A leadership handover was accepted but the new leader was not seen
     /// leading in time.
     #[error("handing the leadership from {from} to {to}: {to} did not lead within {waited:?}")]
@@ -58,6 +63,7 @@ impl Error {
             Error::Backup(e) => e.category(),
             Error::NoBackup => "no_backup",
             Error::Handover { .. } => "handover",
+            Error::NotCovered(_) => "tls",
         }
     }
 
@@ -359,6 +365,9 @@ pub(super) async fn add_learner<P: Platform>(
     let states: Vec<TlsState> = obs.platform.iter().map(state_of).collect();
     let state = for_new_member(&c.tls.wanted, &states.iter().collect::<Vec<_>>());
     let addr = with_schemes(&addr, &state);
+    if let Some(message) = c.uncovered(&addr) {
+        return Err(Error::NotCovered(message));
+    }
     c.tls_install(&addr, &state).await?;
     let (_, members) = c.clients.add_learner(api, &addr.peer_url).await?;
     // Unstarted members have no name in etcd's list: use the platform's.

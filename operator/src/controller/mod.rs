@@ -342,11 +342,23 @@ impl<P: Platform> Cluster<P> {
                 let mut desired = Desired::from(spec);
                 desired.handover = self.handover;
                 desired.tls = self.tls_observed(&mut obs, spec).await;
-                Some(match &self.tls.problem {
-                    Some(message) => Step::Wait(Wait::TlsInvalid {
+                Some(match (&self.tls.problem, &obs.tls_refused) {
+                    (Some(message), _) => Step::Wait(Wait::TlsInvalid {
                         message: message.clone(),
                     }),
-                    None => plan(&desired, &obs.observed),
+                    // No member could be asked anything: not a quorum loss.
+                    (None, Some(refusal)) if !obs.observed.membership_known => {
+                        Step::Wait(Wait::TlsInvalid {
+                            message: format!(
+                                "every member refuses the operator's TLS connections, so whether \
+                                 a quorum serves is unknown (the CAs the members trust and the \
+                                 operator's client certificate do not match; after changing a \
+                                 provided CA, keep the old CA in ca.crt until every member \
+                                 restarted): {refusal}"
+                            ),
+                        })
+                    }
+                    (None, _) => plan(&desired, &obs.observed),
                 })
             }
             None => None,

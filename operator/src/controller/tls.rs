@@ -71,6 +71,10 @@ pub(super) struct Tls {
     /// A member used TLS at the last observation (so its CAs and client
     /// certificate are needed, even with spec.tls gone).
     members_use_tls: bool,
+    /// The trust (fingerprint of the CAs) every member was last seen
+    /// running with: until the trust the spec asks for is settled so,
+    /// provided leaf certificates stay as installed ([`provided`]).
+    settled_trust: Option<String>,
 }
 
 fn source(policy: &TlsPolicy, role: Role) -> Option<&TlsSource> {
@@ -107,6 +111,11 @@ impl Tls {
         let peer = self.trust_bundle(policy, Role::Peer).unwrap_or_default();
         let client = self.trust_bundle(policy, Role::Client).unwrap_or_default();
         trust_id(&format!("{peer}|{client}"))
+    }
+
+    /// Whether every member runs trusting the CAs `policy` asks for.
+    fn trust_settled(&self, policy: &TlsPolicy) -> bool {
+        self.settled_trust.as_deref() == Some(self.trust(policy).as_str())
     }
 
     /// The operator's client certificate, for https members.
@@ -189,36 +198,9 @@ impl<P: Platform> Cluster<P> {
         }
         // The names of every member (and every member about to be
         // created) must be covered by provided certificates.
-        for role in [Role::Peer, Role::Client] {
-            if let Some(p) = self.tls.provided.get(role.name()) {
-                let info = CertInfo::parse(&p.what("tls.crt"), &p.cert_key.cert)
-                    .map_err(|e| e.to_string())?;
-                let extra = match role {
-                    Role::Peer => self.platform.peer_source_names(),
-                    Role::Client => Vec::new(),
-                };
-                for addr in self.known_addrs().await {
-                    let url = match role {
-                        Role::Peer => &addr.peer_url,
-                        Role::Client => &addr.client_url,
-                    };
-                    let host = crate::tls::url_host(url).unwrap_or_default().to_string();
-                    let missing = std::iter::once(host)
-                        .chain(extra.iter().cloned())
-                        .find(|h| !h.is_empty() && !info.covers(h));
-                    if let Some(host) = missing {
-                        return Err(format!(
-                            "spec.tls.{}: {}",
-                            role.name(),
-                            crate::tls::Error::NotCovered {
-                                what: p.what("tls.crt"),
-                                member: addr.name.clone(),
-                                host,
-                                sans: info.names(),
-                            }
-                        ));
-                    }
-                }
+        for addr in self.known_addrs().await {
+            if let Some(message) = self.uncovered(&addr) {
+                return Err(message);
             }
         }
         self.ensure_operator_identity(policy, now).await;
@@ -285,9 +267,11 @@ impl<P: Platform> Cluster<P> {
         let ca_bundle = self.tls.ca.as_ref().map(CaState::bundle);
         let wanted = match source(policy, Role::Client) {
             Some(TlsSource::Provided { .. }) => {
+                let settled = self.tls.trust_settled(policy);
+                let current = self.tls.operator.as_ref().map(|o| &o.cert_key);
                 self.tls.provided.get("client").map(|p| ClientTls {
                     ca: p.ca.clone(),
-                    cert_key: p.cert_key.clone(),
+                    cert_key: provided::leaf(p, current, settled),
                     server_name: None,
                 })
             }
@@ -373,8 +357,9 @@ impl<P: Platform> Cluster<P> {
             let files = match source(policy, role) {
                 None => have,
                 Some(TlsSource::Provided { .. }) => {
+                    let settled = self.tls.trust_settled(policy);
                     self.tls.provided.get(role.name()).map(|p| RoleFiles {
-                        cert_key: p.cert_key.clone(),
+                        cert_key: provided::leaf(p, have.as_ref().map(|h| &h.cert_key), settled),
                         ca: bundle([p.ca.as_str()].into_iter()),
                     })
                 }
@@ -472,7 +457,18 @@ impl<P: Platform> Cluster<P> {
             return wanted;
         }
         let mut all_current = true;
-        let mut all_trust = !obs.observed.members.is_empty();
+        let all_trust = !obs.observed.members.is_empty()
+            && obs
+                .observed
+                .members
+                .iter()
+                .filter_map(|m| m.platform.as_ref())
+                .all(|p| {
+                    p.tls.files.trust == wanted.trust || !(p.tls.files.peer || p.tls.files.client)
+                });
+        if all_trust {
+            self.tls.settled_trust = Some(wanted.trust.clone());
+        }
         for m in &mut obs.observed.members {
             let Some(p) = m.platform.as_mut() else {
                 continue;
@@ -498,8 +494,6 @@ impl<P: Platform> Cluster<P> {
                     .all(|r| inspect::signed_by(&r.cert_key.cert, &ca.issuing.cert));
                 all_current &= signed;
             }
-            all_trust &=
-                p.tls.files.trust == wanted.trust || !(p.tls.files.peer || p.tls.files.client);
         }
         self.tls_tools(policy, now, &mut all_current).await;
         if self.tls_rotate(all_trust, all_current).await {
