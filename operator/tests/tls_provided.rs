@@ -72,6 +72,12 @@ fn bad_certificates_are_named_and_restart_nothing_and_good_ones_are_used() {
         m.contains("spec.tls.peer") && m.contains(&certs.display().to_string()),
         "{m}"
     );
+    // The status still says what the spec asks for while it is invalid.
+    let tls = env.status("demo").and_then(|c| c.status?.tls);
+    assert_eq!(
+        tls.map(|t| (t.peer, t.client)),
+        Some(("Provided".into(), "Provided".into()))
+    );
     // A key that is not the certificate's.
     let other = issue::issue(&ca, ca_end, "x", &all_names, Usage::Member, DAY, now).expect("leaf");
     let mismatched = CertKey {

@@ -452,8 +452,11 @@ impl<P: Platform> Cluster<P> {
             trust: self.tls.trust(policy),
         };
         if self.tls.problem.is_some() || !(policy.any() || self.tls.members_use_tls) {
+            // While a provided certificate is unusable the status still says
+            // what the spec asks for and what runs.
+            let shown = self.tls.problem.is_some() && (policy.any() || self.tls.members_use_tls);
+            self.tls.status = shown.then(|| self.tls_status(policy, obs));
             self.tls.wanted = wanted.clone();
-            self.tls.status = None;
             return wanted;
         }
         let mut all_current = true;
