@@ -423,11 +423,21 @@ impl Platform for KubePlatform {
         let Ok(reg) = self.registration(cluster) else {
             return;
         };
+        // kube-rs folds Events of the same reason and action into one
+        // series that keeps the first one's words: an action of the
+        // reason and the words' hash makes each recovery its own Event
+        // (the same words again still count as a series).
+        let words = {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            notice.message.hash(&mut h);
+            h.finish()
+        };
         let event = KubeEvent {
             type_: EventType::Warning,
             reason: notice.reason.into(),
             note: Some(crate::controller::kube::event_note(&notice.message)),
-            action: notice.reason.into(),
+            action: format!("{}-{words:016x}", notice.reason),
             secondary: None,
         };
         if let Err(e) = self.recorder.publish(&event, &reg.object).await {

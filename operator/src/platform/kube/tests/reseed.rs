@@ -143,3 +143,46 @@ async fn a_rebuild_is_reported_as_a_warning_event_on_the_resource() {
     )
     .await;
 }
+
+#[tokio::test]
+async fn two_recoveries_are_two_events_each_with_its_own_words() {
+    let (client, api) = mock();
+    let scenario = |mut api: ApiServer| async move {
+        for words in ["610 revisions lost", "0 revisions lost"] {
+            let event = api
+                .expect(
+                    Method::POST,
+                    "/apis/events.k8s.io/v1/namespaces/default/events",
+                )
+                .await;
+            let body = event.body.clone();
+            assert_eq!(body["reason"], "RestoredFromBackup");
+            assert!(
+                body["note"].as_str().is_some_and(|n| n.contains(words)),
+                "{body}"
+            );
+            assert!(body["series"].is_null(), "a new Event, not a series: {body}");
+            event.echo();
+        }
+        api
+    };
+    play(
+        platform(client),
+        scenario,
+        |p| async move {
+            for words in ["610 revisions lost", "0 revisions lost"] {
+                p.announce(
+                    "demo",
+                    &crate::platform::Notice {
+                        reason: "RestoredFromBackup",
+                        message: format!("rebuilt from a backup: {words}"),
+                    },
+                )
+                .await;
+            }
+            (p, ())
+        },
+        api,
+    )
+    .await;
+}
