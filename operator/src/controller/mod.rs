@@ -141,6 +141,10 @@ pub struct Cluster<P> {
     last_leader: Option<(String, u64)>,
     /// Since when members are not all ready (for the recovery time).
     unready_since: Option<Instant>,
+    /// Every member was ready at least once since the cluster was
+    /// bootstrapped (or when this operator took it over): until then a
+    /// member still on its way up is creation, not recovery.
+    formed: bool,
     /// This pass acted, failed.
     pass_acted: bool,
     pass_failed: bool,
@@ -167,6 +171,7 @@ impl<P: Platform> Cluster<P> {
         // this cluster's record from an earlier resource's of the same name.
         prepare(&*platform, name, &spec, 0).await?;
         let record = platform.load_record(name).await?.unwrap_or_default();
+        let formed = record.bootstrapped;
         let mut cluster = Cluster {
             name: name.to_string(),
             platform,
@@ -188,6 +193,7 @@ impl<P: Platform> Cluster<P> {
             metrics: ClusterMetrics::detached(name),
             last_leader: None,
             unready_since: None,
+            formed,
             pass_acted: false,
             pass_failed: false,
             db: maintenance::DbState::default(),

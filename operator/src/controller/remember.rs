@@ -63,6 +63,7 @@ impl<P: Platform> Cluster<P> {
             return;
         }
         let all_ready = obs.observed.membership_known && obs.ready() == obs.members.len();
+        self.formed |= all_ready;
         match (all_ready, self.unready_since) {
             (false, None) => self.unready_since = Some(Instant::now()),
             (true, Some(since)) => {

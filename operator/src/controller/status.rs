@@ -318,7 +318,9 @@ fn judge<P>(
         cond("Degraded", true, reason, message)
     } else if let Some(f) = failing {
         cond("Degraded", true, "MemberFailing", f)
-    } else if !not_ready.is_empty() {
+    } else if !not_ready.is_empty() && c.formed {
+        // (Before every member was ready once, members on their way up
+        // are the cluster being created, not degraded.)
         cond(
             "Degraded",
             true,
@@ -357,6 +359,13 @@ fn judge<P>(
             (Phase::Degraded, w.reason())
         }
         Step::Wait(_) if !obs.observed.bootstrapped => (Phase::Creating, "Forming"),
+        // The first members of a new cluster coming up one by one (pods
+        // scheduled, claims bound, learners added): creation goes on.
+        Step::Wait(_) | Step::Start { .. } | Step::AddLearner | Step::Promote { .. }
+            if !c.formed =>
+        {
+            (Phase::Creating, "Forming")
+        }
         Step::Upgrade { .. } => (Phase::Recovering, "Upgrading"),
         Step::Restart { .. } => (Phase::Recovering, "Restarting"),
         Step::MoveLeader { .. } => (Phase::Recovering, "HandingOverLeadership"),

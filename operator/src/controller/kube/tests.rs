@@ -114,7 +114,10 @@ fn backups_of_a_tls_cluster_are_refused_on_kubernetes() {
     // with a claim made for them).
     r.spec.backup.as_mut().expect("backup").continuous = None;
     let m = message(spec_state(&r));
-    assert!(m.contains("spec.backup: backups of a cluster whose clients use TLS"), "{m}");
+    assert!(
+        m.contains("spec.backup: backups of a cluster whose clients use TLS"),
+        "{m}"
+    );
     r.spec.backup.as_mut().expect("backup").continuous =
         Some(serde_json::from_value(serde_json::json!({"segmentInterval": "1s"})).expect("c"));
     // Peer TLS alone leaves the Jobs and the follower plain clients.

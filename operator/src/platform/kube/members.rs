@@ -12,8 +12,8 @@ use kube::ResourceExt;
 use super::Error;
 use super::config::{self, started};
 use super::trouble::{
-    container_swap, crash_looping, etcd_container, image_unavailable, problem, to_system_time,
-    uses_empty_dir,
+    binding_claim, container_swap, crash_looping, etcd_container, image_unavailable, problem,
+    to_system_time, uses_empty_dir,
 };
 use crate::crd::LABEL_MEMBER;
 use crate::member::{CLIENT_PORT, MemberConfig};
@@ -216,7 +216,11 @@ fn member(
                 .and_then(|p| pod_url(p, config.client_https())),
             metrics_url: None,
             crash_looping: looping,
-            problem: swapping.or_else(|| pod.filter(|_| !ready).and_then(problem)),
+            problem: swapping.or_else(|| {
+                let now = std::time::SystemTime::now();
+                pod.filter(|p| !ready && !binding_claim(p, now))
+                    .and_then(problem)
+            }),
             tls: config.tls.clone(),
         },
         mark,

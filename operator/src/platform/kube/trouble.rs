@@ -50,6 +50,36 @@ pub(super) fn to_system_time(t: &Time) -> Option<SystemTime> {
     Some(UNIX_EPOCH + Duration::from_millis(ms))
 }
 
+/// How long a pod may wait for its volume claim to be bound (a dynamic
+/// provisioner takes a moment for every new claim) before that is said as
+/// a problem: until then it is a member on its way up.
+pub const CLAIM_BIND_GRACE: Duration = Duration::from_secs(30);
+
+/// Whether `pod` is unscheduled only because its claim is not bound yet,
+/// for less than [`CLAIM_BIND_GRACE`] at `now` (counted from the
+/// condition's transition, else the pod's creation).
+pub fn binding_claim(pod: &Pod, now: SystemTime) -> bool {
+    let Some(status) = pod.status.as_ref() else {
+        return false;
+    };
+    let unbound = status.conditions.iter().flatten().find(|c| {
+        c.type_ == "PodScheduled"
+            && c.status == "False"
+            && c.message
+                .as_deref()
+                .is_some_and(|m| m.contains("unbound immediate PersistentVolumeClaims"))
+    });
+    let Some(c) = unbound else {
+        return false;
+    };
+    let since = c
+        .last_transition_time
+        .as_ref()
+        .or(pod.metadata.creation_timestamp.as_ref())
+        .and_then(to_system_time);
+    since.is_some_and(|t| now.duration_since(t).unwrap_or_default() < CLAIM_BIND_GRACE)
+}
+
 /// The etcd container's status.
 pub fn etcd_container(pod: &Pod) -> Option<&ContainerStatus> {
     let statuses = pod.status.as_ref()?.container_statuses.as_ref()?;

@@ -200,6 +200,14 @@ impl Seen {
         self
     }
 
+    /// The pod is unscheduled since `since` (its condition's transition
+    /// time) with `message`.
+    pub fn unschedulable_since(mut self, message: &str, since: &str) -> Seen {
+        self = self.unschedulable(message);
+        self.0["status"]["conditions"][0]["lastTransitionTime"] = json!(since);
+        self
+    }
+
     /// The pod is in `phase`.
     pub fn phase(mut self, phase: &str) -> Seen {
         self.0["status"]["phase"] = json!(phase);

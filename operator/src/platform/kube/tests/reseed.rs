@@ -161,7 +161,10 @@ async fn two_recoveries_are_two_events_each_with_its_own_words() {
                 body["note"].as_str().is_some_and(|n| n.contains(words)),
                 "{body}"
             );
-            assert!(body["series"].is_null(), "a new Event, not a series: {body}");
+            assert!(
+                body["series"].is_null(),
+                "a new Event, not a series: {body}"
+            );
             event.echo();
         }
         api

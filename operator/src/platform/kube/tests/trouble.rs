@@ -195,3 +195,28 @@ async fn without_quorum_a_crash_looping_member_is_re_created_in_place() {
         "{message}"
     );
 }
+
+#[tokio::test]
+async fn a_claim_still_binding_is_creation_not_a_failing_member() {
+    let (client, fake) = fake();
+    let r = resource(3, "3.5.1", Persistent);
+    put_resource(&fake, &r);
+    let unbound = "0/1 nodes are available: pod has unbound immediate PersistentVolumeClaims.";
+    let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    for i in 0..3 {
+        let pod =
+            Seen::pod(&format!("demo-{i}"), "3.5.1", Persistent).unschedulable_since(unbound, &now);
+        fake.put(&collection("pods"), pod.json());
+        let claim = Seen::claim(&format!("demo-{i}"), "3.5.1");
+        fake.put(&collection("persistentvolumeclaims"), claim.json());
+    }
+    let platform = Arc::new(platform_for(client, &r));
+    let clients = Arc::new(Clients::new(Duration::from_millis(200)));
+    let mut cluster = Cluster::new("demo", platform, clients, spec_state(&r))
+        .await
+        .expect("the cluster");
+    cluster.reconcile().await;
+    let degraded = condition(&fake, "Degraded");
+    assert_eq!(degraded["status"], "False", "{degraded}");
+    assert_ne!(degraded["reason"], "MemberFailing", "{degraded}");
+}
