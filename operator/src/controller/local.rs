@@ -5,6 +5,7 @@
 //! [`DELETE_GRACE`] (an editor that saves by delete-then-write must not
 //! delete a cluster), and never because the folder could not be read.
 
+pub mod folder;
 mod restore_check;
 mod worker;
 
@@ -24,9 +25,9 @@ use crate::manifest::{self, Loaded, ParseCache};
 use crate::metrics::Metrics;
 use crate::metrics::server::Health;
 use crate::names::check_cluster_name;
-use crate::platform::local::LocalPlatform;
 use crate::platform::local::binaries::Binaries;
 use crate::platform::local::layout::write_json;
+use crate::platform::local::{LocalPlatform, deleted};
 use crate::platform::{self, Event, Platform};
 use crate::validate::{ValidSpec, validate};
 
@@ -38,6 +39,8 @@ pub use self::restore_check::{RestoreChecks, Verdict};
 pub const DELETE_GRACE: Duration = Duration::from_millis(500);
 /// Rescan interval when no file event comes.
 pub const RESCAN: Duration = Duration::from_secs(3);
+/// How often kept deleted clusters are looked at for purging.
+const SWEEP_EVERY: Duration = Duration::from_secs(60);
 /// Timeout of a member's status call.
 pub const STATUS_TIMEOUT: Duration = Duration::from_millis(500);
 
@@ -80,6 +83,9 @@ pub struct Options {
     /// The address `/metrics` is served on, if it is: written to
     /// [`metrics_addr_path`] for tools and tests that asked for port 0.
     pub metrics_addr: Option<std::net::SocketAddr>,
+    /// How long a deleted cluster's folder is kept aside before it is
+    /// purged ([`deleted`]).
+    pub keep_deleted: Duration,
 }
 
 /// Where the local controller writes the address it serves `/metrics` on
@@ -111,11 +117,10 @@ pub async fn run(
         return Err(Error::NoManifests(opts.manifests));
     }
     let (events_tx, mut events) = mpsc::unbounded_channel();
-    let platform = Arc::new(LocalPlatform::open(
-        &opts.state_dir,
-        opts.binaries.clone(),
-        events_tx,
-    )?);
+    let platform = Arc::new(
+        LocalPlatform::open(&opts.state_dir, opts.binaries.clone(), events_tx)?
+            .with_keep_deleted(opts.keep_deleted),
+    );
     let clients = Arc::new(Clients::new(STATUS_TIMEOUT));
     crate::metrics::server::record_addr(&metrics_addr_path(&opts.state_dir), opts.metrics_addr);
     let problems = Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -156,6 +161,8 @@ pub async fn run(
         logged: HashSet::new(),
         problems,
         parsed: ParseCache::default(),
+        guard: folder::Guard::default(),
+        swept: None,
     };
     ctl.rescan().await;
     tokio::pin!(shutdown);
@@ -212,6 +219,10 @@ struct Local {
     problems: Arc<std::sync::Mutex<Vec<FileProblem>>>,
     /// Each manifest's parse, kept while its file stands still.
     parsed: ParseCache,
+    /// Tells a deletion from a folder problem ([`folder`]).
+    guard: folder::Guard,
+    /// When kept deleted clusters were last looked at.
+    swept: Option<Instant>,
 }
 
 impl Local {
@@ -229,8 +240,28 @@ impl Local {
             }
         };
         self.opts.health.ready();
-        let (wanted, orphan_problems) = self.desired(loaded).await;
+        let (wanted, mut orphan_problems) = self.desired(loaded).await;
         let on_disk: HashSet<String> = self.clusters_on_disk().into_iter().collect();
+        let known: HashSet<String> = on_disk.iter().chain(self.workers.keys()).cloned().collect();
+        let missing: HashSet<String> = known
+            .iter()
+            .filter(|n| !wanted.contains_key(*n))
+            .cloned()
+            .collect();
+        let requested = self.delete_requests(&missing);
+        let verdict = self
+            .guard
+            .judge(&self.opts.manifests, &known, &missing, &requested);
+        if let Some(problem) = verdict.problem {
+            if !self.logged.contains(&problem) {
+                tracing::error!("{problem}");
+                self.logged.insert(problem.clone());
+            }
+            orphan_problems.push(FileProblem {
+                file: self.opts.manifests.clone(),
+                message: problem,
+            });
+        }
         let problems_file = problems_path(&self.opts.state_dir);
         let print = serde_json::to_string(&orphan_problems).unwrap_or_default();
         *self.problems.lock().unwrap_or_else(|e| e.into_inner()) = orphan_problems.clone();
@@ -241,12 +272,13 @@ impl Local {
             }
         }
         self.restores.retain(|c| wanted.contains_key(c));
-        let known: HashSet<String> = on_disk.iter().chain(self.workers.keys()).cloned().collect();
         for (name, spec) in wanted.iter() {
             self.missing_since.remove(name);
             self.send(name, spec.clone()).await;
         }
-        for name in known.into_iter().filter(|n| !wanted.contains_key(n)) {
+        // A held cluster's grace starts again when it is let go.
+        self.missing_since.retain(|n, _| verdict.delete.contains(n));
+        for name in verdict.delete {
             let since = *self
                 .missing_since
                 .entry(name.clone())
@@ -256,6 +288,50 @@ impl Local {
             }
             self.missing_since.remove(&name);
             self.delete(&name).await;
+            let _ = std::fs::remove_file(folder::requests_dir(&self.opts.state_dir).join(&name));
+        }
+        self.sweep_deleted();
+    }
+
+    /// The clusters a user asked to delete by name (`etcd-operator
+    /// delete`); a request for a cluster that still has a manifest is
+    /// dropped with a word (deleting its manifest is the way).
+    fn delete_requests(&self, missing: &HashSet<String>) -> HashSet<String> {
+        let dir = folder::requests_dir(&self.opts.state_dir);
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            return HashSet::new();
+        };
+        let mut out = HashSet::new();
+        for name in entries
+            .flatten()
+            .filter_map(|e| e.file_name().to_str().map(String::from))
+        {
+            if check_cluster_name(&name).is_err() {
+                continue;
+            }
+            if missing.contains(&name) {
+                out.insert(name);
+            } else {
+                tracing::warn!(
+                    cluster = %name,
+                    "a deletion was asked for, but a manifest names the cluster (or it does not \
+                     exist): delete its manifest to delete it"
+                );
+                let _ = std::fs::remove_file(dir.join(&name));
+            }
+        }
+        out
+    }
+
+    /// Purges deleted clusters kept past `--keep-deleted` (looked at once
+    /// a minute).
+    fn sweep_deleted(&mut self) {
+        if self.swept.is_some_and(|t| t.elapsed() < SWEEP_EVERY) {
+            return;
+        }
+        self.swept = Some(Instant::now());
+        for path in deleted::sweep(self.platform.layout(), std::time::SystemTime::now()) {
+            tracing::info!(kept = %path.display(), "a deleted cluster's kept folder ran out: purged");
         }
     }
 

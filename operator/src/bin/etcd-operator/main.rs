@@ -2,6 +2,7 @@
 //! [`backups`]). Everything else is in the library.
 
 mod backups;
+mod deleted;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -102,6 +103,29 @@ enum Command {
         after_long_help = "Example (as the follower Deployment runs it):\n  etcd-operator backup-follow --cluster demo --url http://demo-client:2379 --segment-interval 1s"
     )]
     BackupFollow(BackupFollowArgs),
+    /// List the deleted clusters kept aside (local platform): a cluster
+    /// whose manifest was removed is moved whole, data included, to
+    /// STATE/deleted/NAME-STAMP and kept for `run --keep-deleted`.
+    #[command(after_long_help = "Example:\n  etcd-operator deleted --state-dir .state")]
+    Deleted(deleted::StateArg),
+    /// Put a deleted cluster back (local platform): its folder returns to
+    /// STATE/clusters/NAME and its last manifest to the manifests folder,
+    /// and the running operator adopts it with its data.
+    #[command(
+        after_long_help = "Example:\n  etcd-operator undelete demo-20261205T044501Z --state-dir .state --manifests clusters"
+    )]
+    Undelete(deleted::UndeleteArgs),
+    /// Delete a kept deleted cluster's folder for good (local platform).
+    #[command(
+        after_long_help = "Example:\n  etcd-operator purge demo-20261205T044501Z --state-dir .state"
+    )]
+    Purge(deleted::PurgeArgs),
+    /// Ask the running operator to delete a cluster whose manifest vanished
+    /// together with every other one (such clusters are held, not deleted:
+    /// an emptied folder is taken for a folder problem). Its folder is kept
+    /// aside like any deleted cluster's.
+    #[command(after_long_help = "Example:\n  etcd-operator delete demo --state-dir .state")]
+    Delete(deleted::DeleteArgs),
     /// Print a shell completion script for etcd-operator.
     #[command(
         after_long_help = "Examples:\n  etcd-operator completions bash > /etc/bash_completion.d/etcd-operator\n  etcd-operator completions zsh > ~/.zfunc/_etcd-operator"
@@ -175,6 +199,12 @@ struct RunArgs {
     /// measure what the handover saves.
     #[arg(long, env = "ETCD_OPERATOR_NO_LEADER_HANDOVER")]
     no_leader_handover: bool,
+    /// Local platform: how long the folder of a deleted cluster (its
+    /// manifest removed) is kept aside in STATE/deleted/, data included,
+    /// before it is purged (`etcd-operator deleted` lists them,
+    /// `undelete` puts one back). At most ten years.
+    #[arg(long, default_value = "7d", value_parser = deleted::keep_deleted, env = "ETCD_OPERATOR_KEEP_DELETED")]
+    keep_deleted: std::time::Duration,
     /// Leader election between operator replicas (kube platform): only
     /// the replica holding the coordination.k8s.io Lease reconciles; the
     /// others wait, not ready. `false` only for a single replica.
@@ -252,6 +282,10 @@ fn main() -> ExitCode {
         Command::Crd(args) => crd(&args),
         Command::BackupJob(args) => backup_job(args),
         Command::BackupFollow(args) => backup_follow(args),
+        Command::Deleted(args) => deleted::list(&args),
+        Command::Undelete(args) => deleted::undelete(&args),
+        Command::Purge(args) => deleted::purge(&args),
+        Command::Delete(args) => deleted::delete(&args),
         Command::Completions { shell } => {
             cli::docs::completions(Cli::command(), shell, &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)
@@ -312,6 +346,7 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             metrics,
             health,
             metrics_addr,
+            keep_deleted: args.keep_deleted,
         };
         match local::run(opts, shutdown_signal()).await {
             Ok(()) => Ok(ExitCode::SUCCESS),

@@ -11,6 +11,7 @@ pub mod backups;
 pub mod binaries;
 #[cfg(test)]
 mod chain_tests;
+pub mod deleted;
 pub mod follow_job;
 pub mod layout;
 pub mod merge;
@@ -53,6 +54,9 @@ use crate::member::{CLIENT_PORT, MemberTls, PEER_PORT};
 
 /// How long a member gets to stop on SIGTERM before SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(10);
+/// How long a deleted cluster's folder is kept by default (`run
+/// --keep-deleted`).
+pub const DEFAULT_KEEP_DELETED: Duration = Duration::from_secs(7 * 86_400);
 
 /// Members as local processes.
 #[derive(Debug)]
@@ -70,6 +74,11 @@ pub struct LocalPlatform {
     written: Mutex<HashMap<String, (EtcdCluster, Instant)>>,
     /// Records and checked paths kept in memory ([`records`]).
     kept: Kept,
+    /// Each cluster's resource as last prepared: kept with its data when
+    /// the cluster is deleted ([`deleted`]).
+    resources: Mutex<HashMap<String, EtcdCluster>>,
+    /// How long a deleted cluster's folder is kept ([`deleted`]).
+    keep_deleted: Duration,
     _lock: File,
 }
 
@@ -99,8 +108,17 @@ impl LocalPlatform {
             statuses: Mutex::default(),
             written: Mutex::default(),
             kept: Kept::default(),
+            resources: Mutex::default(),
+            keep_deleted: DEFAULT_KEEP_DELETED,
             _lock: lock,
         })
+    }
+
+    /// Keeps a deleted cluster's folder for `keep` (default
+    /// [`DEFAULT_KEEP_DELETED`]) before it is purged.
+    pub fn with_keep_deleted(mut self, keep: Duration) -> Self {
+        self.keep_deleted = keep;
+        self
     }
 
     /// The state folder's layout.
@@ -232,7 +250,15 @@ impl Platform for LocalPlatform {
     }
 
     /// Nothing to do: a member's process and folder are all it needs.
-    async fn prepare(&self, _: &str, _: &EtcdCluster, _: usize, _: bool) -> Result<()> {
+    async fn prepare(
+        &self,
+        cluster: &str,
+        resource: &EtcdCluster,
+        _: usize,
+        _: bool,
+    ) -> Result<()> {
+        let mut resources = self.resources.lock().unwrap_or_else(|e| e.into_inner());
+        resources.insert(cluster.to_string(), resource.clone());
         Ok(())
     }
 
@@ -426,12 +452,20 @@ impl Platform for LocalPlatform {
         Ok(lost.display().to_string())
     }
 
+    /// Stops every member and moves the cluster's folder whole, data
+    /// included, to `STATE/deleted/` with its last manifest, where it is
+    /// kept for `--keep-deleted` ([`deleted`]); nothing is erased here.
     async fn delete_cluster(&self, cluster: &str) -> Result<()> {
         self.path(cluster, &[])?;
-        let names = self.layout.member_names(cluster).unwrap_or_default();
-        let deletes = names.iter().map(|m| self.delete(cluster, m));
-        for r in futures::future::join_all(deletes).await {
-            r?;
+        for member in self.layout.member_names(cluster).unwrap_or_default() {
+            if let Ok(record) = self.record(cluster, &member)
+                && let Some(id) = record.process
+            {
+                process::kill(id)
+                    .await
+                    .map_err(io_err(format!("cannot stop {member}")))?;
+            }
+            self.kept.forget_member(cluster, &member);
         }
         let mut statuses = self.statuses.lock().unwrap_or_else(|e| e.into_inner());
         statuses.remove(cluster);
@@ -439,10 +473,30 @@ impl Platform for LocalPlatform {
         let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
         written.remove(cluster);
         drop(written);
-        let result = self.remove_dir(cluster, &[]);
-        self.kept
-            .forget_cluster(cluster, &self.layout.cluster_dir(cluster));
-        result
+        let resource = self
+            .resources
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(cluster);
+        let manifest = resource.map(|mut r| {
+            r.status = None;
+            serde_saphyr::to_string(&r).unwrap_or_default()
+        });
+        let dir = self.layout.cluster_dir(cluster);
+        let kept = deleted::set_aside(
+            &self.layout,
+            cluster,
+            manifest.as_deref(),
+            self.keep_deleted,
+            std::time::SystemTime::now(),
+        );
+        self.kept.forget_cluster(cluster, &dir);
+        let kept = kept.map_err(|e| Error::Io {
+            what: format!("cannot keep the folder of deleted cluster {cluster} aside"),
+            source: std::io::Error::other(e.to_string()),
+        })?;
+        tracing::info!(%cluster, kept = %kept.display(), "the cluster's folder is kept aside");
+        Ok(())
     }
 
     async fn load_record(&self, cluster: &str) -> Result<Option<ClusterRecord>> {
