@@ -335,6 +335,11 @@ pub async fn observe<P: Platform>(
         record.last_voters
     };
     observation.observed.reseeding = record.reseeding.clone();
+    observation.observed.not_serving = pm
+        .iter()
+        .filter(|m| m.pod_ready == Some(false))
+        .map(|m| m.addr.name.clone())
+        .collect();
     observation.platform = pm;
     observation.listed = listed;
     Ok(observation)

@@ -73,10 +73,36 @@ pub fn plan(desired: &Desired, observed: &Observed) -> Step {
         return view.without_quorum(desired, observed);
     }
     let step = view.with_quorum(desired, observed);
-    if desired.handover {
+    let step = if desired.handover {
         view.hand_over_first(desired, step)
     } else {
         step
+    };
+    respect_readiness(observed, step)
+}
+
+/// A planned disruption (a restart for an upgrade, settings or TLS, a
+/// scale-down's removal) waits while another member is not serving in the
+/// platform's eyes (a pod not Ready yet after its own restart): etcd may
+/// call that member healthy a moment before Kubernetes does, and two
+/// members out at once break the cluster's PodDisruptionBudget. Repairs
+/// (starting, replacing or removing dead members) never wait for it.
+fn respect_readiness(o: &Observed, step: Step) -> Step {
+    let planned = step.is_planned_restart()
+        || matches!(
+            step,
+            Step::Remove {
+                why: RemoveWhy::ScaleDown,
+                ..
+            }
+        );
+    if !planned {
+        return step;
+    }
+    let target = step.disrupts();
+    match o.not_serving.iter().find(|m| Some(m.as_str()) != target) {
+        Some(m) => Step::Wait(Wait::MemberNotReady { member: m.clone() }),
+        None => step,
     }
 }
 

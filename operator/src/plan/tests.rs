@@ -87,6 +87,7 @@ pub(super) fn cluster(members: Vec<Member>) -> Observed {
         db: ClusterDb::default(),
         backup_revision: None,
         reseeding: None,
+        not_serving: Vec::new(),
     }
 }
 

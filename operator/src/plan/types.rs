@@ -95,6 +95,12 @@ pub struct Observed {
     /// A rebuild from this member is under way: it was started with
     /// `--force-new-cluster`, which must be cleared before anyone joins it.
     pub reseeding: Option<String>,
+    /// Members the platform does not count as serving (Kubernetes: a pod
+    /// that is not Ready), whatever etcd says: no planned restart or
+    /// scale-down of another member while one is, so the operator never
+    /// breaks the cluster's PodDisruptionBudget (or a drain's) by its own
+    /// hand.
+    pub not_serving: Vec<String>,
 }
 
 /// One member, joined from the platform's record and etcd's member list.

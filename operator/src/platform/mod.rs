@@ -148,6 +148,11 @@ pub struct PlatformMember {
     /// start has its log read instead ([`Platform::failure_hint`]).
     pub problem: Option<String>,
     /// Its TLS files and listeners (its URLs say `https://` or not).
+    /// Whether the platform itself counts the member as serving, where
+    /// it has a view of its own (Kubernetes: the pod's Ready condition,
+    /// which the client Service and PodDisruptionBudgets go by); `None`
+    /// locally.
+    pub pod_ready: Option<bool>,
     pub tls: crate::member::MemberTls,
 }
 

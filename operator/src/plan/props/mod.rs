@@ -46,6 +46,9 @@ struct M {
     defragged_since_alarm: bool,
     /// How far its log goes (a committed index, and the revision too).
     pos: u64,
+    /// The platform counts it as serving (a Kubernetes pod's Ready
+    /// condition lags a restart).
+    pod_ready: bool,
 }
 
 /// The KV hash of good data.
@@ -179,6 +182,12 @@ impl Model {
             },
             backup_revision: None,
             reseeding: self.reseeding.clone(),
+            not_serving: self
+                .members
+                .iter()
+                .filter(|m| m.on_platform && !m.pod_ready)
+                .map(|m| m.name.clone())
+                .collect(),
             members: self
                 .members
                 .iter()
@@ -230,6 +239,13 @@ impl Model {
         }
     }
 
+    /// Every restarted pod became Ready (the operator waits for it).
+    fn pods_ready(&mut self) {
+        for m in &mut self.members {
+            m.pod_ready = true;
+        }
+    }
+
     fn find_id(&self, name: &str) -> Option<u64> {
         self.members.iter().find(|m| m.name == name).map(|m| m.id)
     }
@@ -276,10 +292,17 @@ impl Model {
             defragging: false,
             defragged_since_alarm: false,
             pos: 0,
+            pod_ready: true,
         }
     }
 
     fn apply(&mut self, d: &Desired, step: &Step) {
+        // A restarted member's pod is not Ready again at once.
+        if step.is_planned_restart()
+            && let Some(member) = step.disrupts()
+        {
+            self.find(member).pod_ready = false;
+        }
         match step {
             Step::Bootstrap => {
                 if !self.members.iter().any(|m| m.bootstrap) {
@@ -451,6 +474,12 @@ impl Model {
                 m.has_data = false;
             }
             FaultKind::Hang => m.hung = true,
+            FaultKind::PodUnready => m.pod_ready = false,
+            FaultKind::PodsReady => {
+                for m in &mut self.members {
+                    m.pod_ready = true;
+                }
+            }
             FaultKind::Unhang => {
                 for m in &mut self.members {
                     m.hung = false;
@@ -496,6 +525,10 @@ enum FaultKind {
     Corrupt,
     Fragment,
     FillUp,
+    /// A member's pod stops being Ready (a failing probe).
+    PodUnready,
+    /// Every pod is Ready again.
+    PodsReady,
 }
 
 #[derive(Clone, Debug)]
@@ -514,6 +547,8 @@ fn fault() -> impl Strategy<Value = Fault> {
         1 => Just(FaultKind::Corrupt),
         1 => Just(FaultKind::Fragment),
         1 => Just(FaultKind::FillUp),
+        1 => Just(FaultKind::PodUnready),
+        3 => Just(FaultKind::PodsReady),
     ];
     (kind, 0usize..16).prop_map(|(kind, victim)| Fault { kind, victim })
 }

@@ -45,6 +45,25 @@ fn check_step(model: &Model, obs: &Observed, d: &Desired, step: &Step) -> Result
     if matches!(step, Step::FinishReseed { .. }) && !obs.membership_known {
         return Err("settled the seed before it served".into());
     }
+    let planned = step.is_planned_restart()
+        || matches!(
+            step,
+            Step::Remove {
+                why: RemoveWhy::ScaleDown,
+                ..
+            }
+        );
+    if planned
+        && let Some(other) = obs
+            .not_serving
+            .iter()
+            .find(|m| Some(m.as_str()) != step.disrupts())
+    {
+        return Err(format!(
+            "planned disruption while the pod of {other} is not Ready (a PodDisruptionBudget \
+             broken by the operator's own hand): {step}"
+        ));
+    }
     let all_healthy = obs.members.iter().all(|m| m.healthy);
     let target_healthy = |name: &str| obs.members.iter().any(|m| m.name == name && m.healthy);
     match step {
@@ -184,9 +203,11 @@ pub(super) fn desired(size: usize, version: Version, storage: StoragePolicy) -> 
 /// Runs the plan without faults until it stops acting; returns the last step.
 pub(super) fn converge(model: &mut Model, d: &Desired) -> Result<Step, String> {
     for _ in 0..200 {
-        // The operator waits for a defragmentation to end.
+        // The operator waits for a defragmentation to end, and for a
+        // restarted pod to be Ready.
         for m in &mut model.members {
             m.defragging = false;
+            m.pod_ready = true;
         }
         let obs = model.observe();
         let step = plan(d, &obs);
@@ -288,6 +309,7 @@ proptest! {
         model.preferred = Some(first);
         d.size = size.saturating_sub(down).max(1);
         for _ in 0..200 {
+            model.pods_ready();
             let obs = model.observe();
             let step = plan(&d, &obs);
             check_step(&model, &obs, &d, &step).map_err(TestCaseError::fail)?;
@@ -335,6 +357,7 @@ proptest! {
         let mut handed_over = false;
         let mut disrupted = false;
         for _ in 0..200 {
+            model.pods_ready();
             let obs = model.observe();
             let step = plan(&d, &obs);
             check_step(&model, &obs, &d, &step).map_err(TestCaseError::fail)?;

@@ -175,3 +175,28 @@ fn a_tls_restart_of_the_leader_hands_over_first() {
         Step::Reconfigure { member, .. } if member == "demo-0"
     ));
 }
+
+#[test]
+fn a_rolling_restart_waits_for_the_last_restarted_pod_to_be_ready() {
+    let mut d = desired(3);
+    d.tuning = Tuning::new(Some(25), Some(250));
+    let mut m = three();
+    // demo-1 was restarted first; etcd calls it healthy, its pod is not
+    // Ready yet: the next member waits (issue: 1 of 3 pods Ready).
+    if let Some(p) = &mut m[1].platform {
+        p.tuning = d.tuning;
+    }
+    let mut o = cluster(m);
+    o.not_serving = vec!["demo-1".into()];
+    assert_eq!(
+        plan(&d, &o),
+        Step::Wait(Wait::MemberNotReady {
+            member: "demo-1".into()
+        })
+    );
+    o.not_serving.clear();
+    assert!(matches!(plan(&d, &o), Step::Restart { member, .. } if member == "demo-2"));
+    // The member to restart itself not being Ready does not hold it.
+    o.not_serving = vec!["demo-2".into()];
+    assert!(matches!(plan(&d, &o), Step::Restart { member, .. } if member == "demo-2"));
+}

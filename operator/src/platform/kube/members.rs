@@ -221,6 +221,7 @@ fn member(
                 pod.filter(|p| !ready && !binding_claim(p, now))
                     .and_then(problem)
             }),
+            pod_ready: Some(ready),
             tls: config.tls.clone(),
         },
         mark,

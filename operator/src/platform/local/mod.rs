@@ -297,6 +297,7 @@ impl Platform for LocalPlatform {
                     .map(|h| crate::member::metrics::url(h, crate::member::flags::METRICS_PORT)),
                 crash_looping: false,
                 problem: None,
+                pod_ready: None,
                 tls: record.config.tls,
                 addr: record.config.addr,
             });
