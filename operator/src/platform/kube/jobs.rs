@@ -30,7 +30,7 @@ use rand::Rng;
 use super::Error;
 use super::objects::{cluster_labels, meta};
 use super::pod::{DATA_DIR, DATA_MOUNT, image, pod_security};
-use super::trouble::{image_unavailable, problem};
+use super::trouble::{any_image_unavailable, problem};
 use crate::backup::job::{Op, STATE_MOUNT};
 use crate::crd::{LABEL_CLUSTER, LABEL_MANAGED_BY, LABEL_NAME, MANAGED_BY};
 use crate::member::MemberConfig;
@@ -184,7 +184,7 @@ fn beside_follower(cluster: &str) -> Affinity {
 }
 
 /// A Job of `cluster` named `name` running `container` with `volumes`.
-fn job(
+pub(super) fn job(
     name: &str,
     cluster: &str,
     kind: &str,
@@ -397,12 +397,23 @@ impl Jobs {
     /// minute; a pod whose image cannot be pulled ends it at once), reads
     /// the end of `container`'s log and deletes the Job with its pod.
     pub async fn run(&self, job: &Job, container: &str) -> Result<Outcome, Error> {
+        self.run_within(job, container, JOB_DEADLINE + Duration::from_secs(60))
+            .await
+    }
+
+    /// [`Jobs::run`], waiting at most `limit` for the Job to end.
+    pub async fn run_within(
+        &self,
+        job: &Job,
+        container: &str,
+        limit: Duration,
+    ) -> Result<Outcome, Error> {
         let name = job.name_any();
         let jobs = self.api::<Job>();
         jobs.create(&PostParams::default(), job)
             .await
             .map_err(Error::api(format!("cannot create job {name}")))?;
-        let outcome = self.wait(&name, container).await;
+        let outcome = self.wait(&name, container, limit).await;
         let dp = DeleteParams::background();
         if let Err(e) = jobs.delete(&name, &dp).await
             && !super::error::is_not_found(&e)
@@ -412,12 +423,11 @@ impl Jobs {
         outcome
     }
 
-    async fn wait(&self, name: &str, container: &str) -> Result<Outcome, Error> {
+    async fn wait(&self, name: &str, container: &str, limit: Duration) -> Result<Outcome, Error> {
         let jobs = self.api::<Job>();
         let pods = self.api::<Pod>();
         let lp = ListParams::default().labels(&format!("{JOB_NAME_LABEL}={name}"));
         let since = Instant::now();
-        let limit = JOB_DEADLINE + Duration::from_secs(60);
         loop {
             let job = jobs
                 .get_opt(name)
@@ -432,7 +442,7 @@ impl Jobs {
             let pod = listed.items.into_iter().next();
             let stuck = pod
                 .as_ref()
-                .and_then(|p| image_unavailable(p).map(|_| problem(p).unwrap_or_default()));
+                .and_then(|p| any_image_unavailable(p).map(|r| problem(p).unwrap_or(r.into())));
             let succeeded = status.succeeded.unwrap_or(0) > 0;
             let failed = status.failed.unwrap_or(0) > 0;
             if succeeded || failed || stuck.is_some() {

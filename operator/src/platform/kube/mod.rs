@@ -30,6 +30,7 @@ pub mod backups;
 pub mod config;
 pub mod error;
 pub mod follow;
+pub mod image_check;
 pub mod jobs;
 pub mod members;
 pub mod objects;
@@ -110,6 +111,8 @@ pub struct KubePlatform {
     recorder: Recorder,
     /// The follower Deployment last applied per cluster (`None`: deleted).
     followers: Mutex<HashMap<String, Option<String>>>,
+    /// What is known of etcd images ([`image_check`]).
+    images: Mutex<HashMap<String, image_check::Known>>,
 }
 
 impl std::fmt::Debug for KubePlatform {
@@ -134,6 +137,7 @@ impl KubePlatform {
             image: image.into(),
             clusters: Mutex::default(),
             followers: Mutex::default(),
+            images: Mutex::default(),
         }
     }
 

@@ -127,6 +127,16 @@ pub fn image_unavailable(pod: &Pod) -> Option<&str> {
     IMAGE_TROUBLE.contains(&reason).then_some(reason)
 }
 
+/// Why a container of the pod, whichever (a Job's is not named `etcd`),
+/// cannot have its image, if one cannot.
+pub fn any_image_unavailable(pod: &Pod) -> Option<&str> {
+    let statuses = pod.status.as_ref()?.container_statuses.as_ref()?;
+    statuses
+        .iter()
+        .filter_map(waiting_reason)
+        .find(|r| IMAGE_TROUBLE.contains(r))
+}
+
 /// The kubelet keeps restarting etcd in this pod and it keeps failing (see
 /// the module's rule): the member is down and its data not trusted.
 pub fn crash_looping(pod: &Pod) -> bool {

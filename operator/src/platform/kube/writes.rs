@@ -354,6 +354,13 @@ impl KubePlatform {
             });
             return self.merge::<Pod>(member, Patch::Strategic(patch)).await;
         }
+        // The member's data goes with its pod: first find out that the
+        // new image runs at all (a version whose image cannot be pulled
+        // must cost nothing).
+        if from != version {
+            let owner = self.registration(cluster)?.owner;
+            self.check_image(cluster, version, &owner).await?;
+        }
         tracing::warn!(
             %cluster, %member, %from, to = %version,
             "the readiness probe or etcd's flags change and an emptyDir member cannot keep its \

@@ -303,3 +303,73 @@ async fn the_budget_protects_the_members_still_there_during_a_scale_down() {
     )
     .await;
 }
+
+/// An emptyDir member whose upgrade needs a new pod (3.4 -> 3.5.99: another
+/// readiness path) loses its data with its pod: the new image is tried in
+/// a short-lived Job first, and a version whose image cannot be pulled
+/// deletes nothing.
+#[tokio::test]
+async fn an_empty_dir_member_is_not_given_up_for_an_image_that_does_not_run() {
+    let (client, api) = mock();
+    let r = resource(3, "3.4.23", StoragePolicy::Ephemeral);
+    let jobs = "/apis/batch/v1/namespaces/default/jobs";
+    let scenario = move |mut api: ApiServer| async move {
+        let pod = Seen::pod("demo-0", "3.4.23", StoragePolicy::Ephemeral).ready();
+        expect_member_read(&mut api, None, &pod).await;
+        let create = api.expect(Method::POST, jobs).await;
+        let job = create.body.clone();
+        let name = job["metadata"]["name"]
+            .as_str()
+            .expect("a name")
+            .to_string();
+        let container = &job["spec"]["template"]["spec"]["containers"][0];
+        assert_eq!(container["image"], "quay.io/coreos/etcd:v3.5.99");
+        assert_eq!(container["command"], json!(["etcd", "--version"]));
+        create.reply(201, &job);
+        api.expect(Method::GET, &format!("{jobs}/{name}"))
+            .await
+            .ok(&json!({"metadata": {"name": name}, "status": {}}));
+        let pod_name = format!("{name}-abcde");
+        api.expect(Method::GET, &core_list("pods")).await.ok(&list(
+            "PodList",
+            vec![json!({
+                "metadata": {"name": pod_name, "namespace": "default"},
+                "status": {"containerStatuses": [{
+                    "name": "etcd-version", "image": "quay.io/coreos/etcd:v3.5.99",
+                    "imageID": "", "ready": false, "restartCount": 0,
+                    "state": {"waiting": {"reason": "ErrImagePull", "message": "not found"}},
+                }]},
+            })],
+        ));
+        api.expect(Method::GET, &format!("{}/log", core("pods", &pod_name)))
+            .await
+            .text("");
+        api.expect(Method::DELETE, &format!("{jobs}/{name}"))
+            .await
+            .deleted();
+        // And no DELETE of the member's pod.
+        api
+    };
+    let err = play(
+        platform_for(client, &r),
+        scenario,
+        |p| async move {
+            let e = p
+                .restart("demo", "demo-0", &settings("3.5.99", Tuning::default()))
+                .await
+                .expect_err("refused");
+            (p, e)
+        },
+        api,
+    )
+    .await;
+    let m = err.to_string();
+    assert!(
+        m.contains("quay.io/coreos/etcd:v3.5.99 does not run etcd"),
+        "{m}"
+    );
+    assert!(
+        m.contains("ErrImagePull") && m.contains("set spec.version back"),
+        "{m}"
+    );
+}
