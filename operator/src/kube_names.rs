@@ -1,7 +1,23 @@
 //! Values from a spec that become Kubernetes object names or quantities
 //! (the backup claim's name, its size and storage class), checked as the
 //! API server checks them before any becomes part of a request path or an
-//! object: a claim name such as `../x` or `a/b` never reaches a URL.
+//! object: a claim name such as `../x` or `a/b` never reaches a URL; and
+//! the Event note cut to what the API server takes.
+
+/// Longest Event note the API server takes (events.k8s.io/v1: 1 kB), in
+/// bytes.
+pub const NOTE_MAX_BYTES: usize = 1024;
+
+/// `message` cut to at most [`NOTE_MAX_BYTES`] bytes on a character
+/// boundary (a spec may hold any UTF-8, and a longer note is refused, so
+/// the Event would be lost).
+pub fn event_note(message: &str) -> String {
+    let mut end = message.len().min(NOTE_MAX_BYTES);
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    message[..end].to_string()
+}
 
 /// Longest object name (a DNS subdomain, RFC 1123).
 pub const MAX_OBJECT_NAME_LEN: usize = 253;

@@ -15,7 +15,6 @@ use serde::{Deserialize, Serialize};
 use tokio::io::AsyncWriteExt;
 use tokio::net::UnixListener;
 
-use super::local::FileProblem;
 use crate::crd::EtcdCluster;
 use crate::platform::local::LocalPlatform;
 
@@ -23,6 +22,15 @@ use crate::platform::local::LocalPlatform;
 pub const ASK_TIMEOUT: Duration = Duration::from_secs(2);
 /// The largest answer read (a guard against a stray socket).
 const MAX_ANSWER: u64 = 64 << 20;
+
+/// A manifest problem that could not be tied to a cluster, for `status`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct FileProblem {
+    /// The file.
+    pub file: PathBuf,
+    /// What is wrong.
+    pub message: String,
+}
 
 /// What the running operator answers.
 #[derive(Debug, Serialize, Deserialize)]

@@ -94,14 +94,7 @@ pub fn metrics_addr_path(state_dir: &Path) -> PathBuf {
     state_dir.join("metrics-addr")
 }
 
-/// A manifest problem that could not be tied to a cluster, for `status`.
-#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
-pub struct FileProblem {
-    /// The file.
-    pub file: PathBuf,
-    /// What is wrong.
-    pub message: String,
-}
+pub use super::live::FileProblem;
 
 /// Where the local controller lists manifest problems for `status`.
 pub fn problems_path(state_dir: &Path) -> PathBuf {

@@ -48,17 +48,7 @@ pub const PROBLEM_INTERVAL: Duration = Duration::from_secs(1);
 /// timeout (1 s by default); the pass after that starts the rebuild, so
 /// waiting a whole [`PROBLEM_INTERVAL`] more cost up to a second of it.
 pub const LOSING_INTERVAL: Duration = Duration::from_millis(100);
-/// A member that fails by itself this soon after start, three times running,
-/// is crash looping: its data is not trusted and it is replaced. Kills from
-/// outside (SIGKILL, as the chaos monkey does) never count.
-pub const CRASH_WINDOW: Duration = Duration::from_secs(5);
-/// Fast exits in a row that make a crash loop.
-pub const CRASH_LOOP_EXITS: u32 = 3;
-/// The same while the cluster has no quorum, where giving up on a member's
-/// data may mean a rebuild from a backup (writes since it lost): a longer
-/// proof, about 30 s of restarts with backoff, so a passing cause (a port
-/// briefly taken, a full disk freed) does not cost data.
-pub const CRASH_LOOP_EXITS_WITHOUT_QUORUM: u32 = 10;
+pub use crate::member::crash::{CRASH_LOOP_EXITS, CRASH_LOOP_EXITS_WITHOUT_QUORUM, CRASH_WINDOW};
 /// Retry interval after etcd refused a membership change.
 pub const REFUSED_RETRY: Duration = Duration::from_millis(200);
 /// Published status is rewritten at least this often (for `observedAt`).

@@ -7,6 +7,7 @@
 //! module; both use it.
 
 pub mod backend;
+pub mod crash;
 pub mod flags;
 pub mod hints;
 pub mod metrics;

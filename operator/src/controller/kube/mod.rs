@@ -308,20 +308,7 @@ async fn reconcile(obj: Arc<EtcdCluster>, ctx: Arc<Context>) -> Result<Action, E
     Ok(Action::requeue(requeue_after(out.next)))
 }
 
-/// Longest Event note the API server takes (events.k8s.io/v1: 1 kB), in
-/// bytes.
-pub const NOTE_MAX_BYTES: usize = 1024;
-
-/// `message` cut to at most [`NOTE_MAX_BYTES`] bytes on a character
-/// boundary (a spec may hold any UTF-8, and a longer note is refused, so
-/// the Event would be lost).
-pub fn event_note(message: &str) -> String {
-    let mut end = message.len().min(NOTE_MAX_BYTES);
-    while !message.is_char_boundary(end) {
-        end -= 1;
-    }
-    message[..end].to_string()
-}
+pub use crate::kube_names::{NOTE_MAX_BYTES, event_note};
 
 async fn report_invalid(recorder: &Recorder, obj: &EtcdCluster, message: &str) {
     let event = Event {

@@ -440,7 +440,7 @@ impl Platform for KubePlatform {
         let event = KubeEvent {
             type_: EventType::Warning,
             reason: notice.reason.into(),
-            note: Some(crate::controller::kube::event_note(&notice.message)),
+            note: Some(crate::kube_names::event_note(&notice.message)),
             action: format!("{}-{words:016x}", notice.reason),
             secondary: None,
         };

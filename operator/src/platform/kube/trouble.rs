@@ -26,7 +26,7 @@ use k8s_openapi::api::core::v1::{ContainerStateTerminated, ContainerStatus, Pod}
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::pod::{CONTAINER, DATA_VOLUME};
-use crate::controller::{CRASH_LOOP_EXITS, CRASH_WINDOW};
+use crate::member::crash::{CRASH_LOOP_EXITS, CRASH_WINDOW};
 
 /// The kubelet's waiting reason while it holds off restarting a container
 /// that keeps failing.
