@@ -22,6 +22,7 @@ pub mod platform;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod tls;
+pub mod userfile;
 pub mod validate;
 pub mod version;
 pub mod yaml;

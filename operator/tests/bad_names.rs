@@ -99,7 +99,9 @@ fn victim_survives(bad: &str) {
             "operator.lock",
             "manifest-problems.json",
             // The running operator's status socket (controller/live.rs).
-            "operator.sock"
+            "operator.sock",
+            // Deleted clusters kept aside (platform/local/deleted.rs).
+            "deleted"
         ]
         .contains(&e.as_str())),
         "{state:?}"

@@ -157,7 +157,9 @@ fn mutated_manifests_never_panic_escape_or_go_unreported() {
                 "operator.lock",
                 "manifest-problems.json",
                 // The running operator's status socket (controller/live.rs).
-                "operator.sock"
+                "operator.sock",
+                // Deleted clusters kept aside (platform/local/deleted.rs).
+                "deleted"
             ]
             .contains(&name.as_str()),
             "unexpected {name} in the state folder"

@@ -241,7 +241,7 @@ impl Local {
             .filter(|n| !wanted.contains_key(*n))
             .cloned()
             .collect();
-        let requested = self.delete_requests(&missing);
+        let requested = folder::delete_requests(&self.opts.state_dir, &missing);
         let verdict = self
             .guard
             .judge(&self.opts.manifests, &known, &missing, &requested);
@@ -284,36 +284,6 @@ impl Local {
             let _ = std::fs::remove_file(folder::requests_dir(&self.opts.state_dir).join(&name));
         }
         self.sweep_deleted();
-    }
-
-    /// The clusters a user asked to delete by name (`etcd-operator
-    /// delete`); a request for a cluster that still has a manifest is
-    /// dropped with a word (deleting its manifest is the way).
-    fn delete_requests(&self, missing: &HashSet<String>) -> HashSet<String> {
-        let dir = folder::requests_dir(&self.opts.state_dir);
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            return HashSet::new();
-        };
-        let mut out = HashSet::new();
-        for name in entries
-            .flatten()
-            .filter_map(|e| e.file_name().to_str().map(String::from))
-        {
-            if check_cluster_name(&name).is_err() {
-                continue;
-            }
-            if missing.contains(&name) {
-                out.insert(name);
-            } else {
-                tracing::warn!(
-                    cluster = %name,
-                    "a deletion was asked for, but a manifest names the cluster (or it does not \
-                     exist): delete its manifest to delete it"
-                );
-                let _ = std::fs::remove_file(dir.join(&name));
-            }
-        }
-        out
     }
 
     /// Purges deleted clusters kept past `--keep-deleted` (looked at once

@@ -203,6 +203,16 @@ pub fn signed_by(cert: &str, bundle: &str) -> bool {
 /// ECDSA or Ed25519; PKCS#1, SEC1 or PKCS#8 PEM).
 pub fn key_matches(what: &str, pair: &CertKey) -> Result<()> {
     let key_what = format!("the key of {what}");
+    if pair.key.contains("-----BEGIN ENCRYPTED PRIVATE KEY-----")
+        || pair.key.contains("Proc-Type: 4,ENCRYPTED")
+    {
+        return Err(Error::Unreadable {
+            what: key_what,
+            message: "the private key is encrypted (a passphrase protects it); etcd needs an \
+                      unencrypted key: write it out with `openssl pkey -in KEY -out tls.key`"
+                .into(),
+        });
+    }
     let key =
         PrivateKeyDer::from_pem_slice(pair.key.as_bytes()).map_err(|e| Error::Unreadable {
             what: key_what.clone(),
@@ -242,6 +252,17 @@ mod tests {
             server_auth: true,
             client_auth: true,
         }
+    }
+
+    #[test]
+    fn an_encrypted_key_is_named_as_such() {
+        let pair = CertKey {
+            cert: String::new(),
+            key: "-----BEGIN ENCRYPTED PRIVATE KEY-----\nAAAA\n-----END ENCRYPTED PRIVATE KEY-----\n"
+                .into(),
+        };
+        let e = key_matches("tls.crt in /certs", &pair).expect_err("refused");
+        assert!(e.to_string().contains("the private key is encrypted"), "{e}");
     }
 
     #[test]

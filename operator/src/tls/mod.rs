@@ -290,11 +290,19 @@ impl fmt::Debug for ClientTls {
 impl ClientTls {
     /// Reads the three files `status.tls` names (CA, certificate, key).
     pub fn from_files(ca: &Path, cert: &Path, key: &Path) -> Result<Self> {
+        // Files a status names, read by tools: capped and checked to be
+        // regular files like every file a user names.
         let read = |p: &Path| {
-            std::fs::read_to_string(p).map_err(|e| Error::Unreadable {
-                what: p.display().to_string(),
-                message: e.to_string(),
-            })
+            crate::userfile::read_blocking(p, crate::userfile::PEM_MAX_BYTES)
+                .and_then(|b| {
+                    String::from_utf8(b).map_err(|_| crate::userfile::Error::NotText {
+                        path: p.to_path_buf(),
+                    })
+                })
+                .map_err(|e| Error::Unreadable {
+                    what: p.display().to_string(),
+                    message: e.to_string(),
+                })
         };
         Ok(ClientTls {
             ca: read(ca)?,

@@ -40,6 +40,34 @@ pub fn request_delete(state: &Path, name: &str) -> std::io::Result<PathBuf> {
     Ok(file)
 }
 
+/// The clusters a user asked to delete by name (`etcd-operator delete`)
+/// among `missing` ones; a request for a cluster that still has a manifest
+/// (or does not exist) is dropped with a word: deleting its manifest is
+/// the way.
+pub fn delete_requests(state: &Path, missing: &HashSet<String>) -> HashSet<String> {
+    let dir = requests_dir(state);
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return HashSet::new();
+    };
+    let mut out = HashSet::new();
+    for name in entries.flatten().filter_map(|e| e.file_name().to_str().map(String::from)) {
+        if check_cluster_name(&name).is_err() {
+            continue;
+        }
+        if missing.contains(&name) {
+            out.insert(name);
+        } else {
+            tracing::warn!(
+                cluster = %name,
+                "a deletion was asked for, but a manifest names the cluster (or it does not \
+                 exist): delete its manifest to delete it"
+            );
+            let _ = std::fs::remove_file(dir.join(&name));
+        }
+    }
+    out
+}
+
 /// What the guard decided for one scan.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Verdict {

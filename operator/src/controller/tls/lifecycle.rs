@@ -5,13 +5,14 @@
 use std::time::SystemTime;
 
 use super::super::Cluster;
-use super::{Role, ca_end, source};
+use super::{Role, ca_end, provided, source};
 use crate::crd::TlsStatus;
 use crate::observe::Observation;
 use crate::platform::Platform;
 use crate::tls::inspect::{self, CertInfo};
 use crate::tls::issue::{self, Usage};
 use crate::tls::store::ClientFiles;
+use crate::tls::{CaState, ClientTls};
 use crate::validate::{TlsPolicy, TlsSource};
 
 impl<P: Platform> Cluster<P> {
@@ -151,6 +152,62 @@ impl<P: Platform> Cluster<P> {
             ca_not_after: self.tls.ca.as_ref().map(|c| at(ca_end(&c.issuing))),
             certificates_not_after: ends.map(at),
             change,
+        }
+    }
+}
+
+impl<P: Platform> Cluster<P> {
+    /// The operator's own client certificate: issued from the cluster's CA,
+    /// or the one a user provided for clients, or (while TLS is being
+    /// turned off) the tools' certificate left installed.
+    pub(super) async fn ensure_operator_identity(&mut self, policy: &TlsPolicy, now: SystemTime) {
+        let ca_bundle = self.tls.ca.as_ref().map(CaState::bundle);
+        let wanted = match source(policy, Role::Client) {
+            Some(TlsSource::Provided { .. }) => {
+                let settled = self.tls.trust_settled(policy);
+                let current = self.tls.operator.as_ref().map(|o| &o.cert_key);
+                self.tls.provided.get("client").map(|p| ClientTls {
+                    ca: p.ca.clone(),
+                    cert_key: provided::leaf(p, current, settled),
+                    server_name: None,
+                })
+            }
+            _ => match &self.tls.ca {
+                Some(ca) => {
+                    let current = self.tls.operator.as_ref().filter(|o| {
+                        Some(&o.ca) == ca_bundle.as_ref()
+                            && inspect::signed_by(&o.cert_key.cert, &ca.issuing.cert)
+                            && CertInfo::parse("", &o.cert_key.cert)
+                                .is_ok_and(|i| !i.renewal_due(now))
+                    });
+                    match current {
+                        Some(c) => Some(c.clone()),
+                        None => issue::issue(
+                            &ca.issuing,
+                            ca_end(&ca.issuing),
+                            "etcd-operator",
+                            &[],
+                            Usage::Client,
+                            policy.certificate_validity,
+                            now,
+                        )
+                        .ok()
+                        .map(|cert_key| ClientTls {
+                            ca: ca.bundle(),
+                            cert_key,
+                            server_name: None,
+                        }),
+                    }
+                }
+                None => self.tools_files().await.map(|t| ClientTls {
+                    ca: t.ca,
+                    cert_key: t.cert_key,
+                    server_name: None,
+                }),
+            },
+        };
+        if wanted.is_some() {
+            self.tls.operator = wanted;
         }
     }
 }

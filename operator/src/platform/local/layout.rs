@@ -8,6 +8,8 @@
 //! STATE/clusters/NAME/members/MEMBER/data/  etcd --data-dir
 //! STATE/clusters/NAME/members/MEMBER/etcd.log
 //! STATE/backups/NAME/                       backups (kept when a cluster is deleted)
+//! STATE/deleted/NAME-STAMP/                 a deleted cluster's folder, kept aside (deleted.rs)
+//! STATE/delete-requests/NAME                `etcd-operator delete NAME` (controller/local/folder.rs)
 //! ```
 //!
 //! Records are JSON, written to a temporary file, fsynced and renamed, so a

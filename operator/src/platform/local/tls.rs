@@ -154,20 +154,30 @@ impl TlsStore for LocalPlatform {
         )))
     }
 
+    /// Reads a user's files through [`crate::userfile`]: a FIFO, a device,
+    /// a folder or a file over 1 MiB is refused, and a read never holds a
+    /// runtime worker.
     async fn provided(&self, _cluster: &str, source: &str) -> Result<Provided> {
         let dir = self.layout().root().join(source);
         let place = dir.display().to_string();
-        let read = |name: &str| {
-            std::fs::read_to_string(dir.join(name)).map_err(io_err(format!(
-                "cannot read {name} in {place} (mode: Provided needs ca.crt, tls.crt and tls.key \
-                 there)"
-            )))
+        let read = |name: &'static str| {
+            let path = dir.join(name);
+            let place = place.clone();
+            async move {
+                crate::userfile::read_pem(&path).await.map_err(|e| {
+                    let kind = e.kind();
+                    io_err(format!(
+                        "cannot read {name} in {place} (mode: Provided needs ca.crt, tls.crt and \
+                         tls.key there, regular files of at most 1 MiB)"
+                    ))(std::io::Error::new(kind, e.to_string()))
+                })
+            }
         };
         Ok(Provided {
-            ca: read(CA_FILE)?,
+            ca: read(CA_FILE).await?,
             cert_key: CertKey {
-                cert: read(CERT_FILE)?,
-                key: read(KEY_FILE)?,
+                cert: read(CERT_FILE).await?,
+                key: read(KEY_FILE).await?,
             },
             place,
         })
