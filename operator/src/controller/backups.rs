@@ -17,7 +17,7 @@ use crate::validate::ValidSpec;
 impl<P: Platform> Cluster<P> {
     /// Where the cluster's backups are kept under `spec`.
     fn backup_location(&self, spec: &ValidSpec) -> Location {
-        Location::of(&self.name, spec.backup.as_ref())
+        Location::of(&self.name, spec.backup.as_ref()).with_uid(self.uid().as_deref())
     }
 
     /// Starts, restarts or stops the backup schedule to match the spec.

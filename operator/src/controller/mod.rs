@@ -157,6 +157,25 @@ pub struct Cluster<P> {
     lists: ListCache,
 }
 
+impl<P> Cluster<P> {
+    /// The uid of the cluster's resource (Kubernetes), if it has one.
+    fn resource_uid(&self) -> Option<String> {
+        match &self.spec {
+            SpecState::Valid { resource, .. } => resource.metadata.uid.clone(),
+            SpecState::Invalid { resource, .. } => {
+                resource.as_ref().and_then(|r| r.metadata.uid.clone())
+            }
+        }
+    }
+
+    /// The cluster's identity beside its name: its resource's uid on
+    /// Kubernetes, the one kept in its record locally
+    /// ([`ClusterRecord::uid`]). Its backups carry it.
+    pub(crate) fn uid(&self) -> Option<String> {
+        self.resource_uid().or_else(|| self.record.uid.clone())
+    }
+}
+
 impl<P: Platform> Cluster<P> {
     /// Takes over cluster `name` (loading its record, if it has one).
     /// Its backups go to the platform's store ([`Platform::backups`]).
@@ -201,6 +220,13 @@ impl<P: Platform> Cluster<P> {
             lists: ListCache::default(),
         };
         cluster.take_spec(spec).await;
+        // A cluster created before clusters had a uid gets one now, so
+        // that its next backups carry it.
+        let created = cluster.record.bootstrapped || !cluster.record.initial.is_empty();
+        if created && cluster.resource_uid().is_none() && cluster.record.uid.is_none() {
+            cluster.record.uid = Some(crate::platform::new_cluster_uid());
+            cluster.save_record().await;
+        }
         Ok(cluster)
     }
 
