@@ -219,14 +219,23 @@ impl<P: Platform> Cluster<P> {
             state_full: None,
             lists: ListCache::default(),
         };
-        cluster.take_spec(spec).await;
-        // A cluster created before clusters had a uid gets one now, so
-        // that its next backups carry it.
-        let created = cluster.record.bootstrapped || !cluster.record.initial.is_empty();
-        if created && cluster.resource_uid().is_none() && cluster.record.uid.is_none() {
+        // A cluster without a resource uid (locally) gets its uid when first
+        // seen, before its backup schedule starts: a new cluster keeps it
+        // with its record from its first save on, one created before
+        // clusters had a uid has it saved now, so its next backups carry it.
+        let resource_uid = match &spec {
+            SpecState::Valid { resource, .. } => resource.metadata.uid.clone(),
+            SpecState::Invalid { resource, .. } => {
+                resource.as_ref().and_then(|r| r.metadata.uid.clone())
+            }
+        };
+        if resource_uid.is_none() && cluster.record.uid.is_none() {
             cluster.record.uid = Some(crate::platform::new_cluster_uid());
-            cluster.save_record().await;
+            if cluster.record.bootstrapped || !cluster.record.initial.is_empty() {
+                cluster.save_record().await;
+            }
         }
+        cluster.take_spec(spec).await;
         Ok(cluster)
     }
 

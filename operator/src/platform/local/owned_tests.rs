@@ -95,7 +95,7 @@ async fn clusters_sharing_a_folder_list_keep_and_rebuild_from_their_own_only() {
     let kept = store.retain(&rb, 1).await.expect("retain");
     assert!(kept.deleted.is_empty(), "{kept:?}");
     let kept = store.retain(&good, 1).await.expect("retain");
-    assert_eq!(kept.good, [good_all[3].name.clone()]);
+    assert_eq!(kept.good, std::slice::from_ref(&good_all[3].name));
     assert_eq!(kept.deleted.len(), 3);
     assert!(
         rb_own.path(&dir).is_file(),
@@ -136,8 +136,8 @@ async fn a_backup_from_before_uids_stays_its_clusters_only() {
     assert_eq!(names(&store.list(&rb).await.expect("list")), [&old_rb.name]);
     let new_rb = backup(&dir, "rb", Some(RB), 3);
     let kept = store.retain(&rb, 1).await.expect("retain");
-    assert_eq!(kept.deleted, [old_rb.name.clone()]);
-    assert_eq!(kept.good, [new_rb.name.clone()]);
+    assert_eq!(kept.deleted, std::slice::from_ref(&old_rb.name));
+    assert_eq!(kept.good, std::slice::from_ref(&new_rb.name));
     assert!(old_good.path(&dir).is_file(), "good's old backup stays");
 }
 
