@@ -79,6 +79,11 @@ fn two_clusters_in_one_folder_keep_list_and_rebuild_from_their_own() {
     });
     assert!(rb_backup.name.starts_with("rb."), "{rb_backup:?}");
     assert!(rb_backup.uid.is_some(), "{rb_backup:?}");
+    // Its status says the folder is shared, and with whom.
+    env.wait_for("rb's status names good as sharing its folder", || {
+        let shared = env.status("rb")?.status?.backup?.shared_with;
+        (shared == ["good"]).then_some(())
+    });
     // Stop rb's schedule (an hour between backups) so that its backups
     // stay as they are: none of them may go by good's retention.
     env.write_manifest("rb.yaml", &in_shared("rb", "1h"));

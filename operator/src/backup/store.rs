@@ -287,6 +287,14 @@ pub trait BackupStore: Send + Sync + 'static {
         super::follow::run(policy, location, self, candidates, status, want_full)
     }
 
+    /// The other clusters whose backups are in `location` too
+    /// ([`crate::crd::BackupStatus::shared_with`]); none where a store
+    /// keeps each cluster's backups apart.
+    fn shared_with(&self, location: &Location) -> impl Future<Output = Vec<String>> + Send {
+        let _ = location;
+        async { Vec::new() }
+    }
+
     /// Whether a backup that checks out exists. Asked on every pass while
     /// quorum is lost: a store may remember its answer for a backup that
     /// did not change.

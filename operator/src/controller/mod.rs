@@ -157,25 +157,6 @@ pub struct Cluster<P> {
     lists: ListCache,
 }
 
-impl<P> Cluster<P> {
-    /// The uid of the cluster's resource (Kubernetes), if it has one.
-    fn resource_uid(&self) -> Option<String> {
-        match &self.spec {
-            SpecState::Valid { resource, .. } => resource.metadata.uid.clone(),
-            SpecState::Invalid { resource, .. } => {
-                resource.as_ref().and_then(|r| r.metadata.uid.clone())
-            }
-        }
-    }
-
-    /// The cluster's identity beside its name: its resource's uid on
-    /// Kubernetes, the one kept in its record locally
-    /// ([`ClusterRecord::uid`]). Its backups carry it.
-    pub(crate) fn uid(&self) -> Option<String> {
-        self.resource_uid().or_else(|| self.record.uid.clone())
-    }
-}
-
 impl<P: Platform> Cluster<P> {
     /// Takes over cluster `name` (loading its record, if it has one).
     /// Its backups go to the platform's store ([`Platform::backups`]).
@@ -223,13 +204,7 @@ impl<P: Platform> Cluster<P> {
         // seen, before its backup schedule starts: a new cluster keeps it
         // with its record from its first save on, one created before
         // clusters had a uid has it saved now, so its next backups carry it.
-        let resource_uid = match &spec {
-            SpecState::Valid { resource, .. } => resource.metadata.uid.clone(),
-            SpecState::Invalid { resource, .. } => {
-                resource.as_ref().and_then(|r| r.metadata.uid.clone())
-            }
-        };
-        if resource_uid.is_none() && cluster.record.uid.is_none() {
+        if backups::spec_uid(&spec).is_none() && cluster.record.uid.is_none() {
             cluster.record.uid = Some(crate::platform::new_cluster_uid());
             if cluster.record.bootstrapped || !cluster.record.initial.is_empty() {
                 cluster.save_record().await;

@@ -90,6 +90,7 @@ async fn clusters_sharing_a_folder_list_keep_and_rebuild_from_their_own_only() {
     assert_eq!(newest.map(|m| m.name), Some(rb_own.name.clone()));
     assert_eq!(store.list(&good).await.expect("list").len(), 4);
     assert!(store.any_good(&rb).await);
+    assert_eq!(store.shared_with(&rb).await, ["big", "good"]);
 
     // Each one's retention deletes its own only.
     let kept = store.retain(&rb, 1).await.expect("retain");
@@ -114,6 +115,14 @@ async fn clusters_sharing_a_folder_list_keep_and_rebuild_from_their_own_only() {
     // cluster: none of the first one's backups are its.
     let (_, again) = shared(state.path(), "good", "77777777-0000");
     assert!(store.list(&again).await.expect("list").is_empty());
+    assert_eq!(
+        store.shared_with(&again).await,
+        [
+            "big".to_string(),
+            format!("good (an earlier cluster, uid {GOOD})"),
+            "rb".to_string()
+        ]
+    );
     let (newest, _) = store.newest_good(&again).await.expect("newest");
     assert_eq!(newest, None, "never rebuilt from another cluster's backup");
     store.sweep(&again).await;
