@@ -204,11 +204,14 @@ pub fn delete(dir: &Path, base: &str) -> Result<usize> {
     Ok(n)
 }
 
-/// Deletes segments whose base backup is gone (no `BASE.json`), and
-/// temporary segment files older than a minute (an interrupted write).
-pub fn sweep(dir: &Path) {
+/// Deletes the segments of `own` bases (backup names of this cluster,
+/// [`super::owned_file`]) whose base backup is gone (no `BASE.json`), and
+/// this cluster's temporary segment files untouched for
+/// [`super::ORPHAN_AGE`] (an interrupted write). Segments of any other
+/// base stay: they are another cluster's, or no one's we know.
+pub fn sweep(dir: &Path, own: &dyn Fn(&str) -> bool) {
     for (b, _, path) in segment_files(dir) {
-        if !dir.join(format!("{b}.json")).exists() {
+        if own(&b) && !dir.join(format!("{b}.json")).exists() {
             let _ = std::fs::remove_file(&path);
         }
     }
@@ -216,16 +219,30 @@ pub fn sweep(dir: &Path) {
         return;
     };
     for e in entries.flatten() {
-        let old = e
-            .metadata()
-            .ok()
-            .and_then(|m| m.modified().ok())
-            .and_then(|t| t.elapsed().ok())
-            .is_some_and(|age| age.as_secs() >= 60);
-        if e.file_name().to_string_lossy().starts_with(TMP_PREFIX) && old {
+        let name = e.file_name();
+        let Some(base) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(TMP_PREFIX))
+            .and_then(parse_file_name)
+            .map(|(base, _)| base)
+        else {
+            continue;
+        };
+        if own(base) && old_file(&e) {
             let _ = std::fs::remove_file(e.path());
         }
     }
+}
+
+/// Whether the regular file `e` was not modified for
+/// [`super::ORPHAN_AGE`].
+pub fn old_file(e: &std::fs::DirEntry) -> bool {
+    e.file_type().is_ok_and(|t| t.is_file())
+        && e.metadata()
+            .ok()
+            .and_then(|m| m.modified().ok())
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age >= super::ORPHAN_AGE)
 }
 
 #[cfg(test)]
@@ -310,9 +327,12 @@ mod tests {
         assert_eq!(delete(dir.path(), "b1").expect("delete"), 1);
         assert!(dir.path().join("b10.delta-00000001.seg").exists());
         assert!(dir.path().join("notes.seg").exists());
-        // b10 has no meta: swept; unrelated files stay.
-        sweep(dir.path());
+        std::fs::write(dir.path().join("other.delta-00000001.seg"), b"x").expect("foreign");
+        // b10 (ours) has no meta: swept; another's segments and unrelated
+        // files stay.
+        sweep(dir.path(), &|b| b == "b10");
         assert!(!dir.path().join("b10.delta-00000001.seg").exists());
+        assert!(dir.path().join("other.delta-00000001.seg").exists());
         assert!(dir.path().join("notes.seg").exists());
         assert_eq!(parse_file_name("../x.delta-00000001.seg"), None);
         assert_eq!(parse_file_name("a.delta-1.seg"), None);

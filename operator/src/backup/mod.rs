@@ -8,12 +8,15 @@
 //! by the SHA-256 of the database), and `NAME.json`, its [`BackupMeta`]. A
 //! snapshot is streamed to a hidden temporary file, fsynced and renamed into
 //! place; only then is the meta written, so a `NAME.db` without a
-//! `NAME.json` is never trusted.
+//! `NAME.json` is never trusted (a sweep deletes such a file of its own
+//! cluster once it is older than [`ORPHAN_AGE`]: a save that was cut off).
+//! Which files are a cluster's is said in [`owner`].
 
 pub mod chain;
 pub mod delta;
 pub mod follow;
 pub mod job;
+pub mod owner;
 pub mod proof;
 pub mod proof_schedule;
 pub mod replay;
@@ -22,6 +25,7 @@ pub mod snapshot;
 pub mod store;
 pub mod tools;
 
+pub use self::owner::{name_prefix, owned, owned_file};
 pub use self::store::{BackupStore, ChainRestore, Location, RestoreSource, Source};
 
 use std::io::{self, Read};
@@ -122,6 +126,10 @@ pub struct BackupMeta {
     pub name: String,
     /// Cluster it was taken from.
     pub cluster: String,
+    /// The uid of the cluster it was taken from ([`owned`]): none in
+    /// backups written before backups carried their cluster's identity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
     /// When it was taken (RFC 3339, UTC).
     pub time: String,
     /// The same instant in milliseconds since the Unix epoch.
@@ -187,6 +195,14 @@ pub fn list(dir: &Path) -> Result<Vec<BackupMeta>> {
     }
     out.sort_by(|a, b| b.unix_ms.cmp(&a.unix_ms).then(b.name.cmp(&a.name)));
     Ok(out)
+}
+
+/// Every backup in `dir` of the cluster `cluster` with `uid` that has its
+/// meta ([`owned`]), newest first.
+pub fn list_own(dir: &Path, cluster: &str, uid: Option<&str>) -> Result<Vec<BackupMeta>> {
+    let mut all = list(dir)?;
+    all.retain(|m| owned(m, cluster, uid));
+    Ok(all)
 }
 
 /// Checks a snapshot file: its trailing SHA-256 matches its database, and,
@@ -313,6 +329,11 @@ pub fn locate(name: &str, dirs: &[PathBuf]) -> Result<(PathBuf, Option<String>)>
     })
 }
 
+/// How long a file a save of this cluster left behind (a temporary file,
+/// a snapshot without its meta) may sit untouched before a sweep deletes
+/// it: longer than any save takes between two writes to it.
+pub const ORPHAN_AGE: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+
 /// What retention did ([`BackupStore::retain`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Retained {
@@ -326,9 +347,10 @@ pub struct Retained {
 }
 
 /// Whether `path` is a backup's meta (`NAME.json` naming itself `NAME`)
-/// whose snapshot `NAME.db` is gone. A meta is written only after its
-/// snapshot is in place, and deleted after it, so only a hand can make one.
-pub fn orphan_meta(dir: &Path, path: &Path) -> bool {
+/// of the cluster `cluster` with `uid` whose snapshot `NAME.db` is gone. A
+/// meta is written only after its snapshot is in place, and deleted after
+/// it, so only a hand can make one.
+pub fn orphan_meta(dir: &Path, path: &Path, cluster: &str, uid: Option<&str>) -> bool {
     if path.extension().and_then(|e| e.to_str()) != Some("json") {
         return false;
     }
@@ -336,7 +358,7 @@ pub fn orphan_meta(dir: &Path, path: &Path) -> bool {
         return false;
     };
     let stem = path.file_stem().and_then(|s| s.to_str());
-    stem == Some(meta.name.as_str()) && !meta.path(dir).exists()
+    stem == Some(meta.name.as_str()) && owned(&meta, cluster, uid) && !meta.path(dir).exists()
 }
 
 /// Writes a backup's meta beside its snapshot.
@@ -365,6 +387,7 @@ pub(crate) mod tests {
         BackupMeta {
             name: name.into(),
             cluster: "demo".into(),
+            uid: None,
             time: String::new(),
             unix_ms,
             revision: 1,

@@ -179,7 +179,9 @@ async fn run<S: BackupStore>(
             _ => 0,
         };
         let good = kept.iter().filter(|m| !damaged.contains(&m.name)).count();
+        let shared = store.shared_with(&location).await;
         set(&|s| {
+            s.shared_with.clone_from(&shared);
             s.kept = i64::try_from(good).unwrap_or(i64::MAX);
             if let Some(m) = kept.first() {
                 s.last_backup = Some(m.name.clone());

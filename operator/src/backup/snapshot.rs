@@ -225,9 +225,11 @@ impl Trailer {
     }
 }
 
-/// Takes a verified backup of `cluster` from `source` into `dir`.
+/// Takes a verified backup of `cluster` (whose uid is `uid`) from
+/// `source` into `dir`, named and marked as its own ([`super::owner`]).
 pub async fn take(
     cluster: &str,
+    uid: Option<&str>,
     source: Source<'_>,
     dir: &Path,
     binaries: &Binaries,
@@ -236,7 +238,7 @@ pub async fn take(
         .await
         .map_err(io_err(format!("cannot create {}", dir.display())))?;
     let now = SystemTime::now();
-    let name = unique_name(dir, cluster, now);
+    let name = unique_name(dir, &super::name_prefix(cluster, uid), now);
     let path = dir.join(format!("{name}.db"));
     let result = async {
         let streamed = stream_to(source, &path).await?;
@@ -247,6 +249,7 @@ pub async fn take(
         let meta = BackupMeta {
             name: name.clone(),
             cluster: cluster.into(),
+            uid: uid.map(str::to_string),
             time: humantime::format_rfc3339_millis(now).to_string(),
             unix_ms: u64::try_from(
                 now.duration_since(UNIX_EPOCH)
@@ -284,12 +287,13 @@ async fn verify(
     Ok((sha.to_string(), tools))
 }
 
-/// `CLUSTER-YYYYMMDD-HHMMSS-mmm`, with a suffix if taken.
-fn unique_name(dir: &Path, cluster: &str, at: SystemTime) -> String {
+/// `PREFIX-YYYYMMDD-HHMMSS-mmm` (PREFIX: [`super::name_prefix`]), with a
+/// suffix if taken.
+fn unique_name(dir: &Path, prefix: &str, at: SystemTime) -> String {
     let stamp = humantime::format_rfc3339_millis(at).to_string();
     let digits: String = stamp.chars().filter(char::is_ascii_digit).collect();
     let base = format!(
-        "{cluster}-{}-{}-{}",
+        "{prefix}-{}-{}-{}",
         &digits[..8.min(digits.len())],
         &digits[8.min(digits.len())..14.min(digits.len())],
         &digits[14.min(digits.len())..]

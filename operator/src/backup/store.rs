@@ -21,6 +21,10 @@ use crate::validate::BackupPolicy;
 pub struct Location {
     /// The cluster (backups are named after it, and its default place).
     pub cluster: String,
+    /// The cluster's uid ([`super::owner`]): part of every backup's name
+    /// and meta, so that a store sees only this cluster's backups. `None`
+    /// where it is not known (a deleted cluster's listing).
+    pub uid: Option<String>,
     /// `spec.backup.location.path`: a folder (local platform).
     pub path: Option<PathBuf>,
     /// `spec.backup.location.persistentVolumeClaim` (Kubernetes).
@@ -37,11 +41,25 @@ impl Location {
     pub fn of(cluster: &str, policy: Option<&BackupPolicy>) -> Self {
         Location {
             cluster: cluster.to_string(),
+            uid: None,
             path: policy.and_then(|p| p.path.clone()),
             claim: policy.and_then(|p| p.persistent_volume_claim.clone()),
             claim_size: policy.and_then(|p| p.claim_size.clone()),
             storage_class: policy.and_then(|p| p.storage_class.clone()),
         }
+    }
+
+    /// This location, for the cluster whose uid is `uid`.
+    #[must_use]
+    pub fn with_uid(mut self, uid: Option<&str>) -> Self {
+        self.uid = uid.map(str::to_string);
+        self
+    }
+
+    /// Whether `meta` is a backup of this location's cluster
+    /// ([`super::owned`]).
+    pub fn owns(&self, meta: &BackupMeta) -> bool {
+        super::owned(meta, &self.cluster, self.uid.as_deref())
     }
 }
 
@@ -114,7 +132,9 @@ pub trait BackupStore: Send + Sync + 'static {
         source: Source<'_>,
     ) -> impl Future<Output = Result<BackupMeta>> + Send;
 
-    /// Every backup that has its meta, newest first.
+    /// Every backup of the location's cluster ([`Location::owns`]) that
+    /// has its meta, newest first; other clusters' backups in the same
+    /// place are never listed.
     fn list(&self, location: &Location) -> impl Future<Output = Result<Vec<BackupMeta>>> + Send;
 
     /// Checks a backup again: its trailer, and its hash against the meta.
@@ -131,8 +151,8 @@ pub trait BackupStore: Send + Sync + 'static {
         backup: &BackupMeta,
     ) -> impl Future<Output = Result<()>> + Send;
 
-    /// Drops what interrupted saves left behind (nothing, where a save
-    /// leaves nothing).
+    /// Drops what interrupted saves of the location's cluster left behind
+    /// (nothing, where a save leaves nothing), and nothing else.
     fn sweep(&self, location: &Location) -> impl Future<Output = ()> + Send {
         let _ = location;
         async {}
@@ -265,6 +285,14 @@ pub trait BackupStore: Send + Sync + 'static {
         Self: Sized,
     {
         super::follow::run(policy, location, self, candidates, status, want_full)
+    }
+
+    /// The other clusters whose backups are in `location` too
+    /// ([`crate::crd::BackupStatus::shared_with`]); none where a store
+    /// keeps each cluster's backups apart.
+    fn shared_with(&self, location: &Location) -> impl Future<Output = Vec<String>> + Send {
+        let _ = location;
+        async { Vec::new() }
     }
 
     /// Whether a backup that checks out exists. Asked on every pass while

@@ -40,6 +40,7 @@ pub(crate) fn location(cluster: &EtcdCluster) -> (Location, Option<usize>) {
     let keep = b.and_then(|b| usize::try_from(b.max_backups).ok());
     let location = Location {
         cluster: name.to_string(),
+        uid: cluster.metadata.uid.clone(),
         path,
         claim: None,
         claim_size: None,
@@ -53,22 +54,25 @@ pub type Checked = (BackupMeta, Result<(), String>);
 
 /// The backup folder of `cluster` and each backup in it, newest first. A
 /// deleted cluster's backups are kept: they are still listed from the
-/// default folder, `STATE/backups/NAME`.
+/// default folder, `STATE/backups/NAME`. Only the cluster's own backups
+/// are listed ([`backup::owned`]: by its uid when its status names one, by
+/// its name for a deleted cluster), never another's in the same folder.
 pub fn list(state_dir: &Path, cluster: &str) -> Result<(PathBuf, Vec<Checked>), Error> {
     crate::names::check_cluster_name(cluster)?;
-    let dir = match status::load(state_dir, Some(cluster)) {
+    let (dir, uid) = match status::load(state_dir, Some(cluster)) {
         Ok(mut found) => {
             let (location, _) = location(&found.remove(0));
-            backup::backup_dir(state_dir, cluster, location.path.as_deref())
+            let dir = backup::backup_dir(state_dir, cluster, location.path.as_deref());
+            (dir, location.uid)
         }
         Err(status::Error::NoCluster { .. })
             if backup::backup_dir(state_dir, cluster, None).is_dir() =>
         {
-            backup::backup_dir(state_dir, cluster, None)
+            (backup::backup_dir(state_dir, cluster, None), None)
         }
         Err(e) => return Err(e.into()),
     };
-    let out = backup::list(&dir)?
+    let out = backup::list_own(&dir, cluster, uid.as_deref())?
         .into_iter()
         .map(|m| {
             let check = backup::check_file(&m.path(&dir), Some(&m.sha256))

@@ -282,6 +282,9 @@ async fn bootstrap<P: Platform>(
             .collect();
         let addrs = c.platform.allocate(&c.name, &names).await?;
         c.record.token = format!("{}-{:016x}", c.name, rand::rng().random::<u64>());
+        c.record
+            .uid
+            .get_or_insert_with(crate::platform::new_cluster_uid);
         c.record.next_index = first + u32::try_from(spec.size).unwrap_or(1);
         c.record.initial = addrs;
         c.save_record().await;

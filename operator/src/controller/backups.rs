@@ -14,10 +14,30 @@ use crate::observe::Observation;
 use crate::platform::{Notice, Platform};
 use crate::validate::ValidSpec;
 
+/// The uid of the resource of `spec` (Kubernetes), if it has one.
+pub(super) fn spec_uid(spec: &SpecState) -> Option<String> {
+    match spec {
+        SpecState::Valid { resource, .. } => resource.metadata.uid.clone(),
+        SpecState::Invalid { resource, .. } => {
+            resource.as_ref().and_then(|r| r.metadata.uid.clone())
+        }
+    }
+}
+
+impl<P> Cluster<P> {
+    /// The cluster's identity beside its name: its resource's uid on
+    /// Kubernetes, the one kept in its record locally
+    /// ([`crate::platform::ClusterRecord::uid`]). Its backups carry it
+    /// ([`crate::backup::owner`]).
+    pub(crate) fn uid(&self) -> Option<String> {
+        spec_uid(&self.spec).or_else(|| self.record.uid.clone())
+    }
+}
+
 impl<P: Platform> Cluster<P> {
     /// Where the cluster's backups are kept under `spec`.
     fn backup_location(&self, spec: &ValidSpec) -> Location {
-        Location::of(&self.name, spec.backup.as_ref())
+        Location::of(&self.name, spec.backup.as_ref()).with_uid(self.uid().as_deref())
     }
 
     /// Starts, restarts or stops the backup schedule to match the spec.

@@ -388,6 +388,9 @@ impl Local {
                      the local platform use spec.backup.location.path (a folder)"
                 ));
             }
+            if let Some(path) = &b.path {
+                crate::platform::local::backup_place::check(&self.opts.state_dir, name, path)?;
+            }
         }
         let record = self.platform.load_record(name).await.ok().flatten();
         let created = record

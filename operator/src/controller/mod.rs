@@ -190,6 +190,16 @@ impl<P: Platform> Cluster<P> {
             state_full: None,
             lists: ListCache::default(),
         };
+        // A cluster without a resource uid (locally) gets its uid when first
+        // seen, before its backup schedule starts: a new cluster keeps it
+        // with its record from its first save on, one created before
+        // clusters had a uid has it saved now, so its next backups carry it.
+        if backups::spec_uid(&spec).is_none() && cluster.record.uid.is_none() {
+            cluster.record.uid = Some(crate::platform::new_cluster_uid());
+            if cluster.record.bootstrapped || !cluster.record.initial.is_empty() {
+                cluster.save_record().await;
+            }
+        }
         cluster.take_spec(spec).await;
         Ok(cluster)
     }

@@ -127,6 +127,10 @@ pub(super) fn build<P>(
             EtcdCluster::new(&c.name, spec)
         }
     };
+    if resource.metadata.uid.is_none() {
+        // The identity its backups carry, for the `backups` command.
+        resource.metadata.uid = c.uid();
+    }
     let invalid = match &c.spec {
         SpecState::Invalid { message, .. } => Some(message.as_str()),
         SpecState::Valid { .. } => None,

@@ -207,6 +207,12 @@ pub struct BackupStatus {
     /// segments after the newest full backup.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub continuous: Option<ChainStatus>,
+    /// Other clusters whose backups are in the same backup location (an
+    /// earlier cluster of the same name shows with its uid). The location
+    /// is shared, kept apart: each cluster lists, keeps, deletes and
+    /// restores only its own backups.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shared_with: Vec<String>,
 }
 
 /// Where the chain of delta segments of the newest full backup stands.

@@ -217,6 +217,19 @@ pub struct ClusterRecord {
     /// `--force-new-cluster`, until it serves and the flag is cleared.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reseeding: Option<String>,
+    /// The cluster's identity where its resource has no uid (locally):
+    /// made when the cluster is first created and kept with its record
+    /// (a rebuild keeps it; a cluster re-created under the same name
+    /// after its data was removed gets a new one). Backups carry it
+    /// ([`crate::backup::owner`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+}
+
+/// A new cluster uid (32 hex digits) for [`ClusterRecord::uid`].
+pub fn new_cluster_uid() -> String {
+    use rand::Rng as _;
+    format!("{:032x}", rand::rng().random::<u128>())
 }
 
 /// Something users should hear of about a cluster beyond its status.

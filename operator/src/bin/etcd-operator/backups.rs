@@ -45,6 +45,10 @@ pub(crate) struct BackupJobArgs {
     /// The cluster whose backups are worked on.
     #[arg(long)]
     pub(crate) cluster: String,
+    /// The cluster's uid: its backups carry it, and only backups carrying
+    /// it (or written before backups carried one) are its own.
+    #[arg(long)]
+    pub(crate) uid: Option<String>,
     /// The state folder holding `backups/CLUSTER/` (the claim's mount).
     #[arg(long, default_value = etcd_operator::backup::job::STATE_MOUNT)]
     pub(crate) state: PathBuf,
@@ -188,6 +192,7 @@ pub(crate) fn backup_job(args: BackupJobArgs) -> anyhow::Result<ExitCode> {
     let report = rt.block_on(etcd_operator::platform::local::backup_job::run(
         &args.state,
         &args.cluster,
+        args.uid.as_deref(),
         &args.op,
         binaries,
     ));

@@ -233,7 +233,8 @@ pub(super) fn job(
 }
 
 /// A backup Job: `image` (the operator's) runs `etcd-operator backup-job
-/// --cluster CLUSTER OP...` with `claim` at `/state`.
+/// --cluster CLUSTER --uid UID OP...` with `claim` at `/state` (UID: the
+/// owner's, the resource's: the identity its backups carry).
 pub fn backup_job(
     name: &str,
     cluster: &str,
@@ -242,7 +243,13 @@ pub fn backup_job(
     op: &Op,
     owner: &OwnerReference,
 ) -> Job {
-    let mut args = vec!["backup-job".to_string(), "--cluster".into(), cluster.into()];
+    let mut args = vec![
+        "backup-job".to_string(),
+        "--cluster".into(),
+        cluster.into(),
+        "--uid".into(),
+        owner.uid.clone(),
+    ];
     args.extend(op.args());
     let container = Container {
         name: BACKUP_CONTAINER.into(),

@@ -15,17 +15,24 @@ use super::binaries::Binaries;
 use crate::backup::job::{Op, Report};
 use crate::backup::{BackupStore, Location, RestoreSource, Source};
 
-/// Does `op` on `cluster`'s backups in the state folder `state` (the
-/// claim's mount point in a Job, [`STATE_MOUNT`]), with the etcd tools of
+/// Does `op` on the backups of `cluster` (whose uid is `uid`: only its own
+/// are listed, kept and deleted) in the state folder `state` (the claim's
+/// mount point in a Job, [`STATE_MOUNT`]), with the etcd tools of
 /// `binaries`. Never fails: what went wrong is the report's `error`.
-pub async fn run(state: &Path, cluster: &str, op: &Op, binaries: Arc<Binaries>) -> Report {
+pub async fn run(
+    state: &Path,
+    cluster: &str,
+    uid: Option<&str>,
+    op: &Op,
+    binaries: Arc<Binaries>,
+) -> Report {
     let mut report = Report::default();
     if let Err(e) = crate::names::check_cluster_name(cluster) {
         report.error = Some(e.to_string());
         return report;
     }
     let store = LocalBackups::new(state, binaries);
-    let loc = Location::of(cluster, None);
+    let loc = Location::of(cluster, None).with_uid(uid);
     let done = match op {
         Op::Save { member, url } => {
             // A TLS cluster's backups are refused before a Job starts
@@ -155,44 +162,66 @@ mod tests {
         let claim = tempfile::tempdir().expect("a claim");
         let dir = claim.path().join("backups/demo");
         std::fs::create_dir_all(&dir).expect("mkdir");
-        for (i, name) in ["b1", "b2", "b3"].iter().enumerate() {
+        for (i, name) in [
+            "demo-20260101-000000-001",
+            "demo-20260101-000000-002",
+            "demo-20260101-000000-003",
+        ]
+        .iter()
+        .enumerate()
+        {
             let p = dir.join(format!("{name}.db"));
             fake_snapshot(&p, name.as_bytes());
             let sha = check_file(&p, None).expect("good");
             write_meta(&dir, &meta(name, i as u64, sha)).expect("meta");
         }
-        let list = run(claim.path(), "demo", &Op::List, binaries()).await;
+        let list = run(claim.path(), "demo", None, &Op::List, binaries()).await;
         let names: Vec<&str> = list.backups.iter().map(|m| m.name.as_str()).collect();
-        assert_eq!(names, ["b3", "b2", "b1"]);
+        assert_eq!(
+            names,
+            [
+                "demo-20260101-000000-003",
+                "demo-20260101-000000-002",
+                "demo-20260101-000000-001"
+            ]
+        );
         assert_eq!(list.error, None);
 
-        let kept = run(claim.path(), "demo", &Op::Retain { keep: 2 }, binaries()).await;
+        let kept = run(
+            claim.path(),
+            "demo",
+            None,
+            &Op::Retain { keep: 2 },
+            binaries(),
+        )
+        .await;
         assert_eq!(
             kept.retained.map(|r| r.deleted),
-            Some(vec!["b1".to_string()])
+            Some(vec!["demo-20260101-000000-001".to_string()])
         );
         assert_eq!(kept.backups.len(), 2);
 
         let open = Op::Open {
-            backup: "b2".into(),
+            backup: "demo-20260101-000000-002".into(),
         };
-        let opened = run(claim.path(), "other", &open, binaries()).await;
+        let opened = run(claim.path(), "other", None, &open, binaries()).await;
         assert_eq!(opened.error, None, "found in demo's folder");
         assert_eq!(opened.source.as_deref(), Some("clusters/other/restore.db"));
         let copy = claim.path().join("clusters/other/restore.db");
         check_file(&copy, None).expect("a good copy");
-        run(claim.path(), "other", &Op::Close, binaries()).await;
+        run(claim.path(), "other", None, &Op::Close, binaries()).await;
         assert!(!copy.exists());
 
         let missing = Op::Check {
             backup: "nope".into(),
         };
-        let e = run(claim.path(), "demo", &missing, binaries()).await;
+        let e = run(claim.path(), "demo", None, &missing, binaries()).await;
         assert!(
-            e.error.is_some_and(|e| e.contains("b3")),
+            e.error
+                .is_some_and(|e| e.contains("demo-20260101-000000-003")),
             "names what exists"
         );
-        let bad = run(claim.path(), "../x", &Op::List, binaries()).await;
+        let bad = run(claim.path(), "../x", None, &Op::List, binaries()).await;
         assert!(
             bad.error
                 .is_some_and(|e| e.contains("not a valid cluster name"))
@@ -204,18 +233,21 @@ mod tests {
         let claim = tempfile::tempdir().expect("a claim");
         let dir = claim.path().join("backups/demo");
         std::fs::create_dir_all(&dir).expect("mkdir");
-        let p = dir.join("b1.db");
-        fake_snapshot(&p, b"b1");
+        let p = dir.join("demo-20260101-000000-001.db");
+        fake_snapshot(&p, b"demo-20260101-000000-001");
         let sha = check_file(&p, None).expect("good");
-        write_meta(&dir, &meta("b1", 1, sha)).expect("meta");
+        write_meta(&dir, &meta("demo-20260101-000000-001", 1, sha)).expect("meta");
         let prove = Op::Prove {
             backup: "gone".into(),
             member: "demo-0".into(),
             url: "http://127.0.0.1:1".into(),
         };
-        let r = run(claim.path(), "demo", &prove, binaries()).await;
+        let r = run(claim.path(), "demo", None, &prove, binaries()).await;
         let e = r.error.expect("an error");
-        assert!(e.contains("gone") && e.contains("b1"), "{e}");
+        assert!(
+            e.contains("gone") && e.contains("demo-20260101-000000-001"),
+            "{e}"
+        );
         assert_eq!(r.restore_check, None);
         assert_eq!(r.backups.len(), 1, "the list is reported all the same");
     }

@@ -201,11 +201,18 @@ impl BackupStore for LocalBackups {
             .map_err(io_err(format!("cannot create {}", dir.display())))?;
         let expected = super::space::db_size(source.url).await;
         super::space::check(&dir, expected)?;
-        snapshot::take(&location.cluster, source, &dir, &self.binaries).await
+        snapshot::take(
+            &location.cluster,
+            location.uid.as_deref(),
+            source,
+            &dir,
+            &self.binaries,
+        )
+        .await
     }
 
     async fn list(&self, location: &Location) -> Result<Vec<BackupMeta>> {
-        backup::list(&self.dir(location))
+        own_list(&self.dir(location), location)
     }
 
     async fn verify(&self, location: &Location, backup: &BackupMeta) -> Result<()> {
@@ -220,6 +227,14 @@ impl BackupStore for LocalBackups {
     /// Deletes the backup's delta segments first, then the snapshot and
     /// its meta: a chain goes with its base.
     async fn delete(&self, location: &Location, backup: &BackupMeta) -> Result<()> {
+        if !location.owns(backup) {
+            return Err(Error::Unsupported(format!(
+                "not deleting backup {}: it is not a backup of cluster {} (uid {})",
+                backup.name,
+                location.cluster,
+                location.uid.as_deref().unwrap_or("unknown")
+            )));
+        }
         let dir = self.dir(location);
         chain::delete(&dir, &backup.name)?;
         for path in [backup.path(&dir), dir.join(format!("{}.json", backup.name))] {
@@ -232,22 +247,57 @@ impl BackupStore for LocalBackups {
         Ok(())
     }
 
-    /// Also deletes a meta whose snapshot was deleted by hand: alone it is
-    /// no backup, and nothing else would ever delete it; and delta
-    /// segments whose base is gone.
+    /// Deletes only files of the location's cluster ([`backup::owned_file`]):
+    /// a meta whose snapshot was deleted by hand (alone it is no backup,
+    /// and nothing else would ever delete it), delta segments whose base is
+    /// gone, and, once untouched for [`backup::ORPHAN_AGE`], temporary
+    /// files and snapshots without a meta (a save cut off between its
+    /// rename and its meta). Anything else in the folder stays.
     async fn sweep(&self, location: &Location) {
         let dir = self.dir(location);
-        chain::sweep(&dir);
-        if let Ok(entries) = std::fs::read_dir(&dir) {
-            for e in entries.flatten() {
-                let path = e.path();
-                if e.file_name().to_string_lossy().starts_with(".tmp-")
-                    || backup::orphan_meta(&dir, &path)
-                {
-                    let _ = std::fs::remove_file(&path);
-                }
+        let (cluster, uid) = (location.cluster.as_str(), location.uid.as_deref());
+        chain::sweep(&dir, &|base| {
+            backup::owned_file(&format!("{base}.db"), cluster, uid).is_some()
+        });
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let path = e.path();
+            let file = e.file_name();
+            let Some(file) = file.to_str() else { continue };
+            let Some(name) = backup::owned_file(file, cluster, uid) else {
+                continue;
+            };
+            let leftover = if file.starts_with(".tmp-") {
+                chain::old_file(&e)
+            } else if file.ends_with(".db") {
+                !dir.join(format!("{name}.json")).exists() && chain::old_file(&e)
+            } else {
+                backup::orphan_meta(&dir, &path, cluster, uid)
+            };
+            if leftover {
+                tracing::info!(cluster, file = %path.display(), "deleting what a cut-off save left behind");
+                let _ = std::fs::remove_file(&path);
             }
         }
+    }
+
+    async fn shared_with(&self, location: &Location) -> Vec<String> {
+        let mut out: Vec<String> = backup::list(&self.dir(location))
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|m| !location.owns(m))
+            .map(|m| match m.uid {
+                Some(uid) if m.cluster == location.cluster => {
+                    format!("{} (an earlier cluster, uid {uid})", m.cluster)
+                }
+                _ => m.cluster,
+            })
+            .collect();
+        out.sort();
+        out.dedup();
+        out
     }
 
     async fn chain(&self, location: &Location, base: &BackupMeta) -> Result<chain::Chain> {
@@ -365,7 +415,7 @@ impl BackupStore for LocalBackups {
     /// the backups every pass.
     async fn any_good(&self, location: &Location) -> bool {
         let dir = self.dir(location);
-        let Ok(metas) = backup::list(&dir) else {
+        let Ok(metas) = own_list(&dir, location) else {
             return false;
         };
         for meta in metas {
@@ -392,93 +442,11 @@ impl BackupStore for LocalBackups {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::backup::tests::{fake_snapshot, meta};
-    use crate::backup::{Retained, write_meta};
-
-    fn store(state: &std::path::Path) -> (LocalBackups, Location) {
-        let store = LocalBackups::new(state, Arc::new(Binaries::new(vec![])));
-        (store, Location::of("demo", None))
-    }
-
-    #[tokio::test]
-    async fn retention_keeps_newest_and_skips_damaged_for_restore() {
-        let state = tempfile::tempdir().expect("tempdir");
-        let (store, loc) = store(state.path());
-        let dir = store.dir(&loc);
-        std::fs::create_dir_all(&dir).expect("mkdir");
-        for (i, name) in ["b1", "b2", "b3", "b4"].iter().enumerate() {
-            let p = dir.join(format!("{name}.db"));
-            fake_snapshot(&p, name.as_bytes());
-            let sha = check_file(&p, None).expect("good");
-            write_meta(&dir, &meta(name, i as u64, sha)).expect("meta");
-        }
-        std::fs::write(dir.join(".tmp-x"), b"partial").expect("tmp");
-        let r = store.retain(&loc, 2).await.expect("retain");
-        assert_eq!(r.deleted, ["b2", "b1"]);
-        assert_eq!(r.good, ["b4", "b3"]);
-        let listed = store.list(&loc).await.expect("list");
-        let names: Vec<String> = listed.into_iter().map(|m| m.name).collect();
-        assert_eq!(names, ["b4", "b3"]);
-        assert!(!dir.join(".tmp-x").exists());
-        assert!(store.any_good(&loc).await);
-        // Damage the newest: restore falls back to the older good one.
-        std::fs::write(
-            dir.join("b4.db"),
-            b"garbage garbage garbage garbage garbage",
-        )
-        .expect("write");
-        let (good, problems) = store.newest_good(&loc).await.expect("newest");
-        assert_eq!(good.map(|m| m.name).as_deref(), Some("b3"));
-        assert_eq!(problems.len(), 1);
-        assert!(store.check_restorable(&loc, "b4").await.is_err());
-        assert!(store.check_restorable(&loc, "b3").await.is_ok());
-        let e = store
-            .check_restorable(&loc, "nope")
-            .await
-            .expect_err("missing");
-        assert!(e.to_string().contains("b3"), "{e}");
-        // Retention does not count the damaged one: with one to keep, the
-        // good b3 stays (b4 too, newer, listed as damaged).
-        let r = store.retain(&loc, 1).await.expect("retain");
-        assert_eq!(
-            r,
-            Retained {
-                deleted: vec![],
-                good: vec!["b3".into()],
-                damaged: vec!["b4".into()],
-            }
-        );
-        assert!(dir.join("b3.db").is_file());
-        // A snapshot deleted by hand: its meta goes at the next retention;
-        // the other backups and unrelated files stay.
-        std::fs::remove_file(dir.join("b3.db")).expect("rm");
-        std::fs::write(dir.join("notes.json"), "{}").expect("other json");
-        store.retain(&loc, 1).await.expect("retain");
-        assert!(!dir.join("b3.json").exists());
-        assert!(dir.join("b4.json").is_file());
-        assert!(dir.join("notes.json").is_file());
-    }
-
-    #[tokio::test]
-    async fn a_backup_is_set_aside_for_a_restore_and_dropped_after() {
-        let state = tempfile::tempdir().expect("tempdir");
-        let (store, loc) = store(state.path());
-        // Another cluster's backup, in its default folder.
-        let other = store.dir(&Location::of("old", None));
-        std::fs::create_dir_all(&other).expect("mkdir");
-        fake_snapshot(&other.join("b1.db"), b"the data");
-        let sha = check_file(&other.join("b1.db"), None).expect("good");
-        write_meta(&other, &meta("b1", 1, sha)).expect("meta");
-        let source = store.open_for_restore(&loc, "b1").await.expect("found");
-        let copy = state.path().join("clusters/demo/restore.db");
-        assert_eq!(source.as_str(), copy.to_string_lossy());
-        check_file(&copy, None).expect("a good copy");
-        assert!(!store.any_good(&loc).await, "demo itself has no backup");
-        store.close_restore(&source).await;
-        assert!(!copy.exists());
-        assert!(other.join("b1.db").is_file(), "the backup itself stays");
-    }
+/// The backups of `location`'s cluster in `dir`.
+fn own_list(dir: &std::path::Path, location: &Location) -> Result<Vec<BackupMeta>> {
+    backup::list_own(dir, &location.cluster, location.uid.as_deref())
 }
+
+#[cfg(test)]
+#[path = "backups_tests.rs"]
+mod tests;

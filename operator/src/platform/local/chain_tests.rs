@@ -32,7 +32,14 @@ async fn retention_keeps_chains_whole() {
     let dir = store.dir(&loc);
     std::fs::create_dir_all(&dir).expect("mkdir");
     let mut metas = Vec::new();
-    for (i, name) in ["b1", "b2", "b3"].iter().enumerate() {
+    for (i, name) in [
+        "demo-20260101-000000-001",
+        "demo-20260101-000000-002",
+        "demo-20260101-000000-003",
+    ]
+    .iter()
+    .enumerate()
+    {
         let p = dir.join(format!("{name}.db"));
         fake_snapshot(&p, name.as_bytes());
         let sha = check_file(&p, None).expect("good");
@@ -48,23 +55,25 @@ async fn retention_keeps_chains_whole() {
         metas.push(m);
     }
     // Something outside the folder named like a segment stays.
-    let outside = state.path().join(segment_file("b1", 1));
+    let outside = state
+        .path()
+        .join(segment_file("demo-20260101-000000-001", 1));
     std::fs::write(&outside, b"not ours").expect("outside");
     // The newest base damaged: the last good chain (b2) is kept whole,
     // b3 too (damaged, newer), b1 goes with all its segments.
     std::fs::write(
-        dir.join("b3.db"),
+        dir.join("demo-20260101-000000-003.db"),
         b"garbage garbage garbage garbage garbage",
     )
     .expect("damage");
     let r = store.retain(&loc, 1).await.expect("retain");
-    assert_eq!(r.deleted, ["b1"]);
-    assert_eq!(r.good, ["b2"]);
+    assert_eq!(r.deleted, ["demo-20260101-000000-001"]);
+    assert_eq!(r.good, ["demo-20260101-000000-002"]);
     let left: Vec<(String, u64)> = chain::segment_files(&dir)
         .into_iter()
         .map(|(b, n, _)| (b, n))
         .collect();
-    let want: Vec<(String, u64)> = ["b2", "b3"]
+    let want: Vec<(String, u64)> = ["demo-20260101-000000-002", "demo-20260101-000000-003"]
         .iter()
         .flat_map(|b| (1..=3).map(move |n| (b.to_string(), n)))
         .collect();
@@ -110,7 +119,7 @@ async fn a_store_without_chains_says_so() {
         }
         async fn close_restore(&self, _: &crate::backup::RestoreSource) {}
     }
-    let m = meta("b1", 1, "aa".into());
+    let m = meta("demo-20260101-000000-001", 1, "aa".into());
     let loc = Location::of("demo", None);
     let e = Bare.chain(&loc, &m).await.expect_err("unsupported");
     assert!(e.to_string().contains("local platform only"), "{e}");

@@ -7,6 +7,7 @@
 
 pub mod addr;
 pub mod backup_job;
+pub mod backup_place;
 pub mod backups;
 pub mod binaries;
 mod aside;
@@ -16,6 +17,8 @@ pub mod deleted;
 pub mod follow_job;
 pub mod layout;
 pub mod merge;
+#[cfg(test)]
+mod owned_tests;
 pub mod process;
 mod records;
 pub mod restore_check;

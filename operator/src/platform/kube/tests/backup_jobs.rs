@@ -129,6 +129,8 @@ async fn a_backup_creates_the_claim_then_a_job_and_reads_its_report() {
                 "backup-job",
                 "--cluster",
                 "demo",
+                "--uid",
+                "uid-1",
                 "save",
                 "--member",
                 "demo-1",

@@ -45,6 +45,8 @@ pub const JOBS: &str = "/apis/batch/v1/namespaces/default/jobs";
 struct BackupJob {
     #[arg(long)]
     cluster: String,
+    #[arg(long)]
+    uid: Option<String>,
     #[command(subcommand)]
     op: Op,
 }
@@ -168,9 +170,14 @@ async fn run(job: &Value, root: &Path, dns: &BTreeMap<String, String>) -> (bool,
             let state = folder("backups");
             std::fs::create_dir_all(&state).expect("a claim folder");
             let tools = Arc::new(Binaries::new(vec![binaries()]));
-            let report =
-                crate::platform::local::backup_job::run(&state, &parsed.cluster, &parsed.op, tools)
-                    .await;
+            let report = crate::platform::local::backup_job::run(
+                &state,
+                &parsed.cluster,
+                parsed.uid.as_deref(),
+                &parsed.op,
+                tools,
+            )
+            .await;
             (report.error.is_none(), format!("{}\n", report.line()))
         }
         Some("restore") => {

@@ -139,6 +139,8 @@ async fn a_restore_check_job_verifies_a_backup_and_catches_a_foreign_snapshot() 
             "backup-job",
             "--cluster",
             "demo",
+            "--uid",
+            "uid-1",
             "prove",
             "--backup",
             b1.name,
