@@ -1,10 +1,10 @@
-//! The raft timing the README recommends for loopback keeps a loaded 2-core
+//! The raft timing the guide (docs/src/spec.md) recommends for loopback keeps a loaded 2-core
 //! machine free of spurious elections, against real etcd: a 3-member
 //! cluster with that `spec.tuning`, every core kept busy by spinning
 //! threads and a writer through every endpoint, for a bounded window; the
 //! raft term must not move (no election) and no write may fail.
 //!
-//! The timing is read from the README's guidance table (the "loopback"
+//! The timing is read from the guide's guidance table (the "loopback"
 //! row) and must be the one `scenarios/kill-leader-fast.yaml` uses, so the
 //! documentation, the scenario and this test cannot drift apart.
 //! `TUNING_UNDER_LOAD=HB/ET` (milliseconds, e.g. `5/25`) runs the same test
@@ -63,14 +63,14 @@ fn millis(s: &str) -> Option<u32> {
     s.trim().trim_matches('`').strip_suffix("ms")?.parse().ok()
 }
 
-/// The (heartbeat, election) the README recommends for one machine.
+/// The (heartbeat, election) the guide recommends for one machine.
 fn readme_loopback_tuning() -> (u32, u32) {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md");
-    let readme = std::fs::read_to_string(path).expect("README.md");
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/src/spec.md");
+    let readme = std::fs::read_to_string(path).expect("docs/src/spec.md");
     let row = readme
         .lines()
         .find(|l| l.starts_with("| one machine (loopback)"))
-        .expect("the README's tuning table has a loopback row");
+        .expect("the guide's tuning table (docs/src/spec.md) has a loopback row");
     let cell = row.split('|').nth(2).expect("a heartbeat / election cell");
     let (h, e) = cell.split_once('/').expect("heartbeat / election");
     match (millis(h), millis(e)) {
@@ -102,7 +102,7 @@ fn the_recommended_loopback_tuning_has_no_election_on_a_loaded_machine() {
     assert_eq!(
         scenario_tuning(),
         recommended,
-        "scenarios/kill-leader-fast.yaml and the README's loopback guidance differ"
+        "scenarios/kill-leader-fast.yaml and the guide's loopback guidance differ"
     );
     let (hb, et) = match std::env::var("TUNING_UNDER_LOAD") {
         Ok(v) => {

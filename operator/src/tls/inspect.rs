@@ -258,11 +258,15 @@ mod tests {
     fn an_encrypted_key_is_named_as_such() {
         let pair = CertKey {
             cert: String::new(),
-            key: "-----BEGIN ENCRYPTED PRIVATE KEY-----\nAAAA\n-----END ENCRYPTED PRIVATE KEY-----\n"
-                .into(),
+            key:
+                "-----BEGIN ENCRYPTED PRIVATE KEY-----\nAAAA\n-----END ENCRYPTED PRIVATE KEY-----\n"
+                    .into(),
         };
         let e = key_matches("tls.crt in /certs", &pair).expect_err("refused");
-        assert!(e.to_string().contains("the private key is encrypted"), "{e}");
+        assert!(
+            e.to_string().contains("the private key is encrypted"),
+            "{e}"
+        );
     }
 
     #[test]

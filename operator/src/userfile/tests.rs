@@ -43,7 +43,10 @@ fn fifos_devices_folders_and_large_files_are_refused_naming_what_they_are() {
     ] {
         let e = read_blocking(&path, PEM_MAX_BYTES).expect_err("refused");
         let m = e.to_string();
-        assert!(m.contains(words) && m.contains(&path.display().to_string()), "{m}");
+        assert!(
+            m.contains(words) && m.contains(&path.display().to_string()),
+            "{m}"
+        );
     }
     let missing = read_blocking(&dir.path().join("nope"), 10).expect_err("missing");
     assert_eq!(missing.kind(), std::io::ErrorKind::NotFound);

@@ -50,7 +50,10 @@ pub fn delete_requests(state: &Path, missing: &HashSet<String>) -> HashSet<Strin
         return HashSet::new();
     };
     let mut out = HashSet::new();
-    for name in entries.flatten().filter_map(|e| e.file_name().to_str().map(String::from)) {
+    for name in entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().map(String::from))
+    {
         if check_cluster_name(&name).is_err() {
             continue;
         }

@@ -3,7 +3,7 @@
 //! the whole folder of a deleted cluster ([`super::deleted`]).
 
 use super::{LocalPlatform, Result, deleted, io_err, process};
-use crate::platform::Error;
+use crate::platform::{Error, Platform};
 
 impl LocalPlatform {
     /// Stops every member and moves its data to `lost-TAG/` in the

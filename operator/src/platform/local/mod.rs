@@ -6,11 +6,11 @@
 //! through a pidfd) without restarting them.
 
 pub mod addr;
+mod aside;
 pub mod backup_job;
 pub mod backup_place;
 pub mod backups;
 pub mod binaries;
-mod aside;
 #[cfg(test)]
 mod chain_tests;
 pub mod deleted;
