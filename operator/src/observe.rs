@@ -220,6 +220,7 @@ pub async fn observe<P: Platform>(
             crash_looping: m.crash_looping || crash_looping.contains(&m.addr.name),
             version: m.version,
             tuning: m.tuning,
+            backend: m.backend.clone(),
             bootstrap: m.bootstrap,
             tls: TlsState {
                 files: m.tls.clone(),

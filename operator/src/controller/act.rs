@@ -108,6 +108,7 @@ pub(super) async fn run<P: Platform>(
             let settings = Settings {
                 version: *to,
                 tuning: spec.tuning,
+                backend: spec.backend.clone(),
             };
             c.crashes.started(member);
             Ok(c.platform.restart(&c.name, member, &settings).await?)
@@ -117,6 +118,7 @@ pub(super) async fn run<P: Platform>(
             let settings = Settings {
                 version: on_platform.map_or(spec.version, |p| p.version),
                 tuning: spec.tuning,
+                backend: spec.backend.clone(),
             };
             c.crashes.started(member);
             Ok(c.platform.restart(&c.name, member, &settings).await?)

@@ -146,12 +146,14 @@ impl MemberConfig {
 /// writes them into the member's recorded config, so a restart cut short
 /// is finished by the next start. (A TLS change restarts a member through
 /// [`crate::platform::Platform::reconfigure`], with new URLs as well.)
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Settings {
     /// The etcd version.
     pub version: Version,
     /// Election timing.
     pub tuning: Tuning,
+    /// Backend quota and auto-compaction.
+    pub backend: Backend,
 }
 
 impl Settings {
@@ -159,5 +161,6 @@ impl Settings {
     pub fn apply(&self, config: &mut MemberConfig) {
         config.version = self.version;
         config.tuning = self.tuning;
+        config.backend = self.backend.clone();
     }
 }

@@ -106,7 +106,9 @@ impl fmt::Display for Step {
             ),
             Step::Restart { member, why } => {
                 let why = match why {
-                    RestartWhy::Tuning => "to apply spec.tuning",
+                    RestartWhy::Settings => {
+                        "to apply spec.tuning, spec.quotaBackendBytes and spec.compaction"
+                    }
                 };
                 write!(f, "restart member {member} {why}")
             }

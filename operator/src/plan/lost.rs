@@ -96,6 +96,7 @@ mod tests {
                 tls: Default::default(),
                 certs_due: false,
                 tuning: Default::default(),
+                backend: Default::default(),
             }),
             etcd: None,
             healthy: false,

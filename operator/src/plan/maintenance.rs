@@ -154,7 +154,10 @@ impl View<'_> {
             .filter(|a| a.kind == AlarmKind::NoSpace)
             .collect();
         if !nospace.is_empty() {
-            return Some(self.clear_nospace(&nospace, policy));
+            // None: the keys fill the quota the members run with, and the
+            // spec asks for a larger one: members restart with it first
+            // (the roll), then the alarm is cleared.
+            return self.clear_nospace(&nospace, policy);
         }
         self.scheduled_defrag(policy)
     }
@@ -214,7 +217,7 @@ impl View<'_> {
     /// followers first, the leader last, each only when it is safe; the
     /// alarms are disarmed only when every member that needs it is in the
     /// order (the leader waits for every follower).
-    fn clear_nospace(&self, alarms: &[&Alarm], policy: &DbPolicy) -> Step {
+    fn clear_nospace(&self, alarms: &[&Alarm], policy: &DbPolicy) -> Option<Step> {
         let compact_to = (self.db.revision > self.db.compacted).then_some(self.db.revision);
         let leader = |m: &Member| m.etcd.is_some_and(|e| e.leader);
         let needing: Vec<&Member> = self
@@ -236,7 +239,7 @@ impl View<'_> {
             defrag_order.push(m.name.clone());
         }
         if compact_to.is_some() || !defrag_order.is_empty() {
-            return Step::ClearNoSpace {
+            return Some(Step::ClearNoSpace {
                 compact_to,
                 disarm: if all {
                     alarms.iter().map(|a| **a).collect()
@@ -244,25 +247,37 @@ impl View<'_> {
                     Vec::new()
                 },
                 defrag_order,
-            };
+            });
         }
         if !all {
-            return Step::Wait(Wait::DefragWouldRiskQuorum);
+            return Some(Step::Wait(Wait::DefragWouldRiskQuorum));
         }
+        // Judged by the quota the members run with, not the spec's: etcd
+        // raises NOSPACE again at once above its own.
+        let quota = self.running_quota().unwrap_or(policy.quota);
         let largest = self.members.iter().map(|m| m.db.size).max().unwrap_or(0);
-        if room_again(largest, policy.quota) {
-            Step::ClearNoSpace {
+        if room_again(largest, quota) {
+            Some(Step::ClearNoSpace {
                 compact_to: None,
                 defrag_order: Vec::new(),
                 disarm: alarms.iter().map(|a| **a).collect(),
-            }
+            })
+        } else if policy.quota > quota {
+            None
         } else {
             let in_use = self.members.iter().map(|m| m.db.in_use).max().unwrap_or(0);
-            Step::Wait(Wait::QuotaFull {
-                in_use,
-                quota: policy.quota,
-            })
+            Some(Step::Wait(Wait::QuotaFull { in_use, quota }))
         }
+    }
+
+    /// The smallest backend quota a member runs with (`None` when no
+    /// member's configuration is known).
+    fn running_quota(&self) -> Option<i64> {
+        self.members
+            .iter()
+            .filter_map(|m| m.platform.as_ref())
+            .map(|p| p.backend.quota())
+            .min()
     }
 
     /// Defragmentation by `spec.defrag`: members whose schedule came due

@@ -394,11 +394,12 @@ impl<'a> View<'a> {
     }
 
     /// Whether a member runs another version or other settings than the
-    /// spec asks for.
+    /// spec asks for: one comparison of everything etcd takes only at start
+    /// ([`crate::member::Settings`]), so a new such field cannot be missed.
     fn behind(m: &Member, d: &Desired) -> bool {
         m.platform
             .as_ref()
-            .is_some_and(|p| p.version != d.version || p.tuning != d.tuning)
+            .is_some_and(|p| p.settings() != d.settings())
     }
 
     /// Next member to move to the spec's version and settings (a restart
@@ -442,7 +443,7 @@ impl<'a> View<'a> {
         } else {
             Step::Restart {
                 member: first.name.clone(),
-                why: RestartWhy::Tuning,
+                why: RestartWhy::Settings,
             }
         }
     }

@@ -3,8 +3,8 @@
 
 pub use super::maintenance::{Alarm, AlarmKind, ClusterDb, DbFacts, DbPolicy, DefragWhy, KvHash};
 use crate::crd::StoragePolicy;
-use crate::member::MemberTls;
 use crate::member::Tuning;
+use crate::member::{Backend, MemberTls, Settings};
 use crate::validate::ValidSpec;
 use crate::version::Version;
 
@@ -23,6 +23,8 @@ pub struct Desired {
     pub restore_from_backup: bool,
     /// Raft timing every member should run with.
     pub tuning: Tuning,
+    /// The backend quota and auto-compaction members run with.
+    pub backend: Backend,
     /// Hand the leadership over before a planned restart or removal of
     /// the leader (on unless the operator runs with
     /// `--no-leader-handover`, a switch for benchmarks).
@@ -48,6 +50,28 @@ pub struct TlsWanted {
     pub trust: String,
 }
 
+impl Desired {
+    /// What members must run with, of what etcd takes only at start.
+    pub fn settings(&self) -> Settings {
+        Settings {
+            version: self.version,
+            tuning: self.tuning,
+            backend: self.backend.clone(),
+        }
+    }
+}
+
+impl Runtime {
+    /// What the member runs with, of what etcd takes only at start.
+    pub fn settings(&self) -> Settings {
+        Settings {
+            version: self.version,
+            tuning: self.tuning,
+            backend: self.backend.clone(),
+        }
+    }
+}
+
 impl From<&ValidSpec> for Desired {
     fn from(s: &ValidSpec) -> Self {
         Desired {
@@ -62,6 +86,7 @@ impl From<&ValidSpec> for Desired {
                 trust: String::new(),
             },
             tuning: s.tuning,
+            backend: s.backend.clone(),
             handover: true,
             db: DbPolicy {
                 quota: s.backend.quota(),
@@ -153,6 +178,8 @@ pub struct Runtime {
     pub version: Version,
     /// The raft timing it runs (or will run) with.
     pub tuning: Tuning,
+    /// The backend quota and auto-compaction it runs (or will run) with.
+    pub backend: Backend,
     /// One of the members the cluster was bootstrapped with.
     pub bootstrap: bool,
     /// Its TLS files and listeners, and its URLs' schemes.
@@ -337,8 +364,10 @@ pub enum Step {
 /// Why a member is restarted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RestartWhy {
-    /// `spec.tuning` changed.
-    Tuning,
+    /// A setting etcd takes only at start changed in the spec
+    /// (`spec.tuning`, `spec.quotaBackendBytes`, `spec.compaction`): one
+    /// comparison of [`Settings`] finds every such change.
+    Settings,
 }
 
 /// Why a member is removed.

@@ -118,6 +118,8 @@ pub struct PlatformMember {
     pub version: Version,
     /// The raft timing it runs or will run with.
     pub tuning: Tuning,
+    /// The backend quota and auto-compaction it runs (or will run) with.
+    pub backend: crate::member::Backend,
     /// One of the bootstrap members.
     pub bootstrap: bool,
     /// When it was last started.

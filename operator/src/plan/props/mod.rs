@@ -10,7 +10,7 @@
 use proptest::prelude::*;
 
 use super::*;
-use crate::member::Tuning;
+use crate::member::{Backend, Tuning};
 use crate::version::Version;
 
 const V34: Version = Version::new(3, 4, 23);
@@ -29,6 +29,7 @@ struct M {
     has_data: bool,
     version: Version,
     tuning: Tuning,
+    backend: Backend,
     bootstrap: bool,
     /// TLS as configured on the platform.
     tls: TlsState,
@@ -199,6 +200,7 @@ impl Model {
                         crash_looping: false,
                         version: m.version,
                         tuning: m.tuning,
+                        backend: m.backend.clone(),
                         bootstrap: m.bootstrap,
                         tls: m.tls.clone(),
                         certs_due: m.certs_due,
@@ -283,6 +285,7 @@ impl Model {
             has_data: true,
             version: d.version,
             tuning: d.tuning,
+            backend: d.backend.clone(),
             bootstrap,
             listed_https: tls.peer_https,
             tls,
@@ -340,8 +343,13 @@ impl Model {
                 let m = self.find(member);
                 m.version = *to;
                 m.tuning = d.tuning;
+                m.backend = d.backend.clone();
             }
-            Step::Restart { member, .. } => self.find(member).tuning = d.tuning,
+            Step::Restart { member, .. } => {
+                let m = self.find(member);
+                m.tuning = d.tuning;
+                m.backend = d.backend.clone();
+            }
             Step::MoveLeader { id, .. } => self.preferred = Some(*id),
             Step::RenewCertificates { member } => self.find(member).certs_due = false,
             Step::Reconfigure { member, to, .. } => {
@@ -585,3 +593,4 @@ fn event() -> impl Strategy<Value = Event> {
 mod db_rules;
 mod rebuild;
 mod rules;
+mod settings;

@@ -191,6 +191,10 @@ pub(super) fn desired(size: usize, version: Version, storage: StoragePolicy) -> 
         restore_from_backup: false,
         tls: TlsWanted::default(),
         tuning: Tuning::default(),
+        backend: Backend {
+            quota_backend_bytes: Some(QUOTA),
+            compaction: None,
+        },
         handover: true,
         db: DbPolicy {
             quota: QUOTA,

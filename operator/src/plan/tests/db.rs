@@ -34,7 +34,20 @@ fn nospace(members: Vec<Member>, revision: i64, compacted: i64) -> Observed {
 fn quota(mib: i64) -> Desired {
     let mut d = desired(3);
     d.db.quota = mib * MIB;
+    d.backend.quota_backend_bytes = Some(mib * MIB);
     d
+}
+
+/// The plan for members that run with the spec's backend settings (as
+/// they do once restarted with them).
+fn planned(d: &Desired, o: &Observed) -> Step {
+    let mut o = o.clone();
+    for m in &mut o.members {
+        if let Some(p) = &mut m.platform {
+            p.backend = d.backend.clone();
+        }
+    }
+    plan(d, &o)
 }
 
 const ALARM: Alarm = Alarm {
@@ -57,7 +70,7 @@ fn nospace_is_cleared_in_one_step_compact_followers_leader_disarm() {
     // demo-0 leads: it comes last, after the followers in their order.
     let o = nospace(full().collect(), 500, 0);
     let all = clear(Some(500), &["demo-1", "demo-2", "demo-0"], &[ALARM]);
-    assert_eq!(plan(&d, &o), all);
+    assert_eq!(planned(&d, &o), all);
     // Another leader: still last.
     let mut m: Vec<Member> = full().collect();
     for (i, m) in m.iter_mut().enumerate() {
@@ -66,7 +79,7 @@ fn nospace_is_cleared_in_one_step_compact_followers_leader_disarm() {
             e
         });
     }
-    let step = plan(&d, &nospace(m, 500, 0));
+    let step = planned(&d, &nospace(m, 500, 0));
     assert_eq!(
         step,
         clear(Some(500), &["demo-0", "demo-2", "demo-1"], &[ALARM])
@@ -83,18 +96,18 @@ fn a_step_cut_short_is_finished_by_the_next_pass() {
         .map(|m| sized(m, 64 * MIB, MIB))
         .collect();
     m[1] = defragged(m[1].clone(), MIB);
-    let step = plan(&d, &nospace(m.clone(), 500, 500));
+    let step = planned(&d, &nospace(m.clone(), 500, 500));
     assert_eq!(step, clear(None, &["demo-2", "demo-0"], &[ALARM]));
     // Every member defragmented, the alarm still raised (the disarm
     // failed): only the disarm is left.
     let m: Vec<Member> = m.into_iter().map(|m| defragged(m, MIB)).collect();
     assert_eq!(
-        plan(&d, &nospace(m.clone(), 500, 500)),
+        planned(&d, &nospace(m.clone(), 500, 500)),
         clear(None, &[], &[ALARM])
     );
     // Written to since: compacted again first, nothing defragmented.
     assert_eq!(
-        plan(&d, &nospace(m, 600, 500)),
+        planned(&d, &nospace(m, 600, 500)),
         clear(Some(600), &[], &[ALARM])
     );
 }
@@ -109,7 +122,7 @@ fn every_nospace_alarm_is_disarmed_in_the_same_step() {
         kind: AlarmKind::NoSpace,
     };
     o.db.alarms.push(other);
-    assert_eq!(plan(&d, &o), clear(None, &[], &[ALARM, other]));
+    assert_eq!(planned(&d, &o), clear(None, &[], &[ALARM, other]));
 }
 
 #[test]
@@ -127,11 +140,11 @@ fn without_a_member_to_spare_it_compacts_and_disarms_nothing() {
             .map(|m| sized(m, 64 * MIB, 64 * MIB))
     };
     assert_eq!(
-        plan(&d, &nospace(two().collect(), 500, 0)),
+        planned(&d, &nospace(two().collect(), 500, 0)),
         clear(Some(500), &[], &[])
     );
     assert_eq!(
-        plan(&d, &nospace(two().collect(), 500, 500)),
+        planned(&d, &nospace(two().collect(), 500, 500)),
         Step::Wait(Wait::DefragWouldRiskQuorum)
     );
     // A cluster of one is defragmented in place.
@@ -139,7 +152,7 @@ fn without_a_member_to_spare_it_compacts_and_disarms_nothing() {
     d.size = 1;
     let one = vec![sized(up("demo-0", 1), 64 * MIB, 64 * MIB)];
     assert_eq!(
-        plan(&d, &nospace(one, 500, 0)),
+        planned(&d, &nospace(one, 500, 0)),
         clear(Some(500), &["demo-0"], &[ALARM])
     );
 }
@@ -155,14 +168,17 @@ fn nospace_waits_while_the_keys_fill_the_quota_or_a_member_is_down() {
         500,
         500,
     );
-    assert!(matches!(plan(&d, &o), Step::Wait(Wait::QuotaFull { .. })));
+    assert!(matches!(
+        planned(&d, &o),
+        Step::Wait(Wait::QuotaFull { .. })
+    ));
     // A member down: it is restarted first, nothing is defragmented.
     let mut m: Vec<Member> = three()
         .into_iter()
         .map(|m| sized(m, 64 * MIB, MIB))
         .collect();
     m[1] = killed(m[1].clone());
-    let step = plan(&d, &nospace(m, 500, 500));
+    let step = planned(&d, &nospace(m, 500, 500));
     assert_eq!(
         step,
         Step::Start {
@@ -182,7 +198,7 @@ fn every_member_is_defragmented_once_per_alarm_whatever_its_bytes_in_use_say() {
         .map(|m| sized(m, 16 * MIB, 16 * MIB))
         .collect();
     assert_eq!(
-        plan(&d, &nospace(m, 500, 500)),
+        planned(&d, &nospace(m, 500, 500)),
         clear(None, &["demo-1", "demo-2", "demo-0"], &[ALARM])
     );
 }
@@ -195,7 +211,7 @@ fn scheduled_and_threshold_defrag_one_follower_at_a_time() {
     m[0] = sized(m[0].clone(), 40 * MIB, 4 * MIB); // the leader, 90% free
     m[2] = sized(m[2].clone(), 40 * MIB, 30 * MIB); // 25% free
     assert_eq!(
-        plan(&d, &cluster(m.clone())),
+        planned(&d, &cluster(m.clone())),
         Step::Defragment {
             member: "demo-0".into(),
             why: DefragWhy::Fragmented
@@ -203,7 +219,7 @@ fn scheduled_and_threshold_defrag_one_follower_at_a_time() {
     );
     m[1] = with(m[1].clone(), |m| m.db.defrag_due = true);
     assert_eq!(
-        plan(&d, &cluster(m)),
+        planned(&d, &cluster(m)),
         Step::Defragment {
             member: "demo-1".into(),
             why: DefragWhy::Scheduled
@@ -257,5 +273,39 @@ fn a_corrupt_alarm_of_a_member_gone_is_disarmed_else_reported() {
         Step::Wait(Wait::CorruptUnconfirmed {
             member: "demo-1".into()
         })
+    );
+}
+
+/// Following the operator's own advice under NOSPACE (raise the quota) made
+/// it disarm the alarm over and over while etcd kept its old quota and
+/// refused every write: the alarm is judged by the quota the members run
+/// with, and they restart with the new one first.
+#[test]
+fn a_raised_quota_restarts_the_members_before_the_alarm_is_judged_by_it() {
+    let old = quota(16);
+    let raised = quota(64);
+    let m: Vec<Member> = three()
+        .into_iter()
+        .map(|m| defragged(m, 16 * MIB))
+        .collect();
+    let mut o = nospace(m, 500, 500);
+    for m in &mut o.members {
+        if let Some(p) = &mut m.platform {
+            p.backend = old.backend.clone();
+        }
+    }
+    // Running 16 MiB with 16 MiB in use: no room, whatever the spec says.
+    assert!(
+        matches!(plan(&old, &o), Step::Wait(Wait::QuotaFull { quota, .. }) if quota == 16 * MIB)
+    );
+    // The spec raised: a member restarts with the new quota, no disarm.
+    assert!(
+        matches!(plan(&raised, &o), Step::Restart { ref member, .. } if member == "demo-1"),
+        "{:?}",
+        plan(&raised, &o)
+    );
+    // Once they all run it, the alarm goes.
+    assert!(
+        matches!(planned(&raised, &o), Step::ClearNoSpace { ref disarm, .. } if !disarm.is_empty())
     );
 }

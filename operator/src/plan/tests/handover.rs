@@ -94,7 +94,7 @@ fn new_tuning_is_rolled_out_followers_first_leader_last_after_a_handover() {
         plan(&d, &cluster(m.clone())),
         Step::Restart {
             member: "demo-1".into(),
-            why: RestartWhy::Tuning
+            why: RestartWhy::Settings
         }
     );
     for x in &mut m[1..] {
@@ -111,7 +111,7 @@ fn new_tuning_is_rolled_out_followers_first_leader_last_after_a_handover() {
         plan(&d, &cluster(m.clone())),
         Step::Restart {
             member: "demo-0".into(),
-            why: RestartWhy::Tuning
+            why: RestartWhy::Settings
         }
     );
     // A version change takes the tuning along: one restart, an Upgrade.

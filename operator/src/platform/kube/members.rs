@@ -182,7 +182,11 @@ fn member(
             // (an upgrade to an image that never runs leaves the member at
             // its version, and fixing the spec undoes it).
             let moved = match (&pod_config, &claim_config) {
-                (Some(p), Some(c)) if ready && (p.version, p.tuning) != (c.version, c.tuning) => {
+                (Some(p), Some(c))
+                    if ready
+                        && (p.version, p.tuning, &p.backend)
+                            != (c.version, c.tuning, &c.backend) =>
+                {
                     Some(p.clone())
                 }
                 _ => None,
@@ -209,6 +213,7 @@ fn member(
             has_data,
             version: config.version,
             tuning: config.tuning,
+            backend: config.backend.clone(),
             bootstrap: config.bootstrap,
             started_at: pod.and_then(started_at),
             call_url: pod

@@ -291,6 +291,7 @@ impl Platform for LocalPlatform {
                 running: running.is_some(),
                 version: record.config.version,
                 tuning: record.config.tuning,
+                backend: record.config.backend.clone(),
                 bootstrap: record.config.bootstrap,
                 started_at: record
                     .started_at

@@ -18,6 +18,7 @@ fn settings(version: &str, tuning: Tuning) -> Settings {
     Settings {
         version: version.parse().expect("a version"),
         tuning,
+        backend: Default::default(),
     }
 }
 
