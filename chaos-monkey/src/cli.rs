@@ -320,8 +320,20 @@ pub fn duration(s: &str) -> Result<Duration, String> {
             "must not be negative: expected 0s or more, {DURATION_HELP}"
         ));
     }
-    humantime::parse_duration(s.trim()).map_err(|e| format!("expected {DURATION_HELP} ({e})"))
+    let d = humantime::parse_duration(s.trim())
+        .map_err(|e| format!("expected {DURATION_HELP} ({e})"))?;
+    // A year bounds every interval a run can use (`100y` overflowed the
+    // schedule's arithmetic).
+    if d > MAX_DURATION {
+        return Err(format!(
+            "{s} is longer than a year (365d), the most a duration here may be"
+        ));
+    }
+    Ok(d)
 }
+
+/// The longest duration a flag takes.
+pub const MAX_DURATION: Duration = Duration::from_secs(365 * 86_400);
 
 /// A seed: a whole number from 0 to 2^64-1.
 pub fn seed(s: &str) -> Result<u64, String> {
@@ -515,5 +527,16 @@ mod tests {
         Args::command().debug_assert();
         let missing = etcd_operator::cli::docs::missing_examples(&Args::command());
         assert!(missing.is_empty(), "--help does not end with an example");
+    }
+
+    #[test]
+    fn durations_past_a_year_are_refused_naming_the_flag() {
+        let e =
+            Args::try_parse_from(["chaos-monkey", "--kill-interval", "100y"]).expect_err("refused");
+        assert!(
+            e.to_string().contains("--kill-interval") && e.to_string().contains("a year"),
+            "{e}"
+        );
+        assert!(Args::try_parse_from(["chaos-monkey", "--kill-interval", "365d"]).is_ok());
     }
 }

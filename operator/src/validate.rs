@@ -454,7 +454,13 @@ fn check_secret_name(name: &str) -> Result<(), ()> {
     if ok { Ok(()) } else { Err(()) }
 }
 
-/// A Go-style duration ("30m", "1h30m", "10s") as a std duration.
+/// The longest duration a spec may give (100 years): every interval and
+/// validity is far below it, and anything longer is a typo that would
+/// overflow a schedule's arithmetic.
+pub const MAX_DURATION: Duration = Duration::from_secs(100 * 365 * 86_400);
+
+/// A Go-style duration ("30m", "1h30m", "10s") as a std duration, from 0
+/// to [`MAX_DURATION`].
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let d: kube::core::Duration = s
         .trim()
@@ -463,7 +469,13 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     if d.is_negative() {
         return Err(format!("must not be negative, got {s:?}"));
     }
-    Ok(d.into())
+    let d: Duration = d.into();
+    if d > MAX_DURATION {
+        return Err(format!(
+            "{s:?} is longer than 100 years (876000h), the most a duration here may be"
+        ));
+    }
+    Ok(d)
 }
 
 /// A cluster name: a DNS label of at most [`MAX_NAME_LEN`] characters

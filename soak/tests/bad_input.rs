@@ -41,6 +41,31 @@ fn unknown_fields_are_refused_with_file_and_line() {
     );
 }
 
+/// Numbers and durations past any sane run were accepted (`writers:
+/// 100000000`, `duration: 2562048h`, chaos starting after the run ends).
+#[test]
+fn huge_numbers_and_durations_are_refused_naming_the_field() {
+    for (from, to, field) in [
+        ("duration: 10s", "duration: 2562048h", "duration"),
+        (
+            "chaos: {killInterval: 5s}",
+            "chaos: {killInterval: 5s, startAfter: 20s}",
+            "chaos.startAfter",
+        ),
+        (
+            "chaos: {killInterval: 5s}",
+            "chaos: {killInterval: 5s}\nload: {writers: 100000000}",
+            "load.writers",
+        ),
+    ] {
+        let (_d, path) = scenario(&GOOD.replace(from, to));
+        let o = run(&["check", &path], &[]);
+        assert_ne!(o.status.code(), Some(0), "{to}: {}", stderr(&o));
+        let out = format!("{}{}", stderr(&o), String::from_utf8_lossy(&o.stdout));
+        assert!(out.contains(field), "{to}: {out}");
+    }
+}
+
 #[test]
 fn impossible_bounds_are_refused_naming_the_field() {
     let (_d, path) = scenario(&GOOD.replace("availability: 0.9", "availability: 2"));

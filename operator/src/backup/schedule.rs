@@ -148,8 +148,12 @@ fn now_ms() -> u64 {
     .unwrap_or(u64::MAX)
 }
 
+/// `ms` since the epoch as RFC 3339, capped at the last second of 9999
+/// (RFC 3339 has four-digit years; past it the formatter panics).
 fn rfc3339(ms: u64) -> String {
-    humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
+    const MAX_MS: u64 = 253_402_300_799_000; // 9999-12-31T23:59:59Z
+    humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_millis(ms.min(MAX_MS)))
+        .to_string()
 }
 
 async fn run<S: BackupStore>(

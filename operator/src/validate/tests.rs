@@ -62,6 +62,28 @@ fn all_errors_reported_together() {
     );
 }
 
+/// A backup interval of 100000000h (or Go's limit, 2562048h) was accepted
+/// and the scheduler panicked formatting a year past 9999.
+#[test]
+fn durations_past_a_hundred_years_are_refused_naming_the_field() {
+    for huge in ["100000000h", "2562048h", "876001h"] {
+        let mut s = spec(3, "3.4.23");
+        s.backup = Some(BackupSpec {
+            interval: huge.into(),
+            max_backups: 3,
+            location: None,
+            restore_check: None,
+            continuous: None,
+        });
+        let e = validate("demo", &s, &V).expect_err("refused");
+        assert!(
+            e.to_string().contains("spec.backup.interval") && e.to_string().contains("100 years"),
+            "{e}"
+        );
+    }
+    assert!(parse_duration("876000h").is_ok());
+}
+
 #[test]
 fn backup_bounds() {
     let mut s = spec(3, "3.4.23");

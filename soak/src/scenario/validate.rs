@@ -136,6 +136,26 @@ pub fn validate(s: &Scenario) -> Result<(), Vec<String>> {
     if s.duration.get() == zero {
         err("duration", "must be more than 0s".into());
     }
+    // A soak is bounded: a week at most (2562048h was accepted).
+    let week = std::time::Duration::from_secs(7 * 86_400);
+    if s.duration.get() > week {
+        err(
+            "duration",
+            format!("must be at most 168h (a week), got {}", s.duration),
+        );
+    }
+    if let Some(after) = s.chaos.as_ref().and_then(|c| c.start_after)
+        && after.get() >= s.duration.get()
+        && s.duration.get() > zero
+    {
+        err(
+            "chaos.startAfter",
+            format!(
+                "must be shorter than duration ({}), got {after}: the chaos would never start",
+                s.duration
+            ),
+        );
+    }
     if s.settle.get() == zero {
         err("settle", "must be more than 0s".into());
     }
@@ -195,6 +215,11 @@ pub fn validate(s: &Scenario) -> Result<(), Vec<String>> {
     }
 
     let l = &s.load;
+    for (field, n) in [("load.writers", l.writers), ("load.readers", l.readers)] {
+        if n > MAX_CLIENTS {
+            err(field, format!("must be at most {MAX_CLIENTS}, got {n}"));
+        }
+    }
     if l.writers + l.readers > 0 && l.keys == 0 {
         err("load.keys", "must be at least 1".into());
     }
@@ -481,3 +506,7 @@ pub fn validate(s: &Scenario) -> Result<(), Vec<String>> {
     }
     if p.is_empty() { Ok(()) } else { Err(p) }
 }
+
+/// The most writers (or readers) a scenario may run: each is a task with
+/// its own connection (100000000 was accepted).
+pub const MAX_CLIENTS: u32 = 10_000;
