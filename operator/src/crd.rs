@@ -31,6 +31,16 @@ pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 /// Value of [`LABEL_MANAGED_BY`].
 pub const MANAGED_BY: &str = "etcd-operator";
 
+/// The label selector of member pods only (never a backup Job's pod, the
+/// continuous-backup follower's or any other the operator runs: those
+/// carry no [`LABEL_MEMBER`]), for the clusters `cluster` selects (a
+/// requirement such as `etcdoperator.dev/cluster` or
+/// `etcdoperator.dev/cluster in (a,b)`). The chaos monkey and the soak aim
+/// at members through it.
+pub fn member_pod_selector(cluster: &str) -> String {
+    format!("{LABEL_MANAGED_BY}={MANAGED_BY},{cluster},{LABEL_MEMBER}")
+}
+
 /// Desired state of an etcd cluster.
 // clippy reads the repeated `type_ = ...` of the printcolumns as duplicated
 // attributes; they are arguments of separate columns.

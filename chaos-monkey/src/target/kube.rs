@@ -22,8 +22,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use etcd_operator::crd::{
-    EtcdCluster, EtcdClusterStatus, LABEL_CLUSTER, LABEL_MANAGED_BY, LABEL_MEMBER, LABEL_NAME,
-    MANAGED_BY,
+    EtcdCluster, EtcdClusterStatus, LABEL_CLUSTER, LABEL_MEMBER, LABEL_NAME, member_pod_selector,
 };
 use etcd_operator::etcd::Clients;
 use etcd_operator::faults::{Fault, Role};
@@ -110,7 +109,9 @@ impl Kube {
             None => LABEL_CLUSTER.to_string(),
             Some(names) => format!("{LABEL_CLUSTER} in ({})", names.join(",")),
         };
-        let mut s = format!("{LABEL_MANAGED_BY}={MANAGED_BY},{cluster}");
+        // Members only: a backup Job's or the follower's pod is no member
+        // (it carries no member label), whatever else it shares.
+        let mut s = member_pod_selector(&cluster);
         if let Some(extra) = &self.selector {
             s.push(',');
             s.push_str(extra);

@@ -19,8 +19,11 @@ pub const NS: &str = "chaos";
 pub const WAIT: Duration = Duration::from_secs(30);
 /// The longest a whole mocked run may take.
 pub const RUN_WAIT: Duration = Duration::from_secs(120);
-/// `app.kubernetes.io/managed-by=etcd-operator,etcdoperator.dev/cluster`, URL-encoded.
-pub const MEMBERS: &str =
+/// `app.kubernetes.io/managed-by=etcd-operator,etcdoperator.dev/cluster,etcdoperator.dev/member`
+/// (member pods only: a Job's or the follower's pod has no member label), URL-encoded.
+pub const MEMBERS: &str = "app.kubernetes.io%2Fmanaged-by%3Detcd-operator%2Cetcdoperator.dev%2Fcluster%2Cetcdoperator.dev%2Fmember";
+/// The same up to the cluster requirement.
+const MANAGED_CLUSTER: &str =
     "app.kubernetes.io%2Fmanaged-by%3Detcd-operator%2Cetcdoperator.dev%2Fcluster";
 
 pub type Handle = mock::Handle<Request<Body>, Response<Body>>;
@@ -182,7 +185,7 @@ pub fn pods_uri(selector: &str) -> String {
 }
 
 pub fn in_clusters(names: &str) -> String {
-    format!("{MEMBERS}+in+%28{names}%29")
+    format!("{MANAGED_CLUSTER}+in+%28{names}%29%2Cetcdoperator.dev%2Fmember")
 }
 
 pub fn grace0(member: &str) -> Value {
