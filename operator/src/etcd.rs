@@ -250,6 +250,16 @@ impl Clients {
         self.pool.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Refuses a write when this replica may no longer lead
+    /// ([`crate::fence`]).
+    pub(crate) fn fenced(&self, op: &'static str, url: &str) -> Result<()> {
+        crate::fence::check().map_err(|e| Error {
+            op,
+            url: url.into(),
+            kind: ErrorKind::Refused(e.to_string()),
+        })
+    }
+
     /// Drops the cached client of `url`.
     pub fn forget(&self, url: &str) {
         self.lock().remove(url);
@@ -343,6 +353,7 @@ impl Clients {
 
     /// Adds a learner with `peer_url`; returns its id and the new member list.
     pub async fn add_learner(&self, url: &str, peer_url: &str) -> Result<(u64, Vec<ListedMember>)> {
+        self.fenced("add_learner", url)?;
         let peer = peer_url.to_string();
         let r = self
             .call("member add", url, |mut c| async move {
@@ -356,6 +367,7 @@ impl Clients {
 
     /// Removes member `id`. Succeeds if it is already gone.
     pub async fn remove(&self, url: &str, id: u64) -> Result<()> {
+        self.fenced("remove", url)?;
         match self
             .call("member remove", url, |mut c| async move {
                 c.member_remove(id).await
@@ -372,6 +384,7 @@ impl Clients {
 
     /// Sets the peer URLs of member `id` (etcd's member update).
     pub async fn update_peer_urls(&self, url: &str, id: u64, peer_urls: Vec<String>) -> Result<()> {
+        self.fenced("update_peer_urls", url)?;
         self.call("member update", url, |mut c| async move {
             c.member_update(id, peer_urls).await
         })
@@ -385,6 +398,7 @@ impl Clients {
     /// once `id` leads, or refuses ("not leader" when `leader_url` no
     /// longer leads; a timeout when the transfer did not finish).
     pub async fn move_leader(&self, leader_url: &str, id: u64) -> Result<()> {
+        self.fenced("move_leader", leader_url)?;
         self.call("move leader", leader_url, |mut c| async move {
             c.move_leader(id).await
         })
@@ -394,6 +408,7 @@ impl Clients {
 
     /// Promotes learner `id` to a voting member.
     pub async fn promote(&self, url: &str, id: u64) -> Result<()> {
+        self.fenced("promote", url)?;
         self.call("member promote", url, |mut c| async move {
             c.member_promote(id).await
         })

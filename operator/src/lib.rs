@@ -11,6 +11,7 @@ pub mod controller;
 pub mod crd;
 pub mod etcd;
 pub mod faults;
+pub mod fence;
 pub mod kube_names;
 pub mod manifest;
 pub mod member;

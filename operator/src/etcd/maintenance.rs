@@ -107,6 +107,7 @@ impl Clients {
 
     /// Disarms one alarm.
     pub async fn disarm(&self, url: &str, alarm: Alarm) -> Result<()> {
+        self.fenced("disarm", url)?;
         let kind = match alarm.kind {
             AlarmKind::NoSpace => AlarmType::Nospace,
             AlarmKind::Corrupt => AlarmType::Corrupt,
@@ -126,6 +127,7 @@ impl Clients {
     /// counts as done, once that member's compaction of it has finished:
     /// etcd answers it after the compactions queued before it.
     pub async fn compact(&self, url: &str, revision: i64) -> Result<()> {
+        self.fenced("compact", url)?;
         let r = self
             .long_call("compact", url, LONG_TIMEOUT, |mut c| async move {
                 c.compact(revision, Some(CompactionOptions::new().with_physical()))
@@ -143,6 +145,7 @@ impl Clients {
 
     /// Defragments the member at `url` (it serves nothing meanwhile).
     pub async fn defragment(&self, url: &str) -> Result<()> {
+        self.fenced("defragment", url)?;
         self.long_call("defragment", url, DEFRAG_TIMEOUT, |mut c| async move {
             c.defragment().await
         })

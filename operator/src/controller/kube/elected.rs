@@ -35,6 +35,8 @@ pub async fn run(
 ) -> Result<Ended, Error> {
     let shutdown = shutdown.boxed().shared();
     let health = opts.health.clone();
+    // From here every write needs a lease this replica can count on.
+    crate::fence::elect();
     tracing::info!(lease = %elector.lease(), identity = %elector.identity(),
         "leader election: waiting to lead");
     tokio::select! {

@@ -264,8 +264,10 @@ impl Elector {
     pub async fn acquire(&self, health: &Health) {
         let mut last: Option<String> = None;
         loop {
+            let started = tokio::time::Instant::now();
             let (said, standby) = match self.step(Timestamp::now()).await {
                 Ok(Role::Leader) => {
+                    crate::fence::renewed(started, self.timing.renew_deadline);
                     tracing::info!(lease = %self.lease(), identity = %self.identity,
                         "leader election: this replica now leads");
                     return;
@@ -297,12 +299,24 @@ impl Elector {
         let mut last_ok = tokio::time::Instant::now();
         loop {
             tokio::time::sleep(self.timing.retry).await;
+            let started = tokio::time::Instant::now();
             match self.step(Timestamp::now()).await {
-                Ok(Role::Leader) => last_ok = tokio::time::Instant::now(),
-                Ok(Role::Follower { holder }) => return Lost::Taken { holder },
+                Ok(Role::Leader) => {
+                    // Writes may go on until this renewal's start plus the
+                    // renew deadline (shorter than the lease), counted on
+                    // this process's own clock: a pause past it closes
+                    // the fence before anything else runs.
+                    crate::fence::renewed(started, self.timing.renew_deadline);
+                    last_ok = tokio::time::Instant::now();
+                }
+                Ok(Role::Follower { holder }) => {
+                    crate::fence::close();
+                    return Lost::Taken { holder };
+                }
                 Err(e) => {
                     tracing::warn!("leader election: cannot renew: {e}");
                     if last_ok.elapsed() >= self.timing.renew_deadline {
+                        crate::fence::close();
                         return Lost::Deadline {
                             error: e.to_string(),
                         };

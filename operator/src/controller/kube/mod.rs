@@ -318,6 +318,9 @@ async fn report_invalid(recorder: &Recorder, obj: &EtcdCluster, message: &str) {
         action: "Validate".into(),
         secondary: None,
     };
+    if crate::fence::check().is_err() {
+        return;
+    }
     if let Err(e) = recorder.publish(&event, &obj.object_ref(&())).await {
         tracing::warn!(cluster = %obj.name_any(), "cannot publish an event: {e}");
     }

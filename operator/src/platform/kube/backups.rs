@@ -143,6 +143,7 @@ impl KubeBackups {
                     location.storage_class.as_deref(),
                 );
                 let params = PatchParams::apply(FIELD_MANAGER).force();
+                crate::fence::check().map_err(|e| Error::Job(e.to_string()))?;
                 api.patch(&name, &params, &Patch::Apply(&claim))
                     .await
                     .map_err(|e| {

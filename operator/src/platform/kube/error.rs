@@ -71,6 +71,12 @@ pub(crate) fn is_not_found(e: &::kube::Error) -> bool {
     matches!(e, ::kube::Error::Api(s) if s.is_not_found())
 }
 
+impl From<crate::fence::Deposed> for Error {
+    fn from(e: crate::fence::Deposed) -> Self {
+        Error::Busy(e.to_string())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -417,6 +417,7 @@ impl Jobs {
     ) -> Result<Outcome, Error> {
         let name = job.name_any();
         let jobs = self.api::<Job>();
+        crate::fence::check()?;
         jobs.create(&PostParams::default(), job)
             .await
             .map_err(Error::api(format!("cannot create job {name}")))?;

@@ -307,6 +307,7 @@ impl KubePlatform {
             "kind": crate::crd::KIND,
             "status": status,
         });
+        crate::fence::check()?;
         self.api::<EtcdCluster>()
             .patch_status(name, &Self::apply_params(), &Patch::Apply(&patch))
             .await
@@ -444,6 +445,10 @@ impl Platform for KubePlatform {
             action: format!("{}-{words:016x}", notice.reason),
             secondary: None,
         };
+        if let Err(e) = crate::fence::check() {
+            tracing::warn!(%cluster, "not publishing an event ({}): {e}", notice.reason);
+            return;
+        }
         if let Err(e) = self.recorder.publish(&event, &reg.object).await {
             tracing::warn!(%cluster, "cannot publish an event ({}): {e}", notice.reason);
         }

@@ -53,6 +53,7 @@ impl KubePlatform {
             + Serialize
             + Debug,
     {
+        crate::fence::check()?;
         let what = format!("cannot apply {} {name}", K::kind(&()));
         let params = Self::apply_params();
         let patch = Patch::Apply(object);
@@ -71,6 +72,7 @@ impl KubePlatform {
     where
         K: Resource<Scope = Namespaced, DynamicType = ()> + Clone + DeserializeOwned + Debug,
     {
+        crate::fence::check()?;
         let what = format!("cannot patch {} {name}", K::kind(&()));
         let params = PatchParams {
             field_manager: Some(FIELD_MANAGER.into()),
@@ -88,6 +90,7 @@ impl KubePlatform {
     where
         K: Resource<Scope = Namespaced, DynamicType = ()> + Clone + DeserializeOwned + Debug,
     {
+        crate::fence::check()?;
         match self.api::<K>().delete(name, dp).await {
             Ok(_) => Ok(()),
             Err(e) if is_not_found(&e) => Ok(()),

@@ -374,3 +374,47 @@ async fn an_empty_dir_member_is_not_given_up_for_an_image_that_does_not_run() {
         "{m}"
     );
 }
+
+/// A replica that may have lost the Lease (its fence closed: paused past
+/// its renew deadline) sends no write at all: no status, no pod change, no
+/// Job, no member added in etcd. (Seen on a real node: a resumed replica
+/// created a backup Job 8 s after another replica held the Lease.)
+#[tokio::test]
+async fn a_deposed_replica_sends_no_write() {
+    crate::fence::elect();
+    let (client, api) = mock();
+    let for_jobs = client.clone();
+    let scenario = |api: ApiServer| async move { api };
+    let errors = play(
+        platform(client),
+        scenario,
+        |p| async move {
+            let r = resource(3, "3.5.1", StoragePolicy::Persistent);
+            let status = p.save_status("demo", &r).await.expect_err("refused");
+            let jobs = crate::platform::kube::jobs::Jobs::new(for_jobs, "default");
+            let job = crate::platform::kube::image_check::image_check_job(
+                "demo-image-check-x",
+                "demo",
+                "quay.io/coreos/etcd",
+                Version::new(3, 5, 1),
+                &k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference::default(),
+            );
+            let job = jobs.run(&job, "etcd-version").await.expect_err("refused");
+            (p, vec![status.to_string(), job.to_string()])
+        },
+        api,
+    )
+    .await;
+    for e in errors {
+        assert!(e.contains("may have lost its leadership"), "{e}");
+    }
+    let clients = crate::etcd::Clients::new(std::time::Duration::from_millis(200));
+    let e = clients
+        .add_learner("http://127.0.0.1:1", "http://127.0.0.2:2380")
+        .await
+        .expect_err("refused");
+    assert!(
+        e.to_string().contains("may have lost its leadership"),
+        "{e}"
+    );
+}
