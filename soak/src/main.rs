@@ -220,7 +220,7 @@ fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
         // A shorter run can inject fewer faults: scale the floor with it.
         let ratio = d.get().as_secs_f64() / scenario.duration.get().as_secs_f64().max(1e-9);
         if ratio < 1.0 {
-            scenario.bounds.min_faults = (scenario.bounds.min_faults as f64 * ratio).floor() as u64;
+            scenario.bounds.min_faults = scenario::scaled_floor(scenario.bounds.min_faults, ratio);
             // So can it see fewer restore checks; at least one stays asked for.
             if let Some(rc) = &mut scenario.bounds.restore_checks {
                 rc.min = ((rc.min as f64 * ratio).floor() as u64).max(1);

@@ -474,3 +474,15 @@ pub fn parse(file: &Path, text: &str) -> Result<Scenario, Error> {
 
 #[cfg(test)]
 mod tests;
+
+/// A floor (`bounds.minFaults`) for a run shortened to `ratio` of the
+/// scenario's duration: rounded up, and never to 0 when it was more (a
+/// 5-minute run of a 1-hour scenario had `faults injected >= 0`, a bound
+/// that cannot fail).
+pub fn scaled_floor(n: u64, ratio: f64) -> u64 {
+    if n == 0 {
+        return 0;
+    }
+    let scaled = (n as f64 * ratio.clamp(0.0, 1.0)).ceil();
+    (scaled as u64).clamp(1, n)
+}

@@ -411,3 +411,15 @@ fn restore_checks_need_the_operators_checks_and_a_reachable_min() {
     ));
     assert!(e.contains("max"), "{e}");
 }
+
+#[test]
+fn a_shortened_runs_fault_floor_rounds_up_and_never_to_zero() {
+    assert_eq!(
+        super::scaled_floor(3, 5.0 / 60.0),
+        1,
+        "3 of an hour in 5 minutes"
+    );
+    assert_eq!(super::scaled_floor(100, 5.0 / 60.0), 9);
+    assert_eq!(super::scaled_floor(0, 0.5), 0, "no floor stays none");
+    assert_eq!(super::scaled_floor(7, 1.0), 7);
+}
