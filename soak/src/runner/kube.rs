@@ -32,6 +32,9 @@ pub struct Kube {
     /// The client certificate of a cluster whose clients use TLS (its
     /// Secret `CLUSTER-client-tls`), read again at every refresh.
     tls: Arc<Mutex<Option<etcd_operator::tls::ClientTls>>>,
+    /// What the routes to the members said while the cluster was being
+    /// brought up, for the report's notes ([`super::platform::Notes`]).
+    pub(super) unsaid: super::platform::Notes,
 }
 
 impl std::fmt::Debug for Kube {
@@ -89,7 +92,7 @@ impl Kube {
         api.list(&ListParams::default().limit(1))
             .await
             .map_err(setup_err(
-                "cannot list EtcdClusters (is the CRD applied? `kubectl apply -f deploy/`)",
+                "cannot list EtcdClusters (is the operator installed? `kubectl apply -k deploy/`)",
             ))?;
         let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
         Ok(Kube {
@@ -101,6 +104,7 @@ impl Kube {
             cluster: cluster.clone(),
             cache: Arc::default(),
             forwards: Forwards::new(pods, &cluster.name),
+            unsaid: super::platform::Notes::default(),
         })
     }
 

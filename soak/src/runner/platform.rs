@@ -62,7 +62,22 @@ impl Platform {
             Platform::Local(l) => l.supervise(),
             Platform::Kube(k) => {
                 let notes = k.refresh().await;
-                (!notes.is_empty()).then(|| notes.join("; "))
+                k.unsaid.say(notes)
+            }
+        }
+    }
+
+    /// [`Platform::tend`] where its notes have nowhere to go yet (the
+    /// cluster being brought up): kept for the next `tend` to say, so the
+    /// report says how each member was first reached.
+    pub(super) async fn tend_keeping(&mut self) {
+        match self {
+            Platform::Local(l) => {
+                l.supervise();
+            }
+            Platform::Kube(k) => {
+                let notes = k.refresh().await;
+                k.unsaid.keep(notes);
             }
         }
     }
@@ -93,5 +108,42 @@ impl Platform {
             Platform::Local(l) => tokio::task::block_in_place(|| l.teardown()),
             Platform::Kube(k) => k.teardown().await,
         }
+    }
+}
+
+/// Notes kept until they can be said.
+#[derive(Debug, Default)]
+pub(super) struct Notes(Vec<String>);
+
+impl Notes {
+    /// Keeps `notes` for later.
+    pub(super) fn keep(&mut self, notes: Vec<String>) {
+        self.0.extend(notes);
+    }
+
+    /// Everything kept and `notes`, as one note (`None` when there is none).
+    pub(super) fn say(&mut self, notes: Vec<String>) -> Option<String> {
+        self.0.extend(notes);
+        let all = std::mem::take(&mut self.0);
+        (!all.is_empty()).then(|| all.join("; "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Notes;
+
+    /// The routes chosen while the cluster was created were lost
+    /// (`summary.json` had `notes: []`): they are said with the next note.
+    #[test]
+    fn notes_from_the_bring_up_are_said_later() {
+        let mut n = Notes::default();
+        n.keep(vec!["soak-0: port-forward".into()]);
+        n.keep(vec![]);
+        assert_eq!(
+            n.say(vec!["soak-1: client URL".into()]).as_deref(),
+            Some("soak-0: port-forward; soak-1: client URL")
+        );
+        assert_eq!(n.say(vec![]), None, "said once");
     }
 }

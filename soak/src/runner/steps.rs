@@ -81,7 +81,7 @@ pub(super) async fn wait(
             return Ok(false);
         }
         if last_tend.elapsed() >= Duration::from_millis(500) {
-            platform.tend().await;
+            platform.tend_keeping().await;
             last_tend = Instant::now();
         }
         tokio::select! {
