@@ -40,7 +40,7 @@ mod tests;
 pub mod tls;
 mod types;
 
-pub use maintenance::{DISARM_BELOW, MIN_RECLAIM, room_again};
+pub use maintenance::{DISARM_BELOW, MIN_RECLAIM, room_again, running_quota};
 pub use types::*;
 
 /// Votes needed for quorum among `voters`.
