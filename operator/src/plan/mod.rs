@@ -443,7 +443,9 @@ impl<'a> View<'a> {
         } else {
             Step::Restart {
                 member: first.name.clone(),
-                why: RestartWhy::Settings,
+                why: RestartWhy::Settings {
+                    changed: runtime.settings().changed(&d.settings()),
+                },
             }
         }
     }
