@@ -65,6 +65,18 @@ fn bad_intervals() {
     assert_bad(&["--jitter", "-1s"], &[], &["--jitter"]);
     assert_bad(&["--duration", "0s"], &[], &["--duration"]);
     assert_bad(&["--min-age", "old"], &[], &["--min-age"]);
+    // Past a year (100y was accepted): refused naming the flag and the
+    // bound, from the command line or the environment.
+    assert_bad(
+        &["--kill-interval", "100y"],
+        &[],
+        &["--kill-interval", "longer than a year (365d)"],
+    );
+    assert_bad(
+        &[],
+        &[("CHAOS_MONKEY_KILL_INTERVAL", "2562048h")],
+        &["--kill-interval", "longer than a year"],
+    );
 }
 
 #[test]

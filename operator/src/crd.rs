@@ -149,7 +149,7 @@ impl EtcdClusterSpec {
 pub struct CompactionSpec {
     /// `Periodic`: keep the history of the last `retention` (a Go
     /// duration such as "1h"). `Revision`: keep the last `retention`
-    /// revisions (a number such as "10000").
+    /// revisions (a number from 1 to 1000000000 such as "10000").
     pub mode: CompactionMode,
     /// A duration (Periodic) or a number of revisions (Revision).
     pub retention: String,
@@ -169,8 +169,8 @@ pub enum CompactionMode {
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct DefragSpec {
-    /// Defragment every member once per interval (a Go duration, at least
-    /// "1m", such as "24h"), counted from the operator's start.
+    /// Defragment every member once per interval (a Go duration from "1m"
+    /// to "8784h", such as "24h"), counted from the operator's start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interval: Option<String>,
     /// Defragment a member as soon as this percentage (1 to 99) of its
@@ -288,11 +288,11 @@ pub enum StoragePolicy {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct BackupSpec {
     /// Time between backups, as a Go duration such as "30m", "1h" or "10s"
-    /// (at least 1s).
+    /// (1s to 8784h, a year and a day).
     pub interval: String,
-    /// How many verified backups to keep (at least 1). The newest are kept;
-    /// the last good backup is never deleted.
-    #[schemars(range(min = 1))]
+    /// How many verified backups to keep (1 to 10000). The newest are
+    /// kept; the last good backup is never deleted.
+    #[schemars(range(min = 1, max = 10000))]
     pub max_backups: i64,
     /// Where backups are written. Local platform: a folder, by default
     /// `<state-dir>/backups/<cluster>`.
@@ -335,8 +335,8 @@ pub struct ContinuousSpec {
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RestoreCheckSpec {
-    /// Time between restore checks, as a Go duration such as "1h" (at
-    /// least 1s).
+    /// Time between restore checks, as a Go duration such as "1h" (1s to
+    /// 8784h, a year and a day).
     pub interval: String,
 }
 

@@ -21,6 +21,8 @@ pub use self::continuous::ContinuousPolicy;
 pub const MAX_SIZE: i64 = 9;
 /// Longest cluster name (see [`crate::names`]).
 pub const MAX_NAME_LEN: usize = crate::names::MAX_CLUSTER_NAME_LEN;
+/// Most backups kept (`spec.backup.maxBackups`).
+pub const MAX_BACKUPS: i64 = 10_000;
 /// Shortest backup interval.
 pub const MIN_BACKUP_INTERVAL: Duration = Duration::from_secs(1);
 /// Shortest validity of a certificate or CA the operator issues.
@@ -204,24 +206,20 @@ pub fn validate(
         }
     };
     let backup = spec.backup.as_ref().and_then(|b| {
-        let interval = match parse_duration(&b.interval) {
-            Ok(d) if d >= MIN_BACKUP_INTERVAL => Some(d),
-            Ok(d) => {
-                err(
-                    "spec.backup.interval",
-                    format!("must be at least 1s, got {d:?}"),
-                );
-                None
-            }
+        let interval = match parse_interval(&b.interval, MIN_BACKUP_INTERVAL) {
+            Ok(d) => Some(d),
             Err(m) => {
                 err("spec.backup.interval", m);
                 None
             }
         };
-        if b.max_backups < 1 {
+        if !(1..=MAX_BACKUPS).contains(&b.max_backups) {
             err(
                 "spec.backup.maxBackups",
-                format!("must be at least 1, got {}", b.max_backups),
+                format!(
+                    "must be at least 1 and at most {MAX_BACKUPS}, got {}",
+                    b.max_backups
+                ),
             );
         }
         let location = b.location.clone().unwrap_or_default();
@@ -255,18 +253,10 @@ pub fn validate(
         let restore_check = match b
             .restore_check
             .as_ref()
-            .map(|r| parse_duration(&r.interval))
+            .map(|r| parse_interval(&r.interval, MIN_BACKUP_INTERVAL))
         {
             None => None,
-            Some(Ok(d)) if d >= MIN_BACKUP_INTERVAL => Some(d),
-            Some(Ok(d)) => {
-                err(
-                    "spec.backup.restoreCheck.interval",
-                    format!("must be at least 1s, got {d:?}"),
-                );
-                bad_names = true;
-                None
-            }
+            Some(Ok(d)) => Some(d),
             Some(Err(m)) => {
                 err("spec.backup.restoreCheck.interval", m);
                 bad_names = true;
@@ -462,6 +452,17 @@ pub const MAX_DURATION: Duration = Duration::from_secs(100 * 365 * 86_400);
 /// A Go-style duration ("30m", "1h30m", "10s") as a std duration, from 0
 /// to [`MAX_DURATION`].
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let d = parse_go_duration(s)?;
+    if d > MAX_DURATION {
+        return Err(format!(
+            "{s:?} is longer than 100 years (876000h), the most a duration here may be"
+        ));
+    }
+    Ok(d)
+}
+
+/// A Go-style duration, not negative, of any length.
+fn parse_go_duration(s: &str) -> Result<Duration, String> {
     let d: kube::core::Duration = s
         .trim()
         .parse()
@@ -469,13 +470,27 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     if d.is_negative() {
         return Err(format!("must not be negative, got {s:?}"));
     }
-    let d: Duration = d.into();
-    if d > MAX_DURATION {
-        return Err(format!(
-            "{s:?} is longer than 100 years (876000h), the most a duration here may be"
-        ));
+    Ok(d.into())
+}
+
+/// The longest interval of a schedule (backups, restore checks,
+/// scheduled defragmentation): a year and a day. Anything longer is a
+/// typo (a backup every `100000000h` is no backup at all).
+pub const MAX_INTERVAL: Duration = Duration::from_secs(366 * 86_400);
+
+/// A schedule's interval, from `min` to [`MAX_INTERVAL`]; the message
+/// names the range.
+pub fn parse_interval(s: &str, min: Duration) -> Result<Duration, String> {
+    let d = parse_go_duration(s)?;
+    if (min..=MAX_INTERVAL).contains(&d) {
+        return Ok(d);
     }
-    Ok(d)
+    Err(format!(
+        "must be at least {} and at most {}h (366 days), got {:?}",
+        humantime::format_duration(min),
+        MAX_INTERVAL.as_secs() / 3600,
+        s.trim()
+    ))
 }
 
 /// A cluster name: a DNS label of at most [`MAX_NAME_LEN`] characters

@@ -46,6 +46,15 @@ fn bad_manifests_are_reported_and_left_alone() {
     env.write_manifest("zero.yaml", &manifest("zero", 0, "3.4.23"));
     env.write_manifest("ten.yaml", &manifest("ten", 10, "3.4.23"));
     env.write_manifest("nobinary.yaml", &manifest("nobinary", 3, "3.9.9"));
+    // A backup every 100000000h: the scheduler panicked formatting a
+    // year past 9999, and no backup followed.
+    env.write_manifest(
+        "forever.yaml",
+        &format!(
+            "{}  backup: {{interval: 100000000h, maxBackups: 3}}\n",
+            manifest("forever", 1, "3.4.23")
+        ),
+    );
     env.write_manifest("dup-a.yaml", &manifest("dup", 1, "3.4.23"));
     env.write_manifest("dup-b.yaml", &manifest("dup", 3, "3.4.23"));
     env.start_operator();
@@ -62,6 +71,15 @@ fn bad_manifests_are_reported_and_left_alone() {
         &["zero.yaml", "spec.size", "between 1 and 9, got 0"],
     );
     assert_rejected(&env, "ten", &["ten.yaml", "spec.size", "got 10"]);
+    assert_rejected(
+        &env,
+        "forever",
+        &[
+            "forever.yaml",
+            "spec.backup.interval",
+            "at most 8784h (366 days)",
+        ],
+    );
     assert_rejected(
         &env,
         "nobinary",

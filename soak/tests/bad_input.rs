@@ -57,6 +57,17 @@ fn huge_numbers_and_durations_are_refused_naming_the_field() {
             "chaos: {killInterval: 5s}\nload: {writers: 100000000}",
             "load.writers",
         ),
+        ("duration: 10s", "duration: 10s\nsettle: 2562048h", "settle"),
+        (
+            "chaos: {killInterval: 5s}",
+            "chaos: {killInterval: 100y}",
+            "chaos.killInterval: must be at most 168h",
+        ),
+        (
+            "recoveryMax: 10s",
+            "recoveryMax: 2562048h",
+            "bounds.recoveryMax: must be at most 168h",
+        ),
     ] {
         let (_d, path) = scenario(&GOOD.replace(from, to));
         let o = run(&["check", &path], &[]);

@@ -61,6 +61,9 @@ pub(super) struct DbState {
     /// last pass its member list, when that pass saw no alarm (its name
     /// and URL).
     alarm_member: Option<(String, String)>,
+    /// The quota the members ran with at the last pass
+    /// ([`crate::plan::running_quota`]); `None` before one knew.
+    running_quota: Option<i64>,
 }
 
 impl Default for DbState {
@@ -73,6 +76,7 @@ impl Default for DbState {
             nospace_since: None,
             since: Instant::now(),
             alarm_member: None,
+            running_quota: None,
         }
     }
 }
@@ -94,6 +98,7 @@ impl<P: Platform> Cluster<P> {
             .platform
             .iter()
             .find(|p| api.is_some() && p.call_url.as_deref() == api);
+        self.db.running_quota = crate::plan::running_quota(&obs.observed.members);
         self.db.alarm_member = asked
             .filter(|_| obs.observed.db.alarms.is_empty())
             .and_then(|p| Some((p.addr.name.clone(), p.call_url.clone()?)));
@@ -153,17 +158,19 @@ impl<P: Platform> Cluster<P> {
         self.db.alarm_member.as_ref().map(|(name, _)| name.as_str())
     }
 
-    /// The backend quota etcd enforces on this cluster's members (etcd's
-    /// default when the spec sets none, or the spec is not valid).
+    /// The backend quota etcd enforces on this cluster's members: the one
+    /// they ran with at the last pass, which is not the spec's while a
+    /// changed quota is rolled out (before any pass: the spec's, etcd's
+    /// default when the spec sets none or is not valid).
     pub fn quota(&self) -> u64 {
         u64::try_from(self.quota_bytes()).unwrap_or(0)
     }
 
     fn quota_bytes(&self) -> i64 {
-        match &self.spec {
+        self.db.running_quota.unwrap_or(match &self.spec {
             SpecState::Valid { spec, .. } => spec.backend.quota(),
             SpecState::Invalid { .. } => crate::member::backend::DEFAULT_QUOTA,
-        }
+        })
     }
 
     /// Whether the KV hashes are checked in this pass: every
@@ -255,7 +262,11 @@ impl<P: Platform> Cluster<P> {
             // A member did not say: the next pass looks again.
             return Ok(());
         };
-        let quota = self.quota_bytes();
+        // The quota the members run with, as the plan judged: disarmed
+        // below the spec's while they still run a smaller one, etcd raises
+        // NOSPACE again at the next write.
+        let quota =
+            crate::plan::running_quota(&obs.observed.members).unwrap_or_else(|| self.quota_bytes());
         if !room_again(largest, quota) {
             tracing::info!(
                 cluster = %self.name,

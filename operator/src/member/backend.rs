@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::crd::{CompactionMode, EtcdClusterSpec};
-use crate::validate::{FieldError, parse_duration};
+use crate::validate::{FieldError, parse_duration, parse_interval};
 
 /// etcd's own quota when `--quota-backend-bytes` is not given (2 GiB).
 pub const DEFAULT_QUOTA: i64 = 2 << 30;
@@ -21,6 +21,9 @@ pub const MIN_QUOTA: i64 = 1 << 20;
 pub const MAX_QUOTA: i64 = 8 << 30;
 /// The shortest defragmentation interval.
 pub const MIN_DEFRAG_INTERVAL: Duration = Duration::from_secs(60);
+/// Most revisions `compaction.retention` keeps in mode Revision (a
+/// billion: more history than any etcd database holds within its quota).
+pub const MAX_REVISION_RETENTION: u64 = 1_000_000_000;
 
 /// What a member's backend runs with. Absent from the recorded JSON when
 /// nothing is set, so records and annotations written before these fields
@@ -128,10 +131,10 @@ pub fn check(
                 Err(m) => Err(format!("with mode Periodic, {m}")),
             },
             CompactionMode::Revision => match retention.parse::<u64>() {
-                Ok(n) if n > 0 => Ok(n.to_string()),
+                Ok(n) if (1..=MAX_REVISION_RETENTION).contains(&n) => Ok(n.to_string()),
                 _ => Err(format!(
-                    "with mode Revision, the number of revisions to keep (a whole number \
-                     above 0, such as \"10000\"), got {retention:?}"
+                    "with mode Revision, the number of revisions to keep: a whole number \
+                     from 1 to {MAX_REVISION_RETENTION}, such as \"10000\", got {retention:?}"
                 )),
             },
         };
@@ -146,20 +149,16 @@ pub fn check(
         }
     }
     let defrag = spec.defrag.as_ref().and_then(|d| {
-        let interval = d.interval.as_deref().and_then(|i| match parse_duration(i) {
-            Ok(v) if v >= MIN_DEFRAG_INTERVAL => Some(Some(v)),
-            Ok(v) => {
-                err(
-                    "spec.defrag.interval",
-                    format!("must be at least 1m, got {v:?}"),
-                );
-                None
-            }
-            Err(m) => {
-                err("spec.defrag.interval", m);
-                None
-            }
-        });
+        let interval =
+            d.interval
+                .as_deref()
+                .and_then(|i| match parse_interval(i, MIN_DEFRAG_INTERVAL) {
+                    Ok(v) => Some(Some(v)),
+                    Err(m) => {
+                        err("spec.defrag.interval", m);
+                        None
+                    }
+                });
         let fragmentation = d.fragmentation_percent.and_then(|p| match u8::try_from(p) {
             Ok(p) if (1..=99).contains(&p) => Some(Some(p)),
             _ => {
@@ -285,6 +284,39 @@ mod tests {
                 "spec.defrag"
             ]
         );
+    }
+
+    /// A defragmentation interval past a year and a day, or more
+    /// revisions than etcd could hold, are refused naming the range.
+    #[test]
+    fn intervals_and_revision_counts_are_bounded() {
+        let mut s = spec();
+        s.compaction = Some(CompactionSpec {
+            mode: CompactionMode::Revision,
+            retention: (MAX_REVISION_RETENTION + 1).to_string(),
+        });
+        s.defrag = Some(DefragSpec {
+            interval: Some("100000000h".into()),
+            fragmentation_percent: None,
+        });
+        let mut errors = Vec::new();
+        check(&s, &mut errors);
+        let messages: Vec<String> = errors.iter().map(|e| e.message.clone()).collect();
+        assert_eq!(
+            fields(&s),
+            ["spec.compaction.retention", "spec.defrag.interval"]
+        );
+        assert!(messages[0].contains("from 1 to 1000000000"), "{messages:?}");
+        assert!(messages[1].contains("at most 8784h"), "{messages:?}");
+        s.compaction = Some(CompactionSpec {
+            mode: CompactionMode::Revision,
+            retention: MAX_REVISION_RETENTION.to_string(),
+        });
+        s.defrag = Some(DefragSpec {
+            interval: Some("8784h".into()),
+            fragmentation_percent: None,
+        });
+        assert!(fields(&s).is_empty());
     }
 
     #[test]

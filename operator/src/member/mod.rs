@@ -139,6 +139,15 @@ impl MemberConfig {
     pub fn client_https(&self) -> bool {
         crate::tls::is_https(&self.addr.client_url)
     }
+
+    /// The settings it runs with (the inverse of [`Settings::apply`]).
+    pub fn settings(&self) -> Settings {
+        Settings {
+            version: self.version,
+            tuning: self.tuning,
+            backend: self.backend.clone(),
+        }
+    }
 }
 
 /// What a planned restart runs a member with: the parts of its config the
@@ -157,10 +166,85 @@ pub struct Settings {
 }
 
 impl Settings {
+    /// The spec fields (`spec.version`, `spec.tuning`,
+    /// `spec.quotaBackendBytes`, `spec.compaction`) whose values differ
+    /// between these settings and `wanted`: empty exactly when they are
+    /// equal, since every field is named here (destructured, so a new one
+    /// does not compile until it is).
+    pub fn changed(&self, wanted: &Settings) -> Vec<&'static str> {
+        let Settings {
+            version,
+            tuning,
+            backend:
+                Backend {
+                    quota_backend_bytes,
+                    compaction,
+                },
+        } = self;
+        [
+            ("spec.version", *version == wanted.version),
+            ("spec.tuning", *tuning == wanted.tuning),
+            (
+                "spec.quotaBackendBytes",
+                *quota_backend_bytes == wanted.backend.quota_backend_bytes,
+            ),
+            ("spec.compaction", *compaction == wanted.backend.compaction),
+        ]
+        .into_iter()
+        .filter(|(_, same)| !same)
+        .map(|(field, _)| field)
+        .collect()
+    }
+
     /// Writes these settings into `config`.
     pub fn apply(&self, config: &mut MemberConfig) {
         config.version = self.version;
         config.tuning = self.tuning;
         config.backend = self.backend.clone();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crd::CompactionMode;
+    use crate::member::backend::Compaction;
+
+    /// Every field of [`Settings`] changed alone is named, and nothing is
+    /// named for equal settings.
+    #[test]
+    fn changed_names_each_field() {
+        let base = Settings {
+            version: "3.4.23".parse().expect("a version"),
+            tuning: Tuning::default(),
+            backend: Backend::default(),
+        };
+        assert!(base.changed(&base.clone()).is_empty());
+        let one = |f: fn(&mut Settings)| {
+            let mut s = base.clone();
+            f(&mut s);
+            base.changed(&s)
+        };
+        assert_eq!(
+            one(|s| s.version = "3.5.1".parse().expect("a version")),
+            ["spec.version"]
+        );
+        assert_eq!(
+            one(|s| s.tuning = Tuning::new(Some(25), None)),
+            ["spec.tuning"]
+        );
+        assert_eq!(
+            one(|s| s.backend.quota_backend_bytes = Some(1 << 20)),
+            ["spec.quotaBackendBytes"]
+        );
+        assert_eq!(
+            one(|s| {
+                s.backend.compaction = Some(Compaction {
+                    mode: CompactionMode::Periodic,
+                    retention: "1h".into(),
+                })
+            }),
+            ["spec.compaction"]
+        );
     }
 }

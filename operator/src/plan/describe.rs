@@ -104,14 +104,13 @@ impl fmt::Display for Step {
                 "update the peer URL of member {member} in etcd's member list to {}://",
                 if *https { "https" } else { "http" }
             ),
-            Step::Restart { member, why } => {
-                let why = match why {
-                    RestartWhy::Settings => {
-                        "to apply spec.tuning, spec.quotaBackendBytes and spec.compaction"
-                    }
-                };
-                write!(f, "restart member {member} {why}")
-            }
+            Step::Restart { member, why } => match why {
+                RestartWhy::Settings { changed } => write!(
+                    f,
+                    "restart member {member} to apply the changed {}",
+                    changed.join(" and ")
+                ),
+            },
             Step::MoveLeader { from, to, .. } => write!(
                 f,
                 "hand the leadership over from {from} to {to} before {from} is restarted or \

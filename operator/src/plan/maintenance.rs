@@ -35,6 +35,18 @@ pub fn room_again(largest: i64, quota: i64) -> bool {
     largest.saturating_mul(100) < quota.saturating_mul(DISARM_BELOW)
 }
 
+/// The quota etcd holds these members to: the smallest backend quota a
+/// member runs with (`None` when no member's configuration is known).
+/// NOSPACE is judged by it, not by the spec's: until a raised quota is
+/// rolled out, etcd raises the alarm again at once above its own.
+pub fn running_quota(members: &[Member]) -> Option<i64> {
+    members
+        .iter()
+        .filter_map(|m| m.platform.as_ref())
+        .map(|p| p.backend.quota())
+        .min()
+}
+
 /// Free space inside a database file worth a defragmentation.
 pub const MIN_RECLAIM: i64 = 1 << 20;
 
@@ -254,7 +266,7 @@ impl View<'_> {
         }
         // Judged by the quota the members run with, not the spec's: etcd
         // raises NOSPACE again at once above its own.
-        let quota = self.running_quota().unwrap_or(policy.quota);
+        let quota = running_quota(self.members).unwrap_or(policy.quota);
         let largest = self.members.iter().map(|m| m.db.size).max().unwrap_or(0);
         if room_again(largest, quota) {
             Some(Step::ClearNoSpace {
@@ -268,16 +280,6 @@ impl View<'_> {
             let in_use = self.members.iter().map(|m| m.db.in_use).max().unwrap_or(0);
             Some(Step::Wait(Wait::QuotaFull { in_use, quota }))
         }
-    }
-
-    /// The smallest backend quota a member runs with (`None` when no
-    /// member's configuration is known).
-    fn running_quota(&self) -> Option<i64> {
-        self.members
-            .iter()
-            .filter_map(|m| m.platform.as_ref())
-            .map(|p| p.backend.quota())
-            .min()
     }
 
     /// Defragmentation by `spec.defrag`: members whose schedule came due

@@ -40,7 +40,7 @@ mod tests;
 pub mod tls;
 mod types;
 
-pub use maintenance::{DISARM_BELOW, MIN_RECLAIM, room_again};
+pub use maintenance::{DISARM_BELOW, MIN_RECLAIM, room_again, running_quota};
 pub use types::*;
 
 /// Votes needed for quorum among `voters`.
@@ -443,7 +443,9 @@ impl<'a> View<'a> {
         } else {
             Step::Restart {
                 member: first.name.clone(),
-                why: RestartWhy::Settings,
+                why: RestartWhy::Settings {
+                    changed: runtime.settings().changed(&d.settings()),
+                },
             }
         }
     }

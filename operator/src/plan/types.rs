@@ -362,12 +362,16 @@ pub enum Step {
 }
 
 /// Why a member is restarted.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RestartWhy {
     /// A setting etcd takes only at start changed in the spec
     /// (`spec.tuning`, `spec.quotaBackendBytes`, `spec.compaction`): one
     /// comparison of [`Settings`] finds every such change.
-    Settings,
+    Settings {
+        /// The spec fields the member runs another value of
+        /// ([`Settings::changed`]).
+        changed: Vec<&'static str>,
+    },
 }
 
 /// Why a member is removed.

@@ -63,25 +63,51 @@ fn all_errors_reported_together() {
 }
 
 /// A backup interval of 100000000h (or Go's limit, 2562048h) was accepted
-/// and the scheduler panicked formatting a year past 9999.
+/// and the scheduler panicked formatting a year past 9999: every
+/// schedule's interval is at most a year and a day, every other duration
+/// at most 100 years, every count bounded; each refusal names the field
+/// and the range.
 #[test]
-fn durations_past_a_hundred_years_are_refused_naming_the_field() {
-    for huge in ["100000000h", "2562048h", "876001h"] {
+fn durations_and_counts_past_their_bounds_are_refused_naming_the_field() {
+    let backup = |interval: &str, max_backups: i64, check: Option<&str>| {
         let mut s = spec(3, "3.4.23");
         s.backup = Some(BackupSpec {
-            interval: huge.into(),
-            max_backups: 3,
+            interval: interval.into(),
+            max_backups,
             location: None,
-            restore_check: None,
+            restore_check: check.map(|i| crate::crd::RestoreCheckSpec { interval: i.into() }),
             continuous: None,
         });
-        let e = validate("demo", &s, &V).expect_err("refused");
+        validate("demo", &s, &V)
+    };
+    for huge in ["100000000h", "2562048h", "876001h", "8785h"] {
+        let e = backup(huge, 3, None).expect_err("refused").to_string();
         assert!(
-            e.to_string().contains("spec.backup.interval") && e.to_string().contains("100 years"),
+            e.contains("spec.backup.interval") && e.contains("at most 8784h (366 days)"),
+            "{e}"
+        );
+        let e = backup("1h", 3, Some(huge))
+            .expect_err("refused")
+            .to_string();
+        assert!(
+            e.contains("spec.backup.restoreCheck.interval") && e.contains("8784h"),
             "{e}"
         );
     }
+    assert!(backup("8784h", 3, Some("8784h")).is_ok());
+    let e = backup("1h", 10_001, None).expect_err("refused").to_string();
+    assert!(
+        e.contains("spec.backup.maxBackups") && e.contains("at most 10000"),
+        "{e}"
+    );
+    assert!(backup("1h", 10_000, None).is_ok());
+    // Durations that are not a schedule's (a CA's validity): 100 years.
     assert!(parse_duration("876000h").is_ok());
+    assert!(
+        parse_duration("876001h")
+            .expect_err("refused")
+            .contains("100 years")
+    );
 }
 
 #[test]

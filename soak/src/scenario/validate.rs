@@ -504,6 +504,31 @@ pub fn validate(s: &Scenario) -> Result<(), Vec<String>> {
             "sinceBackup needs cluster.backup: without backups there is nothing to restore".into(),
         );
     }
+    // Every other duration is bounded as the run is (`settle: 2562048h`
+    // would keep a run waiting for ever).
+    let chaos = s.chaos.as_ref();
+    let durations = [
+        ("settle", Some(s.settle)),
+        ("load.timeout", Some(l.timeout)),
+        ("chaos.killInterval", chaos.map(|c| c.kill_interval)),
+        ("chaos.pauseFor", chaos.and_then(|c| c.pause_for)),
+        ("chaos.minAge", chaos.and_then(|c| c.min_age)),
+        ("chaos.jitter", chaos.and_then(|c| c.jitter)),
+        ("chaos.faultFor", chaos.and_then(|c| c.fault_for)),
+        ("chaos.latency", chaos.and_then(|c| c.latency)),
+        ("chaos.latencyJitter", chaos.and_then(|c| c.latency_jitter)),
+        ("probe.checkpointInterval", Some(pr.checkpoint_interval)),
+        ("bounds.recoveryP99", Some(b.recovery_p99)),
+        ("bounds.recoveryMax", Some(b.recovery_max)),
+        ("bounds.maxBackupAge", b.max_backup_age),
+        ("bounds.maxLossWindow", b.max_loss_window),
+        ("bounds.hashDivergenceMax", b.hash_divergence_max),
+    ];
+    for (field, d) in durations {
+        if let Some(d) = d.filter(|d| d.get() > week) {
+            err(field, format!("must be at most 168h (a week), got {d}"));
+        }
+    }
     if p.is_empty() { Ok(()) } else { Err(p) }
 }
 

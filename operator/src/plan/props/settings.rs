@@ -17,19 +17,19 @@ fn changed() -> impl Strategy<Value = (&'static str, Desired)> {
     let base = || desired(3, V34, StoragePolicy::Persistent);
     prop_oneof![
         Just((
-            "tuning",
+            "spec.tuning",
             Desired {
                 tuning: Tuning::new(Some(25), Some(250)),
                 ..base()
             }
         )),
-        Just(("quotaBackendBytes", {
+        Just(("spec.quotaBackendBytes", {
             let mut d = base();
             d.backend.quota_backend_bytes = Some(2 * QUOTA);
             d.db.quota = 2 * QUOTA;
             d
         })),
-        Just(("compaction", {
+        Just(("spec.compaction", {
             let mut d = base();
             d.backend.compaction = Some(Compaction {
                 mode: CompactionMode::Revision,
@@ -38,7 +38,7 @@ fn changed() -> impl Strategy<Value = (&'static str, Desired)> {
             d
         })),
         Just((
-            "version",
+            "spec.version",
             Desired {
                 version: V35,
                 ..base()
@@ -71,6 +71,9 @@ proptest! {
                 !(outdated && step == Step::Converged),
                 "converged while a member runs an outdated {}", field
             );
+            if let Step::Restart { why: RestartWhy::Settings { changed }, .. } = &step {
+                prop_assert_eq!(changed, &vec![field], "the restart names the changed field");
+            }
             if matches!(step, Step::Converged | Step::Wait(_)) {
                 break;
             }

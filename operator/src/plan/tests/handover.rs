@@ -94,7 +94,9 @@ fn new_tuning_is_rolled_out_followers_first_leader_last_after_a_handover() {
         plan(&d, &cluster(m.clone())),
         Step::Restart {
             member: "demo-1".into(),
-            why: RestartWhy::Settings
+            why: RestartWhy::Settings {
+                changed: vec!["spec.tuning"]
+            }
         }
     );
     for x in &mut m[1..] {
@@ -111,7 +113,9 @@ fn new_tuning_is_rolled_out_followers_first_leader_last_after_a_handover() {
         plan(&d, &cluster(m.clone())),
         Step::Restart {
             member: "demo-0".into(),
-            why: RestartWhy::Settings
+            why: RestartWhy::Settings {
+                changed: vec!["spec.tuning"]
+            }
         }
     );
     // A version change takes the tuning along: one restart, an Upgrade.

@@ -29,7 +29,7 @@ use crate::tls::with_scheme;
 pub enum Mark {
     /// On its data volume claim (persistent storage): the started mark
     /// (`started`: the claim has none yet), and the config the member now
-    /// runs when its pod runs another version or tuning than the claim records (an
+    /// runs when its pod runs other settings than the claim records (an
     /// upgrade, or its undoing, done: from now on the member restarts at
     /// that version).
     Claim {
@@ -177,18 +177,13 @@ fn member(
         (Some(c), _) => {
             let alive = c.metadata.deletion_timestamp.is_none();
             let marked = started(c.annotations().into());
-            // The claim records the version (and tuning) its data last
-            // ran: written once the pod is ready on other ones, not before
-            // (an upgrade to an image that never runs leaves the member at
-            // its version, and fixing the spec undoes it).
+            // The claim records the settings its data last ran with
+            // (version, tuning, backend: member::Settings), written once the
+            // pod is ready on other ones, not before (an upgrade to an image
+            // that never runs leaves the member at its version, and fixing
+            // the spec undoes it).
             let moved = match (&pod_config, &claim_config) {
-                (Some(p), Some(c))
-                    if ready
-                        && (p.version, p.tuning, &p.backend)
-                            != (c.version, c.tuning, &c.backend) =>
-                {
-                    Some(p.clone())
-                }
+                (Some(p), Some(c)) if ready && p.settings() != c.settings() => Some(p.clone()),
                 _ => None,
             };
             let mark = (alive && ready && (!marked || moved.is_some())).then(|| Mark::Claim {

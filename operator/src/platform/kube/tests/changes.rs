@@ -68,6 +68,55 @@ async fn new_timing_re_creates_the_pod_with_its_flags_and_the_claim_waits() {
     .await;
 }
 
+/// A raised quota and a new compaction go the way of new timing: the pod
+/// is re-created with their flags and records them (they restarted
+/// nothing before: the plan compared only version and tuning).
+#[tokio::test]
+async fn a_new_quota_and_compaction_re_create_the_pod_with_their_flags() {
+    let (client, api) = mock();
+    let mut wanted = settings("3.5.1", Tuning::default());
+    wanted.backend.quota_backend_bytes = Some(64 << 20);
+    wanted.backend.compaction = Some(crate::member::backend::Compaction {
+        mode: crate::crd::CompactionMode::Revision,
+        retention: "1000".into(),
+    });
+    let backend = wanted.backend.clone();
+    let scenario = move |mut api: ApiServer| async move {
+        let claim = Seen::claim("demo-0", "3.5.1").started();
+        let pod = Seen::pod("demo-0", "3.5.1", StoragePolicy::Persistent).ready();
+        expect_member_read(&mut api, Some(&claim), &pod).await;
+        expect_graceful_delete(&mut api, &pod).await;
+        let new = api.expect_apply(&core("pods", "demo-0")).await;
+        assert_eq!(
+            arg(&new.body, "--quota-backend-bytes").as_deref(),
+            Some("67108864")
+        );
+        assert_eq!(
+            arg(&new.body, "--auto-compaction-mode").as_deref(),
+            Some("revision")
+        );
+        assert_eq!(
+            arg(&new.body, "--auto-compaction-retention").as_deref(),
+            Some("1000")
+        );
+        assert_eq!(config_of(&new.body).backend, backend);
+        new.echo();
+        api
+    };
+    play(
+        platform(client),
+        scenario,
+        |p| async move {
+            p.restart("demo", "demo-0", &wanted)
+                .await
+                .expect("restarted");
+            (p, ())
+        },
+        api,
+    )
+    .await;
+}
+
 #[tokio::test]
 async fn an_empty_dir_member_with_new_timing_is_deleted_to_be_replaced() {
     let (client, api) = mock();

@@ -137,6 +137,28 @@ fn a_member_ready_on_new_timing_records_it_on_its_claim() {
     assert_eq!(config.tuning, tuned.tuning);
 }
 
+/// A new quota is recorded on the claim as new timing is, so a member
+/// whose pod is gone restarts with the quota it last ran with, not the
+/// one its data was created with (the claim kept the old one, and the
+/// plan restarted the member again for it).
+#[test]
+fn a_member_ready_on_a_new_quota_records_it_on_its_claim() {
+    let claim = Seen::claim("demo-0", "3.5.1").started();
+    let mut raised = config("demo-0", "3.5.1");
+    raised.backend.quota_backend_bytes = Some(64 << 20);
+    let pod = Seen::pod_of(&raised, Persistent).ready().runs("3.5.1");
+    let f = one(&[pod], &[claim]);
+    let Some(Mark::Claim {
+        config: Some(config),
+        ..
+    }) = f.mark
+    else {
+        panic!("expected the new quota on the claim, got {:?}", f.mark);
+    };
+    assert_eq!(config.settings(), raised.settings());
+    assert_eq!(f.member.backend, raised.backend);
+}
+
 #[test]
 fn a_pod_whose_image_cannot_be_pulled_does_not_run() {
     // An upgrade to a version without an image: the member is down, at
