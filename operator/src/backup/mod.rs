@@ -90,6 +90,10 @@ pub enum Error {
     /// Too little free space for a backup (the free-space floor).
     #[error("{0}")]
     LowSpace(String),
+    /// The backup folder cannot be written (a read-only file system, no
+    /// permission).
+    #[error("{0}")]
+    Unwritable(String),
     /// A backup Job (Kubernetes) failed, or said why it could not do its
     /// work.
     #[error("{0}")]
@@ -108,6 +112,7 @@ impl Error {
             Error::NoMember => "no_member",
             Error::Unsupported(_) => "unsupported",
             Error::LowSpace(_) => "low_space",
+            Error::Unwritable(_) => "unwritable",
             Error::Job(_) => "job",
         }
     }

@@ -5,4 +5,4 @@ pub mod backup;
 pub mod check_backup;
 pub mod docs;
 pub mod status;
-mod table;
+pub mod table;

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use super::table::render;
+use super::table::{printable, render};
 use crate::controller::local::{FileProblem, problems_path};
 use crate::crd::EtcdCluster;
 use crate::platform::local::layout::{Layout, read_json};
@@ -177,6 +177,11 @@ pub fn table(
             .condition("Degraded")
             .filter(|d| d.status == "True")
             .map(|d| d.message.clone())
+            .or_else(|| {
+                let b = s.backup.as_ref()?;
+                let e = b.last_error.as_ref()?;
+                Some(format!("backups failing: {e}"))
+            })
             .unwrap_or_default();
         rows.push(vec![
             c.metadata.name.clone().unwrap_or_default(),
@@ -220,7 +225,7 @@ pub fn table(
             out.push('\n');
             out.push_str(&render(&rows));
             if let Some(a) = &s.last_action {
-                let _ = writeln!(out, "\nlast action: {a}");
+                let _ = writeln!(out, "\nlast action: {}", printable(a));
             }
         }
     }
@@ -279,6 +284,25 @@ mod tests {
         assert!(
             t.lines()
                 .any(|l| l.starts_with("demo-0") && l.contains("yes")),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn a_failing_backup_shows_in_the_table() {
+        let mut c = EtcdCluster::new("demo", EtcdClusterSpec::minimal(3, "3.4.23"));
+        c.status = Some(EtcdClusterStatus {
+            phase: Phase::Running,
+            ready_members: 3,
+            backup: Some(crate::crd::BackupStatus {
+                last_error: Some("/b: the file system there is mounted read-only".into()),
+                ..Default::default()
+            }),
+            ..EtcdClusterStatus::default()
+        });
+        let t = table(&[c], false, SystemTime::now(), STALE_LIVE);
+        assert!(
+            t.contains("Running  3/3") && t.contains("backups failing: /b: the file system"),
             "{t}"
         );
     }

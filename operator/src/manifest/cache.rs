@@ -48,15 +48,20 @@ impl Stamp {
         })
     }
 
-    /// Whether the file changed at `now` or less than [`RACY`] before.
+    /// Whether the file changed at `now` or less than [`RACY`] before, by
+    /// its change time: the kernel sets that to its own clock on every
+    /// write and every `touch`, so it tells a recent change whatever the
+    /// modification time says. A modification time in the future (a file
+    /// copied from a machine whose clock runs ahead, `touch -d 2030`)
+    /// does not make a file racy: it was parsed again every scan for ever.
+    /// A change time in the future (the clock stepped back) is not racy
+    /// either: any later write sets an earlier one, so the stamp differs.
     fn racy(&self, now: SystemTime) -> bool {
-        let at = |(s, ns): (i64, i64)| {
-            let s = u64::try_from(s).unwrap_or(0);
-            let ns = u32::try_from(ns).unwrap_or(0);
-            SystemTime::UNIX_EPOCH + Duration::new(s, ns)
-        };
-        let newest = at(self.mtime).max(at(self.ctime));
-        now.duration_since(newest).is_ok_and(|d| d < RACY) || newest > now
+        let (s, ns) = self.ctime;
+        let s = u64::try_from(s).unwrap_or(0);
+        let ns = u32::try_from(ns).unwrap_or(0);
+        let changed = SystemTime::UNIX_EPOCH + Duration::new(s, ns);
+        now.duration_since(changed).is_ok_and(|d| d < RACY)
     }
 }
 

@@ -126,6 +126,29 @@ pub(super) fn read(path: &Path) -> Result<String, String> {
     crate::yaml::utf8(&bytes).map(str::to_string)
 }
 
+/// `message` about the manifest `path` of the folder `dir`, without
+/// anything quoted from the file when the file is not inside `dir` (a
+/// symlink to `/etc/shadow` put its first line in status and the log):
+/// only where the problem is.
+pub(super) fn unquoted(dir: &Path, path: &Path, message: String) -> String {
+    let (Ok(dir), Ok(target)) = (dir.canonicalize(), path.canonicalize()) else {
+        return message;
+    };
+    if target.starts_with(&dir) {
+        return message;
+    }
+    let at = message
+        .split_once(": ")
+        .map(|(head, _)| head)
+        .filter(|head| head.starts_with("line ") && head.contains(" column "));
+    format!(
+        "{}not a valid EtcdCluster manifest; the file is {}, outside the manifests \
+         folder, so nothing of it is quoted here: check that file, or link only manifests",
+        at.map(|a| format!("{a}: ")).unwrap_or_default(),
+        target.display()
+    )
+}
+
 fn too_big(len: u64) -> String {
     format!(
         "{len} bytes is more than the {} KiB a manifest may have",

@@ -135,7 +135,8 @@ fn load_at(
                         continue;
                     }
                 };
-                let parsed = parse(&text);
+                let parsed =
+                    parse(&text).map_err(|(names, m)| (names, files::unquoted(dir, &file, m)));
                 cache.keep(&file, stamp, &parsed, now);
                 parsed
             }

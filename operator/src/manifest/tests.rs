@@ -291,3 +291,49 @@ fn unchanged_files_are_not_parsed_again() {
     }
     assert_eq!(cache.len(), 1);
 }
+
+#[test]
+fn a_future_modification_time_is_parsed_once() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let d = dir.path();
+    let a = d.join("a.yaml");
+    std::fs::write(&a, DEMO).expect("write");
+    let f = std::fs::File::options().write(true).open(&a).expect("open");
+    use std::time::{Duration, SystemTime};
+    let future = SystemTime::now() + Duration::from_secs(10 * 365 * 86_400);
+    f.set_modified(future).expect("touch into the future");
+    let mut cache = ParseCache::default();
+    let later = SystemTime::now() + RACY + Duration::from_secs(1);
+    for _ in 0..3 {
+        let l = load_at(d, &mut cache, later).expect("scan");
+        assert_eq!(sizes(&l), [("demo".into(), 3)]);
+    }
+    assert_eq!(cache.parses(), 1, "parsed once, then kept");
+}
+
+#[test]
+fn a_file_outside_the_folder_is_not_quoted() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let manifests = dir.path().join("manifests");
+    std::fs::create_dir(&manifests).expect("mkdir");
+    let secret = dir.path().join("shadow");
+    std::fs::write(&secret, "root:$y$j9T$secrethash:19000:0:99999:7:::\n").expect("write");
+    std::os::unix::fs::symlink(&secret, manifests.join("a.yaml")).expect("link");
+    // The same text inside the folder is quoted, as any manifest's is.
+    std::fs::write(manifests.join("b.yaml"), "root:$y$j9T$secrethash:19000\n").expect("write");
+    let l = load_dir(&manifests).expect("scan");
+    assert_eq!(l.problems.len(), 2, "{:?}", l.problems);
+    let outside = &l.problems[0].message;
+    assert!(!outside.contains("secrethash"), "{outside}");
+    assert!(!outside.contains("root"), "{outside}");
+    assert!(
+        outside.contains("outside the manifests folder"),
+        "{outside}"
+    );
+    assert!(outside.contains(&secret.display().to_string()), "{outside}");
+    let inside = &l.problems[1].message;
+    assert!(
+        inside.contains("secrethash") || inside.contains("root"),
+        "{inside}"
+    );
+}

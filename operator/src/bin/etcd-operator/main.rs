@@ -459,8 +459,8 @@ fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
             for p in &problems {
                 text.push_str(&format!(
                     "\nmanifest problem: {}: {}\n",
-                    p.file.display(),
-                    p.message
+                    cli::table::printable(&p.file.display().to_string()),
+                    cli::table::printable(&p.message)
                 ));
             }
             text.push_str(&format!("\nsource: {source}\n"));

@@ -41,6 +41,20 @@ pub fn check(dir: &Path, expected: u64) -> Result<(), Error> {
         what: format!("cannot read the free space under {}", dir.display()),
         source: e.into(),
     })?;
+    if s.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY) {
+        return Err(Error::Unwritable(format!(
+            "{}: the file system there is mounted read-only: backup skipped; remount it \
+             read-write or point spec.backup.location.path at a writable folder",
+            dir.display()
+        )));
+    }
+    if rustix::fs::access(dir, rustix::fs::Access::WRITE_OK).is_err() {
+        return Err(Error::Unwritable(format!(
+            "{}: the operator may not write there (permission denied): backup skipped; let \
+             its user write the folder or point spec.backup.location.path elsewhere",
+            dir.display()
+        )));
+    }
     let free = s.f_bavail.saturating_mul(s.f_frsize);
     let total = s.f_blocks.saturating_mul(s.f_frsize);
     judge(free, total, expected).map_err(|m| Error::LowSpace(format!("{}: {m}", dir.display())))
@@ -91,5 +105,34 @@ mod tests {
         // No disk has room for an exabyte.
         let e = check(dir.path(), u64::MAX / 2).expect_err("no room");
         assert!(e.to_string().contains("backup skipped"), "{e}");
+    }
+
+    /// Unmounts what a test mounted, also when it fails.
+    struct Mounted(std::path::PathBuf);
+
+    impl Drop for Mounted {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(&self.0).status();
+        }
+    }
+
+    #[test]
+    fn a_read_only_folder_is_said_as_such_not_as_low_space() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "ro,size=4m", "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !mounted {
+            // Mounting needs root (CI runs as root); say it was not tried.
+            eprintln!("not root: the read-only case was not tried");
+            return;
+        }
+        let _guard = Mounted(dir.path().to_path_buf());
+        let e = check(dir.path(), 0).expect_err("read-only");
+        assert!(matches!(e, Error::Unwritable(_)), "{e:?}");
+        assert!(e.to_string().contains("mounted read-only"), "{e}");
+        assert!(!e.to_string().contains("MiB free"), "{e}");
     }
 }
