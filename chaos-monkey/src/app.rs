@@ -34,7 +34,9 @@ pub async fn execute(
     }
 }
 
-/// `--cleanup`: removes what monkeys that are gone left behind (local: the
+/// `--cleanup`: removes what monkeys that are gone left behind (local:
+/// members and the operator left paused, resumed unless another monkey
+/// runs on the state folder; the
 /// kernel rules and cgroups recorded under /run/chaos-monkey and
 /// chains named after a gone pid, the clocks they shifted (original vDSO
 /// code written back), their slow-disk blkio cgroups; kube: every NetworkPolicy the monkey made
@@ -51,6 +53,9 @@ pub async fn cleanup(args: &crate::cli::Args) -> Result<Vec<String>, Error> {
             }
             crate::net::sys::preflight().map_err(|e| Error::BadInput(e.to_string()))?;
             done.extend(crate::net::cleanup().map_err(|e| Error::Platform(e.into()))?);
+            let others = crate::target::local::paused::other_monkeys(&args.state_dir);
+            let layout = etcd_operator::platform::local::layout::Layout::new(&args.state_dir);
+            done.extend(crate::target::local::paused::resume(&layout, &others));
             Ok(done)
         }
         crate::cli::Platform::Kube => {

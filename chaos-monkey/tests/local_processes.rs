@@ -425,3 +425,31 @@ fn members_already_down_are_not_hit_again() {
     assert_eq!(victims(&records(Path::new(&log))), ["Kill demo/demo-1"]);
     assert!(!process::alive(&up));
 }
+
+#[test]
+fn cleanup_resumes_a_member_a_killed_monkey_left_paused() {
+    let mut s = FakeState::new();
+    let ids = s.add_cluster("demo", 2);
+    let paused = ids[0];
+    assert!(process::signal(&paused, Signal::STOP).expect("stop"));
+    wait_for("the member stopped", || {
+        (proc_state(paused.pid) == Some('T')).then_some(())
+    });
+    let state = s.state.to_string_lossy().into_owned();
+    let done = run(&["--cleanup", "--state-dir", &state]);
+    assert_eq!(done.code(), Some(0), "{}", done.stderr);
+    assert!(
+        done.stderr.contains("resumed member demo/demo-0"),
+        "{}",
+        done.stderr
+    );
+    assert!(
+        !done.stderr.contains("nothing left behind"),
+        "{}",
+        done.stderr
+    );
+    wait_for("the member running again", || {
+        (proc_state(paused.pid) != Some('T')).then_some(())
+    });
+    assert_ne!(proc_state(ids[1].pid), Some('T'));
+}

@@ -27,6 +27,7 @@ use crate::select::MemberView;
 
 mod faults;
 mod member;
+pub mod paused;
 
 pub use faults::{Lasting, NetLasting};
 
