@@ -77,7 +77,7 @@ impl Error {
 }
 
 /// What a file that is not a regular one is, in words.
-fn what(t: std::fs::FileType) -> &'static str {
+pub(crate) fn what(t: std::fs::FileType) -> &'static str {
     if t.is_dir() {
         "a folder"
     } else if t.is_fifo() {

@@ -22,6 +22,7 @@ pub mod proof_schedule;
 pub mod replay;
 pub mod schedule;
 pub mod snapshot;
+pub mod source;
 pub mod store;
 pub mod tools;
 
@@ -287,28 +288,24 @@ pub fn check_file_until(
     Ok(hex)
 }
 
-/// Finds a backup by name in any of `dirs`, or takes `name` as a path.
-/// Either way the file must check out as a snapshot.
-pub fn resolve(name: &str, dirs: &[PathBuf]) -> Result<PathBuf> {
-    let (path, sha256) = locate(name, dirs)?;
+/// Finds a backup by name in any of `dirs`, or takes `name` as a path
+/// (relative to `base`, the state folder). Either way the file must check
+/// out as a snapshot.
+pub fn resolve(name: &str, dirs: &[PathBuf], base: &Path) -> Result<PathBuf> {
+    let (path, sha256) = locate(name, dirs, base)?;
     check_file(&path, sha256.as_deref())?;
     Ok(path)
 }
 
-/// Where backup `name` (or the snapshot file at path `name`) is, and the
-/// SHA-256 its meta records; nothing is read but the metas.
-pub fn locate(name: &str, dirs: &[PathBuf]) -> Result<(PathBuf, Option<String>)> {
-    let as_path = Path::new(name);
+/// Where backup `name` (or the snapshot file at path `name`, relative to
+/// `base`) is, and the SHA-256 its meta records; nothing is read but the
+/// metas, and a path is judged by `stat` ([`source::check`]).
+pub fn locate(name: &str, dirs: &[PathBuf], base: &Path) -> Result<(PathBuf, Option<String>)> {
     let looks_like_path = name.contains('/') || name.ends_with(".db");
     if looks_like_path {
-        if !as_path.is_file() {
-            return Err(Error::NotFound {
-                name: name.into(),
-                dir: "the file system".into(),
-                known: "no file at that path".into(),
-            });
-        }
-        return Ok((as_path.to_path_buf(), None));
+        let path = source::resolve_path(name, base);
+        source::check(name, &path)?;
+        return Ok((path, None));
     }
     let mut known = Vec::new();
     for dir in dirs {

@@ -51,7 +51,7 @@ impl LocalBackups {
     /// Where backup `backup` of `location` (or the snapshot file at path
     /// `backup`) is, and the SHA-256 its meta records; only metas are read.
     pub fn locate(&self, location: &Location, backup: &str) -> Result<(PathBuf, Option<String>)> {
-        backup::locate(backup, &self.lookup_dirs(location))
+        backup::locate(backup, &self.lookup_dirs(location), &self.state_dir)
     }
 
     /// The folder of `location`.
@@ -317,23 +317,25 @@ impl BackupStore for LocalBackups {
     }
 
     async fn check_restorable(&self, location: &Location, backup: &str) -> Result<()> {
-        backup::resolve(backup, &self.lookup_dirs(location)).map(|_| ())
+        backup::resolve(backup, &self.lookup_dirs(location), &self.state_dir).map(|_| ())
     }
 
-    /// Copies the snapshot to `STATE/clusters/CLUSTER/restore.db`.
+    /// Copies the snapshot to `STATE/clusters/CLUSTER/restore.db`, then
+    /// checks the copy (its trailer, and the SHA-256 its meta records):
+    /// what is restored is exactly what was checked, even if retention
+    /// deletes or replaces the original meanwhile.
     async fn open_for_restore(&self, location: &Location, backup: &str) -> Result<RestoreSource> {
-        let found = backup::resolve(backup, &self.lookup_dirs(location))?;
+        let (found, sha256) = self.locate(location, backup)?;
         let dest =
             safe_path::cluster_path(&self.clusters_dir(), &location.cluster, &[RESTORE_FILE])
                 .map_err(|e| Error::Io {
                     what: "cannot set the snapshot aside".into(),
                     source: e.into_io(),
                 })?;
-        let what = format!("cannot copy the snapshot to {}", dest.display());
-        if let Some(dir) = dest.parent() {
-            std::fs::create_dir_all(dir).map_err(io_err(what.clone()))?;
-        }
-        std::fs::copy(&found, &dest).map_err(io_err(what))?;
+        let (from, to) = (found.clone(), dest.clone());
+        tokio::task::spawn_blocking(move || copy_checked(&from, &to, sha256.as_deref()))
+            .await
+            .map_err(|e| Error::Tool(format!("setting the snapshot aside failed: {e}")))??;
         tracing::info!(cluster = %location.cluster, from = %found.display(), "snapshot set aside for a restore");
         Ok(RestoreSource::new(dest.to_string_lossy()))
     }
@@ -450,3 +452,19 @@ fn own_list(dir: &std::path::Path, location: &Location) -> Result<Vec<BackupMeta
 #[cfg(test)]
 #[path = "backups_tests.rs"]
 mod tests;
+
+/// Copies `from` to `to`, then checks the copy as a snapshot (with the
+/// SHA-256 `sha256` when a meta records one); a copy that fails the check
+/// is removed.
+fn copy_checked(from: &std::path::Path, to: &std::path::Path, sha256: Option<&str>) -> Result<()> {
+    let what = format!("cannot copy the snapshot to {}", to.display());
+    if let Some(dir) = to.parent() {
+        std::fs::create_dir_all(dir).map_err(io_err(what.clone()))?;
+    }
+    std::fs::copy(from, to).map_err(io_err(what))?;
+    if let Err(e) = check_file(to, sha256) {
+        let _ = std::fs::remove_file(to);
+        return Err(e);
+    }
+    Ok(())
+}
