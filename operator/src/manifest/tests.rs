@@ -337,3 +337,41 @@ fn a_file_outside_the_folder_is_not_quoted() {
         "{inside}"
     );
 }
+
+#[test]
+fn messages_name_the_field_and_say_what_is_wrong_in_words() {
+    let head = "apiVersion: etcdoperator.dev/v1alpha1\nkind: EtcdCluster\nmetadata: {name: demo}\n";
+    let cases = [
+        (
+            "spec: {size: 3, version: \"3.4.23\", storage: {policy: [1]}}",
+            "spec.storage.policy: must be one of the words this field allows",
+        ),
+        (
+            "spec: {size: 3, version: \"3.4.23\", backup: {interval: 1h, location: {size: [1]}}}",
+            "spec.backup.location.size: must be a single text value",
+        ),
+        (
+            "spec: {size: 99999999999999999999, version: \"3.4.23\"}",
+            "spec.size: 99999999999999999999 is out of range: a whole number from",
+        ),
+        (
+            "spec: {size: .inf, version: \"3.4.23\"}",
+            "spec.size: not a whole number: .inf is not a number",
+        ),
+        (
+            "spec: {size: .nan, version: \"3.4.23\"}",
+            "spec.size: not a whole number: .nan",
+        ),
+        (
+            "sp\u{435}c: {size: 3, version: \"3.4.23\"}",
+            "its letter 3 is '\u{435}' U+0435, not ASCII",
+        ),
+    ];
+    for (spec, want) in cases {
+        let (_, m) = problem(&format!("{head}{spec}\n"));
+        assert!(m.contains(want), "{spec}: {m}");
+        for bad in ["externally tagged", "expected string scalar", "Nodes {"] {
+            assert!(!m.contains(bad), "{spec}: {m}");
+        }
+    }
+}

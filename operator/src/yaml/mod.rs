@@ -76,7 +76,11 @@ pub fn from_str<T: DeserializeOwned + Serialize>(text: &str) -> Result<T, String
 /// The documents of `text` as written (empty documents left out, as the
 /// typed parse leaves them out).
 fn trees(text: &str) -> Result<Vec<Spanned<Node>>, Error> {
-    let mut trees: Vec<Spanned<Node>> = serde_saphyr::from_multiple_with_options(text, options())?;
+    // `.inf` and `.nan` are nodes too (the typed parse says what is wrong
+    // with them; the tree only has to know where they are).
+    let mut opts = options();
+    opts.non_finite_float_policy = serde_saphyr::NonFiniteFloatPolicy::PassThrough;
+    let mut trees: Vec<Spanned<Node>> = serde_saphyr::from_multiple_with_options(text, opts)?;
     trees.retain(|t| !matches!(t.value, Node::Null));
     Ok(trees)
 }
@@ -111,9 +115,92 @@ impl MessageFormatter for Friendly {
                 ..
             } => Cow::Owned(format!("the file holds more than {MAX_NODES} values")),
             Error::Budget { .. } => Cow::Borrowed("the document is too large or too complex"),
+            Error::Unexpected { expected, .. } if expected.contains("string scalar") => {
+                Cow::Borrowed(
+                    "must be a single text value (quoted if in doubt), not a list or a mapping",
+                )
+            }
+            Error::Unexpected { expected, .. } if expected.ends_with("scalar") => Cow::Owned(
+                format!("must be a single value ({expected}), not a list or a mapping"),
+            ),
+            Error::ExternallyTaggedEnumExpectedScalarOrMapping { .. } => Cow::Borrowed(
+                "must be one of the words this field allows (see the spec reference), not a list",
+            ),
+            Error::SerdeUnknownField {
+                field, expected, ..
+            } => Cow::Owned(format!(
+                "unknown field `{field}`{}, expected one of {}",
+                non_ascii(field),
+                expected.join(", ")
+            )),
             _ => UserMessageFormatter.format_message(err),
         }
     }
+}
+
+/// For a name with a letter outside ASCII (a Cyrillic `е` in `spеc`
+/// looks like the Latin one), where that letter is; else nothing.
+fn non_ascii(name: &str) -> String {
+    match name.chars().enumerate().find(|(_, c)| !c.is_ascii()) {
+        Some((i, c)) => format!(
+            " (its letter {} is {c:?} U+{:04X}, not ASCII: type the name again in plain ASCII)",
+            i + 1,
+            u32::from(c)
+        ),
+        None => String::new(),
+    }
+}
+
+/// The range of a whole-number type.
+fn range_of(ty: &str) -> Option<(i128, i128)> {
+    let (lo, hi): (i128, i128) = match ty {
+        "i8" => (i8::MIN.into(), i8::MAX.into()),
+        "i16" => (i16::MIN.into(), i16::MAX.into()),
+        "i32" => (i32::MIN.into(), i32::MAX.into()),
+        "i64" | "isize" => (i64::MIN.into(), i64::MAX.into()),
+        "u8" => (0, u8::MAX.into()),
+        "u16" => (0, u16::MAX.into()),
+        "u32" => (0, u32::MAX.into()),
+        "u64" | "usize" => (0, u64::MAX.into()),
+        _ => return None,
+    };
+    Some((lo, hi))
+}
+
+/// The plain scalar at line `line`, column `column` (both from 1) of
+/// `source`, up to the next `,`, `}`, `]` or comment.
+fn scalar_at(source: &str, line: u64, column: u64) -> Option<&str> {
+    let text = source
+        .lines()
+        .nth(usize::try_from(line).ok()?.checked_sub(1)?)?;
+    let start = text
+        .char_indices()
+        .nth(usize::try_from(column).ok()?.checked_sub(1)?)
+        .map(|(i, _)| i)?;
+    let rest = &text[start..];
+    let end = rest.find([',', '}', ']', '#']).unwrap_or(rest.len());
+    Some(rest[..end].trim())
+}
+
+/// A better word for a scalar of a whole-number type that did not parse:
+/// a whole number out of the type's range, or a non-finite float.
+fn whole_number_problem(ty: &str, token: &str) -> Option<String> {
+    let (lo, hi) = range_of(ty)?;
+    let range = format!("from {lo} to {hi}");
+    let digits = token.trim_start_matches('+').replace('_', "");
+    let unsigned = digits.strip_prefix('-').unwrap_or(&digits);
+    if !unsigned.is_empty() && unsigned.chars().all(|c| c.is_ascii_digit()) {
+        // Past i128 too, or within i128 but outside the type's range.
+        let outside = digits.parse::<i128>().map_or(true, |n| n < lo || n > hi);
+        return outside.then(|| format!("{token} is out of range: a whole number {range}"));
+    }
+    let lower = token.to_ascii_lowercase();
+    if [".inf", "+.inf", "-.inf", ".nan"].contains(&lower.as_str()) {
+        return Some(format!(
+            "not a whole number: {token} is not a number one can count with ({range})"
+        ));
+    }
+    None
 }
 
 /// What a Rust type name means to a person writing YAML.
@@ -141,6 +228,12 @@ pub fn describe(e: &Error, source: &str) -> String {
     let message = cut(message.trim(), MESSAGE_CHARS);
     let Some(at) = e.location().filter(|l| l.line() > 0) else {
         return message;
+    };
+    let message = match inner {
+        Error::InvalidScalar { ty, .. } => scalar_at(source, at.line(), at.column())
+            .and_then(|token| whole_number_problem(ty, token))
+            .unwrap_or(message),
+        _ => message,
     };
     let field = trees(source)
         .ok()
