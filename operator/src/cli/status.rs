@@ -183,10 +183,32 @@ pub fn table(
                 Some(format!("backups failing: {e}"))
             })
             .unwrap_or_default();
+        let members = format!("{}/{}", s.ready_members, c.spec.size);
+        let stale = s
+            .observed_at
+            .as_deref()
+            .and_then(|t| humantime::parse_rfc3339_weak(t).ok())
+            .and_then(|t| now.duration_since(t).ok())
+            .filter(|d| *d > stale_after);
+        // A status not refreshed for that long says nothing about now: a
+        // cluster whose task is stuck must not read as Running 3/3.
+        let (phase, members, message) = match stale {
+            Some(d) => (
+                "Unknown".to_string(),
+                format!("?/{}", c.spec.size),
+                format!(
+                    "no pass for {}: last seen {} {members}; its task in the operator is \
+                     stuck or busy with a long action (see the operator's log)",
+                    humantime::format_duration(Duration::from_secs(d.as_secs())),
+                    s.phase.as_str()
+                ),
+            ),
+            None => (s.phase.as_str().to_string(), members, degraded),
+        };
         rows.push(vec![
             c.metadata.name.clone().unwrap_or_default(),
-            s.phase.as_str().into(),
-            format!("{}/{}", s.ready_members, c.spec.size),
+            phase,
+            members,
             s.leader.clone().unwrap_or_else(|| "-".into()),
             s.current_version
                 .clone()
@@ -195,7 +217,7 @@ pub fn table(
                 .as_deref()
                 .map(|t| age(t, now, stale_after))
                 .unwrap_or_else(|| "-".into()),
-            degraded,
+            message,
         ]);
     }
     let mut out = render(&rows);
@@ -304,6 +326,28 @@ mod tests {
         assert!(
             t.contains("Running  3/3") && t.contains("backups failing: /b: the file system"),
             "{t}"
+        );
+    }
+
+    #[test]
+    fn a_status_not_refreshed_reads_as_unknown_not_running() {
+        let mut c = EtcdCluster::new("demo", EtcdClusterSpec::minimal(3, "3.4.23"));
+        let at = "2026-12-04T05:00:00Z";
+        c.status = Some(EtcdClusterStatus {
+            phase: Phase::Running,
+            ready_members: 3,
+            observed_at: Some(at.into()),
+            ..EtcdClusterStatus::default()
+        });
+        let t0 = humantime::parse_rfc3339_weak(at).expect("time");
+        let fresh = table(&[c.clone()], false, t0 + Duration::from_secs(5), STALE_LIVE);
+        assert!(fresh.contains("Running  3/3"), "{fresh}");
+        let stuck = table(&[c], false, t0 + Duration::from_secs(300), STALE_LIVE);
+        assert!(!stuck.contains("Running  3/3"), "{stuck}");
+        assert!(stuck.contains("Unknown  ?/3"), "{stuck}");
+        assert!(
+            stuck.contains("no pass for 5m: last seen Running 3/3"),
+            "{stuck}"
         );
     }
 
