@@ -22,6 +22,7 @@ pub mod lost;
 pub mod recovery;
 pub mod restore_check;
 pub mod revisions;
+pub mod start;
 
 use serde::Serialize;
 

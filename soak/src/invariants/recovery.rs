@@ -6,6 +6,7 @@
 //! pause is measured from its resume, a network fault (partition, delay,
 //! loss, blackhole-until-snapshot) from its heal: the cluster is not
 //! expected to be whole while the fault lasts.
+//! On Kubernetes a member kill counts from its effect instead ([`Start`]).
 //! Resolution: one probe interval.
 
 use std::time::Duration;
@@ -14,6 +15,7 @@ use etcd_operator::faults::{Fault, FaultRecord, Role};
 use serde::Serialize;
 
 use super::health::{Health, assess};
+pub use super::start::Start;
 use super::{Check, Violation, percentile};
 use crate::history::{Ms, Phase, Sample, rfc3339};
 
@@ -33,6 +35,9 @@ pub struct FaultEvent {
     pub roles: Vec<String>,
     /// injected, dry-run or failed: ...
     pub outcome: String,
+    /// A fault of the operator, not of members.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub operator: bool,
 }
 
 impl FaultEvent {
@@ -57,6 +62,7 @@ impl FaultEvent {
             members: vec![detail],
             roles: Vec::new(),
             outcome: "injected".into(),
+            operator: false,
         }
     }
 
@@ -94,6 +100,7 @@ pub fn group(records: &[FaultRecord]) -> Vec<FaultEvent> {
         if let Some(last) = out.last_mut()
             && last.fault == fault
             && last.outcome == r.outcome
+            && last.operator == r.cluster.is_empty()
             && r.unix_ms.saturating_sub(last.at) <= SAME_INJECTION_MS
         {
             last.members.push(r.member.clone());
@@ -106,6 +113,8 @@ pub fn group(records: &[FaultRecord]) -> Vec<FaultEvent> {
             members: vec![r.member.clone()],
             roles: vec![role_name(r.role).into()],
             outcome: r.outcome.clone(),
+            // The monkey logs the operator with no cluster.
+            operator: r.cluster.is_empty(),
         });
     }
     out
@@ -116,14 +125,36 @@ pub fn group(records: &[FaultRecord]) -> Vec<FaultEvent> {
 pub struct Recovery {
     /// The fault.
     pub event: FaultEvent,
-    /// First healthy probe at or after it; `None`: never (before the end).
+    /// First healthy probe at or after its start; `None`: never (before
+    /// the end).
     pub recovered_at: Option<Ms>,
+    /// When counted from its effect ([`Start::Effect`]): the first probe
+    /// that saw it; `None` when counted from the fault log.
+    pub effect_at: Option<Ms>,
+    /// Counted from its effect, but no probe saw one before the next fault
+    /// or the end: not a recovery time at all.
+    pub no_effect: bool,
 }
 
 impl Recovery {
+    /// A recovery counted from the fault log.
+    pub fn logged(event: FaultEvent, recovered_at: Option<Ms>) -> Self {
+        Recovery {
+            event,
+            recovered_at,
+            effect_at: None,
+            no_effect: false,
+        }
+    }
+
+    /// When its recovery time starts.
+    pub fn start(&self) -> Ms {
+        self.effect_at.unwrap_or(self.event.at)
+    }
+
     /// Recovery time in ms, if it recovered.
     pub fn millis(&self) -> Option<u64> {
-        self.recovered_at.map(|r| r.saturating_sub(self.event.at))
+        self.recovered_at.map(|r| r.saturating_sub(self.start()))
     }
 
     /// Recovery time in ms, a fault that never recovered counting up to
@@ -131,24 +162,45 @@ impl Recovery {
     /// histogram count it.
     pub fn millis_until(&self, end: Ms) -> u64 {
         self.millis()
-            .unwrap_or_else(|| end.saturating_sub(self.event.at))
+            .unwrap_or_else(|| end.saturating_sub(self.start()))
     }
 }
 
-/// The recovery of every measured fault.
-pub fn recoveries(events: &[FaultEvent], samples: &[Sample]) -> Vec<Recovery> {
+/// The recovery of every measured fault, each counted as `start` says.
+pub fn recoveries(events: &[FaultEvent], samples: &[Sample], start: Start) -> Vec<Recovery> {
     let healthy: Vec<bool> = samples.iter().map(|s| assess(s).ok()).collect();
-    events
+    let measured: Vec<&FaultEvent> = events.iter().filter(|e| e.measured()).collect();
+    let first_healthy = |from: usize| {
+        (from..samples.len())
+            .find(|&i| healthy[i])
+            .map(|i| samples[i].at)
+    };
+    measured
         .iter()
-        .filter(|e| e.measured())
-        .map(|e| {
+        .enumerate()
+        .map(|(n, e)| {
             let from = samples.partition_point(|s| s.at < e.at);
-            let recovered_at = (from..samples.len())
-                .find(|&i| healthy[i])
-                .map(|i| samples[i].at);
-            Recovery {
-                event: e.clone(),
-                recovered_at,
+            if !start.from_effect(e) {
+                return Recovery::logged((*e).clone(), first_healthy(from));
+            }
+            // The effect must show before the next measured fault.
+            let until = measured.get(n + 1).map_or(Ms::MAX, |next| next.at);
+            let seen = (from..samples.len())
+                .take_while(|&i| samples[i].at < until)
+                .find(|&i| !healthy[i]);
+            match seen {
+                Some(i) => Recovery {
+                    event: (*e).clone(),
+                    recovered_at: first_healthy(i),
+                    effect_at: Some(samples[i].at),
+                    no_effect: false,
+                },
+                None => Recovery {
+                    event: (*e).clone(),
+                    recovered_at: None,
+                    effect_at: None,
+                    no_effect: true,
+                },
             }
         })
         .collect()
@@ -224,6 +276,11 @@ pub struct Stats {
     pub p99_ms: Option<u64>,
     /// Max.
     pub max_ms: Option<u64>,
+    /// Faults counted from their effect that no probe saw take effect
+    /// (not in the figures above).
+    pub no_effect: usize,
+    /// How recovery was measured ([`Start::describe`]).
+    pub measured_from: String,
 }
 
 /// Checks recoveries and membership against the bounds; `end` is when
@@ -239,7 +296,9 @@ pub fn check(
     let (p99_b, max_b) = (ms(p99_bound), ms(max_bound));
     let mut v = Vec::new();
     let mut times = Vec::new();
-    for r in recs {
+    let no_effect = recs.iter().filter(|r| r.no_effect).count();
+    let recs: Vec<&Recovery> = recs.iter().filter(|r| !r.no_effect).collect();
+    for r in recs.iter().copied() {
         let t = r.millis_until(end);
         times.push(t);
         match r.millis() {
@@ -273,6 +332,8 @@ pub fn check(
         p50_ms: percentile(&times, 0.5),
         p99_ms: percentile(&times, 0.99),
         max_ms: times.iter().copied().max(),
+        no_effect,
+        measured_from: String::new(),
     };
     if let Some(p99) = stats.p99_ms
         && p99 > p99_b
@@ -317,148 +378,5 @@ pub fn fmt_ms(ms: u64) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::invariants::health::tests::healthy;
-
-    fn rec(ms: u64, fault: Fault, member: &str, outcome: &str) -> FaultRecord {
-        FaultRecord {
-            time: rfc3339(ms),
-            unix_ms: ms,
-            fault,
-            cluster: "c".into(),
-            member: member.into(),
-            role: Role::Follower,
-            outcome: outcome.into(),
-        }
-    }
-
-    /// Healthy every 100 ms except from `down.0` to `down.1`.
-    fn history(end: u64, down: (u64, u64)) -> Vec<Sample> {
-        (0..end / 100)
-            .map(|i| {
-                let at = i * 100;
-                let mut s = healthy(at, 3, 2);
-                if at >= down.0 && at < down.1 {
-                    s.views.pop();
-                }
-                s
-            })
-            .collect()
-    }
-
-    #[test]
-    fn recovery_is_measured_to_the_first_healthy_probe() {
-        let samples = history(10_000, (2_000, 2_700));
-        let events = group(&[
-            rec(1_990, Fault::Kill, "m3", "injected"),
-            rec(5_000, Fault::Kill, "m2", "dry-run"),
-        ]);
-        let r = recoveries(&events, &samples);
-        assert_eq!(r.len(), 1, "dry runs are not measured");
-        assert_eq!(r[0].millis(), Some(710));
-        let spans = unhealthy_spans(&samples);
-        assert_eq!(spans.len(), 1);
-        assert_eq!((spans[0].from, spans[0].to), (2_000, Some(2_700)));
-        let (stats, v) = check(
-            &r,
-            &spans,
-            Duration::from_secs(1),
-            Duration::from_secs(2),
-            10_000,
-        );
-        assert!(v.is_empty(), "{v:?}");
-        assert_eq!(stats.p99_ms, Some(710));
-    }
-
-    #[test]
-    fn a_fault_that_never_heals_is_caught() {
-        let samples = history(30_000, (2_000, u64::MAX));
-        let events = group(&[rec(1_990, Fault::Kill, "m3", "injected")]);
-        let r = recoveries(&events, &samples);
-        assert_eq!(r[0].recovered_at, None);
-        let spans = unhealthy_spans(&samples);
-        let (_, v) = check(
-            &r,
-            &spans,
-            Duration::from_secs(5),
-            Duration::from_secs(15),
-            30_000,
-        );
-        let checks: Vec<Check> = v.iter().map(|v| v.check).collect();
-        assert!(checks.contains(&Check::Recovery), "{v:?}");
-        assert!(checks.contains(&Check::RecoveryP99), "{v:?}");
-        assert!(checks.contains(&Check::Membership), "{v:?}");
-        assert!(v[0].message.contains("not recovered"), "{}", v[0].message);
-    }
-
-    #[test]
-    fn one_injection_of_several_members_is_one_fault_and_pauses_count_from_resume() {
-        let events = group(&[
-            rec(1_000, Fault::Kill, "m1", "injected"),
-            rec(1_020, Fault::Kill, "m2", "injected"),
-            rec(3_000, Fault::Pause, "m3", "injected"),
-            rec(8_000, Fault::Resume, "m3", "injected"),
-        ]);
-        assert_eq!(events.len(), 3);
-        assert_eq!(events[0].members, vec!["m1", "m2"]);
-        assert!(!events[1].measured() && events[2].measured());
-        assert!(
-            events[1].injected() && !events[2].injected(),
-            "a resume is no fault"
-        );
-    }
-
-    #[test]
-    fn availability_is_time_weighted_over_the_run() {
-        let mut samples = history(10_000, (0, 0));
-        for s in samples.iter_mut().skip(20).take(10) {
-            s.write_ok = false;
-        }
-        let a = availability(&samples).expect("some");
-        assert!((a - 89.0 / 99.0).abs() < 1e-9, "{a}");
-        for s in samples.iter_mut().skip(50) {
-            s.phase = Phase::Settle;
-            s.write_ok = false;
-        }
-        let a = availability(&samples).expect("some");
-        assert!((a - 39.0 / 49.0).abs() < 1e-9, "settle does not count: {a}");
-    }
-
-    #[test]
-    fn a_failed_quorum_read_counts_like_a_failed_write() {
-        // Writes succeed throughout; reads fail from 2 s to 3 s.
-        let mut samples = history(10_000, (0, 0));
-        for s in samples
-            .iter_mut()
-            .filter(|s| (2_000..3_000).contains(&s.at))
-        {
-            s.read_ok = false;
-        }
-        let a = availability(&samples).expect("some");
-        assert!((a - 89.0 / 99.0).abs() < 1e-9, "{a}");
-        let spans = unhealthy_spans(&samples);
-        assert_eq!(spans.len(), 1, "{spans:?}");
-        assert_eq!((spans[0].from, spans[0].to), (2_000, Some(3_000)));
-        assert_eq!(spans[0].reason, "a quorum read failed");
-        let events = group(&[rec(1_990, Fault::Kill, "m3", "injected")]);
-        let r = recoveries(&events, &samples);
-        assert_eq!(r[0].recovered_at, Some(3_000), "recovered once reads work");
-    }
-
-    #[test]
-    fn unrecovered_faults_count_up_to_the_end() {
-        let samples = history(30_000, (2_000, u64::MAX));
-        let events = group(&[rec(1_990, Fault::Kill, "m3", "injected")]);
-        let r = recoveries(&events, &samples);
-        assert_eq!(r[0].millis_until(29_900), 27_910);
-        let (stats, _) = check(
-            &r,
-            &[],
-            Duration::from_secs(5),
-            Duration::from_secs(15),
-            29_900,
-        );
-        assert_eq!(stats.max_ms, Some(27_910));
-    }
-}
+#[path = "recovery_tests.rs"]
+mod tests;

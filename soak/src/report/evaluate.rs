@@ -98,6 +98,7 @@ impl Derived {
     pub fn recovery_times(&self) -> Vec<u64> {
         self.recoveries
             .iter()
+            .filter(|r| !r.no_effect)
             .map(|r| r.millis_until(self.end))
             .collect()
     }
@@ -105,6 +106,15 @@ impl Derived {
 
 pub(super) fn ms(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// ", 2 showed no effect" (faults no probe saw take effect), or nothing.
+fn no_effect(n: usize) -> String {
+    if n == 0 {
+        String::new()
+    } else {
+        format!(", {n} more showed no effect any probe saw")
+    }
 }
 
 fn pct(x: f64) -> String {
@@ -119,15 +129,17 @@ pub fn evaluate(d: &RunData) -> (Summary, Derived) {
     let mut events = recovery::group(&d.faults);
     events.extend(d.changes.iter().cloned());
     events.sort_by_key(|e| e.at);
-    let recs = recovery::recoveries(&events, &d.samples);
+    let start = recovery::Start::of(d.platform);
+    let recs = recovery::recoveries(&events, &d.samples, start);
     let spans = recovery::unhealthy_spans(&d.samples);
-    let (stats, mut v) = recovery::check(
+    let (mut stats, mut v) = recovery::check(
         &recs,
         &spans,
         b.recovery_p99.get(),
         b.recovery_max.get(),
         end,
     );
+    stats.measured_from = start.describe().into();
     let mut rows = Vec::new();
     let count = |v: &[Violation], c: Check| v.iter().filter(|x| x.check == c).count();
     // Differing KV hashes that a recent `corrupt` fault explains
@@ -148,7 +160,15 @@ pub fn evaluate(d: &RunData) -> (Summary, Derived) {
         check: "recovery p99".into(),
         bound: format!("<= {}", b.recovery_p99),
         measured: match stats.p99_ms {
-            Some(p) => format!("{} ({n} faults, {} recovered)", fmt_ms(p), stats.recovered),
+            Some(p) => format!(
+                "{} ({n} faults, {} recovered{})",
+                fmt_ms(p),
+                stats.recovered,
+                no_effect(stats.no_effect)
+            ),
+            None if stats.no_effect > 0 => {
+                format!("no fault measured{}", no_effect(stats.no_effect))
+            }
             None => "no faults measured".into(),
         },
         pass: count(&v, Check::RecoveryP99) == 0,
@@ -367,6 +387,7 @@ pub fn evaluate(d: &RunData) -> (Summary, Derived) {
     let recovery_hist = super::hist::of(
         &recs
             .iter()
+            .filter(|r| !r.no_effect)
             .map(|r| r.millis_until(end))
             .collect::<Vec<u64>>(),
     );

@@ -99,15 +99,21 @@ pub fn render(
 
     let _ = writeln!(
         o,
-        "Definitions: *recovery time* runs from a fault's time in the fault log to the first \
-         probe that finds every member of the spec in the member list, voting, answering with \
-         the same leader, and a quorum write and a quorum read answered (resolution: one probe \
-         interval, {}); a pause counts from its resume; a fault never recovered counts up to \
-         the end of probing (in p99, max and the histogram). *Availability* is the fraction of \
-         the run covered by probe ticks whose quorum write and quorum read were both answered \
-         within {} (each tick covers the time to the next). Lost writes: at the end every key \
-         must hold its newest acknowledged write or one whose outcome was unknown.\n",
-        sc.probe.interval, sc.probe.timeout
+        "Definitions: *recovery time* runs {}. A healthy probe finds every member of the spec \
+         in the member list, voting, answering with the same leader, and a quorum write and a \
+         quorum read answered (resolution: one probe interval, {}); a pause counts from its \
+         resume; a fault never recovered counts up to the end of probing (in p99, max and the \
+         histogram). *Availability* is the fraction of the run covered by probe ticks whose \
+         quorum write and quorum read were both answered within {} (each tick covers the time \
+         to the next). Lost writes: at the end every key must hold its newest acknowledged \
+         write or one whose outcome was unknown.\n",
+        if s.recovery.measured_from.is_empty() {
+            "from a fault's time in the fault log to the first healthy probe"
+        } else {
+            s.recovery.measured_from.as_str()
+        },
+        sc.probe.interval,
+        sc.probe.timeout
     );
 
     let _ = writeln!(o, "## Latency (ms)\n");
@@ -148,10 +154,16 @@ pub fn render(
     } else {
         let _ = writeln!(o, "| time | fault | recovery |\n|---|---|---|");
         for r in &derived.recoveries {
-            let t = r
-                .millis()
-                .map(fmt_ms)
-                .unwrap_or_else(|| "**not recovered**".into());
+            let t = match (r.no_effect, r.millis(), r.effect_at) {
+                (true, _, _) => "no effect seen by any probe (not counted)".into(),
+                (_, None, _) => "**not recovered**".into(),
+                (_, Some(t), Some(seen)) => format!(
+                    "{} (from its effect, seen {} after the log)",
+                    fmt_ms(t),
+                    fmt_ms(seen.saturating_sub(r.event.at))
+                ),
+                (_, Some(t), None) => fmt_ms(t),
+            };
             let _ = writeln!(
                 o,
                 "| {} | {} | {t} |",

@@ -47,10 +47,10 @@ fn err(e: impl std::fmt::Display) -> String {
 
 /// Shades each recovery and draws a line at each fault.
 fn mark(chart: &mut Chart<'_, '_>, m: &Marks<'_>, y_max: f64) -> Result<(), String> {
-    let spans = m.recoveries.iter().map(|r| {
+    let spans = m.recoveries.iter().filter(|r| !r.no_effect).map(|r| {
         let to = r.recovered_at.unwrap_or(m.end);
         Rectangle::new(
-            [(m.x(r.event.at), 0.0), (m.x(to), y_max)],
+            [(m.x(r.start()), 0.0), (m.x(to), y_max)],
             RECOVERY.mix(0.15).filled(),
         )
     });
@@ -279,7 +279,7 @@ pub fn recovery(
         c.draw_series(
             m.recoveries
                 .iter()
-                .filter(|r| r.millis().is_none())
+                .filter(|r| r.millis().is_none() && !r.no_effect)
                 .map(|r| Cross::new((m.x(r.event.at), y_max * 0.97), 5, FAULT.stroke_width(2))),
         )
         .map_err(err)?
@@ -304,16 +304,11 @@ mod tests {
             members: vec!["m1".into()],
             roles: vec!["leader".into()],
             outcome: "injected".into(),
+            operator: false,
         };
         vec![
-            Recovery {
-                event: ev(10_000),
-                recovered_at: Some(10_600),
-            },
-            Recovery {
-                event: ev(20_000),
-                recovered_at: None,
-            },
+            Recovery::logged(ev(10_000), Some(10_600)),
+            Recovery::logged(ev(20_000), None),
         ]
     }
 
