@@ -6,6 +6,13 @@
 //! the member's published client URL resolves from here (the soak runs in
 //! the cluster, or its DNS is reachable), the client URL is used instead.
 //! Which one is used is said once per member, and again when it changes.
+//! A member whose pod is not yet scheduled and running gets no route (and
+//! no note) until it is: only a running pod that refuses a port-forward
+//! says something about RBAC or the kubelet. The first answer decides for
+//! the whole run: once a port-forward worked every member gets one at
+//! once, once one was refused and client URLs resolve every member uses
+//! its URL, without trying each member again (that cost ~3 s of failures
+//! per member).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -109,6 +116,51 @@ pub struct Forwards {
     pods: Api<Pod>,
     cluster: String,
     routes: Arc<Mutex<HashMap<String, Route>>>,
+    /// The way the first running pod's answer decided, for every member.
+    decided: Mutex<Option<Way>>,
+}
+
+/// Why a port-forward was not opened.
+#[derive(Debug, PartialEq, Eq)]
+pub enum OpenError {
+    /// The member's pod is not scheduled or not running yet: nothing is
+    /// known about port-forwards.
+    NotYet(String),
+    /// The pod runs and the port-forward failed.
+    Refused(String),
+}
+
+impl std::fmt::Display for OpenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OpenError::NotYet(m) | OpenError::Refused(m) => f.write_str(m),
+        }
+    }
+}
+
+/// Whether `pod` can be port-forwarded to at all: scheduled on a node and
+/// running (a pending pod's forward fails with "does not have a host
+/// assigned", which says nothing about RBAC).
+pub fn ready_for_forward(pod: &Pod) -> Result<(), OpenError> {
+    let name = pod.metadata.name.as_deref().unwrap_or("?");
+    if pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_ref())
+        .is_none()
+    {
+        return Err(OpenError::NotYet(format!(
+            "pod {name} is not scheduled yet"
+        )));
+    }
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    if phase != Some("Running") {
+        return Err(OpenError::NotYet(format!(
+            "pod {name} is {}, not Running yet",
+            phase.unwrap_or("without a phase")
+        )));
+    }
+    Ok(())
 }
 
 impl std::fmt::Debug for Forwards {
@@ -130,6 +182,7 @@ impl Forwards {
             pods,
             cluster: cluster.into(),
             routes: Arc::default(),
+            decided: Mutex::new(None),
         }
     }
 
@@ -138,6 +191,7 @@ impl Forwards {
         if self.cluster != cluster {
             self.cluster = cluster.into();
             lock(&self.routes).clear();
+            *lock(&self.decided) = None;
         }
     }
 
@@ -158,8 +212,30 @@ impl Forwards {
             };
             match known {
                 None => {
-                    let tried = open(&self.pods, &self.cluster, member).await.map(|_| ());
-                    let choice = choose(member, url, tried, resolves(url).await);
+                    let decided = lock(&self.decided).clone();
+                    let choice = match decided {
+                        Some(Way::Forward) => choose(member, url, Ok(()), false),
+                        Some(Way::Direct) if resolves(url).await => Choice {
+                            way: Way::Direct,
+                            note: format!(
+                                "{member}: using its client URL {url} (port-forwards were \
+                                 refused earlier in this run)"
+                            ),
+                        },
+                        _ => match open(&self.pods, &self.cluster, member).await {
+                            // Asked again at the next tend, silently.
+                            Err(OpenError::NotYet(_)) => continue,
+                            tried => {
+                                let tried = tried.map(|_| ()).map_err(|e| e.to_string());
+                                let ok = tried.is_ok();
+                                let choice = choose(member, url, tried, resolves(url).await);
+                                if ok || choice.way == Way::Direct {
+                                    *lock(&self.decided) = Some(choice.way.clone());
+                                }
+                                choice
+                            }
+                        },
+                    };
                     match self.listen(member, url, choice.way.clone()).await {
                         Ok(()) => notes.push(choice.note),
                         Err(e) => notes.push(format!("{member}: {e}")),
@@ -254,24 +330,25 @@ async fn open(
     pods: &Api<Pod>,
     cluster: &str,
     member: &str,
-) -> Result<impl tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin, String> {
+) -> Result<impl tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin, OpenError> {
     let lp = ListParams::default().labels(&pod_selector(cluster, member));
     let listed = pods
         .list(&lp)
         .await
-        .map_err(|e| format!("cannot list its pod: {e}"))?;
-    let pod = listed
+        .map_err(|e| OpenError::Refused(format!("cannot list its pod: {e}")))?;
+    let found = listed
         .items
         .first()
-        .and_then(|p| p.metadata.name.clone())
-        .ok_or_else(|| "it has no pod".to_string())?;
+        .ok_or_else(|| OpenError::NotYet("it has no pod yet".into()))?;
+    ready_for_forward(found)?;
+    let pod = found.metadata.name.clone().unwrap_or_default();
     let mut forwarder = pods
         .portforward(&pod, &[CLIENT_PORT])
         .await
-        .map_err(|e| format!("pods/{pod}/portforward: {e}"))?;
+        .map_err(|e| OpenError::Refused(format!("pods/{pod}/portforward: {e}")))?;
     forwarder
         .take_stream(CLIENT_PORT)
-        .ok_or_else(|| format!("pods/{pod}/portforward gave no stream"))
+        .ok_or_else(|| OpenError::Refused(format!("pods/{pod}/portforward gave no stream")))
 }
 
 async fn accept(
@@ -301,6 +378,7 @@ async fn carry(
             let _ = tokio::io::copy_bidirectional(&mut conn, &mut upstream).await;
         }
         Err(e) => {
+            // Expected while a member's pod goes away (a fault).
             failures.fetch_add(1, Ordering::Relaxed);
             tracing::debug!("port-forward to {member}: {e}");
         }
@@ -327,6 +405,32 @@ mod tests {
         let c = choose("soak-0", url, Err("403 Forbidden".into()), false);
         assert_eq!(c.way, Way::Forward);
         assert!(c.note.contains("does not resolve"), "{}", c.note);
+    }
+
+    #[test]
+    fn only_a_scheduled_running_pod_can_refuse_a_port_forward() {
+        let pod = |node: Option<&str>, phase: Option<&str>| Pod {
+            metadata: kube::api::ObjectMeta {
+                name: Some("soak-0".into()),
+                ..Default::default()
+            },
+            spec: Some(k8s_openapi::api::core::v1::PodSpec {
+                node_name: node.map(str::to_string),
+                ..Default::default()
+            }),
+            status: Some(k8s_openapi::api::core::v1::PodStatus {
+                phase: phase.map(str::to_string),
+                ..Default::default()
+            }),
+        };
+        let e = ready_for_forward(&pod(None, Some("Pending"))).expect_err("pending");
+        assert_eq!(
+            e,
+            OpenError::NotYet("pod soak-0 is not scheduled yet".into())
+        );
+        let e = ready_for_forward(&pod(Some("n1"), Some("Pending"))).expect_err("starting");
+        assert!(matches!(e, OpenError::NotYet(_)), "{e}");
+        assert!(ready_for_forward(&pod(Some("n1"), Some("Running"))).is_ok());
     }
 
     #[tokio::test]
