@@ -79,12 +79,6 @@ pub fn etcd_args(
             ("--key-file", file(files::SERVER_KEY)),
             ("--trusted-ca-file", file(files::CLIENT_CA)),
         ]);
-        if listen == Listen::Everywhere {
-            tls_args.push((
-                "--listen-metrics-urls",
-                format!("http://0.0.0.0:{METRICS_PORT}"),
-            ));
-        }
     }
     let mut flags: Vec<String> = [
         ("--name", config.addr.name.as_str()),
@@ -109,11 +103,22 @@ pub fn etcd_args(
     // created before those fields existed keep their exact command line.
     .chain(config.backend.flags())
     .collect();
-    if listen == Listen::Advertised
-        && let Some(host) = crate::tls::url_host(&config.addr.client_url)
-    {
-        flags.push("--listen-metrics-urls".into());
-        flags.push(format!("http://{host}:{METRICS_PORT}"));
+    // A plain metrics listener: served from start, also by a member that
+    // waits for a quorum to publish itself (its client port serves nothing
+    // until then), so the operator can still read how far its log goes;
+    // on Kubernetes also what the readiness probe of a client-TLS member
+    // asks.
+    match listen {
+        Listen::Advertised => {
+            if let Some(host) = crate::tls::url_host(&config.addr.client_url) {
+                flags.push("--listen-metrics-urls".into());
+                flags.push(format!("http://{host}:{METRICS_PORT}"));
+            }
+        }
+        Listen::Everywhere => {
+            flags.push("--listen-metrics-urls".into());
+            flags.push(format!("http://0.0.0.0:{METRICS_PORT}"));
+        }
     }
     // Mutual TLS: a peer or client must present a certificate the
     // trusted CAs signed. Boolean flags take `=`.
@@ -233,16 +238,13 @@ mod tests {
             flag(&args, "--listen-metrics-urls").as_deref(),
             Some("http://127.1.2.3:2381")
         );
-        assert_eq!(flag(&pod, "--listen-metrics-urls"), None);
-        let metrics = args.iter().position(|a| a == "--listen-metrics-urls");
-        let mut local = args.clone();
-        local.drain(metrics.expect("metrics")..metrics.expect("metrics") + 2);
-        let differ = local.iter().zip(&pod).filter(|(a, b)| a != b).count();
+        // In a pod on every address: the operator reads it at the pod's IP.
         assert_eq!(
-            (pod.len(), differ),
-            (local.len(), 2),
-            "only the listen URLs"
+            flag(&pod, "--listen-metrics-urls").as_deref(),
+            Some("http://0.0.0.0:2381")
         );
+        let differ = args.iter().zip(&pod).filter(|(a, b)| a != b).count();
+        assert_eq!((pod.len(), differ), (args.len(), 3), "only the listen URLs");
         assert!(
             !args
                 .iter()

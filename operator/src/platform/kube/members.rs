@@ -98,6 +98,32 @@ pub fn pod_url(pod: &Pod, https: bool) -> Option<String> {
     Some(if https { with_scheme(&url, true) } else { url })
 }
 
+/// Where the operator reads a member pod's metrics (`http://POD_IP:2381/metrics`)
+/// when it does not answer on its client port (restarted without quorum,
+/// [`crate::member::metrics`]); `None` for a pod made before its etcd had
+/// a metrics listener, or without an IP.
+pub fn metrics_url(pod: &Pod) -> Option<String> {
+    let listens = pod
+        .spec
+        .as_ref()?
+        .containers
+        .iter()
+        .filter(|c| c.name == super::pod::CONTAINER)
+        .flat_map(|c| c.args.iter().flatten())
+        .any(|a| a == "--listen-metrics-urls");
+    if !listens {
+        return None;
+    }
+    let status = pod.status.as_ref()?;
+    let listed = status.pod_ips.iter().flatten().map(|p| p.ip.as_str());
+    let ip = status.pod_ip.as_deref().into_iter().chain(listed);
+    let ip = ip.map(str::trim).find(|ip| !ip.is_empty())?;
+    Some(format!(
+        "{}/metrics",
+        http_url(ip, crate::member::flags::METRICS_PORT)
+    ))
+}
+
 /// A pod whose Ready condition is true.
 pub fn pod_ready(pod: &Pod) -> bool {
     let conditions = pod.status.as_ref().and_then(|s| s.conditions.as_ref());
@@ -214,7 +240,9 @@ fn member(
             call_url: pod
                 .filter(|_| running && swapping.is_none())
                 .and_then(|p| pod_url(p, config.client_https())),
-            metrics_url: None,
+            metrics_url: pod
+                .filter(|_| running && swapping.is_none())
+                .and_then(metrics_url),
             crash_looping: looping,
             problem: swapping.or_else(|| {
                 let now = std::time::SystemTime::now();

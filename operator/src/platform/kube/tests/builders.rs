@@ -43,21 +43,25 @@ fn member_pod_runs_etcd_with_the_local_flags_on_its_dns_name() {
     ] {
         assert_eq!(flag(name), Some(value), "{name}");
     }
-    // Every other flag is the local platform's, in its order, but for the
-    // metrics listener the local platform adds on each member's address.
-    let mut local = crate::member::flags::etcd_args(
+    // Every other flag is the local platform's, in its order; the listen
+    // URLs (metrics included) are on every address of the pod instead of
+    // the member's own.
+    let local = crate::member::flags::etcd_args(
         &config("demo-1", "3.5.1"),
         std::path::Path::new("/var/lib/etcd/data"),
         std::path::Path::new("/etc/etcd/tls"),
         crate::member::flags::Listen::Advertised,
     );
-    let metrics = local
-        .iter()
-        .position(|a| a == "--listen-metrics-urls")
-        .expect("a local metrics listener");
-    local.drain(metrics..metrics + 2);
     assert_eq!(args.len(), local.len(), "{args:?}\n{local:?}");
-    let listen = ["--listen-peer-urls", "--listen-client-urls"];
+    assert_eq!(
+        flag("--listen-metrics-urls"),
+        Some("http://0.0.0.0:2381".into())
+    );
+    let listen = [
+        "--listen-peer-urls",
+        "--listen-client-urls",
+        "--listen-metrics-urls",
+    ];
     for (i, (arg, local)) in args.iter().zip(&local).enumerate() {
         let listen_url = i > 0 && listen.contains(&args[i - 1].as_str());
         if !listen_url {
@@ -221,4 +225,38 @@ fn services_and_budget() {
     assert_eq!(pdb["spec"]["minAvailable"], 2);
     assert_eq!(pdb["spec"]["selector"]["matchLabels"], selector);
     assert!(pdb["spec"].get("maxUnavailable").is_none());
+}
+
+/// A member that waits for a quorum serves nothing on its client port but
+/// its metrics: the operator reads them at the pod's IP, as it reads a
+/// local member's at its own address.
+#[test]
+fn a_member_pods_metrics_are_read_at_its_ip() {
+    let mut p: Pod = serde_json::from_value(pod("3.5.1", StoragePolicy::Persistent)).expect("pod");
+    assert_eq!(
+        crate::platform::kube::members::metrics_url(&p),
+        None,
+        "no IP yet"
+    );
+    p.status = Some(k8s_openapi::api::core::v1::PodStatus {
+        pod_ip: Some("10.1.2.3".into()),
+        ..Default::default()
+    });
+    assert_eq!(
+        crate::platform::kube::members::metrics_url(&p).as_deref(),
+        Some("http://10.1.2.3:2381/metrics")
+    );
+    // A pod made before its etcd had a metrics listener has none to read.
+    if let Some(spec) = p.spec.as_mut() {
+        for c in &mut spec.containers {
+            if let Some(args) = c.args.as_mut() {
+                let at = args
+                    .iter()
+                    .position(|a| a == "--listen-metrics-urls")
+                    .expect("listener");
+                args.drain(at..at + 2);
+            }
+        }
+    }
+    assert_eq!(crate::platform::kube::members::metrics_url(&p), None);
 }
