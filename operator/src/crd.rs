@@ -41,6 +41,13 @@ pub fn member_pod_selector(cluster: &str) -> String {
     format!("{LABEL_MANAGED_BY}={MANAGED_BY},{cluster},{LABEL_MEMBER}")
 }
 
+/// The label selector of one member's pod and volume claim: its cluster
+/// and its name, so a same-named member of another cluster in the
+/// namespace never matches.
+pub fn member_selector(cluster: &str, member: &str) -> String {
+    format!("{LABEL_CLUSTER}={cluster},{LABEL_MEMBER}={member}")
+}
+
 /// Desired state of an etcd cluster.
 // clippy reads the repeated `type_ = ...` of the printcolumns as duplicated
 // attributes; they are arguments of separate columns.

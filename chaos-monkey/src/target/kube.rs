@@ -23,6 +23,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use etcd_operator::crd::{
     EtcdCluster, EtcdClusterStatus, LABEL_CLUSTER, LABEL_MEMBER, LABEL_NAME, member_pod_selector,
+    member_selector,
 };
 use etcd_operator::etcd::Clients;
 use etcd_operator::faults::{Fault, Role};
@@ -271,7 +272,7 @@ impl Kube {
     async fn delete_claims(&self, (cluster, member): &MemberKey) -> Result<(), Error> {
         let claims: Api<PersistentVolumeClaim> =
             Api::namespaced(self.client.clone(), &self.namespace);
-        let selector = format!("{LABEL_CLUSTER}={cluster},{LABEL_MEMBER}={member}");
+        let selector = member_selector(cluster, member);
         let kube_err = |what: String| move |source| Error::Kube { what, source };
         let list = claims
             .list(&ListParams::default().labels(&selector))

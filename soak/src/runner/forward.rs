@@ -23,7 +23,7 @@ use kube::api::{Api, ListParams};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
-use super::kube::pod_selector;
+use etcd_operator::crd::member_selector as pod_selector;
 
 /// etcd's client port in a member's pod.
 pub const CLIENT_PORT: u16 = 2379;
@@ -431,6 +431,24 @@ mod tests {
         let e = ready_for_forward(&pod(Some("n1"), Some("Pending"))).expect_err("starting");
         assert!(matches!(e, OpenError::NotYet(_)), "{e}");
         assert!(ready_for_forward(&pod(Some("n1"), Some("Running"))).is_ok());
+    }
+
+    #[test]
+    fn the_pod_selector_matches_the_members_pod_only() {
+        use etcd_operator::platform::kube::objects::member_labels;
+        let selects = |selector: &str, labels: &std::collections::BTreeMap<String, String>| {
+            selector.split(',').all(|term| {
+                term.split_once('=')
+                    .is_some_and(|(k, v)| labels.get(k).is_some_and(|x| x == v))
+            })
+        };
+        let sel = pod_selector("a", "a-1");
+        assert!(selects(&sel, &member_labels("a", "a-1")), "{sel}");
+        assert!(!selects(&sel, &member_labels("a", "a-2")), "another member");
+        assert!(
+            !selects(&sel, &member_labels("b", "a-1")),
+            "a same-named member of another cluster"
+        );
     }
 
     #[tokio::test]

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use etcd_operator::crd::{EtcdCluster, LABEL_CLUSTER, LABEL_MEMBER};
+use etcd_operator::crd::EtcdCluster;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 
@@ -33,8 +33,8 @@ pub struct Kube {
     /// Secret `CLUSTER-client-tls`), read again at every refresh.
     tls: Arc<Mutex<Option<etcd_operator::tls::ClientTls>>>,
     /// What the routes to the members said while the cluster was being
-    /// brought up, for the report's notes ([`super::platform::Notes`]).
-    pub(super) unsaid: super::platform::Notes,
+    /// brought up, for the report's notes ([`super::notes::Notes`]).
+    pub(super) unsaid: super::notes::Notes,
 }
 
 impl std::fmt::Debug for Kube {
@@ -53,13 +53,6 @@ fn setup_err(what: &str) -> impl FnOnce(kube::Error) -> Error + '_ {
 /// An API error during the run: the run could not be done.
 fn kerr(what: &str) -> impl FnOnce(kube::Error) -> Error + '_ {
     move |e| Error::Kube(format!("{what}: {e}"))
-}
-
-/// The label selector of one member's pod: its cluster and its name (the
-/// labels the operator puts on member pods), so a same-named member of
-/// another cluster in the namespace never matches.
-pub fn pod_selector(cluster: &str, member: &str) -> String {
-    format!("{LABEL_CLUSTER}={cluster},{LABEL_MEMBER}={member}")
 }
 
 impl Kube {
@@ -104,7 +97,7 @@ impl Kube {
             cluster: cluster.clone(),
             cache: Arc::default(),
             forwards: Forwards::new(pods, &cluster.name),
-            unsaid: super::platform::Notes::default(),
+            unsaid: super::notes::Notes::default(),
         })
     }
 
@@ -232,27 +225,4 @@ impl Kube {
 
     /// How often [`Kube::refresh`] should run.
     pub const REFRESH: Duration = Duration::from_secs(1);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use etcd_operator::platform::kube::objects::member_labels;
-
-    #[test]
-    fn the_pod_selector_matches_the_members_pod_only() {
-        let selects = |selector: &str, labels: &std::collections::BTreeMap<String, String>| {
-            selector.split(',').all(|term| {
-                term.split_once('=')
-                    .is_some_and(|(k, v)| labels.get(k).is_some_and(|x| x == v))
-            })
-        };
-        let sel = pod_selector("a", "a-1");
-        assert!(selects(&sel, &member_labels("a", "a-1")), "{sel}");
-        assert!(!selects(&sel, &member_labels("a", "a-2")), "another member");
-        assert!(
-            !selects(&sel, &member_labels("b", "a-1")),
-            "a same-named member of another cluster"
-        );
-    }
 }

@@ -9,6 +9,7 @@ mod finals;
 pub mod forward;
 pub mod kube;
 pub mod local;
+mod notes;
 mod observers;
 mod platform;
 mod preflight;
