@@ -23,6 +23,7 @@ pub mod platform;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod tls;
+pub mod units;
 pub mod userfile;
 pub mod validate;
 pub mod version;

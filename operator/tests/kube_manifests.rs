@@ -21,9 +21,9 @@ use etcd_operator::platform::kube::objects::{
 };
 use etcd_operator::platform::kube::pod::{DEFAULT_IMAGE, member_pod};
 use etcd_operator::platform::kube::tls::{ca_secret, client_secret, member_secret};
+use etcd_operator::platform::tls_store::ClientFiles;
 use etcd_operator::tls::inspect::CertInfo;
 use etcd_operator::tls::issue::{self, Usage};
-use etcd_operator::tls::store::ClientFiles;
 use etcd_operator::tls::{CaState, MemberFiles, RoleFiles};
 use kube::Resource;
 

@@ -14,9 +14,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use etcd_client::{Client, ConnectOptions, EventType, WatchOptions};
 use tokio::sync::{Notify, watch};
 
+use super::Candidate;
 use super::chain::Chain;
 use super::delta::{self, Event, Revision, Segment};
-use super::schedule::Candidate;
 use super::{BackupMeta, BackupStore, Location};
 use crate::crd::{BackupStatus, ChainStatus};
 use crate::validate::ContinuousPolicy;

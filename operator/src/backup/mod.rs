@@ -37,6 +37,10 @@ use sha2::{Digest, Sha256};
 
 use crate::platform::local::layout::{read_json, write_json};
 
+/// A member backups may be taken from: (name, client URL, the client
+/// certificate for an `https://` URL).
+pub type Candidate = (String, String, Option<crate::tls::ClientTls>);
+
 /// Result of backup operations.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 

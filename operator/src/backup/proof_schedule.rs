@@ -11,8 +11,8 @@ use std::time::{Duration, SystemTime};
 
 use tokio::sync::watch;
 
+use super::Candidate;
 use super::proof::Verdict;
-use super::schedule::Candidate;
 use super::{BackupStore, Location, Source};
 use crate::crd::{BackupStatus, RestoreCheckStatus};
 

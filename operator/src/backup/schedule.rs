@@ -20,9 +20,7 @@ use crate::crd::BackupStatus;
 use crate::metrics::ClusterMetrics;
 use crate::validate::BackupPolicy;
 
-/// A member backups may be taken from: (name, client URL, the client
-/// certificate for an `https://` URL).
-pub type Candidate = (String, String, Option<crate::tls::ClientTls>);
+use super::Candidate;
 
 /// A running schedule. Dropping it stops the task.
 #[derive(Debug)]

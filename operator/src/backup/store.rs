@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::{BackupMeta, Result, Retained};
+use super::{BackupMeta, Candidate, Result, Retained};
 use crate::validate::BackupPolicy;
 
 /// Where a cluster's backups are kept, as its spec says
@@ -277,7 +277,7 @@ pub trait BackupStore: Send + Sync + 'static {
         self: std::sync::Arc<Self>,
         policy: crate::validate::ContinuousPolicy,
         location: Location,
-        candidates: tokio::sync::watch::Receiver<Vec<super::schedule::Candidate>>,
+        candidates: tokio::sync::watch::Receiver<Vec<Candidate>>,
         status: std::sync::Arc<std::sync::Mutex<crate::crd::BackupStatus>>,
         want_full: std::sync::Arc<tokio::sync::Notify>,
     ) -> impl Future<Output = ()> + Send

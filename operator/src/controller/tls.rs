@@ -17,9 +17,9 @@ use crate::member::MemberAddr;
 use crate::observe::Observation;
 use crate::plan::{TlsState, TlsWanted};
 use crate::platform::Platform;
+use crate::platform::tls_store::{ClientFiles, Provided};
 use crate::tls::inspect::{self, CertInfo};
 use crate::tls::issue::{self, Usage};
-use crate::tls::store::{ClientFiles, Provided};
 use crate::tls::{CaState, CertKey, ClientTls, MemberFiles, RoleFiles, bundle, trust_id};
 use crate::validate::{TlsPolicy, TlsSource, ValidSpec};
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::crd::{CompactionMode, EtcdClusterSpec};
-use crate::validate::{FieldError, parse_duration, parse_interval};
+use crate::units::{FieldError, parse_duration, parse_interval};
 
 /// etcd's own quota when `--quota-backend-bytes` is not given (2 GiB).
 pub const DEFAULT_QUOTA: i64 = 2 << 30;

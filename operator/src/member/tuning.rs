@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::crd::TuningSpec;
-use crate::validate::parse_duration;
+use crate::units::parse_duration;
 
 /// Longest election timeout etcd accepts (`maxElectionMs`), in ms.
 pub const MAX_ELECTION_MS: u32 = 50_000;

@@ -20,11 +20,12 @@ use serde::{Deserialize, Serialize};
 use crate::backup::{BackupStore, RestoreSource};
 use crate::crd::EtcdCluster;
 pub use crate::member::{InitialState, MemberAddr, MemberConfig, Settings, Tuning};
-use crate::tls::store::TlsStore;
+use crate::platform::tls_store::TlsStore;
 use crate::version::Version;
 
 pub mod kube;
 pub mod local;
+pub mod tls_store;
 
 /// Result of platform calls.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

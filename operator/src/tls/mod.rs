@@ -9,7 +9,6 @@
 
 pub mod inspect;
 pub mod issue;
-pub mod store;
 
 use std::fmt;
 use std::path::Path;

@@ -9,9 +9,9 @@ use super::{Role, ca_end, provided, source};
 use crate::crd::TlsStatus;
 use crate::observe::Observation;
 use crate::platform::Platform;
+use crate::platform::tls_store::ClientFiles;
 use crate::tls::inspect::{self, CertInfo};
 use crate::tls::issue::{self, Usage};
-use crate::tls::store::ClientFiles;
 use crate::tls::{CaState, ClientTls};
 use crate::validate::{TlsPolicy, TlsSource};
 

@@ -8,9 +8,9 @@ use std::time::SystemTime;
 use super::{Cluster, Role};
 use crate::member::MemberAddr;
 use crate::platform::Platform;
+use crate::platform::tls_store::Provided;
 use crate::tls::CertKey;
 use crate::tls::inspect::{self, CertInfo};
-use crate::tls::store::Provided;
 
 /// Checks certificates a user provides: readable, the key is the
 /// certificate's, valid now, signed by the given CA, usable by members

@@ -592,5 +592,6 @@ fn event() -> impl Strategy<Value = Event> {
 
 mod db_rules;
 mod rebuild;
+mod rebuild_props;
 mod rules;
 mod settings;

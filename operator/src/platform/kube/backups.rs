@@ -364,7 +364,8 @@ impl BackupStore for KubeBackups {
         backup: &BackupMeta,
         live: Source<'_>,
     ) -> Result<crate::backup::proof::RestoreCheck> {
-        super::proof::restore_check(self, location, backup, live).await
+        let op = super::proof::prove(backup, &live)?;
+        super::proof::result(self.run(location, op).await?)
     }
 
     /// Answered from the last [`newest_good`](Self::newest_good) while the
@@ -401,12 +402,12 @@ impl BackupStore for KubeBackups {
         self: std::sync::Arc<Self>,
         _policy: crate::validate::ContinuousPolicy,
         location: Location,
-        _candidates: tokio::sync::watch::Receiver<Vec<crate::backup::schedule::Candidate>>,
+        _candidates: tokio::sync::watch::Receiver<Vec<crate::backup::Candidate>>,
         status: std::sync::Arc<Mutex<crate::crd::BackupStatus>>,
         want_full: std::sync::Arc<tokio::sync::Notify>,
     ) -> impl std::future::Future<Output = ()> + Send {
         let jobs = self.jobs.clone();
-        super::follow::report(jobs, location.cluster, status, want_full)
+        super::follow_status::report(jobs, location.cluster, status, want_full)
     }
 
     /// One Job applies retention (and sweeps) in the claim.

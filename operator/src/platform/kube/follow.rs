@@ -19,32 +19,25 @@
 //! from [`crate::platform::Platform::prepare`]); it is owned by the
 //! EtcdCluster, so it goes with it. The follower prints where the chain
 //! stands on its log; the operator reads it from there for the status
-//! ([`super::backups`]).
+//! ([`super::follow_status`]).
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy};
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
-use kube::ResourceExt;
-use kube::api::{DeleteParams, ListParams, LogParams};
-use tokio::sync::Notify;
+use kube::api::DeleteParams;
 
 use super::backups::KubeBackups;
-use super::jobs::{Jobs, LABEL_JOB, backup_job, job_labels};
+use super::jobs::{LABEL_JOB, backup_job, job_labels};
 use super::objects::{client_service_name, meta};
 use super::{Error, KubePlatform};
 use crate::backup::Location;
 use crate::backup::job::Op;
-use crate::crd::{BackupStatus, ContinuousSpec, EtcdCluster, LABEL_CLUSTER};
+use crate::crd::{ContinuousSpec, EtcdCluster, LABEL_CLUSTER};
 use crate::member::CLIENT_PORT;
-use crate::platform::local::follow_job::FollowLine;
 
-/// The container of the follower.
-pub const FOLLOW_CONTAINER: &str = "follow";
-/// The value of [`LABEL_JOB`] on the follower and its pod.
-pub const FOLLOW_KIND: &str = "follow";
+pub use super::follow_status::FOLLOW_CONTAINER;
+pub use super::jobs::FOLLOW_KIND;
 
 /// The follower Deployment's name.
 pub fn follower_name(cluster: &str) -> String {
@@ -187,52 +180,5 @@ impl KubePlatform {
         let mut done = self.followers.lock().unwrap_or_else(|e| e.into_inner());
         done.insert(cluster.to_string(), key);
         Ok(())
-    }
-}
-
-/// How often the follower's log is read for the chain's status.
-const READ_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// Keeps `status.continuous` to what the follower of `cluster` last printed
-/// on its log, and asks for a full backup through `want_full` when it says
-/// its chain ended; until aborted (the schedule stops).
-pub(super) async fn report(
-    jobs: Jobs,
-    cluster: String,
-    status: Arc<Mutex<BackupStatus>>,
-    want_full: Arc<Notify>,
-) {
-    let lp = ListParams::default().labels(&format!(
-        "{LABEL_CLUSTER}={cluster},{LABEL_JOB}={FOLLOW_KIND}"
-    ));
-    let mut asked = false;
-    loop {
-        let pods = jobs.api::<Pod>().list(&lp).await;
-        let running = pods.ok().and_then(|l| {
-            l.items
-                .into_iter()
-                .find(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
-        });
-        if let Some(pod) = running {
-            let lp = LogParams {
-                container: Some(FOLLOW_CONTAINER.into()),
-                tail_lines: Some(50),
-                ..LogParams::default()
-            };
-            let log = jobs
-                .api::<Pod>()
-                .logs(&pod.name_any(), &lp)
-                .await
-                .unwrap_or_default();
-            let (chain, want) = FollowLine::last(&log);
-            if let Some(chain) = chain {
-                status.lock().unwrap_or_else(|e| e.into_inner()).continuous = Some(chain);
-            }
-            if want && !asked {
-                want_full.notify_one();
-            }
-            asked = want;
-        }
-        tokio::time::sleep(READ_EVERY).await;
     }
 }

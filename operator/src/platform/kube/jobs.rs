@@ -37,6 +37,9 @@ use crate::member::MemberConfig;
 
 /// Label on the platform's Jobs: `backup` or `restore`.
 pub const LABEL_JOB: &str = "etcdoperator.dev/job";
+/// The value of [`LABEL_JOB`] on the continuous-backup follower and its
+/// pod ([`super::follow`]).
+pub const FOLLOW_KIND: &str = "follow";
 /// Label on a backup claim the operator created: the cluster it was
 /// created for (it has no ownerReference: backups outlive the cluster).
 pub const LABEL_BACKUPS_OF: &str = "etcdoperator.dev/backups-of";
@@ -157,10 +160,7 @@ pub fn job_labels(cluster: &str, kind: &str) -> BTreeMap<String, String> {
 fn beside_follower(cluster: &str) -> Affinity {
     let selector = BTreeMap::from([
         (LABEL_CLUSTER.to_string(), cluster.to_string()),
-        (
-            LABEL_JOB.to_string(),
-            super::follow::FOLLOW_KIND.to_string(),
-        ),
+        (LABEL_JOB.to_string(), FOLLOW_KIND.to_string()),
     ]);
     Affinity {
         pod_affinity: Some(PodAffinity {

@@ -30,6 +30,7 @@ pub mod backups;
 pub mod config;
 pub mod error;
 pub mod follow;
+mod follow_status;
 pub mod image_check;
 pub mod jobs;
 pub mod members;

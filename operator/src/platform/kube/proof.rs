@@ -13,18 +13,12 @@
 //! revision before it is hashed, so both hashes are read while the
 //! scratch member runs.
 
-use super::backups::KubeBackups;
-use crate::backup::job::Op;
+use crate::backup::job::{Op, Report};
 use crate::backup::proof::RestoreCheck;
-use crate::backup::{BackupMeta, Error, Location, Result, Source};
+use crate::backup::{BackupMeta, Error, Result, Source};
 
-/// Runs the restore check of `backup` against `live` in a Job.
-pub async fn restore_check(
-    store: &KubeBackups,
-    location: &Location,
-    backup: &BackupMeta,
-    live: Source<'_>,
-) -> Result<RestoreCheck> {
+/// The Job's order to check `backup` against `live`.
+pub fn prove(backup: &BackupMeta, live: &Source<'_>) -> Result<Op> {
     if live.tls.is_some() {
         return Err(Error::Unsupported(
             "restore checks of a cluster whose clients use TLS (spec.tls.client) are not \
@@ -32,12 +26,15 @@ pub async fn restore_check(
                 .into(),
         ));
     }
-    let op = Op::Prove {
+    Ok(Op::Prove {
         backup: backup.name.clone(),
         member: live.member.into(),
         url: live.url.into(),
-    };
-    let report = store.run(location, op).await?;
+    })
+}
+
+/// The check's result, from the Job's report.
+pub fn result(report: Report) -> Result<RestoreCheck> {
     report
         .restore_check
         .ok_or_else(|| Error::Job("the restore check job reported no result".into()))

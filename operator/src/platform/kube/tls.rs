@@ -32,7 +32,7 @@ use super::{Error, KubePlatform};
 use crate::crd::StoragePolicy;
 use crate::member::{MemberAddr, MemberConfig, MemberTls};
 use crate::platform::Result;
-use crate::tls::store::{ClientFiles, ClientPlace, Provided, TlsStore};
+use crate::platform::tls_store::{ClientFiles, ClientPlace, Provided, TlsStore};
 use crate::tls::{CaState, CertKey, MemberFiles};
 
 /// Key of the CA state in the CA Secret.

@@ -21,8 +21,8 @@ use std::path::{Path, PathBuf};
 use super::LocalPlatform;
 use super::layout::{read_json, write_json};
 use crate::member::MemberAddr;
+use crate::platform::tls_store::{ClientFiles, ClientPlace, Provided, TlsStore};
 use crate::platform::{Error, Result, io_err};
-use crate::tls::store::{ClientFiles, ClientPlace, Provided, TlsStore};
 use crate::tls::{CaState, CertKey, MemberFiles, files, url_host};
 
 /// The link every file of a set points through.

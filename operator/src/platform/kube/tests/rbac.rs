@@ -19,7 +19,7 @@ use crate::crd::{EtcdCluster, StoragePolicy};
 use crate::platform::Platform;
 use crate::platform::kube::KubePlatform;
 use crate::platform::kube::pod::DEFAULT_IMAGE;
-use crate::tls::store::TlsStore;
+use crate::platform::tls_store::TlsStore;
 use crate::version::Version;
 
 fn deploy(file: &str) -> Vec<Value> {
@@ -171,7 +171,7 @@ async fn by_hand(client: kube::Client, fake: &Fake, demo: &EtcdCluster, eph: &Et
     p.member_files("demo", "demo-0")
         .await
         .expect("member files read");
-    let tools = crate::tls::store::ClientFiles {
+    let tools = crate::platform::tls_store::ClientFiles {
         ca: ca.cert.clone(),
         cert_key: ca.clone(),
     };

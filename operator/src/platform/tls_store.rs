@@ -6,9 +6,9 @@
 
 use std::future::Future;
 
-use super::{CaState, CertKey, MemberFiles};
+use super::Result;
 use crate::member::MemberAddr;
-use crate::platform::Result;
+use crate::tls::{CaState, CertKey, MemberFiles};
 
 /// Certificates a user provides (`mode: Provided`): a CA bundle and one
 /// certificate with its key, used by every member (and by the operator as
