@@ -180,7 +180,7 @@ pub fn recoveries(events: &[FaultEvent], samples: &[Sample], start: Start) -> Ve
         .enumerate()
         .map(|(n, e)| {
             let from = samples.partition_point(|s| s.at < e.at);
-            if !start.from_effect(e) {
+            if !start.from_effect(&e.fault, e.operator) {
                 return Recovery::logged((*e).clone(), first_healthy(from));
             }
             // The effect must show before the next measured fault.

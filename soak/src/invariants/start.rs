@@ -14,9 +14,6 @@
 use etcd_operator::faults::Fault;
 use serde::Serialize;
 
-use super::recovery::FaultEvent;
-use crate::data::PlatformKind;
-
 /// From when recovery is counted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -28,25 +25,15 @@ pub enum Start {
 }
 
 impl Start {
-    /// How faults take effect on `platform`.
-    pub fn of(platform: PlatformKind) -> Start {
-        match platform {
-            PlatformKind::Local => Start::Logged,
-            PlatformKind::Kube => Start::Effect,
-        }
-    }
-
-    /// Whether `e` is counted from its effect: a kill or destroy of
-    /// members (not of the operator, which leaves the cluster healthy;
-    /// not a spec change or the end of a lasting fault, which the runner
-    /// or the monkey did before logging it).
-    pub fn from_effect(self, e: &FaultEvent) -> bool {
+    /// Whether a fault named `fault` (as the fault log names it) is counted
+    /// from its effect: a kill or destroy of members (not of the operator,
+    /// `operator`, which leaves the cluster healthy; not a spec change or
+    /// the end of a lasting fault, which the runner or the monkey did
+    /// before logging it).
+    pub fn from_effect(self, fault: &str, operator: bool) -> bool {
         self == Start::Effect
-            && !e.operator
-            && matches!(
-                Fault::from_name(&e.fault),
-                Some(Fault::Kill | Fault::Destroy)
-            )
+            && !operator
+            && matches!(Fault::from_name(fault), Some(Fault::Kill | Fault::Destroy))
     }
 
     /// How the report says recovery was measured.

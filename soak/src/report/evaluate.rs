@@ -129,7 +129,12 @@ pub fn evaluate(d: &RunData) -> (Summary, Derived) {
     let mut events = recovery::group(&d.faults);
     events.extend(d.changes.iter().cloned());
     events.sort_by_key(|e| e.at);
-    let start = recovery::Start::of(d.platform);
+    // A pod delete takes effect after the API call; a local kill before
+    // it is logged.
+    let start = match d.platform {
+        crate::data::PlatformKind::Local => recovery::Start::Logged,
+        crate::data::PlatformKind::Kube => recovery::Start::Effect,
+    };
     let recs = recovery::recoveries(&events, &d.samples, start);
     let spans = recovery::unhealthy_spans(&d.samples);
     let (mut stats, mut v) = recovery::check(

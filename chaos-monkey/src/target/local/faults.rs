@@ -86,8 +86,14 @@ fn member(name: &str, h: &Handle) -> Result<net::Member, Error> {
 /// Applies the rules of `plan`.
 pub async fn start(local: &Local, plan: &NetPlan<Handle>) -> Result<(Lasting, String), Error> {
     match plan.fault {
-        Fault::ClockSkew => return super::member::skew(plan).await,
-        Fault::SlowDisk => return super::member::slow(plan).await,
+        Fault::ClockSkew => {
+            let (done, detail) = super::member::skew(plan).await?;
+            return Ok((Lasting::Clock(done), detail));
+        }
+        Fault::SlowDisk => {
+            let (done, detail) = super::member::slow(plan).await?;
+            return Ok((Lasting::Disk(done), detail));
+        }
         _ => {}
     }
     let root: PathBuf = match local.cgroup_root.get() {

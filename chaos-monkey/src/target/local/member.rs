@@ -4,7 +4,6 @@
 use etcd_operator::platform::local::process;
 
 use super::Handle;
-use super::faults::Lasting;
 use crate::cli::FaultKind;
 use crate::clock;
 use crate::disk::slow;
@@ -60,7 +59,7 @@ fn victims(plan: &NetPlan<Handle>) -> impl Iterator<Item = &(String, Handle)> {
 }
 
 /// Shifts the victims' clocks (all or none).
-pub async fn skew(plan: &NetPlan<Handle>) -> Result<(Lasting, String), Error> {
+pub async fn skew(plan: &NetPlan<Handle>) -> Result<(Vec<clock::Skewed>, String), Error> {
     let skew = plan.options.skew;
     let targets: Vec<(String, Handle)> = victims(plan).cloned().collect();
     let cluster = plan.cluster.clone();
@@ -89,7 +88,7 @@ pub async fn skew(plan: &NetPlan<Handle>) -> Result<(Lasting, String), Error> {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    Ok((Lasting::Clock(done), detail))
+    Ok((done, detail))
 }
 
 fn clock_err(e: clock::Error) -> Error {
@@ -112,7 +111,7 @@ pub fn unskew(all: &[clock::Skewed]) -> Result<(), Error> {
 }
 
 /// Throttles the victims' disks (all or none).
-pub async fn slow(plan: &NetPlan<Handle>) -> Result<(Lasting, String), Error> {
+pub async fn slow(plan: &NetPlan<Handle>) -> Result<(Vec<slow::Slowed>, String), Error> {
     let iops = plan.options.disk_iops;
     let mut done = Vec::new();
     for (name, h) in victims(plan) {
@@ -146,7 +145,7 @@ pub async fn slow(plan: &NetPlan<Handle>) -> Result<(Lasting, String), Error> {
             .collect::<Vec<_>>()
             .join("; ")
     );
-    Ok((Lasting::Disk(done), detail))
+    Ok((done, detail))
 }
 
 /// Moves every throttled member back; the first failure is returned.
