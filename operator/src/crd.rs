@@ -380,6 +380,30 @@ pub struct RestoreSpec {
     /// Name of a backup (as listed by `etcd-operator backups CLUSTER`) or
     /// the path of a snapshot file.
     pub backup: String,
+    /// The cluster whose backup it is; default: the cluster the backup's
+    /// name says (`example` of `example-20261205-012308-950`). Only that
+    /// cluster's backups are looked at. Not with a snapshot file's path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
+    /// Where that cluster's backups are, as its `spec.backup.location`
+    /// says; default: its default place (local: `STATE/backups/CLUSTER`;
+    /// Kubernetes: the claim `CLUSTER-backups`). Never created. Not with a
+    /// snapshot file's path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<RestoreLocation>,
+}
+
+/// Where the backups a cluster restores from are kept.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RestoreLocation {
+    /// A folder (local platform; relative paths are taken from the state
+    /// folder).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// A volume claim of the cluster's namespace (Kubernetes), read only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub persistent_volume_claim: Option<String>,
 }
 
 /// Quorum-loss policy.

@@ -48,6 +48,9 @@ pub struct ValidSpec {
     pub backup: Option<BackupPolicy>,
     /// Backup name or snapshot path to create the cluster from.
     pub restore: Option<String>,
+    /// Whose backup `restore` names and where it is (for a name, not a
+    /// snapshot file's path).
+    pub restore_from: RestoreFrom,
     /// Rebuild from the newest backup when a majority is lost for good.
     pub restore_from_backup: bool,
     /// Raft timing of every member.
@@ -117,6 +120,18 @@ impl TlsSource {
             TlsSource::Provided { .. } => "Provided",
         }
     }
+}
+
+/// Where a backup named in `spec.restore` is: whose it is and in which
+/// folder or claim (each `None`: the default).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RestoreFrom {
+    /// `spec.restore.cluster`.
+    pub cluster: Option<String>,
+    /// `spec.restore.location.path`.
+    pub path: Option<PathBuf>,
+    /// `spec.restore.location.persistentVolumeClaim`.
+    pub claim: Option<String>,
 }
 
 /// A checked backup policy.
@@ -280,14 +295,25 @@ pub fn validate(
             storage_class: location.storage_class_name,
         })
     });
-    if let Some(r) = &spec.restore
-        && r.backup.trim().is_empty()
-    {
-        err(
-            "spec.restore.backup",
-            "must name a backup or the path of a snapshot file".into(),
-        );
+    if let Some(r) = &spec.restore {
+        check_restore(r, &mut err);
     }
+    let restore_from = spec
+        .restore
+        .as_ref()
+        .map(|r| RestoreFrom {
+            cluster: r.cluster.clone(),
+            path: r
+                .location
+                .as_ref()
+                .and_then(|l| l.path.clone())
+                .map(PathBuf::from),
+            claim: r
+                .location
+                .as_ref()
+                .and_then(|l| l.persistent_volume_claim.clone()),
+        })
+        .unwrap_or_default();
     let restore_from_backup = spec
         .recovery
         .as_ref()
@@ -333,6 +359,7 @@ pub fn validate(
             storage: spec.storage.policy,
             backup,
             restore: spec.restore.as_ref().map(|r| r.backup.trim().to_string()),
+            restore_from,
             restore_from_backup,
             tls,
             tuning,
@@ -434,6 +461,62 @@ fn check_secret_name(name: &str) -> Result<(), ()> {
             .last()
             .is_some_and(|b| b.is_ascii_alphanumeric());
     if ok { Ok(()) } else { Err(()) }
+}
+
+/// `spec.restore`: a backup's name (with whose it is and where, each
+/// checked) or a snapshot file's path (with neither).
+fn check_restore(r: &crate::crd::RestoreSpec, err: &mut impl FnMut(&str, String)) {
+    let backup = r.backup.trim();
+    if backup.is_empty() {
+        err(
+            "spec.restore.backup",
+            "must name a backup or the path of a snapshot file".into(),
+        );
+        return;
+    }
+    let is_path = backup.contains('/') || backup.ends_with(".db");
+    if is_path && (r.cluster.is_some() || r.location.is_some()) {
+        let field = if r.cluster.is_some() {
+            "cluster"
+        } else {
+            "location"
+        };
+        err(
+            &format!("spec.restore.{field}"),
+            format!(
+                "names whose backup and where: only for a backup's name, and {backup:?} is a \
+                 snapshot file's path; drop spec.restore.{field}"
+            ),
+        );
+    }
+    if let Some(c) = &r.cluster
+        && let Err(e) = check_name(c)
+    {
+        err("spec.restore.cluster", e);
+    }
+    if let Some(l) = &r.location {
+        if l.path.is_some() && l.persistent_volume_claim.is_some() {
+            err(
+                "spec.restore.location",
+                "names a folder (path, local platform) or a claim (persistentVolumeClaim, \
+                 Kubernetes), not both"
+                    .into(),
+            );
+        }
+        if let Some(p) = &l.path
+            && (p.trim().is_empty() || p.contains('\0'))
+        {
+            err(
+                "spec.restore.location.path",
+                "must be a folder's path".into(),
+            );
+        }
+        if let Some(c) = &l.persistent_volume_claim
+            && let Err(e) = crate::kube_names::check_object_name(c)
+        {
+            err("spec.restore.location.persistentVolumeClaim", e);
+        }
+    }
 }
 
 /// A cluster name: a DNS label of at most [`MAX_NAME_LEN`] characters

@@ -69,6 +69,26 @@ fn is_stamp(rest: &str) -> bool {
         && suffix.is_none_or(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
+/// The cluster a backup's name says it belongs to: `example` of
+/// `example.3f9a-20261205-012308-950` or of the older
+/// `example-20261205-012308-950`; `None` for a name of neither form.
+pub fn cluster_of(name: &str) -> Option<&str> {
+    // The stamp is the last three dash-separated parts (and an optional
+    // counter); cluster names may hold dashes too.
+    let dashes: Vec<usize> = name.match_indices('-').map(|(i, _)| i).collect();
+    let head = dashes
+        .iter()
+        .rev()
+        .find_map(|&i| is_stamp(&name[i + 1..]).then_some(&name[..i]))?;
+    let cluster = match head.split_once('.') {
+        Some((c, tag)) if !tag.is_empty() && tag.bytes().all(|b| b.is_ascii_alphanumeric()) => c,
+        Some(_) => return None,
+        None => head,
+    };
+    crate::names::check_cluster_name(cluster).ok()?;
+    Some(cluster)
+}
+
 /// Whether `name` is the name of a backup of `cluster` (with `uid`; any
 /// uid's when `None`). Old-form names (`CLUSTER-STAMP`) count when
 /// `legacy` says so.
@@ -127,6 +147,21 @@ pub fn owned_file<'a>(file: &'a str, cluster: &str, uid: Option<&str>) -> Option
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_backup_name_says_its_cluster() {
+        assert_eq!(cluster_of("example-20261205-012308-950"), Some("example"));
+        assert_eq!(cluster_of("my-db.3f9a-20261205-012308-950"), Some("my-db"));
+        assert_eq!(cluster_of("my-db-20261205-012308-950-2"), Some("my-db"));
+        for bad in [
+            "example",
+            "example-2026",
+            "/etc/x-20261205-012308-950",
+            "-20261205-012308-950",
+        ] {
+            assert_eq!(cluster_of(bad), None, "{bad}");
+        }
+    }
     use crate::backup::tests::meta;
 
     fn of(name: &str, cluster: &str, uid: Option<&str>) -> BackupMeta {

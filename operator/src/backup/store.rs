@@ -34,6 +34,11 @@ pub struct Location {
     /// `spec.backup.location.storageClassName`: of a claim the store
     /// creates.
     pub storage_class: Option<String>,
+    /// The cluster whose backups these are, when they are not `cluster`'s
+    /// own: a restore of another cluster's backup (`spec.restore.cluster`).
+    /// Its place is looked up, never created, and only its backups count;
+    /// `cluster` still runs the work (a Job, the copy set aside).
+    pub source: Option<String>,
 }
 
 impl Location {
@@ -46,7 +51,33 @@ impl Location {
             claim: policy.and_then(|p| p.persistent_volume_claim.clone()),
             claim_size: policy.and_then(|p| p.claim_size.clone()),
             storage_class: policy.and_then(|p| p.storage_class.clone()),
+            source: None,
         }
+    }
+
+    /// Where `cluster` restores `from` from: the backups of
+    /// `from.cluster` (default: the cluster the backup's name says) in
+    /// `from`'s folder or claim (default: that cluster's default place).
+    pub fn restore(cluster: &str, backup: &str, from: &crate::validate::RestoreFrom) -> Self {
+        let source = from
+            .cluster
+            .clone()
+            .or_else(|| super::owner::cluster_of(backup).map(str::to_string))
+            .unwrap_or_else(|| cluster.to_string());
+        Location {
+            cluster: cluster.to_string(),
+            uid: None,
+            path: from.path.clone(),
+            claim: from.claim.clone(),
+            claim_size: None,
+            storage_class: None,
+            source: Some(source),
+        }
+    }
+
+    /// The cluster whose backups these are.
+    pub fn owner(&self) -> &str {
+        self.source.as_deref().unwrap_or(&self.cluster)
     }
 
     /// This location, for the cluster whose uid is `uid`.
@@ -59,7 +90,11 @@ impl Location {
     /// Whether `meta` is a backup of this location's cluster
     /// ([`super::owned`]).
     pub fn owns(&self, meta: &BackupMeta) -> bool {
-        super::owned(meta, &self.cluster, self.uid.as_deref())
+        match &self.source {
+            // Another cluster's: any of its backups (its uid is not known).
+            Some(source) => super::owned(meta, source, None),
+            None => super::owned(meta, &self.cluster, self.uid.as_deref()),
+        }
     }
 }
 

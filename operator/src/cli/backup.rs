@@ -45,6 +45,7 @@ pub(crate) fn location(cluster: &EtcdCluster) -> (Location, Option<usize>) {
         claim: None,
         claim_size: None,
         storage_class: None,
+        source: None,
     };
     (location, keep)
 }

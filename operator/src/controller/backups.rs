@@ -154,7 +154,8 @@ impl<P: Platform> Cluster<P> {
         let Some(name) = &spec.restore else {
             return Ok(None);
         };
-        let location = self.backup_location(spec);
+        // Another cluster's backups, in their own place (spec.restore).
+        let location = Location::restore(&self.name, name, &spec.restore_from);
         // With continuous backups, the snapshot set aside holds the delta
         // segments of the backup's chain replayed on it, as for a rebuild.
         let restored = self

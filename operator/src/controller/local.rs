@@ -398,7 +398,15 @@ impl Local {
             .is_some_and(|r| r.bootstrapped || !r.initial.is_empty());
         match (&spec.restore, &record) {
             (Some(source), _) if !created => {
-                let location = Location::of(name, spec.backup.as_ref());
+                if spec.restore_from.claim.is_some() {
+                    return Err(
+                        "spec.restore.location.persistentVolumeClaim: volume claims exist \
+                         on Kubernetes only; on the local platform use spec.restore.location.path \
+                         (a folder)"
+                            .into(),
+                    );
+                }
+                let location = Location::restore(name, source, &spec.restore_from);
                 let store = self.platform.backups();
                 match self.restores.verdict(name, source, &store, &location) {
                     Verdict::Good => Ok(()),

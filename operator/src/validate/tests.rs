@@ -326,3 +326,63 @@ fn names() {
         assert!(check_name(bad).is_err(), "{bad}");
     }
 }
+
+#[test]
+fn restore_names_whose_backup_and_where_for_a_name_only() {
+    let with =
+        |backup: &str, cluster: Option<&str>, location: Option<crate::crd::RestoreLocation>| {
+            let mut s = spec(3, "3.4.23");
+            s.restore = Some(crate::crd::RestoreSpec {
+                backup: backup.into(),
+                cluster: cluster.map(str::to_string),
+                location,
+            });
+            validate("demo", &s, &V)
+        };
+    let claim = |c: &str| crate::crd::RestoreLocation {
+        persistent_volume_claim: Some(c.into()),
+        ..Default::default()
+    };
+    let v = with(
+        "example-20261205-012308-950",
+        Some("example"),
+        Some(claim("ex-backups")),
+    )
+    .expect("valid");
+    assert_eq!(
+        v.restore_from,
+        RestoreFrom {
+            cluster: Some("example".into()),
+            path: None,
+            claim: Some("ex-backups".into()),
+        }
+    );
+    assert_eq!(
+        fields(with("/snap/x.db", Some("example"), None)),
+        ["spec.restore.cluster"]
+    );
+    assert_eq!(
+        fields(with("x.db", None, Some(claim("c")))),
+        ["spec.restore.location"]
+    );
+    assert_eq!(
+        fields(with("example-20261205-012308-950", Some("Bad_Name"), None)),
+        ["spec.restore.cluster"]
+    );
+    let both = crate::crd::RestoreLocation {
+        path: Some("/b".into()),
+        persistent_volume_claim: Some("c".into()),
+    };
+    assert_eq!(
+        fields(with("example-20261205-012308-950", None, Some(both))),
+        ["spec.restore.location"]
+    );
+    assert_eq!(
+        fields(with(
+            "example-20261205-012308-950",
+            None,
+            Some(claim("no/slash"))
+        )),
+        ["spec.restore.location.persistentVolumeClaim"]
+    );
+}

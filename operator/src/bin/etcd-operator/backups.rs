@@ -49,6 +49,10 @@ pub(crate) struct BackupJobArgs {
     /// it (or written before backups carried one) are its own.
     #[arg(long)]
     pub(crate) uid: Option<String>,
+    /// Work on the backups of this cluster instead (a restore of another
+    /// cluster's backup into CLUSTER: `spec.restore.cluster`).
+    #[arg(long)]
+    pub(crate) source: Option<String>,
     /// The state folder holding `backups/CLUSTER/` (the claim's mount).
     #[arg(long, default_value = etcd_operator::backup::job::STATE_MOUNT)]
     pub(crate) state: PathBuf,
@@ -193,6 +197,7 @@ pub(crate) fn backup_job(args: BackupJobArgs) -> anyhow::Result<ExitCode> {
         &args.state,
         &args.cluster,
         args.uid.as_deref(),
+        args.source.as_deref(),
         &args.op,
         binaries,
     ));

@@ -126,10 +126,23 @@ pub fn kube_checks(resource: &EtcdCluster) -> Vec<String> {
         && (r.backup.contains('/') || r.backup.ends_with(".db"))
     {
         errors.push(format!(
-            "spec.restore.backup: {} is a file path; on Kubernetes name a backup in the backup \
-             claim (as status.backup.lastBackup shows it)",
+            "spec.restore.backup: {} is a file path; on Kubernetes name a backup (as \
+             status.backup.lastBackup shows it), with spec.restore.cluster and \
+             spec.restore.location.persistentVolumeClaim when it is not in CLUSTER-backups",
             crate::names::quote(&r.backup, 80)
         ));
+    }
+    if spec
+        .restore
+        .as_ref()
+        .and_then(|r| r.location.as_ref())
+        .is_some_and(|l| l.path.is_some())
+    {
+        errors.push(
+            "spec.restore.location.path: folders are the local platform's; on Kubernetes name \
+             the claim holding the backups in spec.restore.location.persistentVolumeClaim"
+                .to_string(),
+        );
     }
     let restores = spec.restore.is_some()
         || spec

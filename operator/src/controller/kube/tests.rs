@@ -38,6 +38,8 @@ fn backups_and_restores_are_taken_where_kubernetes_can_do_them() {
     });
     r.spec.restore = Some(RestoreSpec {
         backup: "demo-20260101-000000-000".into(),
+        cluster: None,
+        location: None,
     });
     assert!(matches!(spec_state(&r), SpecState::Valid { .. }));
     // Restore checks run in backup Jobs.
@@ -65,6 +67,8 @@ fn backups_and_restores_are_taken_where_kubernetes_can_do_them() {
     );
     r.spec.restore = Some(RestoreSpec {
         backup: "/tmp/x.db".into(),
+        cluster: None,
+        location: None,
     });
     r.spec.storage.policy = crate::crd::StoragePolicy::Ephemeral;
     if let Some(b) = r.spec.backup.as_mut() {

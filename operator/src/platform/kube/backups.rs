@@ -114,7 +114,7 @@ impl KubeBackups {
         location
             .claim
             .clone()
-            .unwrap_or_else(|| default_backup_claim(&location.cluster))
+            .unwrap_or_else(|| default_backup_claim(location.owner()))
     }
 
     fn key(location: &Location) -> Key {
@@ -135,6 +135,18 @@ impl KubeBackups {
                 "persistentvolumeclaim {name} is being deleted; backups wait for it to go"
             ))),
             Some(_) => Ok(name),
+            // Another cluster's backups are read where they are: their
+            // claim is never made (an empty claim left behind by a restore
+            // that could not find its backup).
+            None if location.source.is_some() => Err(Error::NotFound {
+                name: format!("a claim of {}'s backups", location.owner()),
+                dir: format!("persistentvolumeclaim {name}"),
+                known: format!(
+                    "no such claim in the namespace; name the claim that holds {}'s backups in \
+                     spec.restore.location.persistentVolumeClaim",
+                    location.owner()
+                ),
+            }),
             None => {
                 let claim = backup_claim(
                     &location.cluster,
@@ -200,7 +212,7 @@ impl KubeBackups {
         })?;
         let claim = self.ensure_claim(location).await?;
         let name = job_name(cluster, op.word());
-        let job = backup_job(&name, cluster, &claim, image, op, &owner);
+        let job = backup_job(&name, location, &claim, image, op, &owner);
         let outcome = self
             .jobs
             .run(&job, BACKUP_CONTAINER)

@@ -66,7 +66,14 @@ pub fn follower(
 ) -> Deployment {
     let name = follower_name(cluster);
     let labels = job_labels(cluster, FOLLOW_KIND);
-    let job = backup_job(&name, cluster, claim, image, &Op::List, owner);
+    let job = backup_job(
+        &name,
+        &Location::of(cluster, None),
+        claim,
+        image,
+        &Op::List,
+        owner,
+    );
     let mut template = job.spec.map(|s| s.template).unwrap_or_default();
     if let Some(m) = template.metadata.as_mut() {
         m.labels = Some(labels.clone());

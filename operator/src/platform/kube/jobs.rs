@@ -31,6 +31,7 @@ use super::Error;
 use super::objects::{cluster_labels, meta};
 use super::pod::{DATA_DIR, DATA_MOUNT, image, pod_security};
 use super::trouble::{any_image_unavailable, problem};
+use crate::backup::Location;
 use crate::backup::job::{Op, STATE_MOUNT};
 use crate::crd::{LABEL_CLUSTER, LABEL_MANAGED_BY, LABEL_NAME, MANAGED_BY};
 use crate::member::MemberConfig;
@@ -237,12 +238,13 @@ pub(super) fn job(
 /// owner's, the resource's: the identity its backups carry).
 pub fn backup_job(
     name: &str,
-    cluster: &str,
+    location: &Location,
     claim: &str,
     image: &str,
     op: &Op,
     owner: &OwnerReference,
 ) -> Job {
+    let cluster = location.cluster.as_str();
     let mut args = vec![
         "backup-job".to_string(),
         "--cluster".into(),
@@ -250,6 +252,9 @@ pub fn backup_job(
         "--uid".into(),
         owner.uid.clone(),
     ];
+    if let Some(source) = &location.source {
+        args.extend(["--source".to_string(), source.clone()]);
+    }
     args.extend(op.args());
     let container = Container {
         name: BACKUP_CONTAINER.into(),

@@ -16,23 +16,29 @@ use crate::backup::job::{Op, Report};
 use crate::backup::{BackupStore, Location, RestoreSource, Source};
 
 /// Does `op` on the backups of `cluster` (whose uid is `uid`: only its own
-/// are listed, kept and deleted) in the state folder `state` (the claim's
-/// mount point in a Job, [`STATE_MOUNT`]), with the etcd tools of
-/// `binaries`. Never fails: what went wrong is the report's `error`.
+/// are listed, kept and deleted; with `source`, on the backups of that
+/// cluster instead, for a restore of them into `cluster`) in the state
+/// folder `state` (the claim's mount point in a Job, [`STATE_MOUNT`]),
+/// with the etcd tools of `binaries`. Never fails: what went wrong is the
+/// report's `error`.
 pub async fn run(
     state: &Path,
     cluster: &str,
     uid: Option<&str>,
+    source: Option<&str>,
     op: &Op,
     binaries: Arc<Binaries>,
 ) -> Report {
     let mut report = Report::default();
-    if let Err(e) = crate::names::check_cluster_name(cluster) {
-        report.error = Some(e.to_string());
-        return report;
+    for name in std::iter::once(cluster).chain(source) {
+        if let Err(e) = crate::names::check_cluster_name(name) {
+            report.error = Some(e.to_string());
+            return report;
+        }
     }
     let store = LocalBackups::new(state, binaries);
-    let loc = Location::of(cluster, None).with_uid(uid);
+    let mut loc = Location::of(cluster, None).with_uid(uid);
+    loc.source = source.map(str::to_string);
     let done = match op {
         Op::Save { member, url } => {
             // A TLS cluster's backups are refused before a Job starts
@@ -129,7 +135,7 @@ async fn prove(
     let Some(meta) = metas.iter().find(|m| m.name == backup) else {
         return Err(crate::backup::Error::NotFound {
             name: backup.into(),
-            dir: format!("backups/{} in the claim", loc.cluster),
+            dir: format!("backups/{} in the claim", loc.owner()),
             known: metas
                 .iter()
                 .map(|m| m.name.as_str())
@@ -175,7 +181,7 @@ mod tests {
             let sha = check_file(&p, None).expect("good");
             write_meta(&dir, &meta(name, i as u64, sha)).expect("meta");
         }
-        let list = run(claim.path(), "demo", None, &Op::List, binaries()).await;
+        let list = run(claim.path(), "demo", None, None, &Op::List, binaries()).await;
         let names: Vec<&str> = list.backups.iter().map(|m| m.name.as_str()).collect();
         assert_eq!(
             names,
@@ -191,6 +197,7 @@ mod tests {
             claim.path(),
             "demo",
             None,
+            None,
             &Op::Retain { keep: 2 },
             binaries(),
         )
@@ -204,24 +211,29 @@ mod tests {
         let open = Op::Open {
             backup: "demo-20260101-000000-002".into(),
         };
-        let opened = run(claim.path(), "other", None, &open, binaries()).await;
+        // Another cluster's backup is found only when the Job is told
+        // whose it is (spec.restore.cluster), never by scanning folders.
+        let unnamed = run(claim.path(), "other", None, None, &open, binaries()).await;
+        let e = unnamed.error.expect("not other's backup");
+        assert!(e.contains("backups/other"), "{e}");
+        let opened = run(claim.path(), "other", None, Some("demo"), &open, binaries()).await;
         assert_eq!(opened.error, None, "found in demo's folder");
         assert_eq!(opened.source.as_deref(), Some("clusters/other/restore.db"));
         let copy = claim.path().join("clusters/other/restore.db");
         check_file(&copy, None).expect("a good copy");
-        run(claim.path(), "other", None, &Op::Close, binaries()).await;
+        run(claim.path(), "other", None, None, &Op::Close, binaries()).await;
         assert!(!copy.exists());
 
         let missing = Op::Check {
             backup: "nope".into(),
         };
-        let e = run(claim.path(), "demo", None, &missing, binaries()).await;
+        let e = run(claim.path(), "demo", None, None, &missing, binaries()).await;
         assert!(
             e.error
                 .is_some_and(|e| e.contains("demo-20260101-000000-003")),
             "names what exists"
         );
-        let bad = run(claim.path(), "../x", None, &Op::List, binaries()).await;
+        let bad = run(claim.path(), "../x", None, None, &Op::List, binaries()).await;
         assert!(
             bad.error
                 .is_some_and(|e| e.contains("not a valid cluster name"))
@@ -242,7 +254,7 @@ mod tests {
             member: "demo-0".into(),
             url: "http://127.0.0.1:1".into(),
         };
-        let r = run(claim.path(), "demo", None, &prove, binaries()).await;
+        let r = run(claim.path(), "demo", None, None, &prove, binaries()).await;
         let e = r.error.expect("an error");
         assert!(
             e.contains("gone") && e.contains("demo-20260101-000000-001"),

@@ -50,13 +50,40 @@ impl LocalBackups {
 
     /// Where backup `backup` of `location` (or the snapshot file at path
     /// `backup`) is, and the SHA-256 its meta records; only metas are read.
+    /// A name is looked up in the location's folder only, among the
+    /// backups of the location's cluster ([`Location::owner`]): never
+    /// another cluster's backup of the same name, never another folder.
     pub fn locate(&self, location: &Location, backup: &str) -> Result<(PathBuf, Option<String>)> {
-        backup::locate(backup, &self.lookup_dirs(location), &self.state_dir)
+        if backup::source::is_path(backup) {
+            return backup::locate(backup, &[], &self.state_dir);
+        }
+        let dir = self.dir(location);
+        let metas: Vec<BackupMeta> = backup::list(&dir)?
+            .into_iter()
+            .filter(|m| location.owns(m))
+            .collect();
+        if let Some(m) = metas.iter().find(|m| m.name == backup) {
+            return Ok((m.path(&dir), Some(m.sha256.clone())));
+        }
+        Err(Error::NotFound {
+            name: backup.into(),
+            dir: format!("{} (backups of {})", dir.display(), location.owner()),
+            known: if metas.is_empty() {
+                "none".into()
+            } else {
+                metas
+                    .iter()
+                    .map(|m| m.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            },
+        })
     }
 
-    /// The folder of `location`.
+    /// The folder of `location`: its path, else the default folder of the
+    /// cluster whose backups it holds.
     pub fn dir(&self, location: &Location) -> PathBuf {
-        backup::backup_dir(&self.state_dir, &location.cluster, location.path.as_deref())
+        backup::backup_dir(&self.state_dir, location.owner(), location.path.as_deref())
     }
 
     /// What [`BackupStore::any_good`] found for `path` when it was `key`.
@@ -66,19 +93,6 @@ impl LocalBackups {
             .get(path)
             .filter(|(k, _)| *k == key)
             .map(|(_, g)| *g)
-    }
-
-    /// Folders a backup name is looked up in: the cluster's own, then every
-    /// default backup folder (a new cluster restores another's backups).
-    fn lookup_dirs(&self, location: &Location) -> Vec<PathBuf> {
-        let mut dirs = vec![self.dir(location)];
-        if let Ok(entries) = std::fs::read_dir(self.state_dir.join("backups")) {
-            let mut more: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
-            more.sort();
-            more.retain(|d| *d != dirs[0]);
-            dirs.extend(more);
-        }
-        dirs
     }
 }
 
@@ -91,12 +105,11 @@ impl LocalBackups {
         if sha256.is_none() {
             return Ok(None);
         }
-        for dir in self.lookup_dirs(location) {
-            if let Some(meta) = backup::list(&dir)?.into_iter().find(|m| m.name == name) {
-                return Ok(Some((dir, meta)));
-            }
-        }
-        Ok(None)
+        let dir = self.dir(location);
+        let meta = backup::list(&dir)?
+            .into_iter()
+            .find(|m| m.name == name && location.owns(m));
+        Ok(meta.map(|m| (dir, m)))
     }
 
     /// Sets `base` (a backup in `dir`) aside for a bootstrap of the
@@ -317,7 +330,11 @@ impl BackupStore for LocalBackups {
     }
 
     async fn check_restorable(&self, location: &Location, backup: &str) -> Result<()> {
-        backup::resolve(backup, &self.lookup_dirs(location), &self.state_dir).map(|_| ())
+        let (path, sha256) = self.locate(location, backup)?;
+        tokio::task::spawn_blocking(move || check_file(&path, sha256.as_deref()))
+            .await
+            .map_err(|e| Error::Tool(format!("the check failed: {e}")))?
+            .map(|_| ())
     }
 
     /// Copies the snapshot to `STATE/clusters/CLUSTER/restore.db`, then

@@ -112,8 +112,23 @@ async fn a_backup_is_set_aside_for_a_restore_and_dropped_after() {
     fake_snapshot(&other.join("demo-20260101-000000-001.db"), b"the data");
     let sha = check_file(&other.join("demo-20260101-000000-001.db"), None).expect("good");
     write_meta(&other, &meta("demo-20260101-000000-001", 1, sha)).expect("meta");
-    let source = store
+    // Not looked for in other folders: the spec says where.
+    let e = store
         .open_for_restore(&loc, "demo-20260101-000000-001")
+        .await
+        .expect_err("not in demo's own folder");
+    assert!(
+        e.to_string()
+            .contains(&format!("{} (backups of demo)", store.dir(&loc).display())),
+        "{e}"
+    );
+    let from = crate::validate::RestoreFrom {
+        path: Some(other.clone()),
+        ..Default::default()
+    };
+    let there = Location::restore("demo", "demo-20260101-000000-001", &from);
+    let source = store
+        .open_for_restore(&there, "demo-20260101-000000-001")
         .await
         .expect("found");
     let copy = state.path().join("clusters/demo/restore.db");
@@ -126,4 +141,55 @@ async fn a_backup_is_set_aside_for_a_restore_and_dropped_after() {
         other.join("demo-20260101-000000-001.db").is_file(),
         "the backup itself stays"
     );
+}
+
+/// `spec.restore` names another cluster's backup: found in that cluster's
+/// folder only, and only among its backups (a file of that name another
+/// cluster's meta claims is never picked).
+#[tokio::test]
+async fn a_restore_reads_the_named_clusters_backups_only() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let (store, _) = store(state.path());
+    let name = "example-20260101-000000-001";
+    let put = |dir: &std::path::Path, data: &[u8], cluster: &str| {
+        std::fs::create_dir_all(dir).expect("mkdir");
+        fake_snapshot(&dir.join(format!("{name}.db")), data);
+        let sha = check_file(&dir.join(format!("{name}.db")), None).expect("good");
+        let mut m = meta(name, 1, sha);
+        m.cluster = cluster.into();
+        write_meta(dir, &m).expect("meta");
+    };
+    let example = store.dir(&Location::of("example", None));
+    put(&example, b"example's data", "example");
+    let elsewhere = state.path().join("elsewhere");
+    put(&elsewhere, b"an impostor", "other");
+    // By default: the cluster the name says, in its default folder.
+    let by_name = Location::restore("rs", name, &crate::validate::RestoreFrom::default());
+    assert_eq!(by_name.owner(), "example");
+    let (path, _) = store.locate(&by_name, name).expect("example's");
+    assert_eq!(path, example.join(format!("{name}.db")));
+    // A folder holding only another cluster's backup of that name: refused,
+    // naming the folder and whose backups were looked for.
+    let from = crate::validate::RestoreFrom {
+        path: Some(elsewhere.clone()),
+        ..Default::default()
+    };
+    let e = store
+        .locate(&Location::restore("rs", name, &from), name)
+        .expect_err("not example's");
+    let e = e.to_string();
+    assert!(
+        e.contains(&format!("{} (backups of example)", elsewhere.display())) && e.contains("none"),
+        "{e}"
+    );
+    // Named explicitly, in example's folder: found.
+    let from = crate::validate::RestoreFrom {
+        cluster: Some("example".into()),
+        path: Some(example.clone()),
+        ..Default::default()
+    };
+    let (path, _) = store
+        .locate(&Location::restore("rs", name, &from), name)
+        .expect("example's");
+    assert_eq!(path, example.join(format!("{name}.db")));
 }

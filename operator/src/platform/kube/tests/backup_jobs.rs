@@ -28,6 +28,7 @@ fn location() -> Location {
     Location {
         claim_size: Some("20Gi".into()),
         storage_class: Some("fast".into()),
+        source: None,
         ..Location::of("demo", None)
     }
 }
@@ -251,4 +252,87 @@ async fn a_tls_clusters_backup_is_refused_before_any_request() {
     .await;
     assert_eq!(e.category(), "unsupported");
     assert!(e.to_string().contains("spec.tls.client"), "{e}");
+}
+
+/// A new cluster restoring another cluster's backup: the Job mounts the
+/// claim the spec names (`ex-backups`) and is told whose backups to read
+/// (`--source example`); a claim that does not exist is an error naming
+/// it, and no claim is created.
+#[tokio::test]
+async fn a_restore_reads_the_named_claim_and_never_creates_one() {
+    let (client, api) = mock();
+    let backup = "example-20261205-012308-950";
+    let report = Report {
+        source: Some("clusters/demo/restore.db".into()),
+        ..Report::default()
+    };
+    let log = format!("{}\n", report.line());
+    let scenario = move |mut api: ApiServer| async move {
+        let claim = core("persistentvolumeclaims", "ex-backups");
+        api.expect(Method::GET, &claim)
+            .await
+            .ok(&json!({"metadata": {"name": "ex-backups", "namespace": "default"}}));
+        let (name, job) = expect_job(&mut api).await;
+        assert!(name.starts_with("demo-"), "run by the new cluster: {name}");
+        let pod = &job["spec"]["template"]["spec"];
+        let args = &pod["containers"][0]["args"];
+        assert_eq!(
+            args,
+            &json!([
+                "backup-job",
+                "--cluster",
+                "demo",
+                "--uid",
+                "uid-1",
+                "--source",
+                "example",
+                "open",
+                "--backup",
+                backup
+            ])
+        );
+        assert_eq!(
+            pod["volumes"][0]["persistentVolumeClaim"]["claimName"],
+            "ex-backups"
+        );
+        expect_job_end(&mut api, &name, json!({"succeeded": 1}), &log).await;
+        // The second restore names a claim that is not there: read, never
+        // created.
+        let missing = core("persistentvolumeclaims", "nowhere");
+        api.expect(Method::GET, &missing).await.not_found();
+        api
+    };
+    let from = |claim: &str| crate::validate::RestoreFrom {
+        claim: Some(claim.into()),
+        ..Default::default()
+    };
+    let (opened, missing) = play(
+        with_image(client),
+        scenario,
+        move |p| async move {
+            let store = p.backups();
+            let opened = store
+                .open_for_restore(
+                    &Location::restore("demo", backup, &from("ex-backups")),
+                    backup,
+                )
+                .await;
+            let missing = store
+                .open_for_restore(&Location::restore("demo", backup, &from("nowhere")), backup)
+                .await;
+            (p, (opened, missing))
+        },
+        api,
+    )
+    .await;
+    let source = opened.expect("set aside");
+    assert_eq!(
+        source.as_str(),
+        "persistentvolumeclaims/ex-backups/clusters/demo/restore.db"
+    );
+    let e = missing.expect_err("no such claim").to_string();
+    assert!(
+        e.contains("persistentvolumeclaim nowhere") && e.contains("example"),
+        "{e}"
+    );
 }

@@ -47,6 +47,8 @@ struct BackupJob {
     cluster: String,
     #[arg(long)]
     uid: Option<String>,
+    #[arg(long)]
+    source: Option<String>,
     #[command(subcommand)]
     op: Op,
 }
@@ -174,6 +176,7 @@ async fn run(job: &Value, root: &Path, dns: &BTreeMap<String, String>) -> (bool,
                 &state,
                 &parsed.cluster,
                 parsed.uid.as_deref(),
+                parsed.source.as_deref(),
                 &parsed.op,
                 tools,
             )
