@@ -55,6 +55,13 @@ pub fn quote(text: &str, max_chars: usize) -> String {
     format!("{head:?}... ({total} characters)")
 }
 
+/// Whether `spec.restore.backup` names a snapshot file by its path (it
+/// holds a `/` or ends with `.db`) rather than a backup by its name: one
+/// rule for validation, both platforms and the backup stores.
+pub fn is_snapshot_path(backup: &str) -> bool {
+    backup.contains('/') || backup.ends_with(".db")
+}
+
 /// Checks a cluster name (see the module doc for the rule).
 pub fn check_cluster_name(name: &str) -> Result<(), NameError> {
     let refuse = |reason: String| {

@@ -474,7 +474,7 @@ fn check_restore(r: &crate::crd::RestoreSpec, err: &mut impl FnMut(&str, String)
         );
         return;
     }
-    let is_path = backup.contains('/') || backup.ends_with(".db");
+    let is_path = crate::names::is_snapshot_path(backup);
     if is_path && (r.cluster.is_some() || r.location.is_some()) {
         let field = if r.cluster.is_some() {
             "cluster"

@@ -305,7 +305,7 @@ pub fn resolve(name: &str, dirs: &[PathBuf], base: &Path) -> Result<PathBuf> {
 /// `base`) is, and the SHA-256 its meta records; nothing is read but the
 /// metas, and a path is judged by `stat` ([`source::check`]).
 pub fn locate(name: &str, dirs: &[PathBuf], base: &Path) -> Result<(PathBuf, Option<String>)> {
-    if source::is_path(name) {
+    if crate::names::is_snapshot_path(name) {
         let path = source::resolve_path(name, base);
         source::check(name, &path)?;
         return Ok((path, None));

@@ -15,12 +15,6 @@ use crate::member::backend::MAX_QUOTA;
 /// runs with (a database file may carry free pages beyond its data).
 pub const MAX_SOURCE_BYTES: u64 = 2 * MAX_QUOTA as u64;
 
-/// Whether `spec.restore.backup` names a snapshot file by its path (it
-/// holds a `/` or ends with `.db`) rather than a backup by its name.
-pub fn is_path(name: &str) -> bool {
-    name.contains('/') || name.ends_with(".db")
-}
-
 /// Where the snapshot path `name` points: as it is when absolute, else
 /// under `base` (the state folder).
 pub fn resolve_path(name: &str, base: &Path) -> PathBuf {

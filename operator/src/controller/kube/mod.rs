@@ -123,7 +123,7 @@ pub fn kube_checks(resource: &EtcdCluster) -> Vec<String> {
         );
     }
     if let Some(r) = &spec.restore
-        && (r.backup.contains('/') || r.backup.ends_with(".db"))
+        && crate::names::is_snapshot_path(&r.backup)
     {
         errors.push(format!(
             "spec.restore.backup: {} is a file path; on Kubernetes name a backup (as \

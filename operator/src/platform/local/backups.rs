@@ -54,7 +54,7 @@ impl LocalBackups {
     /// backups of the location's cluster ([`Location::owner`]): never
     /// another cluster's backup of the same name, never another folder.
     pub fn locate(&self, location: &Location, backup: &str) -> Result<(PathBuf, Option<String>)> {
-        if backup::source::is_path(backup) {
+        if crate::names::is_snapshot_path(backup) {
             return backup::locate(backup, &[], &self.state_dir);
         }
         let dir = self.dir(location);
