@@ -29,8 +29,8 @@ fn flip(path: &Path, offset: u64) -> io::Result<u8> {
 /// the db, the last byte of one live value of the `key` bucket (a value's
 /// last byte is its user value's, so the record still decodes: silent
 /// corruption, which etcd 3.4.23's initial check at start lets through and
-/// its periodic hash check finds); in the WAL, a byte in the middle of one record of the newest
-/// file (its CRC no longer matches). Which one comes from `rng`. Returns
+/// its periodic hash check finds); in the WAL, a byte in the middle of
+/// one record's data in the newest file (its CRC no longer matches). Which one comes from `rng`. Returns
 /// what was done, for the fault log.
 pub fn corrupt(data_dir: &Path, part: CorruptPart, rng: &mut Rng) -> io::Result<String> {
     match part {
@@ -59,21 +59,32 @@ pub fn corrupt(data_dir: &Path, part: CorruptPart, rng: &mut Rng) -> io::Result<
             let bytes = std::fs::read(&path)?;
             let recs = wal::records(&bytes);
             // Not the first record (it carries the CRC chain's seed), not
-            // the last (a damaged last record can pass for a torn write).
-            if recs.len() < 3 {
+            // the last (a damaged last record can pass for a torn write);
+            // inside a record's data, so its CRC is what catches it.
+            let inner: Vec<(usize, usize, usize)> = recs
+                .iter()
+                .enumerate()
+                .skip(1)
+                .take(recs.len().saturating_sub(2))
+                .filter_map(|(i, &(start, len))| {
+                    let (d, n) = wal::data_range(bytes.get(start..start + len)?)?;
+                    Some((i, start + d, n))
+                })
+                .collect();
+            if inner.is_empty() {
                 return Err(io::Error::other(format!(
-                    "{} has too few records to corrupt ({})",
+                    "{} has too few records with data to corrupt ({} records)",
                     path.display(),
                     recs.len()
                 )));
             }
-            let (start, len) = recs[1 + rng.below(recs.len() - 2)];
+            let (index, start, len) = inner[rng.below(inner.len())];
             let at = (start + len / 2) as u64;
             flip(&path, at)?;
             Ok(format!(
                 "flipped the byte at offset {at} of {} (in record {} of {})",
                 path.display(),
-                recs.iter().position(|r| r.0 == start).unwrap_or(0) + 1,
+                index + 1,
                 recs.len()
             ))
         }
