@@ -371,6 +371,40 @@ pub struct BackupLocation {
     /// default: the cluster's default class.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage_class_name: Option<String>,
+    /// A bucket of an object store (S3 or S3-compatible, Google Cloud
+    /// Storage, Azure Blob Storage), so that backups outlive the machine or
+    /// the Kubernetes cluster they protect. Local platform only, for now.
+    /// Not with `path` or `persistentVolumeClaim`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object_store: Option<ObjectStoreSpec>,
+}
+
+/// A place in an object store. Credentials never go in the spec: the
+/// operator takes them from its environment, as each cloud's own tools do
+/// (S3: `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`,
+/// or a web identity (IRSA) or instance role; GCS:
+/// `GOOGLE_SERVICE_ACCOUNT` (a key file's path) or the machine's account;
+/// Azure: `AZURE_STORAGE_ACCOUNT_NAME` with `AZURE_STORAGE_ACCOUNT_KEY`,
+/// or a managed identity).
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ObjectStoreSpec {
+    /// The bucket and an optional prefix: `s3://BUCKET/PREFIX`,
+    /// `gs://BUCKET/PREFIX` or `az://CONTAINER/PREFIX` (Azure: the account
+    /// comes from the environment). Each cluster's backups go under
+    /// `PREFIX/CLUSTER/`, so clusters may share a bucket.
+    pub url: String,
+    /// The store's address, for an S3-compatible store (MinIO, Ceph, a
+    /// test server) or an emulator of GCS or Azure: `https://HOST[:PORT]`
+    /// (`http://` is allowed, for a store on the same machine). Default:
+    /// the cloud's own endpoint. With an endpoint, S3 requests use path
+    /// style (`ENDPOINT/BUCKET/KEY`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    /// The bucket's region (S3), such as `eu-west-1`; default: the
+    /// environment's `AWS_REGION`, else `us-east-1`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
 }
 
 /// Source of the data of a new cluster.
@@ -404,6 +438,11 @@ pub struct RestoreLocation {
     /// A volume claim of the cluster's namespace (Kubernetes), read only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub persistent_volume_claim: Option<String>,
+    /// An object store (local platform, for now), as
+    /// `spec.backup.location.objectStore` says; the backups of
+    /// `spec.restore.cluster` are under `PREFIX/CLUSTER/`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object_store: Option<ObjectStoreSpec>,
 }
 
 /// Quorum-loss policy.

@@ -8,6 +8,7 @@
 
 pub mod acked;
 pub mod mutate;
+pub mod s3;
 pub mod writer;
 
 use std::collections::HashSet;

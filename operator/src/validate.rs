@@ -8,6 +8,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::backup::object::ObjectLocation;
 use crate::crd::{EtcdClusterSpec, StoragePolicy, TlsEndpoint, TlsMode};
 use crate::member::Tuning;
 use crate::member::backend::{self, Backend, DefragPolicy};
@@ -132,6 +133,8 @@ pub struct RestoreFrom {
     pub path: Option<PathBuf>,
     /// `spec.restore.location.persistentVolumeClaim`.
     pub claim: Option<String>,
+    /// `spec.restore.location.objectStore`.
+    pub object: Option<crate::backup::object::ObjectLocation>,
 }
 
 /// A checked backup policy.
@@ -149,6 +152,8 @@ pub struct BackupPolicy {
     pub claim_size: Option<String>,
     /// Storage class of the claim the operator creates (Kubernetes).
     pub storage_class: Option<String>,
+    /// An object store, when set in the spec.
+    pub object: Option<crate::backup::object::ObjectLocation>,
     /// Time between restore checks (`restoreCheck.interval`); none: off.
     pub restore_check: Option<Duration>,
     /// Continuous backups (`continuous`); none: off.
@@ -257,6 +262,32 @@ pub fn validate(
             err("spec.backup.location.size", m);
             bad_names = true;
         }
+        let object = match location
+            .object_store
+            .as_ref()
+            .map(|o| ObjectLocation::parse(o, "spec.backup.location.objectStore"))
+        {
+            None => None,
+            Some(Ok(o)) => Some(o),
+            Some(Err(problems)) => {
+                for (field, m) in problems {
+                    err(&field, m);
+                }
+                bad_names = true;
+                None
+            }
+        };
+        if object.is_some()
+            && (location.path.is_some() || location.persistent_volume_claim.is_some())
+        {
+            err(
+                "spec.backup.location.objectStore",
+                "is a place of its own: drop path or persistentVolumeClaim (one location per \
+                 cluster)"
+                    .into(),
+            );
+            bad_names = true;
+        }
         let restore_check = match b
             .restore_check
             .as_ref()
@@ -293,6 +324,7 @@ pub fn validate(
             persistent_volume_claim: location.persistent_volume_claim,
             claim_size: location.size,
             storage_class: location.storage_class_name,
+            object,
         })
     });
     if let Some(r) = &spec.restore {
@@ -312,6 +344,11 @@ pub fn validate(
                 .location
                 .as_ref()
                 .and_then(|l| l.persistent_volume_claim.clone()),
+            object: r
+                .location
+                .as_ref()
+                .and_then(|l| l.object_store.as_ref())
+                .and_then(|o| ObjectLocation::parse(o, "spec.restore.location.objectStore").ok()),
         })
         .unwrap_or_default();
     let restore_from_backup = spec
@@ -495,13 +532,27 @@ fn check_restore(r: &crate::crd::RestoreSpec, err: &mut impl FnMut(&str, String)
         err("spec.restore.cluster", e);
     }
     if let Some(l) = &r.location {
-        if l.path.is_some() && l.persistent_volume_claim.is_some() {
+        let places = [
+            l.path.is_some(),
+            l.persistent_volume_claim.is_some(),
+            l.object_store.is_some(),
+        ];
+        if places.iter().filter(|p| **p).count() > 1 {
             err(
                 "spec.restore.location",
-                "names a folder (path, local platform) or a claim (persistentVolumeClaim, \
-                 Kubernetes), not both"
+                "names a folder (path, local platform), a claim (persistentVolumeClaim, \
+                 Kubernetes) or an object store (objectStore), only one"
                     .into(),
             );
+        }
+        if let Some(Err(problems)) = l
+            .object_store
+            .as_ref()
+            .map(|o| ObjectLocation::parse(o, "spec.restore.location.objectStore"))
+        {
+            for (field, m) in problems {
+                err(&field, m);
+            }
         }
         if let Some(p) = &l.path
             && (p.trim().is_empty() || p.contains('\0'))

@@ -16,6 +16,7 @@ pub mod chain;
 pub mod delta;
 pub mod follow;
 pub mod job;
+pub mod object;
 pub mod owner;
 pub mod proof;
 pub mod proof_schedule;
@@ -103,6 +104,10 @@ pub enum Error {
     /// work.
     #[error("{0}")]
     Job(String),
+    /// The object store refused or could not be reached (the message
+    /// never holds a credential: [`object::client::scrub`]).
+    #[error("{0}")]
+    Store(String),
 }
 
 impl Error {
@@ -118,6 +123,7 @@ impl Error {
             Error::Unsupported(_) => "unsupported",
             Error::LowSpace(_) => "low_space",
             Error::Unwritable(_) => "unwritable",
+            Error::Store(_) => "store",
             Error::Job(_) => "job",
         }
     }

@@ -34,6 +34,9 @@ pub struct Location {
     /// `spec.backup.location.storageClassName`: of a claim the store
     /// creates.
     pub storage_class: Option<String>,
+    /// `spec.backup.location.objectStore`: a bucket (its backups under
+    /// `PREFIX/CLUSTER/`).
+    pub object: Option<super::object::ObjectLocation>,
     /// The cluster whose backups these are, when they are not `cluster`'s
     /// own: a restore of another cluster's backup (`spec.restore.cluster`).
     /// Its place is looked up, never created, and only its backups count;
@@ -51,6 +54,7 @@ impl Location {
             claim: policy.and_then(|p| p.persistent_volume_claim.clone()),
             claim_size: policy.and_then(|p| p.claim_size.clone()),
             storage_class: policy.and_then(|p| p.storage_class.clone()),
+            object: policy.and_then(|p| p.object.clone()),
             source: None,
         }
     }
@@ -71,6 +75,7 @@ impl Location {
             claim: from.claim.clone(),
             claim_size: None,
             storage_class: None,
+            object: from.object.clone(),
             source: Some(source),
         }
     }
@@ -416,6 +421,7 @@ mod tests {
             persistent_volume_claim: None,
             claim_size: None,
             storage_class: None,
+            object: None,
             restore_check: None,
             continuous: None,
         };

@@ -45,6 +45,11 @@ pub(crate) fn location(cluster: &EtcdCluster) -> (Location, Option<usize>) {
         claim: None,
         claim_size: None,
         storage_class: None,
+        object: b
+            .and_then(|b| b.location.as_ref()?.object_store.as_ref())
+            .and_then(|o| {
+                backup::object::ObjectLocation::parse(o, "spec.backup.location.objectStore").ok()
+            }),
         source: None,
     };
     (location, keep)
@@ -63,6 +68,9 @@ pub fn list(state_dir: &Path, cluster: &str) -> Result<(PathBuf, Vec<Checked>), 
     let (dir, uid) = match status::load(state_dir, Some(cluster)) {
         Ok(mut found) => {
             let (location, _) = location(&found.remove(0));
+            if location.object.is_some() {
+                return list_in_store(state_dir, &location);
+            }
             let dir = backup::backup_dir(state_dir, cluster, location.path.as_deref());
             (dir, location.uid)
         }
@@ -83,6 +91,28 @@ pub fn list(state_dir: &Path, cluster: &str) -> Result<(PathBuf, Vec<Checked>), 
         })
         .collect();
     Ok((dir, out))
+}
+
+/// [`list`] for a cluster whose backups are in an object store: through
+/// the store, each backup checked as the store checks it (the snapshot's
+/// size, and its hash once per process); "folder" is the store's place.
+fn list_in_store(state_dir: &Path, location: &Location) -> Result<(PathBuf, Vec<Checked>), Error> {
+    let store = LocalBackups::new(state_dir, Arc::new(Binaries::new(Vec::new())));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(backup::io_err("cannot start the async runtime"))?;
+    let metas = rt.block_on(store.list(location))?;
+    let out = metas
+        .into_iter()
+        .map(|m| {
+            let check = rt
+                .block_on(store.verify(location, &m))
+                .map_err(|e| e.to_string());
+            (m, check)
+        })
+        .collect();
+    Ok((PathBuf::from(store.describe(location)), out))
 }
 
 /// A table of backups.

@@ -138,8 +138,11 @@ pub(super) fn build<P>(
     let (phase, progressing, degraded) = judge(c, obs, step, invalid, failing);
     let now = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
     let available = available(obs);
-    let conditions = [available, progressing, degraded]
+    let backup = c.schedule.as_ref().map(|s| s.status());
+    let backups = backup.as_ref().map(backups_failing);
+    let conditions = [Some(available), Some(progressing), Some(degraded), backups]
         .into_iter()
+        .flatten()
         .map(|mut new| {
             let old = previous.and_then(|p| p.condition(&new.type_));
             new.last_transition_time = match old {
@@ -159,7 +162,7 @@ pub(super) fn build<P>(
         leader: obs.leader.clone(),
         last_action: step.map(|s| s.to_string()),
         observed_at: Some(humantime::format_rfc3339_millis(SystemTime::now()).to_string()),
-        backup: c.schedule.as_ref().map(|s| s.status()),
+        backup,
         revision: (c.record.last_revision > 0).then_some(c.record.last_revision),
         last_recovery: c.record.last_recovery.clone(),
         restore: c.record.restored.clone(),
@@ -281,6 +284,24 @@ fn cond(type_: &str, status: bool, reason: &str, message: String) -> Condition {
         reason: reason.into(),
         message,
         last_transition_time: None,
+    }
+}
+
+/// `BackupsFailing`, for a cluster with backups: a condition of its own,
+/// never `Degraded` (a store that is down does not make the cluster less
+/// healthy), True with the last error while backups fail.
+pub fn backups_failing(b: &crate::crd::BackupStatus) -> Condition {
+    match &b.last_error {
+        Some(e) => cond("BackupsFailing", true, "BackupFailed", e.clone()),
+        None => cond(
+            "BackupsFailing",
+            false,
+            "BackupsTaken",
+            match &b.last_backup {
+                Some(name) => format!("the last backup, {name}, was taken and verified"),
+                None => "no backup taken yet".into(),
+            },
+        ),
     }
 }
 

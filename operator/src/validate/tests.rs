@@ -355,6 +355,7 @@ fn restore_names_whose_backup_and_where_for_a_name_only() {
             cluster: Some("example".into()),
             path: None,
             claim: Some("ex-backups".into()),
+            object: None,
         }
     );
     assert_eq!(
@@ -372,6 +373,7 @@ fn restore_names_whose_backup_and_where_for_a_name_only() {
     let both = crate::crd::RestoreLocation {
         path: Some("/b".into()),
         persistent_volume_claim: Some("c".into()),
+        object_store: None,
     };
     assert_eq!(
         fields(with("example-20261205-012308-950", None, Some(both))),
@@ -384,5 +386,63 @@ fn restore_names_whose_backup_and_where_for_a_name_only() {
             Some(claim("no/slash"))
         )),
         ["spec.restore.location.persistentVolumeClaim"]
+    );
+}
+
+#[test]
+fn an_object_store_is_checked_by_field_and_is_the_only_place() {
+    let with = |location: serde_json::Value| {
+        let mut s = spec(3, "3.4.23");
+        s.backup = Some(
+            serde_json::from_value(serde_json::json!({
+                "interval": "30m", "maxBackups": 3, "location": location,
+            }))
+            .expect("a backup spec"),
+        );
+        validate("demo", &s, &V)
+    };
+    let v = with(serde_json::json!({"objectStore": {
+        "url": "s3://etcd-backups/prod", "endpoint": "http://127.0.0.1:9000", "region": "eu-west-1",
+    }}))
+    .expect("valid");
+    let o = v.backup.and_then(|b| b.object).expect("an object store");
+    assert_eq!(o.cluster_prefix("demo"), "prod/demo");
+    assert_eq!(
+        fields(with(
+            serde_json::json!({"objectStore": {"url": "s3://AK:SK@bkt"}})
+        )),
+        ["spec.backup.location.objectStore.url"]
+    );
+    assert_eq!(
+        fields(with(
+            serde_json::json!({"objectStore": {"url": "s3://bkt", "endpoint": "x"}})
+        )),
+        ["spec.backup.location.objectStore.endpoint"]
+    );
+    assert_eq!(
+        fields(with(
+            serde_json::json!({"path": "/b", "objectStore": {"url": "s3://bkt"}})
+        )),
+        ["spec.backup.location.objectStore"]
+    );
+    let mut s = spec(3, "3.4.23");
+    s.restore = Some(crate::crd::RestoreSpec {
+        backup: "example-20261205-012308-950".into(),
+        cluster: None,
+        location: Some(crate::crd::RestoreLocation {
+            path: Some("/b".into()),
+            object_store: Some(crate::crd::ObjectStoreSpec {
+                url: "gs://UPPER".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+    });
+    assert_eq!(
+        fields(validate("demo", &s, &V)),
+        [
+            "spec.restore.location",
+            "spec.restore.location.objectStore.url"
+        ]
     );
 }

@@ -112,6 +112,26 @@ pub fn kube_checks(resource: &EtcdCluster) -> Vec<String> {
                 .to_string(),
         );
     }
+    let restore_object = spec
+        .restore
+        .as_ref()
+        .and_then(|r| r.location.as_ref())
+        .is_some_and(|l| l.object_store.is_some());
+    for (used, field) in [
+        (
+            location.is_some_and(|l| l.object_store.is_some()),
+            "spec.backup.location.objectStore",
+        ),
+        (restore_object, "spec.restore.location.objectStore"),
+    ] {
+        if used {
+            errors.push(format!(
+                "{field}: object stores are supported on the local platform only, for now (the \
+                 backup Jobs do not reach them yet); on Kubernetes use a volume claim \
+                 (persistentVolumeClaim)"
+            ));
+        }
+    }
     let client_tls = spec.tls.as_ref().is_some_and(|t| t.client.is_some());
     if client_tls && spec.backup.is_some() {
         errors.push(

@@ -65,6 +65,17 @@ fn backups_and_restores_are_taken_where_kubernetes_can_do_them() {
         }))
         .expect("a backup spec"),
     );
+    let mut in_bucket = r.clone();
+    if let Some(b) = in_bucket.spec.backup.as_mut() {
+        b.location =
+            serde_json::from_value(serde_json::json!({"objectStore": {"url": "s3://bkt"}}))
+                .expect("a location");
+    }
+    let m = message(spec_state(&in_bucket));
+    assert!(
+        m.contains("spec.backup.location.objectStore: object stores are supported on the local platform only"),
+        "{m}"
+    );
     r.spec.restore = Some(RestoreSpec {
         backup: "/tmp/x.db".into(),
         cluster: None,

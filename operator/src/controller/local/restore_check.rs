@@ -14,7 +14,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::SystemTime;
+use std::time::{Instant, SystemTime};
 
 use tokio::sync::mpsc;
 
@@ -60,7 +60,13 @@ struct Entry {
     /// `None` while the check runs.
     result: Option<Result<(), String>>,
     stop: Arc<AtomicBool>,
+    /// When the check ended (object stores: a refusal is retried).
+    done: Option<Instant>,
 }
+
+/// How long a refusal of a backup in an object store stands before it is
+/// checked again (the store may have been down or slow).
+const OBJECT_RETRY: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The checks of restore sources, by cluster and source.
 #[derive(Debug)]
@@ -91,9 +97,12 @@ impl RestoreChecks {
         &self,
         cluster: &str,
         source: &str,
-        store: &LocalBackups,
+        store: &Arc<LocalBackups>,
         location: &Location,
     ) -> Verdict {
+        if location.object.is_some() && !crate::names::is_snapshot_path(source) {
+            return self.object_verdict(cluster, source, store, location);
+        }
         let (path, sha256) = match store.locate(location, source) {
             Ok(found) => found,
             Err(e) => return Verdict::Bad(e.to_string()),
@@ -123,6 +132,7 @@ impl RestoreChecks {
                 version: version.clone(),
                 result: None,
                 stop: stop.clone(),
+                done: None,
             },
         );
         drop(entries);
@@ -149,6 +159,87 @@ impl RestoreChecks {
             let _ = done.send(());
         });
         verdict
+    }
+
+    /// [`RestoreChecks::verdict`] for a backup in an object store: the
+    /// store downloads and checks it ([`crate::backup::BackupStore::check_restorable`])
+    /// in a task; a refusal (the store may have been down) is checked
+    /// again after [`OBJECT_RETRY`].
+    fn object_verdict(
+        &self,
+        cluster: &str,
+        source: &str,
+        store: &Arc<LocalBackups>,
+        location: &Location,
+    ) -> Verdict {
+        use crate::backup::BackupStore as _;
+        let place = location
+            .object
+            .as_ref()
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        let version = FileVersion {
+            path: PathBuf::from(format!("{place}/{}/{source}", location.owner())),
+            len: 0,
+            modified: None,
+            inode: 0,
+        };
+        let key = (cluster.to_string(), source.to_string());
+        let checking = Verdict::Checking(format!(
+            "downloading and checking backup {source} from {place} (its SHA-256, then \
+             etcdutl/etcdctl snapshot status); nothing is created until it checks out"
+        ));
+        let mut entries = lock(&self.entries);
+        if let Some(e) = entries.get(&key)
+            && e.version == version
+        {
+            match &e.result {
+                Some(Ok(())) => return Verdict::Good,
+                Some(Err(m)) if e.done.is_none_or(|t| t.elapsed() < OBJECT_RETRY) => {
+                    return Verdict::Bad(m.clone());
+                }
+                None => return checking,
+                Some(Err(_)) => {}
+            }
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        entries.insert(
+            key.clone(),
+            Entry {
+                version: version.clone(),
+                result: None,
+                stop: stop.clone(),
+                done: None,
+            },
+        );
+        drop(entries);
+        tracing::info!(%cluster, source, %place, "checking the restore source in the object store");
+        let (all, done, store, location) = (
+            self.entries.clone(),
+            self.done.clone(),
+            Arc::clone(store),
+            location.clone(),
+        );
+        let source = source.to_string();
+        tokio::spawn(async move {
+            let result = store
+                .check_restorable(&location, &source)
+                .await
+                .map_err(|e| e.to_string());
+            if let Err(e) = &result {
+                tracing::warn!(cluster = %key.0, "restore source refused: {e}");
+            }
+            let mut entries = lock(&all);
+            if let Some(e) = entries.get_mut(&key)
+                && Arc::ptr_eq(&e.stop, &stop)
+            {
+                e.result = Some(result);
+                e.done = Some(Instant::now());
+            }
+            drop(entries);
+            let _ = done.send(());
+        });
+        checking
     }
 
     /// Forgets the checks of clusters not in `keep` (stopping those that

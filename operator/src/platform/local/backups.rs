@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use super::binaries::Binaries;
+use super::object_backups::{self, ObjectBackups};
 use super::safe_path;
 use crate::backup::{
     self, BackupMeta, BackupStore, Error, Location, RestoreSource, Result, Source, chain,
@@ -30,14 +31,18 @@ pub struct LocalBackups {
     binaries: Arc<Binaries>,
     /// What [`BackupStore::any_good`] found for each file, while unchanged.
     checked: Mutex<HashMap<PathBuf, (FileKey, bool)>>,
+    /// Every location with an object store is kept there.
+    object: ObjectBackups,
 }
 
 impl LocalBackups {
     /// Backups of the operator whose state folder is `state_dir`, checked
     /// and restored with `binaries`.
     pub fn new(state_dir: impl Into<PathBuf>, binaries: Arc<Binaries>) -> Self {
+        let state_dir = state_dir.into();
         LocalBackups {
-            state_dir: state_dir.into(),
+            object: ObjectBackups::new(state_dir.clone(), Arc::clone(&binaries)),
+            state_dir,
             binaries,
             checked: Mutex::default(),
         }
@@ -96,118 +101,20 @@ impl LocalBackups {
     }
 }
 
-impl LocalBackups {
-    /// The folder and meta of the backup named `name`, looked up as
-    /// [`BackupStore::open_for_restore`] does; `None` for the path of a
-    /// snapshot file (no meta, no chain).
-    fn find(&self, location: &Location, name: &str) -> Result<Option<(PathBuf, BackupMeta)>> {
-        let (_, sha256) = self.locate(location, name)?;
-        if sha256.is_none() {
-            return Ok(None);
-        }
-        let dir = self.dir(location);
-        let meta = backup::list(&dir)?
-            .into_iter()
-            .find(|m| m.name == name && location.owns(m));
-        Ok(meta.map(|m| (dir, m)))
-    }
-
-    /// Sets `base` (a backup in `dir`) aside for a bootstrap of the
-    /// cluster of `location`, with the segments of its chain replayed.
-    async fn chain_restore(
-        &self,
-        location: &Location,
-        dir: PathBuf,
-        base: &BackupMeta,
-    ) -> Result<ChainRestore> {
-        let chain = {
-            let (dir, base) = (dir.clone(), base.clone());
-            tokio::task::spawn_blocking(move || chain::read(&dir, &base))
-                .await
-                .map_err(|e| Error::Tool(format!("reading the chain failed: {e}")))?
-        };
-        let plain = |problem: Option<String>| {
-            let replayed = Replayed {
-                revision: base.revision,
-                ..Replayed::default()
-            };
-            (replayed, problem)
-        };
-        if chain.segments.is_empty() {
-            let source = self.open_for_restore(location, &base.name).await?;
-            let (replayed, problem) = plain(chain.cut.clone());
-            return Ok(ChainRestore {
-                source,
-                replayed,
-                problem,
-            });
-        }
-        let snapshot = base.path(&dir);
-        {
-            let (path, sha) = (snapshot.clone(), base.sha256.clone());
-            tokio::task::spawn_blocking(move || check_file(&path, Some(&sha)))
-                .await
-                .map_err(|e| Error::Tool(format!("verification task failed: {e}")))??;
-        }
-        let dest =
-            safe_path::cluster_path(&self.clusters_dir(), &location.cluster, &[RESTORE_FILE])
-                .map_err(|e| Error::Io {
-                    what: "cannot set the snapshot aside".into(),
-                    source: e.into_io(),
-                })?;
-        if let Some(dir) = dest.parent() {
-            std::fs::create_dir_all(dir)
-                .map_err(io_err(format!("cannot create {}", dir.display())))?;
-        }
-        let merged = super::merge::merge(
-            &self.state_dir,
-            &self.binaries,
-            &location.cluster,
-            base,
-            &snapshot,
-            &chain,
-            &dest,
-        )
-        .await;
-        match merged {
-            Ok(replayed) => {
-                tracing::info!(
-                    cluster = %location.cluster, base = %base.name, segments = replayed.segments,
-                    revision = replayed.revision, "delta segments replayed into the snapshot set aside"
-                );
-                Ok(ChainRestore {
-                    source: RestoreSource::new(dest.to_string_lossy()),
-                    replayed,
-                    problem: chain.cut,
-                })
-            }
-            Err(e) => {
-                let m = format!(
-                    "replaying the {} delta segments of {} failed ({e}); restoring the backup alone",
-                    chain.segments.len(),
-                    base.name
-                );
-                tracing::error!(cluster = %location.cluster, "{m}");
-                let source = self.open_for_restore(location, &base.name).await?;
-                let (replayed, problem) = plain(Some(m));
-                Ok(ChainRestore {
-                    source,
-                    replayed,
-                    problem,
-                })
-            }
-        }
-    }
-}
-
 impl BackupStore for LocalBackups {
     fn describe(&self, location: &Location) -> String {
+        if location.object.is_some() {
+            return self.object.describe(location);
+        }
         self.dir(location).display().to_string()
     }
 
     /// Checks the free-space floor first ([`super::space`]): a backup
     /// about the size of the member's database must leave it free.
     async fn save(&self, location: &Location, source: Source<'_>) -> Result<BackupMeta> {
+        if location.object.is_some() {
+            return self.object.save(location, source).await;
+        }
         let dir = self.dir(location);
         tokio::fs::create_dir_all(&dir)
             .await
@@ -225,10 +132,16 @@ impl BackupStore for LocalBackups {
     }
 
     async fn list(&self, location: &Location) -> Result<Vec<BackupMeta>> {
+        if location.object.is_some() {
+            return self.object.list(location).await;
+        }
         own_list(&self.dir(location), location)
     }
 
     async fn verify(&self, location: &Location, backup: &BackupMeta) -> Result<()> {
+        if location.object.is_some() {
+            return self.object.verify(location, backup).await;
+        }
         let path = backup.path(&self.dir(location));
         let sha = backup.sha256.clone();
         tokio::task::spawn_blocking(move || check_file(&path, Some(&sha)))
@@ -247,6 +160,9 @@ impl BackupStore for LocalBackups {
                 location.cluster,
                 location.uid.as_deref().unwrap_or("unknown")
             )));
+        }
+        if location.object.is_some() {
+            return self.object.delete(location, backup).await;
         }
         let dir = self.dir(location);
         chain::delete(&dir, &backup.name)?;
@@ -267,6 +183,9 @@ impl BackupStore for LocalBackups {
     /// files and snapshots without a meta (a save cut off between its
     /// rename and its meta). Anything else in the folder stays.
     async fn sweep(&self, location: &Location) {
+        if location.object.is_some() {
+            return self.object.sweep(location).await;
+        }
         let dir = self.dir(location);
         let (cluster, uid) = (location.cluster.as_str(), location.uid.as_deref());
         chain::sweep(&dir, &|base| {
@@ -297,6 +216,9 @@ impl BackupStore for LocalBackups {
     }
 
     async fn shared_with(&self, location: &Location) -> Vec<String> {
+        if location.object.is_some() {
+            return self.object.shared_with(location).await;
+        }
         let mut out: Vec<String> = backup::list(&self.dir(location))
             .unwrap_or_default()
             .into_iter()
@@ -314,6 +236,9 @@ impl BackupStore for LocalBackups {
     }
 
     async fn chain(&self, location: &Location, base: &BackupMeta) -> Result<chain::Chain> {
+        if location.object.is_some() {
+            return self.object.chain(location, base).await;
+        }
         let dir = self.dir(location);
         let base = base.clone();
         tokio::task::spawn_blocking(move || chain::read(&dir, &base))
@@ -322,6 +247,9 @@ impl BackupStore for LocalBackups {
     }
 
     async fn append(&self, location: &Location, segment: &delta::Segment) -> Result<()> {
+        if location.object.is_some() {
+            return self.object.append(location, segment).await;
+        }
         let dir = self.dir(location);
         let segment = segment.clone();
         tokio::task::spawn_blocking(move || chain::write(&dir, &segment).map(|_| ()))
@@ -330,6 +258,11 @@ impl BackupStore for LocalBackups {
     }
 
     async fn check_restorable(&self, location: &Location, backup: &str) -> Result<()> {
+        if location.object.is_some() && !crate::names::is_snapshot_path(backup) {
+            let (_, meta) = self.object.fetch_named(location, backup, false).await?;
+            self.object.close(location, object_backups::RESTORING);
+            return self.object.verify(location, &meta).await;
+        }
         let (path, sha256) = self.locate(location, backup)?;
         tokio::task::spawn_blocking(move || check_file(&path, sha256.as_deref()))
             .await
@@ -338,23 +271,13 @@ impl BackupStore for LocalBackups {
     }
 
     /// Copies the snapshot to `STATE/clusters/CLUSTER/restore.db`, then
-    /// checks the copy (its trailer, and the SHA-256 its meta records):
-    /// what is restored is exactly what was checked, even if retention
-    /// deletes or replaces the original meanwhile.
+    /// checks the copy ([`LocalBackups::set_aside`]).
     async fn open_for_restore(&self, location: &Location, backup: &str) -> Result<RestoreSource> {
+        if location.object.is_some() && !crate::names::is_snapshot_path(backup) {
+            return Ok(self.object_restore(location, backup, false).await?.source);
+        }
         let (found, sha256) = self.locate(location, backup)?;
-        let dest =
-            safe_path::cluster_path(&self.clusters_dir(), &location.cluster, &[RESTORE_FILE])
-                .map_err(|e| Error::Io {
-                    what: "cannot set the snapshot aside".into(),
-                    source: e.into_io(),
-                })?;
-        let (from, to) = (found.clone(), dest.clone());
-        tokio::task::spawn_blocking(move || copy_checked(&from, &to, sha256.as_deref()))
-            .await
-            .map_err(|e| Error::Tool(format!("setting the snapshot aside failed: {e}")))??;
-        tracing::info!(cluster = %location.cluster, from = %found.display(), "snapshot set aside for a restore");
-        Ok(RestoreSource::new(dest.to_string_lossy()))
+        self.set_aside(location, &found, sha256.as_deref()).await
     }
 
     /// With segments, the base is restored into a scratch member, the
@@ -365,6 +288,9 @@ impl BackupStore for LocalBackups {
         location: &Location,
         base: &BackupMeta,
     ) -> Result<ChainRestore> {
+        if location.object.is_some() {
+            return self.object_restore(location, &base.name, true).await;
+        }
         self.chain_restore(location, self.dir(location), base).await
     }
 
@@ -376,6 +302,9 @@ impl BackupStore for LocalBackups {
         location: &Location,
         backup: &str,
     ) -> Result<ChainRestore> {
+        if location.object.is_some() && !crate::names::is_snapshot_path(backup) {
+            return self.object_restore(location, backup, true).await;
+        }
         match self.find(location, backup)? {
             Some((dir, meta)) => self.chain_restore(location, dir, &meta).await,
             None => Ok(ChainRestore {
@@ -416,6 +345,26 @@ impl BackupStore for LocalBackups {
         backup: &BackupMeta,
         live: Source<'_>,
     ) -> Result<crate::backup::proof::RestoreCheck> {
+        if location.object.is_some() {
+            let snapshot = self
+                .object
+                .fetch(location, backup, object_backups::CHECKING)
+                .await?;
+            let check = super::restore_check::check(
+                &self.state_dir,
+                &self.binaries,
+                backup,
+                &snapshot,
+                live,
+            )
+            .await;
+            self.object.close(location, object_backups::CHECKING);
+            let check = check?;
+            let mut meta = backup.clone();
+            meta.restore_check = Some(check.clone());
+            self.object.record_check(location, &meta).await?;
+            return Ok(check);
+        }
         let dir = self.dir(location);
         let snapshot = backup.path(&dir);
         let check =
@@ -433,6 +382,14 @@ impl BackupStore for LocalBackups {
     /// modification time, so a long wait without quorum does not re-read
     /// the backups every pass.
     async fn any_good(&self, location: &Location) -> bool {
+        if location.object.is_some() {
+            for meta in self.object.list(location).await.unwrap_or_default() {
+                if self.object.verify(location, &meta).await.is_ok() {
+                    return true;
+                }
+            }
+            return false;
+        }
         let dir = self.dir(location);
         let Ok(metas) = own_list(&dir, location) else {
             return false;
@@ -470,18 +427,5 @@ fn own_list(dir: &std::path::Path, location: &Location) -> Result<Vec<BackupMeta
 #[path = "backups_tests.rs"]
 mod tests;
 
-/// Copies `from` to `to`, then checks the copy as a snapshot (with the
-/// SHA-256 `sha256` when a meta records one); a copy that fails the check
-/// is removed.
-fn copy_checked(from: &std::path::Path, to: &std::path::Path, sha256: Option<&str>) -> Result<()> {
-    let what = format!("cannot copy the snapshot to {}", to.display());
-    if let Some(dir) = to.parent() {
-        std::fs::create_dir_all(dir).map_err(io_err(what.clone()))?;
-    }
-    std::fs::copy(from, to).map_err(io_err(what))?;
-    if let Err(e) = check_file(to, sha256) {
-        let _ = std::fs::remove_file(to);
-        return Err(e);
-    }
-    Ok(())
-}
+#[path = "backups_restore.rs"]
+mod restore;

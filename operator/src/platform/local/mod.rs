@@ -17,6 +17,7 @@ pub mod deleted;
 pub mod follow_job;
 pub mod layout;
 pub mod merge;
+pub mod object_backups;
 #[cfg(test)]
 mod owned_tests;
 pub mod process;

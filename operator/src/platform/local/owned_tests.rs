@@ -25,6 +25,7 @@ fn shared(state: &Path, cluster: &str, uid: &str) -> (LocalBackups, Location) {
         persistent_volume_claim: None,
         claim_size: None,
         storage_class: None,
+        object: None,
         restore_check: None,
         continuous: None,
     };

@@ -230,6 +230,7 @@ async fn a_scheduled_restore_check_shows_in_the_status() {
         persistent_volume_claim: None,
         claim_size: None,
         storage_class: None,
+        object: None,
         restore_check: Some(Duration::from_secs(3600)),
         continuous: None,
     };

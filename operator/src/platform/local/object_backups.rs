@@ -1,0 +1,449 @@
+//! Backups in an object store, for the local platform's store
+//! ([`super::backups::LocalBackups`] hands every location with
+//! `objectStore` here). The bucket holds what a backup folder holds, under
+//! `PREFIX/CLUSTER/`: `NAME.db`, its `NAME.json` (written last: a backup
+//! without its meta is never listed) and its delta segments. Whatever etcd
+//! or its tools must read is a local file first, in the cluster's folder:
+//! a save is taken and verified in `upload/` (the trailer and both etcd
+//! tools, as for a folder) and only then uploaded; a restore, a restore
+//! check or a chain is downloaded to `fetched/` and checked there.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use super::binaries::Binaries;
+use super::safe_path;
+use crate::backup::object::ObjectLocation;
+use crate::backup::object::client::{Bucket, Object};
+use crate::backup::{
+    self, BackupMeta, Error, Location, Result, Source, chain, check_file, delta, snapshot,
+};
+
+/// Staging folder of a save, in the cluster's folder.
+const UPLOAD: &str = "upload";
+/// The cluster's delta segments as the bucket holds them (continuous
+/// backups read and extend their chain here), in the cluster's folder.
+const SEGMENTS: &str = "segments";
+/// Snapshots downloaded to be checked ([`ObjectBackups::verify`]).
+pub const CHECKING: &str = "checking";
+/// Snapshots and chains downloaded for a restore.
+pub const RESTORING: &str = "restoring";
+
+/// What the store remembers of one meta object: when it was written, and
+/// the meta.
+type Remembered = (SystemTime, BackupMeta);
+
+/// Object-store backups of one operator.
+#[derive(Debug)]
+pub struct ObjectBackups {
+    state_dir: PathBuf,
+    binaries: Arc<Binaries>,
+    /// One client per place, reused (its connections with it).
+    buckets: Mutex<HashMap<ObjectLocation, Bucket>>,
+    /// Metas already read, by key, while their object is unchanged.
+    metas: Mutex<HashMap<String, Remembered>>,
+    /// Snapshots known to match their meta, by key and (size, time): the
+    /// ones this store uploaded after checking them, and the ones it
+    /// downloaded and checked.
+    good: Mutex<HashMap<String, (u64, SystemTime)>>,
+}
+
+impl ObjectBackups {
+    /// The store of the operator whose state folder is `state_dir`.
+    pub fn new(state_dir: PathBuf, binaries: Arc<Binaries>) -> Self {
+        ObjectBackups {
+            state_dir,
+            binaries,
+            buckets: Mutex::default(),
+            metas: Mutex::default(),
+            good: Mutex::default(),
+        }
+    }
+
+    /// The bucket of `location` (which has an object store).
+    fn bucket(&self, location: &Location) -> Result<(Bucket, String)> {
+        let place = location
+            .object
+            .as_ref()
+            .ok_or_else(|| Error::Unsupported("the location has no object store".into()))?;
+        let prefix = place.cluster_prefix(location.owner());
+        let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(b) = buckets.get(place) {
+            return Ok((b.clone(), prefix));
+        }
+        let b = Bucket::open(place)?;
+        buckets.insert(place.clone(), b.clone());
+        Ok((b, prefix))
+    }
+
+    /// `CLUSTERS/CLUSTER/PART`, created, for `location`'s cluster.
+    fn local_dir(&self, location: &Location, part: &str) -> Result<PathBuf> {
+        let dir =
+            safe_path::cluster_path(&self.state_dir.join("clusters"), &location.cluster, &[part])
+                .map_err(|e| Error::Io {
+                what: format!("cannot use the cluster's {part} folder"),
+                source: e.into_io(),
+            })?;
+        std::fs::create_dir_all(&dir)
+            .map_err(backup::io_err(format!("cannot create {}", dir.display())))?;
+        Ok(dir)
+    }
+
+    /// Empties `CLUSTERS/CLUSTER/PART` (what a cut-off save or download
+    /// left).
+    fn clear(&self, location: &Location, part: &str) {
+        let _ =
+            safe_path::remove_dir_all(&self.state_dir.join("clusters"), &location.cluster, &[part]);
+    }
+
+    /// Where in the bucket the store says it is, for messages.
+    pub fn describe(&self, location: &Location) -> String {
+        match (&location.object, self.bucket(location)) {
+            (Some(place), Ok((_, prefix))) => format!("{prefix}/ in {place}"),
+            (Some(place), Err(_)) => place.to_string(),
+            (None, _) => "no object store".into(),
+        }
+    }
+
+    /// Takes a backup into `upload/`, verified as a folder's is, then
+    /// uploads the snapshot and, last, its meta.
+    pub async fn save(&self, location: &Location, source: Source<'_>) -> Result<BackupMeta> {
+        let (bucket, prefix) = self.bucket(location)?;
+        self.clear(location, UPLOAD);
+        let dir = self.local_dir(location, UPLOAD)?;
+        super::space::check(&dir, super::space::db_size(source.url).await)?;
+        let result = async {
+            let meta = snapshot::take(
+                &location.cluster,
+                location.uid.as_deref(),
+                source,
+                &dir,
+                &self.binaries,
+            )
+            .await?;
+            let key = format!("{prefix}/{}.db", meta.name);
+            bucket.upload(&meta.path(&dir), &key).await?;
+            bucket
+                .put(&format!("{prefix}/{}.json", meta.name), meta_bytes(&meta)?)
+                .await?;
+            self.mark_good(&key, meta.size);
+            Ok(meta)
+        }
+        .await;
+        self.clear(location, UPLOAD);
+        result
+    }
+
+    /// The backups of `location`'s cluster, newest first: every `NAME.json`
+    /// beside its `NAME.db` whose meta names itself and is the cluster's.
+    pub async fn list(&self, location: &Location) -> Result<Vec<BackupMeta>> {
+        let (bucket, prefix) = self.bucket(location)?;
+        let objects = bucket.list(&prefix).await?;
+        let dbs: HashMap<&str, &Object> = objects
+            .iter()
+            .filter_map(|o| Some((o.name.strip_suffix(".db")?, o)))
+            .collect();
+        let mut out = Vec::new();
+        for o in &objects {
+            let Some(name) = o.name.strip_suffix(".json") else {
+                continue;
+            };
+            if !dbs.contains_key(name) {
+                continue;
+            }
+            let key = format!("{prefix}/{}", o.name);
+            if let Some(meta) = self.meta(&bucket, &key, o.modified).await?
+                && meta.name == name
+                && location.owns(&meta)
+            {
+                out.push(meta);
+            }
+        }
+        out.sort_by(|a, b| b.unix_ms.cmp(&a.unix_ms).then(b.name.cmp(&a.name)));
+        Ok(out)
+    }
+
+    /// The meta at `key` (written at `modified`), read once per write.
+    async fn meta(
+        &self,
+        bucket: &Bucket,
+        key: &str,
+        modified: SystemTime,
+    ) -> Result<Option<BackupMeta>> {
+        {
+            let metas = self.metas.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some((at, m)) = metas.get(key)
+                && *at == modified
+            {
+                return Ok(Some(m.clone()));
+            }
+        }
+        let Some(bytes) = bucket.get_small(key).await? else {
+            return Ok(None);
+        };
+        let Ok(meta) = serde_json::from_slice::<BackupMeta>(&bytes) else {
+            tracing::warn!(key, "not a backup meta: ignored");
+            return Ok(None);
+        };
+        let mut metas = self.metas.lock().unwrap_or_else(|e| e.into_inner());
+        metas.insert(key.to_string(), (modified, meta.clone()));
+        Ok(Some(meta))
+    }
+
+    /// Remembers that the snapshot at `key`, `size` bytes, matches its meta.
+    fn mark_good(&self, key: &str, size: u64) {
+        let mut good = self.good.lock().unwrap_or_else(|e| e.into_inner());
+        good.insert(key.to_string(), (size, SystemTime::now()));
+    }
+
+    /// The snapshot is there with its meta's size; unless this store
+    /// uploaded or checked it already, it is downloaded and hashed.
+    pub async fn verify(&self, location: &Location, meta: &BackupMeta) -> Result<()> {
+        let (bucket, prefix) = self.bucket(location)?;
+        let key = format!("{prefix}/{}.db", meta.name);
+        let listed = bucket.list(&prefix).await?;
+        let Some(obj) = listed
+            .iter()
+            .find(|o| o.name == format!("{}.db", meta.name))
+        else {
+            return Err(Error::Store(format!("{} is gone", bucket.describe(&key))));
+        };
+        if obj.size != meta.size {
+            return Err(Error::Store(format!(
+                "{} is {} bytes; its meta says {}",
+                bucket.describe(&key),
+                obj.size,
+                meta.size
+            )));
+        }
+        let known = {
+            let good = self.good.lock().unwrap_or_else(|e| e.into_inner());
+            good.get(&key)
+                .is_some_and(|(size, at)| *size == obj.size && *at >= obj.modified)
+        };
+        if known {
+            return Ok(());
+        }
+        let path = self.fetch(location, meta, CHECKING).await?;
+        let _ = std::fs::remove_file(&path);
+        Ok(())
+    }
+
+    /// Downloads the snapshot of `meta` to `PART/NAME.db` in the cluster's
+    /// folder and checks it against its meta (trailer and SHA-256);
+    /// returns its path.
+    pub async fn fetch(
+        &self,
+        location: &Location,
+        meta: &BackupMeta,
+        part: &str,
+    ) -> Result<PathBuf> {
+        let (bucket, prefix) = self.bucket(location)?;
+        let dir = self.local_dir(location, part)?;
+        let path = meta.path(&dir);
+        let key = format!("{prefix}/{}.db", meta.name);
+        bucket.download(&key, &path).await?;
+        let (p, sha) = (path.clone(), meta.sha256.clone());
+        let checked = tokio::task::spawn_blocking(move || check_file(&p, Some(&sha)))
+            .await
+            .map_err(|e| Error::Tool(format!("verification task failed: {e}")))?;
+        if let Err(e) = checked {
+            let _ = std::fs::remove_file(&path);
+            return Err(e);
+        }
+        self.mark_good(&key, meta.size);
+        backup::write_meta(&dir, meta)?;
+        Ok(path)
+    }
+
+    /// Deletes the segments of `meta`, then its snapshot, then its meta.
+    pub async fn delete(&self, location: &Location, meta: &BackupMeta) -> Result<()> {
+        let (bucket, prefix) = self.bucket(location)?;
+        for o in bucket.list(&prefix).await? {
+            if chain::parse_file_name(&o.name).is_some_and(|(base, _)| base == meta.name) {
+                bucket.delete(&format!("{prefix}/{}", o.name)).await?;
+            }
+        }
+        bucket.delete(&format!("{prefix}/{}.db", meta.name)).await?;
+        bucket
+            .delete(&format!("{prefix}/{}.json", meta.name))
+            .await?;
+        if let Ok(dir) = self.local_dir(location, SEGMENTS) {
+            let _ = chain::delete(&dir, &meta.name);
+        }
+        Ok(())
+    }
+
+    /// Deletes, of the cluster's own objects only ([`backup::owned_file`]):
+    /// a meta without its snapshot, segments whose base has no meta, and,
+    /// once older than [`backup::ORPHAN_AGE`], a snapshot without a meta
+    /// (a save cut off between its upload and its meta).
+    pub async fn sweep(&self, location: &Location) {
+        let Ok((bucket, prefix)) = self.bucket(location) else {
+            return;
+        };
+        let Ok(objects) = bucket.list(&prefix).await else {
+            return;
+        };
+        let names: std::collections::HashSet<&str> =
+            objects.iter().map(|o| o.name.as_str()).collect();
+        let (cluster, uid) = (location.cluster.as_str(), location.uid.as_deref());
+        for o in &objects {
+            let Some(name) = backup::owned_file(&o.name, cluster, uid) else {
+                continue;
+            };
+            let has = |ext: &str| names.contains(format!("{name}.{ext}").as_str());
+            let old = SystemTime::now()
+                .duration_since(o.modified)
+                .is_ok_and(|age| age >= backup::ORPHAN_AGE);
+            let leftover = if o.name.ends_with(".json") {
+                !has("db")
+            } else if o.name.ends_with(".db") {
+                !has("json") && old
+            } else {
+                chain::parse_file_name(&o.name).is_some() && !has("json")
+            };
+            if leftover {
+                tracing::info!(cluster, object = %bucket.describe(&format!("{prefix}/{}", o.name)), "deleting what a cut-off save left behind");
+                let _ = bucket.delete(&format!("{prefix}/{}", o.name)).await;
+            }
+        }
+    }
+
+    /// The intact chain of `base`: its segments downloaded to `segments/`
+    /// (those already there with the same size are kept) and read there.
+    pub async fn chain(&self, location: &Location, base: &BackupMeta) -> Result<chain::Chain> {
+        let dir = self.local_dir(location, SEGMENTS)?;
+        self.fetch_segments(location, base, &dir).await?;
+        let base = base.clone();
+        tokio::task::spawn_blocking(move || chain::read(&dir, &base))
+            .await
+            .map_err(|e| Error::Tool(format!("reading the chain failed: {e}")))
+    }
+
+    /// Downloads the segments of `base` not yet in `dir`.
+    async fn fetch_segments(
+        &self,
+        location: &Location,
+        base: &BackupMeta,
+        dir: &Path,
+    ) -> Result<()> {
+        let (bucket, prefix) = self.bucket(location)?;
+        for o in bucket.list(&prefix).await? {
+            if chain::parse_file_name(&o.name).is_none_or(|(b, _)| b != base.name) {
+                continue;
+            }
+            let local = dir.join(&o.name);
+            if std::fs::metadata(&local).is_ok_and(|m| m.len() == o.size) {
+                continue;
+            }
+            bucket
+                .download(&format!("{prefix}/{}", o.name), &local)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Writes `segment` in `segments/` (as a folder would hold it), then
+    /// uploads it.
+    pub async fn append(&self, location: &Location, segment: &delta::Segment) -> Result<()> {
+        let (bucket, prefix) = self.bucket(location)?;
+        let dir = self.local_dir(location, SEGMENTS)?;
+        let s = segment.clone();
+        let path = tokio::task::spawn_blocking(move || chain::write(&dir, &s))
+            .await
+            .map_err(|e| Error::Tool(format!("writing a segment failed: {e}")))??;
+        let file = chain::segment_file(&segment.base, segment.seq);
+        if let Err(e) = bucket.upload(&path, &format!("{prefix}/{file}")).await {
+            let _ = std::fs::remove_file(&path);
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// The snapshot and, with `segments`, the chain of the backup named
+    /// `name`, downloaded and checked into `restoring/`: (folder, meta).
+    pub async fn fetch_named(
+        &self,
+        location: &Location,
+        name: &str,
+        segments: bool,
+    ) -> Result<(PathBuf, BackupMeta)> {
+        let metas = self.list(location).await?;
+        let Some(meta) = metas.iter().find(|m| m.name == name).cloned() else {
+            return Err(Error::NotFound {
+                name: name.into(),
+                dir: format!(
+                    "{} (backups of {})",
+                    self.describe(location),
+                    location.owner()
+                ),
+                known: if metas.is_empty() {
+                    "none".into()
+                } else {
+                    metas
+                        .iter()
+                        .map(|m| m.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                },
+            });
+        };
+        self.clear(location, RESTORING);
+        let path = self.fetch(location, &meta, RESTORING).await?;
+        let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        if segments {
+            self.fetch_segments(location, &meta, &dir).await?;
+        }
+        Ok((dir, meta))
+    }
+
+    /// Deletes what was downloaded into `PART` for `location`'s cluster.
+    pub fn close(&self, location: &Location, part: &str) {
+        self.clear(location, part);
+    }
+
+    /// Records a restore check in the backup's meta object, unless
+    /// retention deleted the backup meanwhile.
+    pub async fn record_check(&self, location: &Location, meta: &BackupMeta) -> Result<()> {
+        let (bucket, prefix) = self.bucket(location)?;
+        let listed = bucket.list(&prefix).await?;
+        if listed.iter().any(|o| o.name == format!("{}.db", meta.name)) {
+            bucket
+                .put(&format!("{prefix}/{}.json", meta.name), meta_bytes(meta)?)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// The other clusters whose backups are under this cluster's prefix.
+    pub async fn shared_with(&self, location: &Location) -> Vec<String> {
+        let Ok((bucket, prefix)) = self.bucket(location) else {
+            return Vec::new();
+        };
+        let Ok(objects) = bucket.list(&prefix).await else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for o in objects.iter().filter(|o| o.name.ends_with(".json")) {
+            if let Ok(Some(m)) = self
+                .meta(&bucket, &format!("{prefix}/{}", o.name), o.modified)
+                .await
+                && !location.owns(&m)
+            {
+                out.push(m.cluster);
+            }
+        }
+        out.sort();
+        out.dedup();
+        out
+    }
+}
+
+/// A meta as its object holds it.
+fn meta_bytes(meta: &BackupMeta) -> Result<Vec<u8>> {
+    serde_json::to_vec_pretty(meta)
+        .map_err(|e| Error::Tool(format!("cannot encode the meta of {}: {e}", meta.name)))
+}

@@ -1,0 +1,112 @@
+//! A real S3 server for tests: `moto` in server mode (installed into the
+//! workspace's `.venv` by ci/setup), on a free port of 127.0.0.1, stopped
+//! when dropped (also when a test panics).
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The credentials tests give the operator (moto accepts any).
+pub const ACCESS_KEY: &str = "test-access-key";
+/// A secret no log, status or message may ever hold.
+pub const SECRET_KEY: &str = "test-secret-never-printed-6f1e";
+
+/// A running S3 server.
+#[derive(Debug)]
+pub struct S3Server {
+    child: Option<Child>,
+    addr: SocketAddr,
+}
+
+/// The moto server of the workspace's `.venv`.
+pub fn moto_server() -> PathBuf {
+    let bin = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.venv/bin/moto_server");
+    assert!(
+        bin.is_file(),
+        "no moto server at {} (ci/setup installs it: pip install 'moto[server]')",
+        bin.display()
+    );
+    bin
+}
+
+impl S3Server {
+    /// Starts a server and waits (bounded) until it answers.
+    pub fn start() -> Self {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let child = Command::new(moto_server())
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start moto_server");
+        let server = S3Server {
+            child: Some(child),
+            addr,
+        };
+        let deadline = Instant::now() + super::WAIT;
+        while server.request("GET", "/").is_none() {
+            assert!(
+                Instant::now() < deadline,
+                "moto_server did not answer on {addr}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        server
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn endpoint(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Creates bucket `name`.
+    pub fn create_bucket(&self, name: &str) {
+        let status = self.request("PUT", &format!("/{name}"));
+        assert_eq!(status, Some(200), "creating bucket {name}");
+    }
+
+    /// The environment the operator needs to reach this server.
+    pub fn credentials(&self) -> Vec<(String, String)> {
+        vec![
+            ("AWS_ACCESS_KEY_ID".into(), ACCESS_KEY.into()),
+            ("AWS_SECRET_ACCESS_KEY".into(), SECRET_KEY.into()),
+            ("AWS_REGION".into(), "us-east-1".into()),
+        ]
+    }
+
+    /// Stops the server (the store goes away; its data with it).
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// One HTTP/1.0 request without a body: the status code, if any came.
+    fn request(&self, method: &str, path: &str) -> Option<u16> {
+        let mut s = TcpStream::connect_timeout(&self.addr, Duration::from_secs(2)).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+        write!(
+            s,
+            "{method} {path} HTTP/1.0\r\nHost: {}\r\nContent-Length: 0\r\n\r\n",
+            self.addr
+        )
+        .ok()?;
+        let mut head = [0u8; 12];
+        s.read_exact(&mut head).ok()?;
+        std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
+    }
+}
+
+impl Drop for S3Server {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

@@ -1,0 +1,290 @@
+//! Backups in an object store (`spec.backup.location.objectStore`), against
+//! a real S3 server (moto, started by the test) and real etcd: scheduled
+//! backups and retention in the bucket, `backups`/`backup` through the
+//! store, a restore into a new cluster from the bucket, a rebuild with the
+//! delta chain after losing a majority, a store that is down said in
+//! status while the cluster stays healthy; the secret never printed.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use etcd_operator::backup::object::ObjectLocation;
+use etcd_operator::backup::{BackupMeta, BackupStore, Location};
+use etcd_operator::crd::{EtcdCluster, ObjectStoreSpec, RecoverySource};
+use etcd_operator::platform::local::backups::LocalBackups;
+use etcd_operator::platform::local::binaries::Binaries;
+use etcd_operator::testing::acked::{Writer, read_prefix};
+use etcd_operator::testing::s3::{S3Server, SECRET_KEY};
+use etcd_operator::testing::{Env, client_urls, kill9, manifest};
+
+const BUCKET: &str = "etcd-backups";
+
+/// The `objectStore` block of a manifest, at `indent`.
+fn object_store(s3: &S3Server, indent: &str) -> String {
+    format!(
+        "{indent}objectStore:\n{indent}  url: s3://{BUCKET}/prod\n{indent}  endpoint: {}\n",
+        s3.endpoint()
+    )
+}
+
+/// An operator whose environment holds the server's credentials.
+fn env_with(s3: &S3Server) -> Env {
+    let mut env = Env::new();
+    env.operator_env.extend(s3.credentials());
+    env
+}
+
+/// What the test reads the bucket with: the operator's own store.
+fn store_and_location(env: &Env, s3: &S3Server, cluster: &str) -> (LocalBackups, Location) {
+    let place = ObjectLocation::parse(
+        &ObjectStoreSpec {
+            url: format!("s3://{BUCKET}/prod"),
+            endpoint: Some(s3.endpoint()),
+            region: None,
+        },
+        "test",
+    )
+    .expect("a place");
+    let mut location = Location::of(cluster, None);
+    location.object = Some(place);
+    let store = LocalBackups::new(&env.state, Arc::new(Binaries::new(Vec::new())));
+    (store, location)
+}
+
+/// The backups of `cluster` in the bucket, as the store lists them.
+fn listed(env: &Env, s3: &S3Server, cluster: &str) -> Vec<BackupMeta> {
+    let (store, location) = store_and_location(env, s3, cluster);
+    rt().block_on(store.list(&location)).unwrap_or_default()
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// The test process reaches the store with the operator's credentials.
+#[allow(unsafe_code)]
+fn set_credentials(s3: &S3Server) {
+    for (k, v) in s3.credentials() {
+        // SAFETY: set before this test starts any thread, and every test
+        // of this file sets the same values.
+        unsafe { std::env::set_var(k, v) };
+    }
+}
+
+/// Nothing the operator wrote holds the secret.
+fn assert_no_secret(env: &Env) {
+    let mut stack = vec![env.dir.path().to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let p = e.path();
+            let Ok(t) = e.file_type() else { continue };
+            if t.is_dir() {
+                stack.push(p);
+            } else if t.is_file()
+                && let Ok(text) = std::fs::read(&p)
+            {
+                let hit = text
+                    .windows(SECRET_KEY.len())
+                    .any(|w| w == SECRET_KEY.as_bytes());
+                assert!(!hit, "{} holds the secret", p.display());
+            }
+        }
+    }
+}
+
+#[test]
+fn backups_retention_and_a_restore_go_through_the_bucket() {
+    let s3 = S3Server::start();
+    s3.create_bucket(BUCKET);
+    set_credentials(&s3);
+    let mut env = env_with(&s3);
+    let mut m = manifest("src", 3, "3.4.23");
+    m.push_str("  backup:\n    interval: 1s\n    maxBackups: 2\n    location:\n");
+    m.push_str(&object_store(&s3, "      "));
+    env.write_manifest("src.yaml", &m);
+    env.start_operator();
+    let c = env.wait_running("src", 3);
+    let urls = client_urls(&c);
+    let w = Writer::start(urls.clone(), "k/");
+    env.wait_for("100 writes", || (w.acked().len() >= 100).then_some(()));
+    let acked = w.stop();
+
+    // Backups land in the bucket; retention keeps two there.
+    let mut seen = std::collections::BTreeSet::new();
+    let kept = env.wait_for("four backups taken, two kept in the bucket", || {
+        let list = listed(&env, &s3, "src");
+        seen.extend(list.iter().map(|m| m.name.clone()));
+        (seen.len() >= 4 && list.len() == 2).then_some(list)
+    });
+    assert!(
+        !env.state.join("backups").join("src").exists(),
+        "nothing in the default folder"
+    );
+    let status = env.wait_for("backup status", || {
+        let b = env.status("src")?.status?.backup?;
+        (b.kept == 2 && b.last_backup.is_some()).then_some(b)
+    });
+    assert!(status.last_error.is_none(), "{status:?}");
+
+    // `backups` lists them from the bucket, checked.
+    let out = env.operator_cli(&["backups", "src"]);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{out:?}");
+    assert!(text.contains(&format!("s3://{BUCKET}/prod")), "{text}");
+    assert!(text.contains("ok") && !text.contains("DAMAGED"), "{text}");
+
+    // A new cluster restored from the newest backup in the bucket.
+    let chosen = kept[0].clone();
+    let mut copy = manifest("copy", 3, "3.4.23");
+    copy.push_str(&format!(
+        "  restore:\n    backup: {}\n    location:\n",
+        chosen.name
+    ));
+    copy.push_str(&object_store(&s3, "      "));
+    env.write_manifest("copy.yaml", &copy);
+    let restored = env.wait_running("copy", 3);
+    let found: HashMap<String, String> = read_prefix(&client_urls(&restored), "k/")
+        .into_iter()
+        .collect();
+    let missing = acked
+        .iter()
+        .filter(|a| a.revision <= chosen.revision && found.get(&a.key) != Some(&a.value))
+        .count();
+    assert_eq!(
+        missing, 0,
+        "every write up to the backup's revision is restored"
+    );
+    assert!(!found.is_empty());
+    let leftovers = ["restoring", "checking", "upload"]
+        .iter()
+        .filter(|p| {
+            env.state
+                .join("clusters/copy")
+                .join(p)
+                .read_dir()
+                .is_ok_and(|mut d| d.next().is_some())
+        })
+        .count();
+    assert_eq!(leftovers, 0, "downloads are deleted once used");
+    assert_no_secret(&env);
+}
+
+#[test]
+fn a_majority_lost_is_rebuilt_from_the_bucket_with_its_chain() {
+    let s3 = S3Server::start();
+    s3.create_bucket(BUCKET);
+    set_credentials(&s3);
+    let mut env = env_with(&s3);
+    let mut m = manifest("dl", 3, "3.4.23");
+    m.push_str("  backup:\n    interval: 1h\n    maxBackups: 2\n");
+    m.push_str("    continuous:\n      segmentInterval: 1s\n    location:\n");
+    m.push_str(&object_store(&s3, "      "));
+    m.push_str("  recovery:\n    restoreFromBackup: true\n    fromSurvivor: false\n");
+    env.write_manifest("dl.yaml", &m);
+    env.start_operator();
+    let c = env.wait_running("dl", 3);
+    let base = env.wait_for("a full backup in the bucket", || {
+        listed(&env, &s3, "dl").first().cloned()
+    });
+    let writer = Writer::start(client_urls(&c), "w/");
+    let (store, location) = store_and_location(&env, &s3, "dl");
+    env.wait_for("500 writes and 3 segments in the bucket", || {
+        let chain = rt().block_on(store.chain(&location, &base)).ok()?;
+        (writer.acked().len() >= 500 && chain.segments.len() >= 3).then_some(())
+    });
+    let members = c.status.as_ref().expect("status").members.clone();
+    for m in &members[..2] {
+        let pid = env.pid("dl", &m.name).expect("runs");
+        std::fs::remove_dir_all(env.layout().data_dir("dl", &m.name)).expect("wipe");
+        kill9(pid);
+    }
+    let lost_at = Instant::now();
+    let c: EtcdCluster = env.wait_for("dl rebuilt from the bucket", || {
+        let c = env.wait_running("dl", 3);
+        c.status.as_ref()?.last_recovery.as_ref()?;
+        Some(c)
+    });
+    let acked = writer.stop();
+    let r = c
+        .status
+        .as_ref()
+        .and_then(|s| s.last_recovery.clone())
+        .expect("recovery");
+    assert_eq!(r.source, RecoverySource::Backup, "{r:?}");
+    assert_eq!(r.backup, base.name, "{r:?}");
+    assert!(r.replayed_segments >= 3, "{r:?}");
+    let found: HashMap<String, String> = read_prefix(&client_urls(&c), "w/").into_iter().collect();
+    let missing: Vec<_> = acked
+        .iter()
+        .filter(|a| found.get(&a.key) != Some(&a.value))
+        .collect();
+    let behind = missing
+        .iter()
+        .filter(|a| a.revision <= r.replayed_revision)
+        .count();
+    assert_eq!(behind, 0, "every write the replayed segments hold is back");
+    let window = missing
+        .iter()
+        .map(|a| lost_at.saturating_duration_since(a.at))
+        .max()
+        .unwrap_or_default();
+    println!(
+        "MEASURED: {} of {} acknowledged writes lost, the oldest acknowledged {:.2} s before the \
+         loss; {} segments replayed from the bucket up to revision {}",
+        missing.len(),
+        acked.len(),
+        window.as_secs_f64(),
+        r.replayed_segments,
+        r.replayed_revision
+    );
+    assert_no_secret(&env);
+}
+
+#[test]
+fn a_store_that_is_down_fails_backups_in_status_and_healing_goes_on() {
+    let mut s3 = S3Server::start();
+    s3.create_bucket(BUCKET);
+    set_credentials(&s3);
+    let mut env = env_with(&s3);
+    let mut m = manifest("down", 3, "3.4.23");
+    m.push_str("  backup:\n    interval: 1s\n    maxBackups: 2\n    location:\n");
+    m.push_str(&object_store(&s3, "      "));
+    env.write_manifest("down.yaml", &m);
+    env.start_operator();
+    let c = env.wait_running("down", 3);
+    env.wait_for("a backup in the bucket", || {
+        listed(&env, &s3, "down").first().cloned()
+    });
+    s3.stop();
+    // Bounded: the client retries for at most a minute per request.
+    let err = env.wait_for("the store's failure in status", || {
+        let e = env.status("down")?.status?.backup?.last_error?;
+        e.contains(&format!("s3://{BUCKET}/prod")).then_some(e)
+    });
+    println!("status.backup.lastError: {err}");
+    let status = env.status("down").and_then(|c| c.status).expect("status");
+    let failing = status
+        .condition("BackupsFailing")
+        .expect("a condition of its own");
+    assert_eq!(failing.status, "True", "{failing:?}");
+    let degraded = status.condition("Degraded").expect("Degraded");
+    assert_ne!(
+        degraded.status, "True",
+        "a store that is down is not a degraded cluster: {degraded:?}"
+    );
+    // The cluster itself is fine, and heals: a killed member comes back.
+    let victim = c.status.as_ref().expect("status").members[0].name.clone();
+    let pid = env.pid("down", &victim).expect("runs");
+    kill9(pid);
+    env.wait_for("the killed member back", || {
+        env.pid("down", &victim).filter(|p| *p != pid)
+    });
+    let c = env.wait_running("down", 3);
+    let phase = c.status.as_ref().map(|s| format!("{:?}", s.phase));
+    assert_eq!(phase.as_deref(), Some("Running"), "{c:?}");
+    assert_no_secret(&env);
+}
