@@ -425,6 +425,20 @@ pub struct RestoreSpec {
     /// snapshot file's path.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub location: Option<RestoreLocation>,
+    /// Point-in-time restore: replay the backup's chain of delta segments
+    /// (continuous backups) up to exactly this revision (local platform).
+    /// Refused when the backup and its chain do not hold it (`etcd-operator
+    /// backups CLUSTER` shows each chain's window). Not with `toTime`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub to_revision: Option<i64>,
+    /// Point-in-time restore: replay the chain up to the last revision known
+    /// to be committed at or before this instant (RFC 3339, such as
+    /// "2026-12-04T10:41:59Z"; local platform). Never a later revision; at
+    /// most one segment interval of revisions before it may be left out.
+    /// Not with `toRevision`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to_time: Option<String>,
 }
 
 /// Where the backups a cluster restores from are kept.

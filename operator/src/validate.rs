@@ -135,6 +135,8 @@ pub struct RestoreFrom {
     pub claim: Option<String>,
     /// `spec.restore.location.objectStore`.
     pub object: Option<crate::backup::object::ObjectLocation>,
+    /// `spec.restore.toRevision` or `toTime`.
+    pub until: Option<crate::backup::point::PointInTime>,
 }
 
 /// A checked backup policy.
@@ -349,6 +351,7 @@ pub fn validate(
                 .as_ref()
                 .and_then(|l| l.object_store.as_ref())
                 .and_then(|o| ObjectLocation::parse(o, "spec.restore.location.objectStore").ok()),
+            until: point_in_time(r).ok().flatten(),
         })
         .unwrap_or_default();
     let restore_from_backup = spec
@@ -531,6 +534,17 @@ fn check_restore(r: &crate::crd::RestoreSpec, err: &mut impl FnMut(&str, String)
     {
         err("spec.restore.cluster", e);
     }
+    if let Err((field, m)) = point_in_time(r) {
+        err(field, m);
+    } else if is_path && (r.to_revision.is_some() || r.to_time.is_some()) {
+        err(
+            "spec.restore.toRevision",
+            format!(
+                "a point in time is for a backup's name (its chain of delta segments), and \
+                 {backup:?} is a snapshot file's path; drop toRevision/toTime"
+            ),
+        );
+    }
     if let Some(l) = &r.location {
         let places = [
             l.path.is_some(),
@@ -567,6 +581,39 @@ fn check_restore(r: &crate::crd::RestoreSpec, err: &mut impl FnMut(&str, String)
         {
             err("spec.restore.location.persistentVolumeClaim", e);
         }
+    }
+}
+
+/// `spec.restore.toRevision` / `toTime`, checked: at most one, a revision
+/// of at least 1, a time in RFC 3339.
+fn point_in_time(
+    r: &crate::crd::RestoreSpec,
+) -> Result<Option<crate::backup::point::PointInTime>, (&'static str, String)> {
+    use crate::backup::point::PointInTime;
+    match (r.to_revision, r.to_time.as_deref()) {
+        (Some(_), Some(_)) => Err((
+            "spec.restore.toRevision",
+            "names a revision, and toTime a time: set one of them".into(),
+        )),
+        (Some(rev), None) if rev < 1 => Err((
+            "spec.restore.toRevision",
+            format!("must be a revision (at least 1), got {rev}"),
+        )),
+        (Some(rev), None) => Ok(Some(PointInTime::Revision(rev))),
+        (None, Some(t)) => humantime::parse_rfc3339_weak(t.trim())
+            .ok()
+            .and_then(|at| at.duration_since(std::time::UNIX_EPOCH).ok())
+            .and_then(|d| u64::try_from(d.as_millis()).ok())
+            .map(|ms| Some(PointInTime::Time(ms)))
+            .ok_or((
+                "spec.restore.toTime",
+                format!(
+                    "{} is not a time; write one in RFC 3339, in UTC, such as \
+                     \"2026-12-04T10:41:59Z\"",
+                    crate::names::quote(t, 60)
+                ),
+            )),
+        (None, None) => Ok(None),
     }
 }
 

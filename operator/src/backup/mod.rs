@@ -18,6 +18,7 @@ pub mod follow;
 pub mod job;
 pub mod object;
 pub mod owner;
+pub mod point;
 pub mod proof;
 pub mod proof_schedule;
 pub mod replay;
@@ -108,6 +109,10 @@ pub enum Error {
     /// never holds a credential: [`object::client::scrub`]).
     #[error("{0}")]
     Store(String),
+    /// A point-in-time restore asked for a point the backup and its chain
+    /// do not hold.
+    #[error("{0}")]
+    Point(String),
 }
 
 impl Error {
@@ -124,6 +129,7 @@ impl Error {
             Error::LowSpace(_) => "low_space",
             Error::Unwritable(_) => "unwritable",
             Error::Store(_) => "store",
+            Error::Point(_) => "point_in_time",
             Error::Job(_) => "job",
         }
     }

@@ -42,6 +42,9 @@ pub struct Location {
     /// Its place is looked up, never created, and only its backups count;
     /// `cluster` still runs the work (a Job, the copy set aside).
     pub source: Option<String>,
+    /// Where a restore stops (`spec.restore.toRevision` / `toTime`): the
+    /// chain is replayed up to it, exactly, or the restore is refused.
+    pub until: Option<super::point::PointInTime>,
 }
 
 impl Location {
@@ -56,6 +59,7 @@ impl Location {
             storage_class: policy.and_then(|p| p.storage_class.clone()),
             object: policy.and_then(|p| p.object.clone()),
             source: None,
+            until: None,
         }
     }
 
@@ -77,6 +81,7 @@ impl Location {
             storage_class: None,
             object: from.object.clone(),
             source: Some(source),
+            until: from.until,
         }
     }
 

@@ -51,6 +51,7 @@ pub(crate) fn location(cluster: &EtcdCluster) -> (Location, Option<usize>) {
                 backup::object::ObjectLocation::parse(o, "spec.backup.location.objectStore").ok()
             }),
         source: None,
+        until: None,
     };
     (location, keep)
 }
@@ -159,9 +160,13 @@ pub fn chains(dir: &Path, backups: &[Checked]) -> String {
             .last_unix_ms()
             .map_or("-".into(), backup::follow::rfc3339_ms);
         out.push_str(&format!(
-            "chain of {}: {} segments, last revision {}, last written {last}",
+            "chain of {}: {} segments, last revision {}, last written {last}; point-in-time \
+             restore (spec.restore.toRevision/toTime) from revision {} ({}) to {} ({last})",
             m.name,
             chain.segments.len(),
+            chain.last_revision(),
+            m.revision,
+            m.time,
             chain.last_revision(),
         ));
         match &chain.cut {

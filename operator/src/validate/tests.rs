@@ -336,6 +336,8 @@ fn restore_names_whose_backup_and_where_for_a_name_only() {
                 backup: backup.into(),
                 cluster: cluster.map(str::to_string),
                 location,
+                to_revision: None,
+                to_time: None,
             });
             validate("demo", &s, &V)
         };
@@ -356,6 +358,7 @@ fn restore_names_whose_backup_and_where_for_a_name_only() {
             path: None,
             claim: Some("ex-backups".into()),
             object: None,
+            until: None,
         }
     );
     assert_eq!(
@@ -437,6 +440,8 @@ fn an_object_store_is_checked_by_field_and_is_the_only_place() {
             }),
             ..Default::default()
         }),
+        to_revision: None,
+        to_time: None,
     });
     assert_eq!(
         fields(validate("demo", &s, &V)),
@@ -444,5 +449,45 @@ fn an_object_store_is_checked_by_field_and_is_the_only_place() {
             "spec.restore.location",
             "spec.restore.location.objectStore.url"
         ]
+    );
+}
+
+#[test]
+fn a_point_in_time_is_one_revision_or_one_time() {
+    use crate::backup::point::PointInTime;
+    let with = |backup: &str, rev: Option<i64>, time: Option<&str>| {
+        let mut s = spec(3, "3.4.23");
+        s.restore = Some(crate::crd::RestoreSpec {
+            backup: backup.into(),
+            cluster: None,
+            location: None,
+            to_revision: rev,
+            to_time: time.map(str::to_string),
+        });
+        validate("demo", &s, &V)
+    };
+    let name = "example-20261205-012308-950";
+    let v = with(name, Some(81234), None).expect("valid");
+    assert_eq!(v.restore_from.until, Some(PointInTime::Revision(81234)));
+    let v = with(name, None, Some("2026-12-04T10:41:59Z")).expect("valid");
+    assert_eq!(
+        v.restore_from.until,
+        Some(PointInTime::Time(1_796_380_919_000))
+    );
+    assert_eq!(
+        fields(with(name, Some(0), None)),
+        ["spec.restore.toRevision"]
+    );
+    assert_eq!(
+        fields(with(name, Some(5), Some("2026-12-04T10:41:59Z"))),
+        ["spec.restore.toRevision"]
+    );
+    assert_eq!(
+        fields(with(name, None, Some("yesterday"))),
+        ["spec.restore.toTime"]
+    );
+    assert_eq!(
+        fields(with("/snap/x.db", Some(5), None)),
+        ["spec.restore.toRevision"]
     );
 }

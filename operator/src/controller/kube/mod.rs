@@ -132,6 +132,17 @@ pub fn kube_checks(resource: &EtcdCluster) -> Vec<String> {
             ));
         }
     }
+    if spec
+        .restore
+        .as_ref()
+        .is_some_and(|r| r.to_revision.is_some() || r.to_time.is_some())
+    {
+        errors.push(
+            "spec.restore.toRevision: point-in-time restore runs on the local platform only, for \
+             now (the restore Job replays a backup's whole chain); drop toRevision/toTime"
+                .to_string(),
+        );
+    }
     let client_tls = spec.tls.as_ref().is_some_and(|t| t.client.is_some());
     if client_tls && spec.backup.is_some() {
         errors.push(

@@ -40,6 +40,8 @@ fn backups_and_restores_are_taken_where_kubernetes_can_do_them() {
         backup: "demo-20260101-000000-000".into(),
         cluster: None,
         location: None,
+        to_revision: None,
+        to_time: None,
     });
     assert!(matches!(spec_state(&r), SpecState::Valid { .. }));
     // Restore checks run in backup Jobs.
@@ -71,7 +73,16 @@ fn backups_and_restores_are_taken_where_kubernetes_can_do_them() {
             serde_json::from_value(serde_json::json!({"objectStore": {"url": "s3://bkt"}}))
                 .expect("a location");
     }
+    if let Some(r) = in_bucket.spec.restore.as_mut() {
+        r.to_revision = Some(5);
+    }
     let m = message(spec_state(&in_bucket));
+    assert!(
+        m.contains(
+            "spec.restore.toRevision: point-in-time restore runs on the local platform only"
+        ),
+        "{m}"
+    );
     assert!(
         m.contains("spec.backup.location.objectStore: object stores are supported on the local platform only"),
         "{m}"
@@ -80,6 +91,8 @@ fn backups_and_restores_are_taken_where_kubernetes_can_do_them() {
         backup: "/tmp/x.db".into(),
         cluster: None,
         location: None,
+        to_revision: None,
+        to_time: None,
     });
     r.spec.storage.policy = crate::crd::StoragePolicy::Ephemeral;
     if let Some(b) = r.spec.backup.as_mut() {

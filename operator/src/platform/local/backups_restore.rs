@@ -47,6 +47,12 @@ impl LocalBackups {
                 .await
                 .map_err(|e| Error::Tool(format!("reading the chain failed: {e}")))?
         };
+        // A point in time: the chain cut there, or no restore at all.
+        let chain = match location.until {
+            Some(point) => crate::backup::point::cut(&chain, base.unix_ms, point)
+                .map_err(|m| Error::Point(format!("spec.restore: {m}")))?,
+            None => chain,
+        };
         let plain = |problem: Option<String>| {
             let replayed = Replayed {
                 revision: base.revision,
@@ -104,6 +110,11 @@ impl LocalBackups {
                     problem: chain.cut,
                 })
             }
+            Err(e) if location.until.is_some() => Err(Error::Point(format!(
+                "replaying the delta segments of {} up to the point asked for failed: {e}; \
+                 nothing was created",
+                base.name
+            ))),
             Err(e) => {
                 let m = format!(
                     "replaying the {} delta segments of {} failed ({e}); restoring the backup alone",
