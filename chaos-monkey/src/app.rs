@@ -87,6 +87,7 @@ pub async fn kube_client(path: Option<&Path>) -> Result<kube::Client, Error> {
             ))
         })?,
     };
+    etcd_operator::tls::install_crypto_provider();
     kube::Client::try_from(config)
         .map_err(|e| Error::Connect(format!("cannot build a Kubernetes client: {e}")))
 }

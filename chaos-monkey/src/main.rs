@@ -9,6 +9,7 @@ use chaos_monkey::{Config, FaultLog, app};
 use clap::Parser;
 
 fn main() -> ExitCode {
+    etcd_operator::tls::install_crypto_provider();
     let args = Args::parse();
     init_tracing(args.log_format);
     for flag in args.ignored() {

@@ -7,6 +7,7 @@
 //! condition.
 
 pub mod acked;
+pub mod azure;
 pub mod mutate;
 pub mod s3;
 pub mod writer;

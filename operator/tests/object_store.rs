@@ -15,32 +15,57 @@ use etcd_operator::crd::{EtcdCluster, ObjectStoreSpec, RecoverySource};
 use etcd_operator::platform::local::backups::LocalBackups;
 use etcd_operator::platform::local::binaries::Binaries;
 use etcd_operator::testing::acked::{Writer, read_prefix};
-use etcd_operator::testing::s3::{S3Server, SECRET_KEY};
+use etcd_operator::testing::azure::Azurite;
+use etcd_operator::testing::s3::S3Server;
 use etcd_operator::testing::{Env, client_urls, kill9, manifest};
 
 const BUCKET: &str = "etcd-backups";
 
+/// A store the tests run: its URL, endpoint and credentials.
+struct Place {
+    url: String,
+    endpoint: String,
+    credentials: Vec<(String, String)>,
+}
+
+impl Place {
+    fn s3(s3: &S3Server) -> Self {
+        Place {
+            url: format!("s3://{BUCKET}/prod"),
+            endpoint: s3.endpoint(),
+            credentials: s3.credentials(),
+        }
+    }
+}
+
 /// The `objectStore` block of a manifest, at `indent`.
-fn object_store(s3: &S3Server, indent: &str) -> String {
+fn object_store(place: &Place, indent: &str) -> String {
     format!(
-        "{indent}objectStore:\n{indent}  url: s3://{BUCKET}/prod\n{indent}  endpoint: {}\n",
-        s3.endpoint()
+        "{indent}objectStore:\n{indent}  url: {}\n{indent}  endpoint: {}\n",
+        place.url, place.endpoint
     )
 }
 
-/// An operator whose environment holds the server's credentials.
-fn env_with(s3: &S3Server) -> Env {
+/// An operator whose environment holds the store's credentials (and the
+/// test process too: it reads the store with the same).
+#[allow(unsafe_code)]
+fn env_with(place: &Place) -> Env {
+    for (k, v) in &place.credentials {
+        // SAFETY: set before this test starts any thread, and every test
+        // of this file sets the same values.
+        unsafe { std::env::set_var(k, v) };
+    }
     let mut env = Env::new();
-    env.operator_env.extend(s3.credentials());
+    env.operator_env.extend(place.credentials.iter().cloned());
     env
 }
 
 /// What the test reads the bucket with: the operator's own store.
-fn store_and_location(env: &Env, s3: &S3Server, cluster: &str) -> (LocalBackups, Location) {
+fn store_and_location(env: &Env, place: &Place, cluster: &str) -> (LocalBackups, Location) {
     let place = ObjectLocation::parse(
         &ObjectStoreSpec {
-            url: format!("s3://{BUCKET}/prod"),
-            endpoint: Some(s3.endpoint()),
+            url: place.url.clone(),
+            endpoint: Some(place.endpoint.clone()),
             region: None,
         },
         "test",
@@ -53,8 +78,8 @@ fn store_and_location(env: &Env, s3: &S3Server, cluster: &str) -> (LocalBackups,
 }
 
 /// The backups of `cluster` in the bucket, as the store lists them.
-fn listed(env: &Env, s3: &S3Server, cluster: &str) -> Vec<BackupMeta> {
-    let (store, location) = store_and_location(env, s3, cluster);
+fn listed(env: &Env, place: &Place, cluster: &str) -> Vec<BackupMeta> {
+    let (store, location) = store_and_location(env, place, cluster);
     rt().block_on(store.list(&location)).unwrap_or_default()
 }
 
@@ -65,18 +90,15 @@ fn rt() -> tokio::runtime::Runtime {
         .expect("runtime")
 }
 
-/// The test process reaches the store with the operator's credentials.
-#[allow(unsafe_code)]
-fn set_credentials(s3: &S3Server) {
-    for (k, v) in s3.credentials() {
-        // SAFETY: set before this test starts any thread, and every test
-        // of this file sets the same values.
-        unsafe { std::env::set_var(k, v) };
-    }
-}
-
-/// Nothing the operator wrote holds the secret.
-fn assert_no_secret(env: &Env) {
+/// Nothing the operator wrote holds a secret of `place`'s credentials.
+fn assert_no_secret(env: &Env, place: &Place) {
+    let secrets: Vec<&str> = place
+        .credentials
+        .iter()
+        .filter(|(k, _)| k.ends_with("SECRET_ACCESS_KEY") || k.ends_with("ACCOUNT_KEY"))
+        .map(|(_, v)| v.as_str())
+        .collect();
+    assert!(!secrets.is_empty(), "the test names its secret");
     let mut stack = vec![env.dir.path().to_path_buf()];
     while let Some(dir) = stack.pop() {
         for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
@@ -87,24 +109,40 @@ fn assert_no_secret(env: &Env) {
             } else if t.is_file()
                 && let Ok(text) = std::fs::read(&p)
             {
-                let hit = text
-                    .windows(SECRET_KEY.len())
-                    .any(|w| w == SECRET_KEY.as_bytes());
-                assert!(!hit, "{} holds the secret", p.display());
+                for secret in &secrets {
+                    let hit = text.windows(secret.len()).any(|w| w == secret.as_bytes());
+                    assert!(!hit, "{} holds the secret", p.display());
+                }
             }
         }
     }
 }
 
 #[test]
-fn backups_retention_and_a_restore_go_through_the_bucket() {
+fn backups_retention_and_a_restore_go_through_an_s3_bucket() {
     let s3 = S3Server::start();
     s3.create_bucket(BUCKET);
-    set_credentials(&s3);
-    let mut env = env_with(&s3);
+    let place = Place::s3(&s3);
+    backups_retention_and_a_restore(&place);
+}
+
+#[test]
+fn backups_retention_and_a_restore_go_through_an_azure_container() {
+    let az = Azurite::start();
+    az.create_container(BUCKET);
+    let place = Place {
+        url: format!("az://{BUCKET}/prod"),
+        endpoint: az.endpoint(),
+        credentials: az.credentials(),
+    };
+    backups_retention_and_a_restore(&place);
+}
+
+fn backups_retention_and_a_restore(place: &Place) {
+    let mut env = env_with(place);
     let mut m = manifest("src", 3, "3.4.23");
     m.push_str("  backup:\n    interval: 1s\n    maxBackups: 2\n    location:\n");
-    m.push_str(&object_store(&s3, "      "));
+    m.push_str(&object_store(&place, "      "));
     env.write_manifest("src.yaml", &m);
     env.start_operator();
     let c = env.wait_running("src", 3);
@@ -116,7 +154,7 @@ fn backups_retention_and_a_restore_go_through_the_bucket() {
     // Backups land in the bucket; retention keeps two there.
     let mut seen = std::collections::BTreeSet::new();
     let kept = env.wait_for("four backups taken, two kept in the bucket", || {
-        let list = listed(&env, &s3, "src");
+        let list = listed(&env, &place, "src");
         seen.extend(list.iter().map(|m| m.name.clone()));
         (seen.len() >= 4 && list.len() == 2).then_some(list)
     });
@@ -134,7 +172,7 @@ fn backups_retention_and_a_restore_go_through_the_bucket() {
     let out = env.operator_cli(&["backups", "src"]);
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(out.status.success(), "{out:?}");
-    assert!(text.contains(&format!("s3://{BUCKET}/prod")), "{text}");
+    assert!(text.contains(&place.url), "{text}");
     assert!(text.contains("ok") && !text.contains("DAMAGED"), "{text}");
 
     // A new cluster restored from the newest backup in the bucket.
@@ -144,7 +182,7 @@ fn backups_retention_and_a_restore_go_through_the_bucket() {
         "  restore:\n    backup: {}\n    location:\n",
         chosen.name
     ));
-    copy.push_str(&object_store(&s3, "      "));
+    copy.push_str(&object_store(&place, "      "));
     env.write_manifest("copy.yaml", &copy);
     let restored = env.wait_running("copy", 3);
     let found: HashMap<String, String> = read_prefix(&client_urls(&restored), "k/")
@@ -170,28 +208,28 @@ fn backups_retention_and_a_restore_go_through_the_bucket() {
         })
         .count();
     assert_eq!(leftovers, 0, "downloads are deleted once used");
-    assert_no_secret(&env);
+    assert_no_secret(&env, &place);
 }
 
 #[test]
 fn a_majority_lost_is_rebuilt_from_the_bucket_with_its_chain() {
     let s3 = S3Server::start();
     s3.create_bucket(BUCKET);
-    set_credentials(&s3);
-    let mut env = env_with(&s3);
+    let place = Place::s3(&s3);
+    let mut env = env_with(&place);
     let mut m = manifest("dl", 3, "3.4.23");
     m.push_str("  backup:\n    interval: 1h\n    maxBackups: 2\n");
     m.push_str("    continuous:\n      segmentInterval: 1s\n    location:\n");
-    m.push_str(&object_store(&s3, "      "));
+    m.push_str(&object_store(&place, "      "));
     m.push_str("  recovery:\n    restoreFromBackup: true\n    fromSurvivor: false\n");
     env.write_manifest("dl.yaml", &m);
     env.start_operator();
     let c = env.wait_running("dl", 3);
     let base = env.wait_for("a full backup in the bucket", || {
-        listed(&env, &s3, "dl").first().cloned()
+        listed(&env, &place, "dl").first().cloned()
     });
     let writer = Writer::start(client_urls(&c), "w/");
-    let (store, location) = store_and_location(&env, &s3, "dl");
+    let (store, location) = store_and_location(&env, &place, "dl");
     env.wait_for("500 writes and 3 segments in the bucket", || {
         let chain = rt().block_on(store.chain(&location, &base)).ok()?;
         (writer.acked().len() >= 500 && chain.segments.len() >= 3).then_some(())
@@ -241,23 +279,23 @@ fn a_majority_lost_is_rebuilt_from_the_bucket_with_its_chain() {
         r.replayed_segments,
         r.replayed_revision
     );
-    assert_no_secret(&env);
+    assert_no_secret(&env, &place);
 }
 
 #[test]
 fn a_store_that_is_down_fails_backups_in_status_and_healing_goes_on() {
     let mut s3 = S3Server::start();
     s3.create_bucket(BUCKET);
-    set_credentials(&s3);
-    let mut env = env_with(&s3);
+    let place = Place::s3(&s3);
+    let mut env = env_with(&place);
     let mut m = manifest("down", 3, "3.4.23");
     m.push_str("  backup:\n    interval: 1s\n    maxBackups: 2\n    location:\n");
-    m.push_str(&object_store(&s3, "      "));
+    m.push_str(&object_store(&place, "      "));
     env.write_manifest("down.yaml", &m);
     env.start_operator();
     let c = env.wait_running("down", 3);
     env.wait_for("a backup in the bucket", || {
-        listed(&env, &s3, "down").first().cloned()
+        listed(&env, &place, "down").first().cloned()
     });
     s3.stop();
     // Bounded: the client retries for at most a minute per request.
@@ -286,5 +324,5 @@ fn a_store_that_is_down_fails_backups_in_status_and_healing_goes_on() {
     let c = env.wait_running("down", 3);
     let phase = c.status.as_ref().map(|s| format!("{:?}", s.phase));
     assert_eq!(phase.as_deref(), Some("Running"), "{c:?}");
-    assert_no_secret(&env);
+    assert_no_secret(&env, &place);
 }

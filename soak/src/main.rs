@@ -155,6 +155,7 @@ struct CheckArgs {
 const SOAK_LOG: &str = "soak=info,warn,kube_client::client::builder=off";
 
 fn main() -> ExitCode {
+    etcd_operator::tls::install_crypto_provider();
     let cli = Cli::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(SOAK_LOG));

@@ -396,6 +396,14 @@ pub fn with_scheme(url: &str, tls: bool) -> String {
     format!("{}://{rest}", if tls { "https" } else { "http" })
 }
 
+/// Makes ring the process's TLS crypto provider. Two are linked (ring, which
+/// kube and the etcd client use, and aws-lc-rs, which the object-store
+/// client brings), and rustls then cannot pick one by itself: every program
+/// calls this first. Calling it again does nothing.
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

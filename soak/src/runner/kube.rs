@@ -78,6 +78,7 @@ impl Kube {
                 Error::Setup(format!("no kubeconfig found ({e}); pass --kubeconfig"))
             })?,
         };
+        etcd_operator::tls::install_crypto_provider();
         let client = kube::Client::try_from(config)
             .map_err(setup_err("cannot create a Kubernetes client"))?;
         std::fs::create_dir_all(logs).map_err(|e| Error::io("cannot create the logs folder", e))?;

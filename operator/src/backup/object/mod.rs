@@ -89,6 +89,19 @@ impl ObjectLocation {
             problems.push((format!("{field}.region"), m));
         }
         match url {
+            Ok((scheme, _, _))
+                if scheme != Scheme::Azure
+                    && endpoint.as_deref().is_some_and(|e| {
+                        e.split("://").nth(1).is_some_and(|r| r.contains('/'))
+                    }) =>
+            {
+                Err(vec![(
+                    format!("{field}.endpoint"),
+                    "has a path: only an Azure emulator's endpoint names its account so \
+                     (http://HOST:PORT/ACCOUNT); write https://HOST[:PORT]"
+                        .into(),
+                )])
+            }
             Ok((scheme, bucket, prefix)) if problems.is_empty() => Ok(ObjectLocation {
                 scheme,
                 bucket,
@@ -188,7 +201,8 @@ fn check_endpoint(e: &str) -> Result<String, String> {
     let bad = || {
         format!(
             "{e:?} is not an endpoint; write https://HOST[:PORT] (http:// for a store on the \
-             same machine), with no path, query or credentials"
+             same machine; an Azure emulator's account as its path), with no query or \
+             credentials"
         )
     };
     if e.len() > MAX_ENDPOINT {
@@ -201,7 +215,12 @@ fn check_endpoint(e: &str) -> Result<String, String> {
         .strip_prefix("https://")
         .or_else(|| e.strip_prefix("http://"))
         .ok_or_else(bad)?;
-    let host_port = rest.strip_suffix('/').unwrap_or(rest);
+    let rest = rest.strip_suffix('/').unwrap_or(rest);
+    // A path: the account of an Azure emulator (`http://HOST:PORT/ACCOUNT`).
+    let (host_port, path) = rest.split_once('/').unwrap_or((rest, ""));
+    if !path.is_empty() && path.split('/').any(|p| check_prefix_part(p).is_err()) {
+        return Err(bad());
+    }
     let (host, port) = match host_port.rsplit_once(':') {
         Some((h, p)) if !h.ends_with(']') || h.starts_with('[') => (h, Some(p)),
         _ => (host_port, None),

@@ -64,7 +64,6 @@ fn endpoints_and_regions() {
     for bad in [
         "127.0.0.1:9000",
         "http://user:pw@host",
-        "http://host/path",
         "http://host:0",
         "http://host:99999",
         "http://",
@@ -72,6 +71,20 @@ fn endpoints_and_regions() {
         let e = ok(bad).expect_err(bad);
         assert_eq!(e[0].0, "o.endpoint", "{bad}");
     }
+    // A path: an Azure emulator's account only.
+    assert_eq!(
+        ok("http://host/acct").expect_err("s3 path")[0].0,
+        "o.endpoint"
+    );
+    let az = ObjectLocation::parse(
+        &spec(
+            "az://c0ntainer",
+            Some("http://127.0.0.1:10000/devstoreaccount1"),
+            None,
+        ),
+        "o",
+    );
+    assert!(az.is_ok(), "{az:?}");
     let r = |r: &str| ObjectLocation::parse(&spec("s3://bkt", None, Some(r)), "o");
     r("eu-west-1").expect("ok");
     assert_eq!(r("EU West").expect_err("bad")[0].0, "o.region");

@@ -271,6 +271,7 @@ enum LogFormat {
 }
 
 fn main() -> ExitCode {
+    etcd_operator::tls::install_crypto_provider();
     let cli = Cli::parse();
     init_tracing(cli.log_format);
     let result = match cli.command {
