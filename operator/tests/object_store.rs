@@ -142,7 +142,7 @@ fn backups_retention_and_a_restore(place: &Place) {
     let mut env = env_with(place);
     let mut m = manifest("src", 3, "3.4.23");
     m.push_str("  backup:\n    interval: 1s\n    maxBackups: 2\n    location:\n");
-    m.push_str(&object_store(&place, "      "));
+    m.push_str(&object_store(place, "      "));
     env.write_manifest("src.yaml", &m);
     env.start_operator();
     let c = env.wait_running("src", 3);
@@ -154,7 +154,7 @@ fn backups_retention_and_a_restore(place: &Place) {
     // Backups land in the bucket; retention keeps two there.
     let mut seen = std::collections::BTreeSet::new();
     let kept = env.wait_for("four backups taken, two kept in the bucket", || {
-        let list = listed(&env, &place, "src");
+        let list = listed(&env, place, "src");
         seen.extend(list.iter().map(|m| m.name.clone()));
         (seen.len() >= 4 && list.len() == 2).then_some(list)
     });
@@ -182,7 +182,7 @@ fn backups_retention_and_a_restore(place: &Place) {
         "  restore:\n    backup: {}\n    location:\n",
         chosen.name
     ));
-    copy.push_str(&object_store(&place, "      "));
+    copy.push_str(&object_store(place, "      "));
     env.write_manifest("copy.yaml", &copy);
     let restored = env.wait_running("copy", 3);
     let found: HashMap<String, String> = read_prefix(&client_urls(&restored), "k/")
@@ -208,7 +208,7 @@ fn backups_retention_and_a_restore(place: &Place) {
         })
         .count();
     assert_eq!(leftovers, 0, "downloads are deleted once used");
-    assert_no_secret(&env, &place);
+    assert_no_secret(&env, place);
 }
 
 #[test]
