@@ -61,3 +61,9 @@ pub fn parse_interval(s: &str, min: Duration) -> Result<Duration, String> {
         s.trim()
     ))
 }
+
+/// RFC 3339 (UTC, milliseconds) of `ms` since the Unix epoch.
+pub fn rfc3339_ms(ms: u64) -> String {
+    let at = std::time::UNIX_EPOCH + Duration::from_millis(ms);
+    humantime::format_rfc3339_millis(at).to_string()
+}

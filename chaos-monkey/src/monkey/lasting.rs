@@ -11,7 +11,7 @@ use crate::netplan;
 use crate::rng::{Rng, Stream};
 use crate::roles::RoleSource;
 use crate::select::Pick;
-use crate::target::{self, MemberKey, NetPlan, ObservedCluster, Platform};
+use crate::target::{self, LastingPlan, MemberKey, ObservedCluster, Platform};
 
 /// How often a fault that ends on a condition is looked at.
 pub const POLL: Duration = Duration::from_millis(200);
@@ -88,7 +88,7 @@ impl<P: Platform> Run<'_, P> {
         };
         // Indexes into the plan's members (the running ones).
         let at = |i: usize| running.iter().position(|&r| r == i).unwrap_or(0);
-        let plan = NetPlan {
+        let plan = LastingPlan {
             fault,
             cluster: c.name.clone(),
             members: running
@@ -189,7 +189,7 @@ impl<P: Platform> Run<'_, P> {
                 });
             }
         }
-        let plan = NetPlan {
+        let plan = LastingPlan {
             fault,
             cluster: c.name.clone(),
             victims: (0..members.len()).collect(),

@@ -116,7 +116,7 @@ impl Platform for Fake {
 
     async fn start(
         &self,
-        plan: &target::NetPlan<MemberKey>,
+        plan: &target::LastingPlan<MemberKey>,
     ) -> Result<(String, String), target::Error> {
         let victims: Vec<&str> = plan
             .victims

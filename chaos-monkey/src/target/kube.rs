@@ -32,7 +32,9 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Preconditions};
 use kube::{Client, ResourceExt};
 
-use super::{Error, MemberKey, NetPlan, Observed, ObservedCluster, Operator, Platform, old_enough};
+use super::{
+    Error, LastingPlan, MemberKey, Observed, ObservedCluster, Operator, Platform, old_enough,
+};
 use crate::config::{Config, FaultOptions};
 use crate::rng::Rng;
 use crate::roles::{self, Ask, RoleSource, Seen};
@@ -499,7 +501,7 @@ impl Platform for Kube {
         Ok(None)
     }
 
-    async fn start(&self, plan: &NetPlan<Handle>) -> Result<(Lasting, String), Error> {
+    async fn start(&self, plan: &LastingPlan<Handle>) -> Result<(Lasting, String), Error> {
         if plan.fault != Fault::Partition {
             return Err(Error::Unsupported(format!(
                 "{} is not supported on kube",

@@ -19,7 +19,9 @@ use etcd_operator::platform::local::running_operator;
 use etcd_operator::tls::ClientTls;
 use rustix::process::Signal;
 
-use super::{Error, MemberKey, NetPlan, Observed, ObservedCluster, Operator, Platform, old_enough};
+use super::{
+    Error, LastingPlan, MemberKey, Observed, ObservedCluster, Operator, Platform, old_enough,
+};
 use crate::config::{Config, FaultOptions};
 use crate::rng::Rng;
 use crate::roles::{self, Ask};
@@ -289,7 +291,7 @@ impl Platform for Local {
         faults::prepare(self, cfg)
     }
 
-    async fn start(&self, plan: &NetPlan<Handle>) -> Result<(Lasting, String), Error> {
+    async fn start(&self, plan: &LastingPlan<Handle>) -> Result<(Lasting, String), Error> {
         faults::start(self, plan).await
     }
 

@@ -55,11 +55,13 @@ pub enum Error {
     Setup(String),
 }
 
-/// A network fault to start on one cluster: who is cut (or slowed) from
-/// whom.
+/// A lasting fault to start on one cluster (it runs for a while and is
+/// healed): a network fault (who is cut or slowed from whom), a clock skew
+/// or a slow disk (the victims).
 #[derive(Clone, Debug)]
-pub struct NetPlan<H> {
-    /// partition, delay, loss or blackhole-until-snapshot.
+pub struct LastingPlan<H> {
+    /// partition, delay, loss, blackhole-until-snapshot, clock-skew or
+    /// slow-disk.
     pub fault: Fault,
     /// The cluster.
     pub cluster: String,
@@ -75,7 +77,7 @@ pub struct NetPlan<H> {
     pub seed: u64,
 }
 
-impl<H> NetPlan<H> {
+impl<H> LastingPlan<H> {
     /// The names of the members cut from member `i`.
     pub fn cut_from(&self, i: usize) -> Vec<&str> {
         let mut out: Vec<&str> = self
@@ -181,7 +183,7 @@ pub trait Platform: Send + Sync {
     /// Starts a network fault; returns it with what it did, for the log.
     fn start(
         &self,
-        plan: &NetPlan<Self::Handle>,
+        plan: &LastingPlan<Self::Handle>,
     ) -> impl Future<Output = Result<(Self::Lasting, String), Error>> + Send;
 
     /// Whether a fault that ends on a condition (blackhole-until-snapshot)

@@ -57,10 +57,7 @@ pub fn now_ms() -> u64 {
     .unwrap_or(u64::MAX)
 }
 
-/// RFC 3339 (ms) of `ms` since the epoch.
-pub fn rfc3339_ms(ms: u64) -> String {
-    humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
-}
+pub use crate::units::rfc3339_ms;
 
 /// The status of `chain`, with `problem`.
 pub fn chain_status(chain: &Chain, problem: Option<String>) -> ChainStatus {

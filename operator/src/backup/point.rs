@@ -5,6 +5,7 @@
 //! can show, never restored approximately.
 
 use super::chain::Chain;
+use crate::units::rfc3339_ms;
 
 /// Where a restore stops.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -24,7 +25,7 @@ impl std::fmt::Display for PointInTime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             PointInTime::Revision(r) => write!(f, "revision {r}"),
-            PointInTime::Time(ms) => write!(f, "{}", super::follow::rfc3339_ms(*ms)),
+            PointInTime::Time(ms) => write!(f, "{}", rfc3339_ms(*ms)),
         }
     }
 }
@@ -39,8 +40,8 @@ pub fn cut(chain: &Chain, base_unix_ms: u64, point: PointInTime) -> Result<Chain
         "backup {} and its chain show revisions {} to {last} ({} to {}){}",
         chain.base,
         chain.base_revision,
-        super::follow::rfc3339_ms(base_unix_ms),
-        super::follow::rfc3339_ms(last_ms),
+        rfc3339_ms(base_unix_ms),
+        rfc3339_ms(last_ms),
         chain
             .cut
             .as_ref()

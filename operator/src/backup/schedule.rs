@@ -7,6 +7,7 @@
 //! backup goes through the cluster's [`BackupStore`]. With continuous
 //! backups, the follower of [`super::follow`] runs beside it.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -34,6 +35,29 @@ pub struct Schedule {
     checks: Option<JoinHandle<()>>,
     /// The follower of continuous backups (`policy.continuous`), when on.
     follower: Option<JoinHandle<()>>,
+    /// Set when one of its tasks panicked (a bug): the schedule then no
+    /// longer [`Schedule::runs`], so the controller starts a new one.
+    panicked: Arc<AtomicBool>,
+}
+
+/// Spawns `task`, setting `panicked` if it panics instead of leaving the
+/// cluster without backups and nobody told.
+fn spawn_watched<F>(task: F, panicked: &Arc<AtomicBool>) -> JoinHandle<()>
+where
+    F: std::future::Future<Output = ()> + Send + 'static,
+{
+    use futures::FutureExt;
+    let panicked = Arc::clone(panicked);
+    tokio::spawn(async move {
+        if std::panic::AssertUnwindSafe(task)
+            .catch_unwind()
+            .await
+            .is_err()
+        {
+            tracing::error!("a backup task panicked (a bug): the schedule starts again");
+            panicked.store(true, Ordering::SeqCst);
+        }
+    })
 }
 
 impl Schedule {
@@ -51,8 +75,9 @@ impl Schedule {
         let (candidates, rx) = watch::channel(Vec::new());
         let status = Arc::new(Mutex::new(BackupStatus::default()));
         let span = tracing::info_span!("backups", cluster = %location.cluster);
+        let panicked = Arc::new(AtomicBool::new(false));
         let checks = policy.restore_check.map(|every| {
-            tokio::spawn(
+            spawn_watched(
                 super::proof_schedule::run(
                     every,
                     location.clone(),
@@ -61,11 +86,12 @@ impl Schedule {
                     status.clone(),
                 )
                 .instrument(span.clone()),
+                &panicked,
             )
         });
         let want_full = Arc::new(Notify::new());
         let follower = policy.continuous.map(|c| {
-            tokio::spawn(
+            spawn_watched(
                 store
                     .clone()
                     .follow(
@@ -76,9 +102,10 @@ impl Schedule {
                         want_full.clone(),
                     )
                     .instrument(span.clone()),
+                &panicked,
             )
         });
-        let task = tokio::spawn(
+        let task = spawn_watched(
             run(
                 policy.clone(),
                 location.clone(),
@@ -88,6 +115,7 @@ impl Schedule {
                 full_now,
             )
             .instrument(span),
+            &panicked,
         );
         Schedule {
             policy,
@@ -97,12 +125,16 @@ impl Schedule {
             task,
             checks,
             follower,
+            panicked,
         }
     }
 
     /// Whether this schedule runs `policy` into `location`.
+    /// A schedule one of whose tasks panicked runs nothing.
     pub fn runs(&self, policy: &BackupPolicy, location: &Location) -> bool {
-        self.policy == *policy && self.location == *location
+        !self.panicked.load(Ordering::SeqCst)
+            && self.policy == *policy
+            && self.location == *location
     }
 
     /// The members backups may come from now, preferred first (empty when
@@ -257,3 +289,7 @@ async fn run<S: BackupStore>(
         }
     }
 }
+
+#[cfg(test)]
+#[path = "schedule_tests.rs"]
+mod tests;

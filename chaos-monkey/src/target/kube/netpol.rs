@@ -16,7 +16,7 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 
 use super::{Handle, Kube};
-use crate::target::{Error, NetPlan};
+use crate::target::{Error, LastingPlan};
 
 /// `app.kubernetes.io/managed-by` on the monkey's NetworkPolicies.
 pub const MANAGED_BY_MONKEY: &str = "chaos-monkey";
@@ -71,7 +71,10 @@ impl Kube {
     }
 
     /// One policy per victim; all removed again if one cannot be made.
-    pub(super) async fn isolate(&self, plan: &NetPlan<Handle>) -> Result<(Lasting, String), Error> {
+    pub(super) async fn isolate(
+        &self,
+        plan: &LastingPlan<Handle>,
+    ) -> Result<(Lasting, String), Error> {
         if plan.fault != etcd_operator::faults::Fault::Partition {
             return Err(Error::Unsupported(format!(
                 "{} is not supported on kube",

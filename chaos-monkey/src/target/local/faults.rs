@@ -12,7 +12,7 @@ use crate::cli::FaultKind;
 use crate::config::{Config, FaultOptions};
 use crate::net::{self, Shape, delay, snapshot};
 use crate::rng::Rng;
-use crate::target::{Error, NetPlan};
+use crate::target::{Error, LastingPlan};
 
 /// A lasting fault in force on the local platform.
 #[derive(Debug)]
@@ -84,7 +84,7 @@ fn member(name: &str, h: &Handle) -> Result<net::Member, Error> {
 }
 
 /// Applies the rules of `plan`.
-pub async fn start(local: &Local, plan: &NetPlan<Handle>) -> Result<(Lasting, String), Error> {
+pub async fn start(local: &Local, plan: &LastingPlan<Handle>) -> Result<(Lasting, String), Error> {
     match plan.fault {
         Fault::ClockSkew => {
             let (done, detail) = super::member::skew(plan).await?;

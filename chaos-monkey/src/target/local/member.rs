@@ -7,7 +7,7 @@ use super::Handle;
 use crate::cli::FaultKind;
 use crate::clock;
 use crate::disk::slow;
-use crate::target::{Error, NetPlan};
+use crate::target::{Error, LastingPlan};
 
 /// Checks rights and leftovers; returns what the fault touches.
 pub fn prepare(fault: FaultKind) -> Result<Option<String>, Error> {
@@ -54,12 +54,12 @@ pub fn prepare(fault: FaultKind) -> Result<Option<String>, Error> {
     }
 }
 
-fn victims(plan: &NetPlan<Handle>) -> impl Iterator<Item = &(String, Handle)> {
+fn victims(plan: &LastingPlan<Handle>) -> impl Iterator<Item = &(String, Handle)> {
     plan.victims.iter().filter_map(|&v| plan.members.get(v))
 }
 
 /// Shifts the victims' clocks (all or none).
-pub async fn skew(plan: &NetPlan<Handle>) -> Result<(Vec<clock::Skewed>, String), Error> {
+pub async fn skew(plan: &LastingPlan<Handle>) -> Result<(Vec<clock::Skewed>, String), Error> {
     let skew = plan.options.skew;
     let targets: Vec<(String, Handle)> = victims(plan).cloned().collect();
     let cluster = plan.cluster.clone();
@@ -111,7 +111,7 @@ pub fn unskew(all: &[clock::Skewed]) -> Result<(), Error> {
 }
 
 /// Throttles the victims' disks (all or none).
-pub async fn slow(plan: &NetPlan<Handle>) -> Result<(Vec<slow::Slowed>, String), Error> {
+pub async fn slow(plan: &LastingPlan<Handle>) -> Result<(Vec<slow::Slowed>, String), Error> {
     let iops = plan.options.disk_iops;
     let mut done = Vec::new();
     for (name, h) in victims(plan) {
