@@ -16,6 +16,7 @@ use crate::member::tuning::check_tuning;
 use crate::version::Version;
 
 pub mod continuous;
+mod restore;
 pub use self::continuous::ContinuousPolicy;
 pub use crate::units::{FieldError, MAX_DURATION, MAX_INTERVAL, parse_duration, parse_interval};
 
@@ -330,7 +331,7 @@ pub fn validate(
         })
     });
     if let Some(r) = &spec.restore {
-        check_restore(r, &mut err);
+        restore::check(r, &mut err);
     }
     let restore_from = spec
         .restore
@@ -351,7 +352,7 @@ pub fn validate(
                 .as_ref()
                 .and_then(|l| l.object_store.as_ref())
                 .and_then(|o| ObjectLocation::parse(o, "spec.restore.location.objectStore").ok()),
-            until: point_in_time(r).ok().flatten(),
+            until: restore::point_in_time(r).ok().flatten(),
         })
         .unwrap_or_default();
     let restore_from_backup = spec
@@ -501,120 +502,6 @@ fn check_secret_name(name: &str) -> Result<(), ()> {
             .last()
             .is_some_and(|b| b.is_ascii_alphanumeric());
     if ok { Ok(()) } else { Err(()) }
-}
-
-/// `spec.restore`: a backup's name (with whose it is and where, each
-/// checked) or a snapshot file's path (with neither).
-fn check_restore(r: &crate::crd::RestoreSpec, err: &mut impl FnMut(&str, String)) {
-    let backup = r.backup.trim();
-    if backup.is_empty() {
-        err(
-            "spec.restore.backup",
-            "must name a backup or the path of a snapshot file".into(),
-        );
-        return;
-    }
-    let is_path = crate::names::is_snapshot_path(backup);
-    if is_path && (r.cluster.is_some() || r.location.is_some()) {
-        let field = if r.cluster.is_some() {
-            "cluster"
-        } else {
-            "location"
-        };
-        err(
-            &format!("spec.restore.{field}"),
-            format!(
-                "names whose backup and where: only for a backup's name, and {backup:?} is a \
-                 snapshot file's path; drop spec.restore.{field}"
-            ),
-        );
-    }
-    if let Some(c) = &r.cluster
-        && let Err(e) = check_name(c)
-    {
-        err("spec.restore.cluster", e);
-    }
-    if let Err((field, m)) = point_in_time(r) {
-        err(field, m);
-    } else if is_path && (r.to_revision.is_some() || r.to_time.is_some()) {
-        err(
-            "spec.restore.toRevision",
-            format!(
-                "a point in time is for a backup's name (its chain of delta segments), and \
-                 {backup:?} is a snapshot file's path; drop toRevision/toTime"
-            ),
-        );
-    }
-    if let Some(l) = &r.location {
-        let places = [
-            l.path.is_some(),
-            l.persistent_volume_claim.is_some(),
-            l.object_store.is_some(),
-        ];
-        if places.iter().filter(|p| **p).count() > 1 {
-            err(
-                "spec.restore.location",
-                "names a folder (path, local platform), a claim (persistentVolumeClaim, \
-                 Kubernetes) or an object store (objectStore), only one"
-                    .into(),
-            );
-        }
-        if let Some(Err(problems)) = l
-            .object_store
-            .as_ref()
-            .map(|o| ObjectLocation::parse(o, "spec.restore.location.objectStore"))
-        {
-            for (field, m) in problems {
-                err(&field, m);
-            }
-        }
-        if let Some(p) = &l.path
-            && (p.trim().is_empty() || p.contains('\0'))
-        {
-            err(
-                "spec.restore.location.path",
-                "must be a folder's path".into(),
-            );
-        }
-        if let Some(c) = &l.persistent_volume_claim
-            && let Err(e) = crate::kube_names::check_object_name(c)
-        {
-            err("spec.restore.location.persistentVolumeClaim", e);
-        }
-    }
-}
-
-/// `spec.restore.toRevision` / `toTime`, checked: at most one, a revision
-/// of at least 1, a time in RFC 3339.
-fn point_in_time(
-    r: &crate::crd::RestoreSpec,
-) -> Result<Option<crate::backup::point::PointInTime>, (&'static str, String)> {
-    use crate::backup::point::PointInTime;
-    match (r.to_revision, r.to_time.as_deref()) {
-        (Some(_), Some(_)) => Err((
-            "spec.restore.toRevision",
-            "names a revision, and toTime a time: set one of them".into(),
-        )),
-        (Some(rev), None) if rev < 1 => Err((
-            "spec.restore.toRevision",
-            format!("must be a revision (at least 1), got {rev}"),
-        )),
-        (Some(rev), None) => Ok(Some(PointInTime::Revision(rev))),
-        (None, Some(t)) => humantime::parse_rfc3339_weak(t.trim())
-            .ok()
-            .and_then(|at| at.duration_since(std::time::UNIX_EPOCH).ok())
-            .and_then(|d| u64::try_from(d.as_millis()).ok())
-            .map(|ms| Some(PointInTime::Time(ms)))
-            .ok_or((
-                "spec.restore.toTime",
-                format!(
-                    "{} is not a time; write one in RFC 3339, in UTC, such as \
-                     \"2026-12-04T10:41:59Z\"",
-                    crate::names::quote(t, 60)
-                ),
-            )),
-        (None, None) => Ok(None),
-    }
 }
 
 /// A cluster name: a DNS label of at most [`MAX_NAME_LEN`] characters
