@@ -234,6 +234,13 @@ fn a_majority_lost_is_rebuilt_from_the_bucket_with_its_chain() {
         let chain = rt().block_on(store.chain(&location, &base)).ok()?;
         (writer.acked().len() >= 500 && chain.segments.len() >= 3).then_some(())
     });
+    // `backups` reads the chain from the bucket and shows its window.
+    let out = env.operator_cli(&["backups", "dl"]);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        text.contains(&format!("chain of {}", base.name)) && text.contains("point-in-time restore"),
+        "{text}"
+    );
     let members = c.status.as_ref().expect("status").members.clone();
     for m in &members[..2] {
         let pid = env.pid("dl", &m.name).expect("runs");

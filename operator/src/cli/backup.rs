@@ -180,6 +180,36 @@ pub fn chains(dir: &Path, backups: &[Checked]) -> String {
     out
 }
 
+/// [`chains`] of `cluster`'s backups wherever they are: from `dir`, or for
+/// an object store, from a temporary folder its segments are downloaded
+/// to (never the operator's own copies).
+pub fn chains_for(state_dir: &Path, cluster: &str, dir: &Path, backups: &[Checked]) -> String {
+    let object = status::load(state_dir, Some(cluster))
+        .ok()
+        .and_then(|mut found| {
+            let (l, _) = location(&found.remove(0));
+            l.object.is_some().then_some(l)
+        });
+    let Some(location) = object else {
+        return chains(dir, backups);
+    };
+    let (Ok(tmp), Ok(rt)) = (
+        tempfile::tempdir(),
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build(),
+    ) else {
+        return String::new();
+    };
+    let store = LocalBackups::new(state_dir, Arc::new(Binaries::new(Vec::new())));
+    for (m, _) in backups {
+        if let Err(e) = rt.block_on(store.object_segments_into(&location, m, tmp.path())) {
+            return format!("chains not read: {e}\n");
+        }
+    }
+    chains(tmp.path(), backups)
+}
+
 /// The last restore check of a backup, in a few words (`check-backup`).
 pub fn restore_check(m: &BackupMeta) -> String {
     use crate::backup::proof::Verdict;

@@ -107,7 +107,7 @@ pub(crate) fn backups(args: BackupArgs) -> anyhow::Result<ExitCode> {
                 ))?;
             } else {
                 let table = cli::backup::table(&list);
-                let chains = cli::backup::chains(&dir, &list);
+                let chains = cli::backup::chains_for(&args.state_dir, &args.cluster, &dir, &list);
                 out(&format!("{table}\n{chains}folder: {}\n", dir.display()))?;
             }
             Ok(ExitCode::SUCCESS)

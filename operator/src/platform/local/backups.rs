@@ -85,6 +85,17 @@ impl LocalBackups {
         })
     }
 
+    /// Downloads the delta segments of `base` from `location`'s object
+    /// store into `dir` (for reading its chain there, as `backups` does).
+    pub async fn object_segments_into(
+        &self,
+        location: &Location,
+        base: &BackupMeta,
+        dir: &std::path::Path,
+    ) -> Result<()> {
+        self.object.fetch_segments(location, base, dir).await
+    }
+
     /// The folder of `location`: its path, else the default folder of the
     /// cluster whose backups it holds.
     pub fn dir(&self, location: &Location) -> PathBuf {

@@ -324,7 +324,7 @@ impl ObjectBackups {
     }
 
     /// Downloads the segments of `base` not yet in `dir`.
-    async fn fetch_segments(
+    pub async fn fetch_segments(
         &self,
         location: &Location,
         base: &BackupMeta,
