@@ -140,10 +140,15 @@ fn backups_retention_and_a_restore_go_through_an_azure_container() {
 
 fn backups_retention_and_a_restore(place: &Place) {
     let mut env = env_with(place);
-    let mut m = manifest("src", 3, "3.4.23");
-    m.push_str("  backup:\n    interval: 1s\n    maxBackups: 2\n    location:\n");
-    m.push_str(&object_store(place, "      "));
-    env.write_manifest("src.yaml", &m);
+    let src = |interval: &str| {
+        let mut m = manifest("src", 3, "3.4.23");
+        m.push_str(&format!(
+            "  backup:\n    interval: {interval}\n    maxBackups: 2\n    location:\n"
+        ));
+        m.push_str(&object_store(place, "      "));
+        m
+    };
+    env.write_manifest("src.yaml", &src("1s"));
     env.start_operator();
     let c = env.wait_running("src", 3);
     let urls = client_urls(&c);
@@ -168,6 +173,21 @@ fn backups_retention_and_a_restore(place: &Place) {
     });
     assert!(status.last_error.is_none(), "{status:?}");
 
+    // A new cluster restored from the newest backup in the bucket, once
+    // backups are hourly: at one a second, retention deletes any backup
+    // named within two seconds.
+    drop(kept);
+    env.write_manifest("src.yaml", &src("1h"));
+    env.wait_for("the hourly schedule in effect", || {
+        let next = env.status("src")?.status?.backup?.next_backup_time?;
+        let next = humantime::parse_rfc3339_weak(&next).ok()?;
+        let later = std::time::SystemTime::now() + std::time::Duration::from_secs(30 * 60);
+        (next > later).then_some(())
+    });
+    let chosen = listed(&env, place, "src")
+        .first()
+        .cloned()
+        .expect("a backup");
     // `backups` lists them from the bucket, checked.
     let out = env.operator_cli(&["backups", "src"]);
     let text = String::from_utf8_lossy(&out.stdout).to_string();
@@ -175,8 +195,6 @@ fn backups_retention_and_a_restore(place: &Place) {
     assert!(text.contains(&place.url), "{text}");
     assert!(text.contains("ok") && !text.contains("DAMAGED"), "{text}");
 
-    // A new cluster restored from the newest backup in the bucket.
-    let chosen = kept[0].clone();
     let mut copy = manifest("copy", 3, "3.4.23");
     copy.push_str(&format!(
         "  restore:\n    backup: {}\n    location:\n",

@@ -106,11 +106,10 @@ fn list_in_store(state_dir: &Path, location: &Location) -> Result<(PathBuf, Vec<
     let metas = rt.block_on(store.list(location))?;
     let out = metas
         .into_iter()
-        .map(|m| {
-            let check = rt
-                .block_on(store.verify(location, &m))
-                .map_err(|e| e.to_string());
-            (m, check)
+        .filter_map(|m| match rt.block_on(store.verify(location, &m)) {
+            // Deleted by retention since the listing: not a damaged one.
+            Err(backup::Error::NotFound { .. }) => None,
+            check => Some((m, check.map_err(|e| e.to_string()))),
         })
         .collect();
     Ok((PathBuf::from(store.describe(location)), out))

@@ -208,7 +208,11 @@ impl ObjectBackups {
             .iter()
             .find(|o| o.name == format!("{}.db", meta.name))
         else {
-            return Err(Error::Store(format!("{} is gone", bucket.describe(&key))));
+            return Err(Error::NotFound {
+                name: meta.name.clone(),
+                dir: bucket.describe(&key),
+                known: "it was deleted since it was listed".into(),
+            });
         };
         if obj.size != meta.size {
             return Err(Error::Store(format!(
