@@ -405,6 +405,16 @@ pub struct ObjectStoreSpec {
     /// environment's `AWS_REGION`, else `us-east-1`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub region: Option<String>,
+    /// Kubernetes only: a Secret in the cluster's namespace whose keys
+    /// become the environment of the backup Jobs and the continuous-backup
+    /// follower, named as each cloud's tools read them
+    /// (`AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY`;
+    /// `GOOGLE_SERVICE_ACCOUNT_KEY`; `AZURE_STORAGE_ACCOUNT_NAME` and
+    /// `AZURE_STORAGE_ACCOUNT_KEY`). Without it the Jobs use the cloud's
+    /// credential chain. The local platform reads the operator's own
+    /// environment instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credentials_secret: Option<String>,
 }
 
 /// Source of the data of a new cluster.

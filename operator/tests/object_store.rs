@@ -67,6 +67,7 @@ fn store_and_location(env: &Env, place: &Place, cluster: &str) -> (LocalBackups,
             url: place.url.clone(),
             endpoint: Some(place.endpoint.clone()),
             region: None,
+            credentials_secret: None,
         },
         "test",
     )

@@ -106,7 +106,7 @@ pub enum Error {
     #[error("{0}")]
     Job(String),
     /// The object store refused or could not be reached (the message
-    /// never holds a credential: [`object::client::scrub`]).
+    /// never holds a credential: [`object::client::scrub_with`]).
     #[error("{0}")]
     Store(String),
     /// A point-in-time restore asked for a point the backup and its chain

@@ -376,6 +376,23 @@ impl Local {
     /// restore source exists and is a snapshot (only when creating; the
     /// slow part of that check runs off this loop, [`RestoreChecks`]).
     async fn local_checks(&self, name: &str, spec: &ValidSpec) -> Result<(), String> {
+        let stores = [
+            (
+                "backup",
+                spec.backup.as_ref().and_then(|b| b.object.as_ref()),
+            ),
+            ("restore", spec.restore_from.object.as_ref()),
+        ];
+        if let Some((field, _)) = stores
+            .iter()
+            .find(|(_, o)| o.is_some_and(|o| o.secret.is_some()))
+        {
+            return Err(format!(
+                "spec.{field}.location.objectStore.credentialsSecret: a Secret carries the \
+                 credentials on Kubernetes; the local platform reads the operator's own \
+                 environment (AWS_ACCESS_KEY_ID, ...): drop it"
+            ));
+        }
         if let Some(b) = &spec.backup {
             let kube_only = [
                 ("persistentVolumeClaim", b.persistent_volume_claim.is_some()),

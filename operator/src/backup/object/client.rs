@@ -2,7 +2,7 @@
 //! multipart upload past [`PART`], visible to readers only once complete),
 //! put and get small objects, download to a file (written aside, then
 //! renamed), list a prefix, delete. Every failure is an
-//! [`Error::Store`] whose message never holds a credential ([`scrub`]).
+//! [`Error::Store`] whose message never holds a credential ([`scrub_with`]).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -26,14 +26,56 @@ const PARTS_IN_FLIGHT: usize = 4;
 /// Largest small object read whole (a meta).
 const MAX_SMALL: u64 = 1 << 20;
 /// Environment variables whose values are secrets: never in a message.
-const SECRETS: [&str; 6] = [
+const SECRETS: [&str; 7] = [
     "AWS_SECRET_ACCESS_KEY",
     "AWS_SESSION_TOKEN",
     "AZURE_STORAGE_ACCOUNT_KEY",
     "AZURE_STORAGE_ACCESS_KEY",
     "AZURE_STORAGE_SAS_KEY",
     "AZURE_CLIENT_SECRET",
+    "GOOGLE_SERVICE_ACCOUNT_KEY",
 ];
+
+/// Variables laid over the process's environment when a bucket is opened:
+/// none in the programs (a Kubernetes Job gets its credentials Secret as
+/// its environment), a Job's own environment where a test runs the Job's
+/// work in its process. Their values never show in `Debug`.
+#[derive(Clone, Default)]
+pub struct StoreEnv(Arc<Vec<(String, String)>>);
+
+impl std::fmt::Debug for StoreEnv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.0.iter().map(|(k, _)| k.as_str()).collect();
+        write!(f, "StoreEnv({names:?})")
+    }
+}
+
+impl StoreEnv {
+    /// `vars` over the process's environment.
+    pub fn new(vars: Vec<(String, String)>) -> Self {
+        StoreEnv(Arc::new(vars))
+    }
+
+    /// The value of `name`: this overlay's, else the process's.
+    fn get(&self, name: &str) -> Option<String> {
+        let mine = self.0.iter().rev().find(|(k, _)| k == name);
+        mine.map(|(_, v)| v.clone())
+            .or_else(|| std::env::var(name).ok())
+    }
+
+    /// The overlay's variables whose names start with `prefix`.
+    fn with_prefix<'a>(&'a self, prefix: &'a str) -> impl Iterator<Item = (String, &'a str)> {
+        self.0
+            .iter()
+            .filter(move |(k, _)| k.starts_with(prefix))
+            .map(|(k, v)| (k.to_ascii_lowercase(), v.as_str()))
+    }
+
+    /// The secrets these variables hold ([`SECRETS`]), to scrub.
+    fn secrets(&self) -> Vec<String> {
+        SECRETS.iter().filter_map(|var| self.get(var)).collect()
+    }
+}
 
 /// An object in a listing: its name under the listed prefix, size and
 /// time of its last write.
@@ -52,11 +94,19 @@ pub struct Object {
 pub struct Bucket {
     store: Arc<dyn ObjectStore>,
     place: ObjectLocation,
+    /// Secret values of the environment it was opened with, scrubbed from
+    /// every message.
+    secrets: Arc<Vec<String>>,
 }
 
 impl Bucket {
-    /// A client for `place`; nothing is sent yet.
-    pub fn open(place: &ObjectLocation) -> Result<Self> {
+    /// A client for `place` with the credentials of the environment and
+    /// `env` over it; nothing is sent yet.
+    pub fn open(place: &ObjectLocation, env: &StoreEnv) -> Result<Self> {
+        let secrets = env.secrets();
+        let store_err = |what: &str, e: &object_store::Error| {
+            Error::Store(scrub_with(&format!("{what} {place}: {e}"), &secrets))
+        };
         let options = ClientOptions::new()
             .with_connect_timeout(Duration::from_secs(5))
             .with_timeout(Duration::from_secs(120))
@@ -73,7 +123,13 @@ impl Bucket {
         };
         let store: Arc<dyn ObjectStore> = match place.scheme {
             Scheme::S3 => {
-                let mut b = object_store::aws::AmazonS3Builder::from_env()
+                let mut b = object_store::aws::AmazonS3Builder::from_env();
+                for (k, v) in env.with_prefix("AWS_") {
+                    if let Ok(key) = k.parse() {
+                        b = b.with_config(key, v);
+                    }
+                }
+                let mut b = b
                     .with_bucket_name(&place.bucket)
                     .with_client_options(options)
                     .with_retry(retry);
@@ -83,20 +139,32 @@ impl Bucket {
                 if let Some(e) = &place.endpoint {
                     b = b.with_endpoint(e).with_virtual_hosted_style_request(false);
                 }
-                Arc::new(b.build().map_err(|e| store_err(place, "cannot use", &e))?)
+                Arc::new(b.build().map_err(|e| store_err("cannot use", &e))?)
             }
             Scheme::Gcs => {
-                let mut b = object_store::gcp::GoogleCloudStorageBuilder::from_env()
+                let mut b = object_store::gcp::GoogleCloudStorageBuilder::from_env();
+                for (k, v) in env.with_prefix("GOOGLE_") {
+                    if let Ok(key) = k.parse() {
+                        b = b.with_config(key, v);
+                    }
+                }
+                let mut b = b
                     .with_bucket_name(&place.bucket)
                     .with_client_options(options)
                     .with_retry(retry);
                 if let Some(e) = &place.endpoint {
                     b = b.with_config(object_store::gcp::GoogleConfigKey::BaseUrl, e);
                 }
-                Arc::new(b.build().map_err(|e| store_err(place, "cannot use", &e))?)
+                Arc::new(b.build().map_err(|e| store_err("cannot use", &e))?)
             }
             Scheme::Azure => {
-                let mut b = object_store::azure::MicrosoftAzureBuilder::from_env()
+                let mut b = object_store::azure::MicrosoftAzureBuilder::from_env();
+                for (k, v) in env.with_prefix("AZURE_") {
+                    if let Ok(key) = k.parse() {
+                        b = b.with_config(key, v);
+                    }
+                }
+                let mut b = b
                     .with_container_name(&place.bucket)
                     .with_client_options(options)
                     .with_retry(retry);
@@ -105,12 +173,13 @@ impl Bucket {
                         .with_endpoint(e.clone())
                         .with_allow_http(e.starts_with("http://"));
                 }
-                Arc::new(b.build().map_err(|e| store_err(place, "cannot use", &e))?)
+                Arc::new(b.build().map_err(|e| store_err("cannot use", &e))?)
             }
         };
         Ok(Bucket {
             store,
             place: place.clone(),
+            secrets: Arc::new(secrets),
         })
     }
 
@@ -124,7 +193,7 @@ impl Bucket {
     /// completed last, aborted when anything fails).
     pub async fn upload(&self, file: &Path, key: &str) -> Result<u64> {
         let fail = |e: &dyn std::fmt::Display| {
-            Error::Store(scrub(&format!(
+            Error::Store(self.scrub(&format!(
                 "cannot upload {} to {}: {e}",
                 file.display(),
                 self.describe(key)
@@ -173,7 +242,7 @@ impl Bucket {
             .put(&Key::from(key), PutPayload::from(bytes))
             .await
             .map(|_| ())
-            .map_err(|e| store_err(&self.place, &format!("cannot write {key} in"), &e))
+            .map_err(|e| self.store_err(&format!("cannot write {key} in"), &e))
     }
 
     /// A small object (at most [`MAX_SMALL`] bytes); `None` when there is
@@ -182,7 +251,7 @@ impl Bucket {
         let got = match self.store.get(&Key::from(key)).await {
             Ok(g) => g,
             Err(object_store::Error::NotFound { .. }) => return Ok(None),
-            Err(e) => return Err(store_err(&self.place, &format!("cannot read {key} in"), &e)),
+            Err(e) => return Err(self.store_err(&format!("cannot read {key} in"), &e)),
         };
         if got.meta.size > MAX_SMALL {
             return Err(Error::Store(format!(
@@ -194,14 +263,14 @@ impl Bucket {
         got.bytes()
             .await
             .map(|b| Some(b.to_vec()))
-            .map_err(|e| store_err(&self.place, &format!("cannot read {key} in"), &e))
+            .map_err(|e| self.store_err(&format!("cannot read {key} in"), &e))
     }
 
     /// Downloads `key` to `dest` (written to a hidden file beside it,
     /// fsynced, then renamed: `dest` is never half written).
     pub async fn download(&self, key: &str, dest: &Path) -> Result<u64> {
         let what = |e: &dyn std::fmt::Display| {
-            Error::Store(scrub(&format!(
+            Error::Store(self.scrub(&format!(
                 "cannot download {} to {}: {e}",
                 self.describe(key),
                 dest.display()
@@ -245,8 +314,7 @@ impl Bucket {
         let mut stream = self.store.list(Some(&key));
         let mut out = Vec::new();
         while let Some(item) = stream.next().await {
-            let meta =
-                item.map_err(|e| store_err(&self.place, &format!("cannot list {prefix} in"), &e))?;
+            let meta = item.map_err(|e| self.store_err(&format!("cannot list {prefix} in"), &e))?;
             let full = meta.location.as_ref();
             let Some(name) = full
                 .strip_prefix(prefix)
@@ -269,11 +337,7 @@ impl Bucket {
     pub async fn delete(&self, key: &str) -> Result<()> {
         match self.store.delete(&Key::from(key)).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-            Err(e) => Err(store_err(
-                &self.place,
-                &format!("cannot delete {key} in"),
-                &e,
-            )),
+            Err(e) => Err(self.store_err(&format!("cannot delete {key} in"), &e)),
         }
     }
 
@@ -281,22 +345,19 @@ impl Bucket {
     pub fn describe(&self, key: &str) -> String {
         format!("{key} in {}", self.place)
     }
-}
 
-/// An [`Error::Store`] saying `what` failed in `place`, scrubbed.
-fn store_err(place: &ObjectLocation, what: &str, e: &object_store::Error) -> Error {
-    Error::Store(scrub(&format!("{what} {place}: {e}")))
-}
+    /// `message` with the value of every secret of the environment the
+    /// bucket was opened with ([`SECRETS`]) replaced by `***`: the store's
+    /// own errors are quoted in status, Events and logs, and must never
+    /// carry one.
+    fn scrub(&self, message: &str) -> String {
+        scrub_with(message, &self.secrets)
+    }
 
-/// `message` with the value of every secret the environment holds
-/// ([`SECRETS`]) replaced by `***`: the store's own errors are quoted in
-/// status, Events and logs, and must never carry one.
-pub fn scrub(message: &str) -> String {
-    let secrets: Vec<String> = SECRETS
-        .iter()
-        .filter_map(|var| std::env::var(var).ok())
-        .collect();
-    scrub_with(message, &secrets)
+    /// An [`Error::Store`] saying `what` failed in this bucket, scrubbed.
+    fn store_err(&self, what: &str, e: &object_store::Error) -> Error {
+        Error::Store(self.scrub(&format!("{what} {}: {e}", self.place)))
+    }
 }
 
 /// `message` with each of `secrets` (at least 4 characters long) replaced

@@ -44,21 +44,15 @@ pub struct ObjectLocation {
     pub endpoint: Option<String>,
     /// S3 region.
     pub region: Option<String>,
+    /// The Secret whose keys are the Jobs' environment (Kubernetes).
+    pub secret: Option<String>,
 }
 
 impl fmt::Display for ObjectLocation {
     /// The store's URL, as the spec gives it (never with credentials: the
     /// spec has none); with the endpoint when one is set.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let scheme = match self.scheme {
-            Scheme::S3 => "s3",
-            Scheme::Gcs => "gs",
-            Scheme::Azure => "az",
-        };
-        write!(f, "{scheme}://{}", self.bucket)?;
-        if !self.prefix.is_empty() {
-            write!(f, "/{}", self.prefix)?;
-        }
+        write!(f, "{}", self.url())?;
         if let Some(e) = &self.endpoint {
             write!(f, " at {e}")?;
         }
@@ -88,6 +82,13 @@ impl ObjectLocation {
         {
             problems.push((format!("{field}.region"), m));
         }
+        if let Some(Err(m)) = spec
+            .credentials_secret
+            .as_deref()
+            .map(crate::kube_names::check_object_name)
+        {
+            problems.push((format!("{field}.credentialsSecret"), m));
+        }
         match url {
             Ok((scheme, _, _))
                 if scheme != Scheme::Azure
@@ -108,9 +109,25 @@ impl ObjectLocation {
                 prefix,
                 endpoint,
                 region: spec.region.clone(),
+                secret: spec.credentials_secret.clone(),
             }),
             _ => Err(problems),
         }
+    }
+
+    /// `s3://BUCKET[/PREFIX]` (or `gs://`, `az://`), as the spec's `url`.
+    pub fn url(&self) -> String {
+        let scheme = match self.scheme {
+            Scheme::S3 => "s3",
+            Scheme::Gcs => "gs",
+            Scheme::Azure => "az",
+        };
+        let mut url = format!("{scheme}://{}", self.bucket);
+        if !self.prefix.is_empty() {
+            url.push('/');
+            url.push_str(&self.prefix);
+        }
+        url
     }
 
     /// The key prefix of `cluster`'s backups: `PREFIX/CLUSTER`.

@@ -8,6 +8,7 @@ fn spec(url: &str, endpoint: Option<&str>, region: Option<&str>) -> ObjectStoreS
         url: url.into(),
         endpoint: endpoint.map(str::to_string),
         region: region.map(str::to_string),
+        credentials_secret: None,
     }
 }
 

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context;
+use etcd_operator::backup::object::client::StoreEnv;
 use etcd_operator::platform::local::binaries::Binaries;
 use etcd_operator::{cli, crd};
 
@@ -26,6 +27,10 @@ pub(crate) struct BackupFollowArgs {
     /// spec.backup.continuous.maxEvents.
     #[arg(long)]
     pub(crate) max_events: Option<i64>,
+    /// Where the full backups are and the segments go, when not in the
+    /// claim.
+    #[command(flatten)]
+    pub(crate) store: etcd_operator::backup::job::StoreArgs,
     /// The state folder holding `backups/CLUSTER/` (the claim's mount).
     #[arg(long, default_value = etcd_operator::backup::job::STATE_MOUNT)]
     pub(crate) state: PathBuf,
@@ -42,17 +47,9 @@ pub(crate) struct BackupFollowArgs {
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct BackupJobArgs {
-    /// The cluster whose backups are worked on.
-    #[arg(long)]
-    pub(crate) cluster: String,
-    /// The cluster's uid: its backups carry it, and only backups carrying
-    /// it (or written before backups carried one) are its own.
-    #[arg(long)]
-    pub(crate) uid: Option<String>,
-    /// Work on the backups of this cluster instead (a restore of another
-    /// cluster's backup into CLUSTER: `spec.restore.cluster`).
-    #[arg(long)]
-    pub(crate) source: Option<String>,
+    /// Whose backups, where.
+    #[command(flatten)]
+    pub(crate) place: etcd_operator::backup::job::Place,
     /// The state folder holding `backups/CLUSTER/` (the claim's mount).
     #[arg(long, default_value = etcd_operator::backup::job::STATE_MOUNT)]
     pub(crate) state: PathBuf,
@@ -195,14 +192,14 @@ pub(crate) fn backup_job(args: BackupJobArgs) -> anyhow::Result<ExitCode> {
         .context("cannot start the async runtime")?;
     let report = rt.block_on(etcd_operator::platform::local::backup_job::run(
         &args.state,
-        &args.cluster,
-        args.uid.as_deref(),
-        args.source.as_deref(),
+        &args.place,
         &args.op,
         binaries,
+        StoreEnv::default(),
     ));
     if let Some(e) = &report.error {
-        tracing::error!(cluster = %args.cluster, "backup job {} failed: {e}", args.op.word());
+        let cluster = &args.place.cluster;
+        tracing::error!(%cluster, "backup job {} failed: {e}", args.op.word());
     }
     out(&format!("{}\n", report.line()))?;
     Ok(if report.error.is_some() {
@@ -222,6 +219,7 @@ pub(crate) fn backup_follow(args: BackupFollowArgs) -> anyhow::Result<ExitCode> 
         let said: Vec<String> = errors.iter().map(|(f, m)| format!("{f}: {m}")).collect();
         anyhow::anyhow!("{}", said.join("; "))
     })?;
+    let object = args.store.location().map_err(|e| anyhow::anyhow!("{e}"))?;
     let binaries = Arc::new(Binaries::new(args.etcd_binaries));
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -230,12 +228,15 @@ pub(crate) fn backup_follow(args: BackupFollowArgs) -> anyhow::Result<ExitCode> 
     let emit = |line: &str| {
         let _ = out(&format!("{line}\n"));
     };
+    let mut location = etcd_operator::backup::Location::of(&args.cluster, None);
+    location.object = object;
     rt.block_on(etcd_operator::platform::local::follow_job::run(
         &args.state,
-        &args.cluster,
+        location,
         &args.url,
         policy,
         binaries,
+        StoreEnv::default(),
         &emit,
     ));
     Ok(ExitCode::SUCCESS)

@@ -94,8 +94,8 @@ pub struct Options {
 }
 
 /// What only makes sense on another platform, or cannot be done here, as
-/// field errors: a backup folder (backups go to a volume claim), a
-/// snapshot file path to restore from (name a backup in the claim), a
+/// field errors: a backup folder (backups go to a volume claim or an
+/// object store), a snapshot file path to restore from (name a backup), a
 /// restore into members without volume claims (their data is restored
 /// into the claim before the pod starts), and backups of a cluster whose
 /// clients use TLS (the Jobs and the follower have no client certificate:
@@ -107,39 +107,9 @@ pub fn kube_checks(resource: &EtcdCluster) -> Vec<String> {
     if location.is_some_and(|l| l.path.is_some()) {
         errors.push(
             "spec.backup.location.path: a folder is where the local platform keeps backups; on \
-             Kubernetes they go to a volume claim: use spec.backup.location.persistentVolumeClaim \
-             (default CLUSTER-backups, created when missing)"
-                .to_string(),
-        );
-    }
-    let restore_object = spec
-        .restore
-        .as_ref()
-        .and_then(|r| r.location.as_ref())
-        .is_some_and(|l| l.object_store.is_some());
-    for (used, field) in [
-        (
-            location.is_some_and(|l| l.object_store.is_some()),
-            "spec.backup.location.objectStore",
-        ),
-        (restore_object, "spec.restore.location.objectStore"),
-    ] {
-        if used {
-            errors.push(format!(
-                "{field}: object stores are supported on the local platform only, for now (the \
-                 backup Jobs do not reach them yet); on Kubernetes use a volume claim \
-                 (persistentVolumeClaim)"
-            ));
-        }
-    }
-    if spec
-        .restore
-        .as_ref()
-        .is_some_and(|r| r.to_revision.is_some() || r.to_time.is_some())
-    {
-        errors.push(
-            "spec.restore.toRevision: point-in-time restore runs on the local platform only, for \
-             now (the restore Job replays a backup's whole chain); drop toRevision/toTime"
+             Kubernetes they go to a volume claim (spec.backup.location.persistentVolumeClaim, \
+             default CLUSTER-backups, created when missing) or an object store \
+             (spec.backup.location.objectStore)"
                 .to_string(),
         );
     }

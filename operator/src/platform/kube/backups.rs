@@ -109,12 +109,18 @@ impl KubeBackups {
         lock(&self.verdicts).retain(|(c, _), _| c != cluster);
     }
 
-    /// The claim of `location`.
+    /// The claim of `location`: where its backups are, or with an object
+    /// store the working space of the cluster's Jobs (its own, whoever's
+    /// backups it restores).
     pub fn claim(location: &Location) -> String {
+        let whose = match location.object {
+            Some(_) => &location.cluster,
+            None => location.owner(),
+        };
         location
             .claim
             .clone()
-            .unwrap_or_else(|| default_backup_claim(location.owner()))
+            .unwrap_or_else(|| default_backup_claim(whose))
     }
 
     fn key(location: &Location) -> Key {
@@ -138,15 +144,17 @@ impl KubeBackups {
             // Another cluster's backups are read where they are: their
             // claim is never made (an empty claim left behind by a restore
             // that could not find its backup).
-            None if location.source.is_some() => Err(Error::NotFound {
-                name: format!("a claim of {}'s backups", location.owner()),
-                dir: format!("persistentvolumeclaim {name}"),
-                known: format!(
-                    "no such claim in the namespace; name the claim that holds {}'s backups in \
+            None if location.source.is_some() && location.object.is_none() => {
+                Err(Error::NotFound {
+                    name: format!("a claim of {}'s backups", location.owner()),
+                    dir: format!("persistentvolumeclaim {name}"),
+                    known: format!(
+                        "no such claim in the namespace; name the claim that holds {}'s backups in \
                      spec.restore.location.persistentVolumeClaim",
-                    location.owner()
-                ),
-            }),
+                        location.owner()
+                    ),
+                })
+            }
             None => {
                 let claim = backup_claim(
                     &location.cluster,
@@ -261,11 +269,14 @@ impl KubeBackups {
 
 impl BackupStore for KubeBackups {
     fn describe(&self, location: &Location) -> String {
-        format!(
-            "persistentvolumeclaim {} (folder backups/{})",
-            Self::claim(location),
-            location.cluster
-        )
+        match &location.object {
+            Some(o) => format!("{}/ in {o}", o.cluster_prefix(location.owner())),
+            None => format!(
+                "persistentvolumeclaim {} (folder backups/{})",
+                Self::claim(location),
+                location.cluster
+            ),
+        }
     }
 
     async fn save(&self, location: &Location, source: Source<'_>) -> Result<BackupMeta> {

@@ -32,7 +32,8 @@ use super::jobs::{LABEL_JOB, backup_job, job_labels};
 use super::objects::{client_service_name, meta};
 use super::{Error, KubePlatform};
 use crate::backup::Location;
-use crate::backup::job::Op;
+use crate::backup::job::{Op, StoreArgs};
+use crate::backup::object::ObjectLocation;
 use crate::crd::{ContinuousSpec, EtcdCluster, LABEL_CLUSTER};
 use crate::member::CLIENT_PORT;
 
@@ -52,28 +53,23 @@ pub fn service_url(cluster: &str, namespace: &str) -> String {
     )
 }
 
-/// The follower of `cluster`: `image` (the operator's) runs `etcd-operator
-/// backup-follow` on `url` with `claim` at `/state`, as `spec` says. Its
-/// pod is a backup Job's (same image, mounts, restricted security) that
-/// runs the follower and is restarted always.
+/// The follower of `location`'s cluster: `image` (the operator's) runs
+/// `etcd-operator backup-follow` on `url` with `claim` at `/state` (and the
+/// location's object store, when it has one), as `spec` says. Its pod is a
+/// backup Job's (same image, mounts, environment, restricted security)
+/// that runs the follower and is restarted always.
 pub fn follower(
-    cluster: &str,
+    location: &Location,
     claim: &str,
     image: &str,
     url: &str,
     spec: &ContinuousSpec,
     owner: &OwnerReference,
 ) -> Deployment {
+    let cluster = location.cluster.as_str();
     let name = follower_name(cluster);
     let labels = job_labels(cluster, FOLLOW_KIND);
-    let job = backup_job(
-        &name,
-        &Location::of(cluster, None),
-        claim,
-        image,
-        &Op::List,
-        owner,
-    );
+    let job = backup_job(&name, location, claim, image, &Op::List, owner);
     let mut template = job.spec.map(|s| s.template).unwrap_or_default();
     if let Some(m) = template.metadata.as_mut() {
         m.labels = Some(labels.clone());
@@ -94,6 +90,7 @@ pub fn follower(
         if let Some(n) = spec.max_events {
             args.extend(["--max-events".to_string(), n.to_string()]);
         }
+        args.extend(StoreArgs::of(location.object.as_ref()).args());
         for c in &mut pod.containers {
             c.name = FOLLOW_CONTAINER.into();
             c.args = Some(args.clone());
@@ -143,15 +140,17 @@ impl KubePlatform {
         let want = match (continuous, image) {
             (Some(spec), Some(image)) => {
                 let reg = self.registration(cluster)?;
+                let place = backup.and_then(|b| b.location.as_ref());
+                let object = place.and_then(|l| l.object_store.as_ref());
                 let location = Location {
-                    claim: backup
-                        .and_then(|b| b.location.as_ref())
-                        .and_then(|l| l.persistent_volume_claim.clone()),
+                    claim: place.and_then(|l| l.persistent_volume_claim.clone()),
+                    // Checked when the spec was validated.
+                    object: object.and_then(|o| ObjectLocation::parse(o, "objectStore").ok()),
                     ..Location::of(cluster, None)
                 };
                 let url = service_url(cluster, &self.namespace);
                 let claim = KubeBackups::claim(&location);
-                Some(follower(cluster, &claim, image, &url, spec, &reg.owner))
+                Some(follower(&location, &claim, image, &url, spec, &reg.owner))
             }
             _ => None,
         };

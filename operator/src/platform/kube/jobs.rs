@@ -16,10 +16,10 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
-    Affinity, Capabilities, Container, EmptyDirVolumeSource, EnvVar, HostAlias,
+    Affinity, Capabilities, Container, EmptyDirVolumeSource, EnvFromSource, EnvVar, HostAlias,
     PersistentVolumeClaim, PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource, Pod,
-    PodAffinity, PodAffinityTerm, PodSpec, PodTemplateSpec, SecurityContext, Volume, VolumeMount,
-    VolumeResourceRequirements, WeightedPodAffinityTerm,
+    PodAffinity, PodAffinityTerm, PodSpec, PodTemplateSpec, SecretEnvSource, SecurityContext,
+    Volume, VolumeMount, VolumeResourceRequirements, WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
@@ -30,9 +30,9 @@ use rand::Rng;
 use super::Error;
 use super::objects::{cluster_labels, meta};
 use super::pod::{DATA_DIR, DATA_MOUNT, image, pod_security};
-use super::trouble::{any_image_unavailable, problem};
+use super::trouble::{any_config_error, any_image_unavailable, problem};
 use crate::backup::Location;
-use crate::backup::job::{Op, STATE_MOUNT};
+use crate::backup::job::{Op, Place, STATE_MOUNT};
 use crate::crd::{LABEL_CLUSTER, LABEL_MANAGED_BY, LABEL_NAME, MANAGED_BY};
 use crate::member::MemberConfig;
 
@@ -234,8 +234,10 @@ pub(super) fn job(
 }
 
 /// A backup Job: `image` (the operator's) runs `etcd-operator backup-job
-/// --cluster CLUSTER --uid UID OP...` with `claim` at `/state` (UID: the
-/// owner's, the resource's: the identity its backups carry).
+/// --cluster CLUSTER --uid UID [--object-store URL ...] OP...` with `claim`
+/// at `/state` (UID: the owner's, the resource's: the identity its backups
+/// carry). With an object store the claim is the Job's working space, and
+/// the store's credentials Secret, when named, is its environment.
 pub fn backup_job(
     name: &str,
     location: &Location,
@@ -245,21 +247,29 @@ pub fn backup_job(
     owner: &OwnerReference,
 ) -> Job {
     let cluster = location.cluster.as_str();
-    let mut args = vec![
-        "backup-job".to_string(),
-        "--cluster".into(),
-        cluster.into(),
-        "--uid".into(),
-        owner.uid.clone(),
-    ];
-    if let Some(source) = &location.source {
-        args.extend(["--source".to_string(), source.clone()]);
-    }
+    let mut place = Place::of(location);
+    place.uid = Some(owner.uid.clone());
+    let mut args = vec!["backup-job".to_string()];
+    args.extend(place.args());
     args.extend(op.args());
+    let env_from = location
+        .object
+        .as_ref()
+        .and_then(|o| o.secret.clone())
+        .map(|name| {
+            vec![EnvFromSource {
+                secret_ref: Some(SecretEnvSource {
+                    name,
+                    optional: None,
+                }),
+                ..EnvFromSource::default()
+            }]
+        });
     let container = Container {
         name: BACKUP_CONTAINER.into(),
         image: Some(image.into()),
         args: Some(args),
+        env_from,
         volume_mounts: Some(vec![mount("backups", STATE_MOUNT, false)]),
         ..Container::default()
     };
@@ -453,9 +463,10 @@ impl Jobs {
                 .await
                 .map_err(Error::api(format!("cannot list the pods of job {name}")))?;
             let pod = listed.items.into_iter().next();
-            let stuck = pod
-                .as_ref()
-                .and_then(|p| any_image_unavailable(p).map(|r| problem(p).unwrap_or(r.into())));
+            let stuck = pod.as_ref().and_then(|p| {
+                let image = any_image_unavailable(p).map(|r| problem(p).unwrap_or(r.into()));
+                image.or_else(|| any_config_error(p))
+            });
             let succeeded = status.succeeded.unwrap_or(0) > 0;
             let failed = status.failed.unwrap_or(0) > 0;
             if succeeded || failed || stuck.is_some() {

@@ -35,6 +35,8 @@ pub const CRASH_LOOP_BACK_OFF: &str = "CrashLoopBackOff";
 pub const PROBLEM_MAX_CHARS: usize = 300;
 /// Waiting reasons of a container on its way up, no problem.
 const STARTING: [&str; 2] = ["ContainerCreating", "PodInitializing"];
+/// The waiting reason of a container whose environment cannot be made.
+const CONFIG_ERROR: &str = "CreateContainerConfigError";
 /// Waiting reasons of a container whose image cannot be had: it never
 /// runs until the image exists (the kubelet keeps trying to pull it).
 pub const IMAGE_TROUBLE: [&str; 5] = [
@@ -135,6 +137,20 @@ pub fn any_image_unavailable(pod: &Pod) -> Option<&str> {
         .iter()
         .filter_map(waiting_reason)
         .find(|r| IMAGE_TROUBLE.contains(r))
+}
+
+/// Why a container of the pod, whichever, cannot be started because of
+/// its configuration (a Secret or ConfigMap it takes its environment from
+/// is not there: `CreateContainerConfigError`), with the kubelet's
+/// message; the kubelet retries, but nothing changes until someone makes
+/// what is missing.
+pub fn any_config_error(pod: &Pod) -> Option<String> {
+    let statuses = pod.status.as_ref()?.container_statuses.as_ref()?;
+    statuses.iter().find_map(|c| {
+        let w = c.state.as_ref()?.waiting.as_ref()?;
+        let reason = w.reason.as_deref()?;
+        (reason == CONFIG_ERROR).then(|| cut(&joined(reason, w.message.clone())))
+    })
 }
 
 /// The kubelet keeps restarting etcd in this pod and it keeps failing (see

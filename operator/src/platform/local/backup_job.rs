@@ -12,33 +12,35 @@ use std::sync::Arc;
 
 use super::backups::LocalBackups;
 use super::binaries::Binaries;
-use crate::backup::job::{Op, Report};
+use crate::backup::job::{Op, Place, Report};
+use crate::backup::object::client::StoreEnv;
 use crate::backup::{BackupStore, Location, RestoreSource, Source};
 
-/// Does `op` on the backups of `cluster` (whose uid is `uid`: only its own
-/// are listed, kept and deleted; with `source`, on the backups of that
-/// cluster instead, for a restore of them into `cluster`) in the state
-/// folder `state` (the claim's mount point in a Job, [`STATE_MOUNT`]),
-/// with the etcd tools of `binaries`. Never fails: what went wrong is the
-/// report's `error`.
+/// Does `op` on the backups `place` names (a cluster's, whose uid it
+/// gives: only its own are listed, kept and deleted; or another cluster's,
+/// for a restore of them; in the claim, or in an object store reached with
+/// the environment and `env` over it) with the state folder `state` (the
+/// claim's mount point in a Job, [`STATE_MOUNT`]) and the etcd tools of
+/// `binaries`. Never fails: what went wrong is the report's `error`.
+///
+/// [`STATE_MOUNT`]: crate::backup::job::STATE_MOUNT
 pub async fn run(
     state: &Path,
-    cluster: &str,
-    uid: Option<&str>,
-    source: Option<&str>,
+    place: &Place,
     op: &Op,
     binaries: Arc<Binaries>,
+    env: StoreEnv,
 ) -> Report {
     let mut report = Report::default();
-    for name in std::iter::once(cluster).chain(source) {
-        if let Err(e) = crate::names::check_cluster_name(name) {
-            report.error = Some(e.to_string());
+    let loc = match place.location() {
+        Ok(loc) => loc,
+        Err(e) => {
+            report.error = Some(e);
             return report;
         }
-    }
-    let store = LocalBackups::new(state, binaries);
-    let mut loc = Location::of(cluster, None).with_uid(uid);
-    loc.source = source.map(str::to_string);
+    };
+    let cluster = loc.cluster.as_str();
+    let store = LocalBackups::new(state, binaries).with_store_env(env);
     let done = match op {
         Op::Save { member, url } => {
             // A TLS cluster's backups are refused before a Job starts
@@ -163,6 +165,14 @@ mod tests {
         Arc::new(Binaries::new(vec![]))
     }
 
+    fn place(cluster: &str, source: Option<&str>) -> Place {
+        Place {
+            cluster: cluster.into(),
+            source: source.map(str::to_string),
+            ..Place::default()
+        }
+    }
+
     #[tokio::test]
     async fn a_job_lists_retains_sets_aside_and_drops_in_its_claim() {
         let claim = tempfile::tempdir().expect("a claim");
@@ -181,7 +191,14 @@ mod tests {
             let sha = check_file(&p, None).expect("good");
             write_meta(&dir, &meta(name, i as u64, sha)).expect("meta");
         }
-        let list = run(claim.path(), "demo", None, None, &Op::List, binaries()).await;
+        let list = run(
+            claim.path(),
+            &place("demo", None),
+            &Op::List,
+            binaries(),
+            StoreEnv::default(),
+        )
+        .await;
         let names: Vec<&str> = list.backups.iter().map(|m| m.name.as_str()).collect();
         assert_eq!(
             names,
@@ -195,11 +212,10 @@ mod tests {
 
         let kept = run(
             claim.path(),
-            "demo",
-            None,
-            None,
+            &place("demo", None),
             &Op::Retain { keep: 2 },
             binaries(),
+            StoreEnv::default(),
         )
         .await;
         assert_eq!(
@@ -213,27 +229,62 @@ mod tests {
         };
         // Another cluster's backup is found only when the Job is told
         // whose it is (spec.restore.cluster), never by scanning folders.
-        let unnamed = run(claim.path(), "other", None, None, &open, binaries()).await;
+        let unnamed = run(
+            claim.path(),
+            &place("other", None),
+            &open,
+            binaries(),
+            StoreEnv::default(),
+        )
+        .await;
         let e = unnamed.error.expect("not other's backup");
         assert!(e.contains("backups/other"), "{e}");
-        let opened = run(claim.path(), "other", None, Some("demo"), &open, binaries()).await;
+        let opened = run(
+            claim.path(),
+            &place("other", Some("demo")),
+            &open,
+            binaries(),
+            StoreEnv::default(),
+        )
+        .await;
         assert_eq!(opened.error, None, "found in demo's folder");
         assert_eq!(opened.source.as_deref(), Some("clusters/other/restore.db"));
         let copy = claim.path().join("clusters/other/restore.db");
         check_file(&copy, None).expect("a good copy");
-        run(claim.path(), "other", None, None, &Op::Close, binaries()).await;
+        run(
+            claim.path(),
+            &place("other", None),
+            &Op::Close,
+            binaries(),
+            StoreEnv::default(),
+        )
+        .await;
         assert!(!copy.exists());
 
         let missing = Op::Check {
             backup: "nope".into(),
         };
-        let e = run(claim.path(), "demo", None, None, &missing, binaries()).await;
+        let e = run(
+            claim.path(),
+            &place("demo", None),
+            &missing,
+            binaries(),
+            StoreEnv::default(),
+        )
+        .await;
         assert!(
             e.error
                 .is_some_and(|e| e.contains("demo-20260101-000000-003")),
             "names what exists"
         );
-        let bad = run(claim.path(), "../x", None, None, &Op::List, binaries()).await;
+        let bad = run(
+            claim.path(),
+            &place("../x", None),
+            &Op::List,
+            binaries(),
+            StoreEnv::default(),
+        )
+        .await;
         assert!(
             bad.error
                 .is_some_and(|e| e.contains("not a valid cluster name"))
@@ -254,7 +305,14 @@ mod tests {
             member: "demo-0".into(),
             url: "http://127.0.0.1:1".into(),
         };
-        let r = run(claim.path(), "demo", None, None, &prove, binaries()).await;
+        let r = run(
+            claim.path(),
+            &place("demo", None),
+            &prove,
+            binaries(),
+            StoreEnv::default(),
+        )
+        .await;
         let e = r.error.expect("an error");
         assert!(
             e.contains("gone") && e.contains("demo-20260101-000000-001"),

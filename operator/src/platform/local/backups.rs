@@ -48,6 +48,14 @@ impl LocalBackups {
         }
     }
 
+    /// This store, its object stores reached with `env` over the
+    /// environment (a Job's environment, where a test runs its work).
+    #[must_use]
+    pub fn with_store_env(mut self, env: crate::backup::object::client::StoreEnv) -> Self {
+        self.object = self.object.with_env(env);
+        self
+    }
+
     /// The state folder's `clusters` folder.
     fn clusters_dir(&self) -> PathBuf {
         self.state_dir.join("clusters")

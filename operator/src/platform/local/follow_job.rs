@@ -22,6 +22,7 @@ use tokio::sync::{Notify, watch};
 use super::backups::LocalBackups;
 use super::binaries::Binaries;
 use crate::backup::Location;
+use crate::backup::object::client::StoreEnv;
 use crate::crd::{BackupStatus, ChainStatus};
 use crate::validate::ContinuousPolicy;
 
@@ -66,19 +67,22 @@ impl FollowLine {
     }
 }
 
-/// Follows `cluster` through `urls` (tried in turn) into delta segments in
-/// the state folder `state` (the claim's mount), printing status lines
-/// with `emit`; runs until aborted (the process is stopped).
+/// Follows `location`'s cluster through `urls` (tried in turn) into delta
+/// segments beside its backups (in the state folder `state`, the claim's
+/// mount, or in the location's object store, reached with the environment
+/// and `env` over it), printing status lines with `emit`; runs until
+/// aborted (the process is stopped).
 pub async fn run(
     state: &Path,
-    cluster: &str,
+    location: Location,
     urls: &[String],
     policy: ContinuousPolicy,
     binaries: Arc<Binaries>,
+    env: StoreEnv,
     emit: &(dyn Fn(&str) + Sync),
 ) {
-    let store = Arc::new(LocalBackups::new(state, binaries));
-    let location = Location::of(cluster, None);
+    let store = Arc::new(LocalBackups::new(state, binaries).with_store_env(env));
+    let cluster = location.cluster.clone();
     let offered = urls
         .iter()
         .map(|u| (format!("{cluster} ({u})"), u.clone(), None))

@@ -16,7 +16,7 @@ use std::time::SystemTime;
 use super::binaries::Binaries;
 use super::safe_path;
 use crate::backup::object::ObjectLocation;
-use crate::backup::object::client::{Bucket, Object};
+use crate::backup::object::client::{Bucket, Object, StoreEnv};
 use crate::backup::{
     self, BackupMeta, Error, Location, Result, Source, chain, check_file, delta, snapshot,
 };
@@ -48,6 +48,8 @@ pub struct ObjectBackups {
     /// ones this store uploaded after checking them, and the ones it
     /// downloaded and checked.
     good: Mutex<HashMap<String, (u64, SystemTime)>>,
+    /// Variables over the process's environment for the store's client.
+    env: StoreEnv,
 }
 
 impl ObjectBackups {
@@ -59,7 +61,15 @@ impl ObjectBackups {
             buckets: Mutex::default(),
             metas: Mutex::default(),
             good: Mutex::default(),
+            env: StoreEnv::default(),
         }
+    }
+
+    /// This store, its buckets opened with `env` over the environment.
+    #[must_use]
+    pub fn with_env(mut self, env: StoreEnv) -> Self {
+        self.env = env;
+        self
     }
 
     /// The bucket of `location` (which has an object store).
@@ -73,7 +83,7 @@ impl ObjectBackups {
         if let Some(b) = buckets.get(place) {
             return Ok((b.clone(), prefix));
         }
-        let b = Bucket::open(place)?;
+        let b = Bucket::open(place, &self.env)?;
         buckets.insert(place.clone(), b.clone());
         Ok((b, prefix))
     }

@@ -102,7 +102,18 @@ impl EtcdPods {
     /// and a stand-in kubelet that finds member 0 at its own client URL and
     /// at the client Service's (where backup Jobs and the follower call).
     pub async fn backup_platform(&self, r: &EtcdCluster) -> (KubePlatform, Fake, Kubelet) {
+        self.backup_platform_with(r, |_| {}).await
+    }
+
+    /// [`Self::backup_platform`], with `before` putting what the API
+    /// server holds before the platform starts (a Secret).
+    pub async fn backup_platform_with(
+        &self,
+        r: &EtcdCluster,
+        before: impl FnOnce(&Fake),
+    ) -> (KubePlatform, Fake, Kubelet) {
         let (client, fake) = fake();
+        before(&fake);
         let dns = BTreeMap::from([
             (self.configs[0].addr.client_url.clone(), self.url(0)),
             (service_url("demo", "default"), self.url(0)),

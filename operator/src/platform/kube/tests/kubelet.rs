@@ -31,7 +31,8 @@ use tokio::task::JoinHandle;
 
 use super::fake::Fake;
 use super::rbac::collection;
-use crate::backup::job::Op;
+use crate::backup::job::{Op, Place, StoreArgs};
+use crate::backup::object::client::StoreEnv;
 use crate::platform::kube::jobs::BACKUPS_MOUNT;
 use crate::platform::kube::pod::DATA_MOUNT;
 use crate::platform::local::binaries::Binaries;
@@ -43,12 +44,8 @@ pub const JOBS: &str = "/apis/batch/v1/namespaces/default/jobs";
 /// `etcd-operator backup-job`'s arguments.
 #[derive(Parser, Debug)]
 struct BackupJob {
-    #[arg(long)]
-    cluster: String,
-    #[arg(long)]
-    uid: Option<String>,
-    #[arg(long)]
-    source: Option<String>,
+    #[command(flatten)]
+    place: Place,
     #[command(subcommand)]
     op: Op,
 }
@@ -67,6 +64,8 @@ struct BackupFollow {
     segment_interval: String,
     #[arg(long)]
     max_events: Option<i64>,
+    #[command(flatten)]
+    store: StoreArgs,
 }
 
 /// The stand-in kubelet.
@@ -119,7 +118,12 @@ impl Kubelet {
                 for (path, job) in fake.all(&format!("{JOBS}/")) {
                     if seen.insert(path.clone()) {
                         let name = job["metadata"]["name"].as_str().unwrap_or_default();
-                        let (ok, log) = run(&job, &root, &dns).await;
+                        let c = &job["spec"]["template"]["spec"]["containers"][0];
+                        if let Err(why) = container_env(&fake, c) {
+                            never_starts(&fake, name, &why);
+                            continue;
+                        }
+                        let (ok, log) = run(&fake, &job, &root, &dns).await;
                         finish(&fake, &path, name, ok, &log);
                         done.lock()
                             .unwrap_or_else(|e| e.into_inner())
@@ -156,8 +160,38 @@ impl Kubelet {
     }
 }
 
+/// The environment of container `c` as the kubelet makes it: its `env`
+/// values and the keys of each Secret its `envFrom` names (one missing is
+/// an error, as the kubelet's CreateContainerConfigError).
+fn container_env(fake: &Fake, c: &Value) -> Result<StoreEnv, String> {
+    let mut vars = Vec::new();
+    for e in c["env"].as_array().into_iter().flatten() {
+        if let (Some(k), Some(v)) = (e["name"].as_str(), e["value"].as_str()) {
+            vars.push((k.to_string(), v.to_string()));
+        }
+    }
+    for from in c["envFrom"].as_array().into_iter().flatten() {
+        let Some(name) = from["secretRef"]["name"].as_str() else {
+            continue;
+        };
+        let found = fake.get(&format!("{}/{name}", collection("secrets")));
+        let secret: k8s_openapi::api::core::v1::Secret = found
+            .and_then(|v| serde_json::from_value(v).ok())
+            .ok_or_else(|| format!("secret {name:?} not found"))?;
+        for (k, v) in secret.data.unwrap_or_default() {
+            vars.push((k, String::from_utf8_lossy(&v.0).into_owned()));
+        }
+    }
+    Ok(StoreEnv::new(vars))
+}
+
 /// Runs `job`'s container; returns whether it succeeded, and its log.
-async fn run(job: &Value, root: &Path, dns: &BTreeMap<String, String>) -> (bool, String) {
+async fn run(
+    fake: &Fake,
+    job: &Value,
+    root: &Path,
+    dns: &BTreeMap<String, String>,
+) -> (bool, String) {
     let (c, claims) = container(job);
     let folder = |volume: &str| claim_folder(root, &claims, volume);
     match job["metadata"]["labels"]["etcdoperator.dev/job"].as_str() {
@@ -169,16 +203,18 @@ async fn run(job: &Value, root: &Path, dns: &BTreeMap<String, String>) -> (bool,
                 Ok(p) => p,
                 Err(e) => return (false, e.to_string()),
             };
+            let Ok(env) = container_env(fake, &c) else {
+                return (false, "checked before".into());
+            };
             let state = folder("backups");
             std::fs::create_dir_all(&state).expect("a claim folder");
             let tools = Arc::new(Binaries::new(vec![binaries()]));
             let report = crate::platform::local::backup_job::run(
                 &state,
-                &parsed.cluster,
-                parsed.uid.as_deref(),
-                parsed.source.as_deref(),
+                &parsed.place,
                 &parsed.op,
                 tools,
+                env,
             )
             .await;
             (report.error.is_none(), format!("{}\n", report.line()))
@@ -270,6 +306,26 @@ async fn restore(
     }
 }
 
+/// Job `name`'s pod as the kubelet leaves it when its container cannot be
+/// made (`why`): Pending, waiting with `CreateContainerConfigError`, the
+/// Job never ending by itself.
+fn never_starts(fake: &Fake, name: &str, why: &str) {
+    let pod = format!("{name}-x1y2z");
+    fake.put(
+        &collection("pods"),
+        json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": pod, "namespace": "default", "uid": format!("uid-{pod}"),
+                         "labels": {"job-name": name}},
+            "status": {"phase": "Pending", "containerStatuses": [{
+                "name": "backup", "image": "etcd-operator:test", "imageID": "", "ready": false,
+                "restartCount": 0,
+                "state": {"waiting": {"reason": "CreateContainerConfigError", "message": why}},
+            }]},
+        }),
+    );
+}
+
 /// Reports the end of Job `name` as Kubernetes would.
 fn finish(fake: &Fake, path: &str, name: &str, ok: bool, log: &str) {
     let status = if ok {
@@ -348,6 +404,7 @@ fn start_follower(
         .map(|a| dns.get(&a).cloned().unwrap_or(a))
         .collect();
     let claims = container(&json!({"spec": {"template": template}})).1;
+    let env = container_env(&fake, c);
     let state = claim_folder(root, &claims, "backups");
     std::fs::create_dir_all(&state).expect("a claim folder");
     let pod = format!("{name}-5d9c8-x1y2z");
@@ -382,6 +439,15 @@ fn start_follower(
             fake.set_log(&log_path, "invalid continuous spec");
             return;
         };
+        let (env, object) = match (env, parsed.store.location()) {
+            (Ok(env), Ok(object)) => (env, object),
+            (Err(e), _) | (_, Err(e)) => {
+                fake.set_log(&log_path, &e);
+                return;
+            }
+        };
+        let mut location = crate::backup::Location::of(&parsed.cluster, None);
+        location.object = object;
         let log = Mutex::new(String::new());
         let emit = |line: &str| {
             let mut log = log.lock().unwrap_or_else(|e| e.into_inner());
@@ -392,10 +458,11 @@ fn start_follower(
         let tools = Arc::new(Binaries::new(vec![binaries()]));
         crate::platform::local::follow_job::run(
             &state,
-            &parsed.cluster,
+            location,
             &parsed.url,
             policy,
             tools,
+            env,
             &emit,
         )
         .await;

@@ -13,6 +13,7 @@ pub(crate) mod fake;
 pub(crate) mod fixtures;
 mod kubelet;
 mod members;
+mod object_store;
 mod platform;
 mod pod_ip;
 pub(crate) mod rbac;
