@@ -35,6 +35,9 @@ pub enum Op {
         /// Its client URL.
         #[arg(long)]
         url: String,
+        /// How to reach an `https://` URL.
+        #[command(flatten)]
+        tls: JobTls,
     },
     /// List the backups.
     List,
@@ -87,7 +90,70 @@ pub enum Op {
         /// Its client URL.
         #[arg(long)]
         url: String,
+        /// How to reach an `https://` URL.
+        #[command(flatten)]
+        tls: JobTls,
     },
+}
+
+/// Where a Job or the follower mounts the cluster's client certificate
+/// Secret (`CLUSTER-client-tls`: `ca.crt`, `tls.crt`, `tls.key`).
+pub const TLS_MOUNT: &str = "/tls";
+
+/// How a Job reaches a member whose clients use TLS: a folder with the
+/// CAs and a client certificate (the mounted Secret) and the name to check
+/// the member's certificate against when the URL names an IP.
+#[derive(Clone, Debug, Default, PartialEq, Eq, clap::Args)]
+pub struct JobTls {
+    /// A folder with `ca.crt`, `tls.crt` and `tls.key`.
+    #[arg(long)]
+    pub tls_dir: Option<String>,
+    /// The name the member's certificate is checked against.
+    #[arg(long, requires = "tls_dir")]
+    pub server_name: Option<String>,
+}
+
+impl JobTls {
+    /// The Secret's mount, for `tls` (none: plain).
+    pub fn of(tls: Option<&crate::tls::ClientTls>) -> Self {
+        JobTls {
+            tls_dir: tls.map(|_| TLS_MOUNT.to_string()),
+            server_name: tls.and_then(|t| t.server_name.clone()),
+        }
+    }
+
+    /// The command line.
+    pub fn args(&self) -> Vec<String> {
+        let flags = [
+            ("--tls-dir", &self.tls_dir),
+            ("--server-name", &self.server_name),
+        ];
+        flags
+            .into_iter()
+            .filter_map(|(flag, v)| v.as_ref().map(|v| [flag.to_string(), v.clone()]))
+            .flatten()
+            .collect()
+    }
+
+    /// The client TLS read from the folder (none without one).
+    pub fn load(&self) -> Result<Option<crate::tls::ClientTls>, String> {
+        let Some(dir) = &self.tls_dir else {
+            return Ok(None);
+        };
+        let dir = std::path::Path::new(dir);
+        let tls = crate::tls::ClientTls::from_files(
+            &dir.join("ca.crt"),
+            &dir.join("tls.crt"),
+            &dir.join("tls.key"),
+        )
+        .map_err(|e| {
+            format!(
+                "cannot read the client certificate in {}: {e}",
+                dir.display()
+            )
+        })?;
+        Ok(Some(tls.with_server_name(self.server_name.clone())))
+    }
 }
 
 impl Op {
@@ -97,9 +163,10 @@ impl Op {
         let mut out = vec![self.word().to_string()];
         let pair = |flag: &str, value: &str| [flag.to_string(), value.to_string()];
         match self {
-            Op::Save { member, url } => {
+            Op::Save { member, url, tls } => {
                 out.extend(pair("--member", member));
                 out.extend(pair("--url", url));
+                out.extend(tls.args());
             }
             Op::Retain { keep } => out.extend(pair("--keep", &keep.to_string())),
             Op::Check { backup }
@@ -112,14 +179,24 @@ impl Op {
                 backup,
                 member,
                 url,
+                tls,
             } => {
                 out.extend(pair("--backup", backup));
                 out.extend(pair("--member", member));
                 out.extend(pair("--url", url));
+                out.extend(tls.args());
             }
             Op::List | Op::NewestGood | Op::Close => {}
         }
         out
+    }
+
+    /// How it reaches a member over TLS, when it does.
+    pub fn tls(&self) -> Option<&JobTls> {
+        match self {
+            Op::Save { tls, .. } | Op::Prove { tls, .. } => tls.tls_dir.as_ref().map(|_| tls),
+            _ => None,
+        }
     }
 
     /// A short word for it (the subcommand, and part of the Job's name).
@@ -379,6 +456,7 @@ mod tests {
         let save = Op::Save {
             member: "demo-1".into(),
             url: "http://demo-1.demo.ns.svc:2379".into(),
+            tls: JobTls::default(),
         };
         assert_eq!(
             save.args(),
@@ -395,7 +473,11 @@ mod tests {
         let prove = Op::Prove {
             backup: "b1".into(),
             member: "demo-0".into(),
-            url: "http://demo-0.demo.ns.svc:2379".into(),
+            url: "https://10.0.0.7:2379".into(),
+            tls: JobTls {
+                tls_dir: Some(TLS_MOUNT.into()),
+                server_name: Some("demo-0.demo.ns.svc".into()),
+            },
         };
         assert_eq!(
             prove.args(),
@@ -406,9 +488,14 @@ mod tests {
                 "--member",
                 "demo-0",
                 "--url",
-                "http://demo-0.demo.ns.svc:2379"
+                "https://10.0.0.7:2379",
+                "--tls-dir",
+                "/tls",
+                "--server-name",
+                "demo-0.demo.ns.svc"
             ]
         );
+        assert!(prove.tls().is_some() && save.tls().is_none());
     }
 
     #[test]

@@ -31,6 +31,9 @@ pub(crate) struct BackupFollowArgs {
     /// claim.
     #[command(flatten)]
     pub(crate) store: etcd_operator::backup::job::StoreArgs,
+    /// The client certificate for `https://` URLs.
+    #[command(flatten)]
+    pub(crate) tls: etcd_operator::backup::job::JobTls,
     /// The state folder holding `backups/CLUSTER/` (the claim's mount).
     #[arg(long, default_value = etcd_operator::backup::job::STATE_MOUNT)]
     pub(crate) state: PathBuf,
@@ -230,10 +233,14 @@ pub(crate) fn backup_follow(args: BackupFollowArgs) -> anyhow::Result<ExitCode> 
     };
     let mut location = etcd_operator::backup::Location::of(&args.cluster, None);
     location.object = object;
+    let members = etcd_operator::platform::local::follow_job::Members {
+        urls: args.url,
+        tls: args.tls,
+    };
     rt.block_on(etcd_operator::platform::local::follow_job::run(
         &args.state,
         location,
-        &args.url,
+        members,
         policy,
         binaries,
         StoreEnv::default(),

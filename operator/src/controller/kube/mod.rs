@@ -97,9 +97,7 @@ pub struct Options {
 /// field errors: a backup folder (backups go to a volume claim or an
 /// object store), a snapshot file path to restore from (name a backup), a
 /// restore into members without volume claims (their data is restored
-/// into the claim before the pod starts), and backups of a cluster whose
-/// clients use TLS (the Jobs and the follower have no client certificate:
-/// refused here, so no backup claim is made for them).
+/// into the claim before the pod starts).
 pub fn kube_checks(resource: &EtcdCluster) -> Vec<String> {
     let spec = &resource.spec;
     let mut errors = Vec::new();
@@ -110,16 +108,6 @@ pub fn kube_checks(resource: &EtcdCluster) -> Vec<String> {
              Kubernetes they go to a volume claim (spec.backup.location.persistentVolumeClaim, \
              default CLUSTER-backups, created when missing) or an object store \
              (spec.backup.location.objectStore)"
-                .to_string(),
-        );
-    }
-    let client_tls = spec.tls.as_ref().is_some_and(|t| t.client.is_some());
-    if client_tls && spec.backup.is_some() {
-        errors.push(
-            "spec.backup: backups of a cluster whose clients use TLS (spec.tls.client) are not \
-             supported on Kubernetes yet (the backup Jobs, restore checks and the continuous \
-             backups follower have no client certificate); remove spec.backup, or take backups \
-             with etcdctl and the client certificate of NAME-client-tls"
                 .to_string(),
         );
     }

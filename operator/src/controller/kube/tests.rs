@@ -116,35 +116,21 @@ fn backups_and_restores_are_taken_where_kubernetes_can_do_them() {
 }
 
 #[test]
-fn backups_of_a_tls_cluster_are_refused_on_kubernetes() {
+fn backups_of_a_tls_cluster_are_taken_on_kubernetes() {
     let spec: EtcdClusterSpec = serde_json::from_value(serde_json::json!({
         "size": 3, "version": "3.5.1",
-        "backup": {"interval": "30m", "maxBackups": 3, "continuous": {"segmentInterval": "1s"}},
+        "backup": {"interval": "30m", "maxBackups": 3, "continuous": {"segmentInterval": "1s"},
+                   "restoreCheck": {"interval": "1h"}},
     }))
     .expect("spec");
     let mut r = EtcdCluster::new("demo", spec);
     assert!(matches!(spec_state(&r), SpecState::Valid { .. }));
-    r.spec.tls =
-        Some(serde_json::from_value(serde_json::json!({"client": {"mode": "Auto"}})).expect("tls"));
-    let m = message(spec_state(&r));
-    assert!(
-        m.contains("spec.backup: backups of a cluster whose clients use TLS"),
-        "{m}"
-    );
-    // Plain scheduled backups too (they were accepted, then failed for ever
-    // with a claim made for them).
-    r.spec.backup.as_mut().expect("backup").continuous = None;
-    let m = message(spec_state(&r));
-    assert!(
-        m.contains("spec.backup: backups of a cluster whose clients use TLS"),
-        "{m}"
-    );
-    r.spec.backup.as_mut().expect("backup").continuous =
-        Some(serde_json::from_value(serde_json::json!({"segmentInterval": "1s"})).expect("c"));
-    // Peer TLS alone leaves the Jobs and the follower plain clients.
-    r.spec.tls =
-        Some(serde_json::from_value(serde_json::json!({"peer": {"mode": "Auto"}})).expect("tls"));
-    assert!(matches!(spec_state(&r), SpecState::Valid { .. }));
+    // The Jobs and the follower mount the cluster's client certificate.
+    for side in ["client", "peer"] {
+        r.spec.tls =
+            Some(serde_json::from_value(serde_json::json!({side: {"mode": "Auto"}})).expect("tls"));
+        assert!(matches!(spec_state(&r), SpecState::Valid { .. }), "{side}");
+    }
 }
 
 #[test]

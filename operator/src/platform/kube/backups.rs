@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::Client;
 use kube::api::{Patch, PatchParams};
@@ -28,7 +28,7 @@ use super::FIELD_MANAGER;
 use super::jobs::{
     BACKUP_CONTAINER, Jobs, backup_claim, backup_job, default_backup_claim, job_name,
 };
-use crate::backup::job::{Op, Report};
+use crate::backup::job::{JobTls, Op, Report};
 use crate::backup::{
     BackupMeta, BackupStore, Error, Location, RestoreSource, Result, Retained, Source,
 };
@@ -219,6 +219,9 @@ impl KubeBackups {
             ))
         })?;
         let claim = self.ensure_claim(location).await?;
+        if op.tls().is_some() {
+            self.client_tls_ready(cluster).await?;
+        }
         let name = job_name(cluster, op.word());
         let job = backup_job(&name, location, &claim, image, op, &owner);
         let outcome = self
@@ -237,6 +240,26 @@ impl KubeBackups {
                     .why
                     .map(|w| format!(": {w}"))
                     .unwrap_or_else(|| " without a report".into())
+            ))),
+        }
+    }
+
+    /// The cluster's client certificate Secret is there for a Job to mount
+    /// (a pod whose Secret volume is missing waits, unseen, until its
+    /// Job's deadline): the operator makes it once client TLS is on.
+    async fn client_tls_ready(&self, cluster: &str) -> Result<()> {
+        let name = super::tls::client_secret_name(cluster);
+        let found = self
+            .jobs
+            .api::<Secret>()
+            .get_opt(&name)
+            .await
+            .map_err(|e| Error::Job(format!("cannot read secret {name}: {e}")))?;
+        match found {
+            Some(_) => Ok(()),
+            None => Err(Error::Job(format!(
+                "secret {name} (the client certificate the backup Jobs use) is not there yet; \
+                 the operator makes it once client TLS is set up"
             ))),
         }
     }
@@ -280,16 +303,10 @@ impl BackupStore for KubeBackups {
     }
 
     async fn save(&self, location: &Location, source: Source<'_>) -> Result<BackupMeta> {
-        if source.tls.is_some() {
-            return Err(Error::Unsupported(
-                "backups of a cluster whose clients use TLS (spec.tls.client) are not supported \
-                 on the Kubernetes platform yet: the backup Job has no client certificate"
-                    .into(),
-            ));
-        }
         let op = Op::Save {
             member: source.member.into(),
             url: source.url.into(),
+            tls: JobTls::of(source.tls),
         };
         let report = self.run(location, op).await?;
         report
@@ -387,7 +404,7 @@ impl BackupStore for KubeBackups {
         backup: &BackupMeta,
         live: Source<'_>,
     ) -> Result<crate::backup::proof::RestoreCheck> {
-        let op = super::proof::prove(backup, &live)?;
+        let op = super::proof::prove(backup, &live);
         super::proof::result(self.run(location, op).await?)
     }
 

@@ -28,11 +28,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReferen
 use kube::api::DeleteParams;
 
 use super::backups::KubeBackups;
-use super::jobs::{LABEL_JOB, backup_job, job_labels};
+use super::jobs::{LABEL_JOB, add_client_tls, backup_job, job_labels};
 use super::objects::{client_service_name, meta};
 use super::{Error, KubePlatform};
 use crate::backup::Location;
-use crate::backup::job::{Op, StoreArgs};
+use crate::backup::job::{Op, StoreArgs, TLS_MOUNT};
 use crate::backup::object::ObjectLocation;
 use crate::crd::{ContinuousSpec, EtcdCluster, LABEL_CLUSTER};
 use crate::member::CLIENT_PORT;
@@ -64,6 +64,7 @@ pub fn follower(
     image: &str,
     url: &str,
     spec: &ContinuousSpec,
+    tls: bool,
     owner: &OwnerReference,
 ) -> Deployment {
     let cluster = location.cluster.as_str();
@@ -91,6 +92,13 @@ pub fn follower(
             args.extend(["--max-events".to_string(), n.to_string()]);
         }
         args.extend(StoreArgs::of(location.object.as_ref()).args());
+        if tls {
+            args.extend(["--tls-dir".to_string(), TLS_MOUNT.to_string()]);
+            let volumes = pod.volumes.get_or_insert_with(Vec::new);
+            if let Some(c) = pod.containers.first_mut() {
+                add_client_tls(cluster, c, volumes);
+            }
+        }
         for c in &mut pod.containers {
             c.name = FOLLOW_CONTAINER.into();
             c.args = Some(args.clone());
@@ -148,9 +156,16 @@ impl KubePlatform {
                     object: object.and_then(|o| ObjectLocation::parse(o, "objectStore").ok()),
                     ..Location::of(cluster, None)
                 };
-                let url = service_url(cluster, &self.namespace);
+                let tls = resource
+                    .spec
+                    .tls
+                    .as_ref()
+                    .is_some_and(|t| t.client.is_some());
+                let url = crate::tls::with_scheme(&service_url(cluster, &self.namespace), tls);
                 let claim = KubeBackups::claim(&location);
-                Some(follower(&location, &claim, image, &url, spec, &reg.owner))
+                Some(follower(
+                    &location, &claim, image, &url, spec, tls, &reg.owner,
+                ))
             }
             _ => None,
         };

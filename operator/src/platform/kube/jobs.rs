@@ -18,8 +18,8 @@ use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
     Affinity, Capabilities, Container, EmptyDirVolumeSource, EnvFromSource, EnvVar, HostAlias,
     PersistentVolumeClaim, PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource, Pod,
-    PodAffinity, PodAffinityTerm, PodSpec, PodTemplateSpec, SecretEnvSource, SecurityContext,
-    Volume, VolumeMount, VolumeResourceRequirements, WeightedPodAffinityTerm,
+    PodAffinity, PodAffinityTerm, PodSpec, PodTemplateSpec, SecretEnvSource, SecretVolumeSource,
+    SecurityContext, Volume, VolumeMount, VolumeResourceRequirements, WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
@@ -30,9 +30,10 @@ use rand::Rng;
 use super::Error;
 use super::objects::{cluster_labels, meta};
 use super::pod::{DATA_DIR, DATA_MOUNT, image, pod_security};
+use super::tls::client_secret_name;
 use super::trouble::{any_config_error, any_image_unavailable, problem};
 use crate::backup::Location;
-use crate::backup::job::{Op, Place, STATE_MOUNT};
+use crate::backup::job::{Op, Place, STATE_MOUNT, TLS_MOUNT};
 use crate::crd::{LABEL_CLUSTER, LABEL_MANAGED_BY, LABEL_NAME, MANAGED_BY};
 use crate::member::MemberConfig;
 
@@ -265,7 +266,7 @@ pub fn backup_job(
                 ..EnvFromSource::default()
             }]
         });
-    let container = Container {
+    let mut container = Container {
         name: BACKUP_CONTAINER.into(),
         image: Some(image.into()),
         args: Some(args),
@@ -273,14 +274,29 @@ pub fn backup_job(
         volume_mounts: Some(vec![mount("backups", STATE_MOUNT, false)]),
         ..Container::default()
     };
-    job(
-        name,
-        cluster,
-        "backup",
-        container,
-        vec![claim_volume("backups", claim, false)],
-        owner,
-    )
+    let mut volumes = vec![claim_volume("backups", claim, false)];
+    if op.tls().is_some() {
+        add_client_tls(cluster, &mut container, &mut volumes);
+    }
+    job(name, cluster, "backup", container, volumes, owner)
+}
+
+/// Mounts the cluster's client certificate Secret (`CLUSTER-client-tls`,
+/// the tools' certificate, renewed by the operator; the kubelet updates
+/// the files) read-only at [`TLS_MOUNT`].
+pub(super) fn add_client_tls(cluster: &str, container: &mut Container, volumes: &mut Vec<Volume>) {
+    volumes.push(Volume {
+        name: "client-tls".into(),
+        secret: Some(SecretVolumeSource {
+            secret_name: Some(client_secret_name(cluster)),
+            ..SecretVolumeSource::default()
+        }),
+        ..Volume::default()
+    });
+    container
+        .volume_mounts
+        .get_or_insert_with(Vec::new)
+        .push(mount("client-tls", TLS_MOUNT, true));
 }
 
 /// The command that restores `snapshot` into a member's data folder, with

@@ -13,24 +13,19 @@
 //! revision before it is hashed, so both hashes are read while the
 //! scratch member runs.
 
-use crate::backup::job::{Op, Report};
+use crate::backup::job::{JobTls, Op, Report};
 use crate::backup::proof::RestoreCheck;
 use crate::backup::{BackupMeta, Error, Result, Source};
 
-/// The Job's order to check `backup` against `live`.
-pub fn prove(backup: &BackupMeta, live: &Source<'_>) -> Result<Op> {
-    if live.tls.is_some() {
-        return Err(Error::Unsupported(
-            "restore checks of a cluster whose clients use TLS (spec.tls.client) are not \
-             supported on the Kubernetes platform yet: the backup Job has no client certificate"
-                .into(),
-        ));
-    }
-    Ok(Op::Prove {
+/// The Job's order to check `backup` against `live` (over TLS with the
+/// cluster's client certificate Secret mounted, when `live` has TLS).
+pub fn prove(backup: &BackupMeta, live: &Source<'_>) -> Op {
+    Op::Prove {
         backup: backup.name.clone(),
         member: live.member.into(),
         url: live.url.into(),
-    })
+        tls: JobTls::of(live.tls),
+    }
 }
 
 /// The check's result, from the Job's report.

@@ -42,19 +42,20 @@ pub async fn run(
     let cluster = loc.cluster.as_str();
     let store = LocalBackups::new(state, binaries).with_store_env(env);
     let done = match op {
-        Op::Save { member, url } => {
-            // A TLS cluster's backups are refused before a Job starts
-            // (platform::kube::backups): no client certificate is mounted.
-            let source = Source {
-                member,
-                url,
-                tls: None,
-            };
-            store
-                .save(&loc, source)
-                .await
-                .map(|m| report.saved = Some(m))
-        }
+        Op::Save { member, url, tls } => match tls.load() {
+            Ok(tls) => {
+                let source = Source {
+                    member,
+                    url,
+                    tls: tls.as_ref(),
+                };
+                store
+                    .save(&loc, source)
+                    .await
+                    .map(|m| report.saved = Some(m))
+            }
+            Err(e) => Err(crate::backup::Error::Tool(e)),
+        },
         Op::List => Ok(()),
         Op::Retain { keep } => store
             .retain(&loc, *keep)
@@ -80,7 +81,8 @@ pub async fn run(
             backup,
             member,
             url,
-        } => prove(&store, &loc, backup, member, url)
+            tls,
+        } => prove(&store, &loc, backup, (member, url), tls)
             .await
             .map(|check| report.restore_check = Some(check)),
         Op::OpenChain { backup } => {
@@ -130,9 +132,10 @@ async fn prove(
     store: &LocalBackups,
     loc: &Location,
     backup: &str,
-    member: &str,
-    url: &str,
+    (member, url): (&str, &str),
+    tls: &crate::backup::job::JobTls,
 ) -> crate::backup::Result<crate::backup::proof::RestoreCheck> {
+    let tls = tls.load().map_err(crate::backup::Error::Tool)?;
     let metas = store.list(loc).await?;
     let Some(meta) = metas.iter().find(|m| m.name == backup) else {
         return Err(crate::backup::Error::NotFound {
@@ -145,12 +148,10 @@ async fn prove(
                 .join(", "),
         });
     };
-    // A TLS cluster's checks are refused before a Job starts
-    // (platform::kube::proof): no client certificate is mounted.
     let live = Source {
         member,
         url,
-        tls: None,
+        tls: tls.as_ref(),
     };
     store.restore_check(loc, meta, live).await
 }
@@ -304,6 +305,7 @@ mod tests {
             backup: "gone".into(),
             member: "demo-0".into(),
             url: "http://127.0.0.1:1".into(),
+            tls: crate::backup::job::JobTls::default(),
         };
         let r = run(
             claim.path(),

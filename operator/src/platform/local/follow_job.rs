@@ -21,8 +21,9 @@ use tokio::sync::{Notify, watch};
 
 use super::backups::LocalBackups;
 use super::binaries::Binaries;
-use crate::backup::Location;
+use crate::backup::job::JobTls;
 use crate::backup::object::client::StoreEnv;
+use crate::backup::{Candidate, Location};
 use crate::crd::{BackupStatus, ChainStatus};
 use crate::validate::ContinuousPolicy;
 
@@ -30,6 +31,8 @@ use crate::validate::ContinuousPolicy;
 pub const FOLLOW_MARK: &str = "etcd-operator-backup-follow: ";
 /// How often the chain's status is looked at for a change to print.
 const STATUS_EVERY: Duration = Duration::from_millis(500);
+/// How often the client certificate's files are read again.
+const TLS_EVERY: Duration = Duration::from_secs(30);
 
 /// One status line of the follower.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -67,15 +70,40 @@ impl FollowLine {
     }
 }
 
-/// Follows `location`'s cluster through `urls` (tried in turn) into delta
-/// segments beside its backups (in the state folder `state`, the claim's
-/// mount, or in the location's object store, reached with the environment
-/// and `env` over it), printing status lines with `emit`; runs until
-/// aborted (the process is stopped).
+/// How the follower reaches the cluster: client URLs tried in turn, and
+/// for `https://` ones the client certificate in a folder (the mounted
+/// Secret, whose files the kubelet updates when it is renewed).
+#[derive(Clone, Debug, Default)]
+pub struct Members {
+    /// Client URLs (the client Service).
+    pub urls: Vec<String>,
+    /// The client certificate's folder, when the cluster's clients use TLS.
+    pub tls: JobTls,
+}
+
+impl Members {
+    /// The candidates to follow, with the client certificate as the folder
+    /// holds it now (`None` when it cannot be read: said once by the caller).
+    fn candidates(&self, cluster: &str) -> Result<Vec<Candidate>, String> {
+        let tls = self.tls.load()?;
+        let offered = self.urls.iter().map(|u| {
+            let name = format!("{cluster} ({u})");
+            (name, u.clone(), tls.clone())
+        });
+        Ok(offered.collect())
+    }
+}
+
+/// Follows `location`'s cluster through `members` into delta segments
+/// beside its backups (in the state folder `state`, the claim's mount, or
+/// in the location's object store, reached with the environment and `env`
+/// over it), printing status lines with `emit`; runs until aborted (the
+/// process is stopped). A client certificate is read again every
+/// [`TLS_EVERY`]: a renewed one is used from the next connection.
 pub async fn run(
     state: &Path,
     location: Location,
-    urls: &[String],
+    members: Members,
     policy: ContinuousPolicy,
     binaries: Arc<Binaries>,
     env: StoreEnv,
@@ -83,11 +111,11 @@ pub async fn run(
 ) {
     let store = Arc::new(LocalBackups::new(state, binaries).with_store_env(env));
     let cluster = location.cluster.clone();
-    let offered = urls
-        .iter()
-        .map(|u| (format!("{cluster} ({u})"), u.clone(), None))
-        .collect();
-    let (_offer, candidates) = watch::channel(offered);
+    let mut offered = members.candidates(&cluster).unwrap_or_else(|e| {
+        tracing::error!(%cluster, "{e}");
+        Vec::new()
+    });
+    let (offer, candidates) = watch::channel(offered.clone());
     let status = Arc::new(Mutex::new(BackupStatus::default()));
     let want_full = Arc::new(Notify::new());
     let follower = tokio::spawn(crate::backup::follow::run(
@@ -100,7 +128,20 @@ pub async fn run(
     ));
     let _stop = AbortOnDrop(follower);
     let mut printed: Option<ChainStatus> = None;
+    let mut tls_read = tokio::time::Instant::now();
     loop {
+        if members.tls.tls_dir.is_some() && tls_read.elapsed() >= TLS_EVERY {
+            tls_read = tokio::time::Instant::now();
+            match members.candidates(&cluster) {
+                Ok(now) if now != offered => {
+                    tracing::info!(%cluster, "the client certificate changed: used from the next connection");
+                    offered = now;
+                    let _ = offer.send(offered.clone());
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(%cluster, "{e}; the certificate read before is kept"),
+            }
+        }
         let ended = tokio::select! {
             () = want_full.notified() => true,
             () = tokio::time::sleep(STATUS_EVERY) => false,

@@ -23,6 +23,8 @@ use crate::platform::kube::KubePlatform;
 use crate::platform::kube::follow::service_url;
 use crate::platform::kube::pod::DEFAULT_IMAGE;
 use crate::testing::{etcd_binary, free_loopback};
+use crate::tls::issue::{Usage, issue, new_ca};
+use crate::tls::{ClientTls, with_scheme};
 use crate::version::Version;
 
 /// Member `name` at `ip`: peers at the IP, clients told the DNS name.
@@ -54,6 +56,9 @@ pub struct EtcdPods {
     pub configs: Vec<MemberConfig>,
     /// Clients with a 1 s timeout.
     pub clients: Arc<Clients>,
+    /// The CAs and a client certificate, when members serve clients over
+    /// TLS ([`EtcdPods::start_tls`]).
+    pub tls: Option<ClientTls>,
     procs: Vec<Option<Child>>,
     dir: tempfile::TempDir,
 }
@@ -61,6 +66,18 @@ pub struct EtcdPods {
 impl EtcdPods {
     /// Starts `n` members of `version` and waits until all have a leader.
     pub async fn start(seed: &str, version: &str, n: usize) -> EtcdPods {
+        Self::start_with(seed, version, n, false).await
+    }
+
+    /// [`Self::start`] with clients served over TLS: a CA of the test's,
+    /// each member's certificate for its IP and the DNS names a pod's has
+    /// (its own through the headless Service, the client Service's), and
+    /// client certificates required.
+    pub async fn start_tls(seed: &str, version: &str, n: usize) -> EtcdPods {
+        Self::start_with(seed, version, n, true).await
+    }
+
+    async fn start_with(seed: &str, version: &str, n: usize, tls: bool) -> EtcdPods {
         let dir = tempfile::tempdir().expect("a temporary folder");
         let mut taken = HashSet::new();
         let ips: Vec<Ipv4Addr> = (0..n)
@@ -75,15 +92,24 @@ impl EtcdPods {
             .collect::<Vec<_>>()
             .join(",");
         let configs = (0..n)
-            .map(|i| config(&format!("demo-{i}"), ips[i], &initial_cluster, version))
+            .map(|i| {
+                let mut c = config(&format!("demo-{i}"), ips[i], &initial_cluster, version);
+                c.addr.client_url = crate::tls::with_scheme(&c.addr.client_url, tls);
+                c
+            })
             .collect();
+        let tls = tls.then(|| test_tls(dir.path(), &ips));
         let mut pods = EtcdPods {
             ips,
             configs,
             clients: Arc::new(Clients::new(Duration::from_secs(1))),
+            tls,
             procs: Vec::new(),
             dir,
         };
+        for i in 0..n {
+            pods.clients.set_tls(&pods.url(i), pods.tls.clone());
+        }
         for i in 0..n {
             let child = pods.spawn(i, version);
             pods.procs.push(Some(child));
@@ -92,9 +118,10 @@ impl EtcdPods {
         pods
     }
 
-    /// `http://IP:2379` of member `i`.
+    /// `http://IP:2379` of member `i` (`https://` with TLS).
     pub fn url(&self, i: usize) -> String {
-        format!("http://{}:2379", self.ips[i])
+        let url = format!("http://{}:2379", self.ips[i]);
+        crate::tls::with_scheme(&url, self.tls.is_some())
     }
 
     /// A platform with a backup image on a mocked API server, `r` put and
@@ -117,6 +144,10 @@ impl EtcdPods {
         let dns = BTreeMap::from([
             (self.configs[0].addr.client_url.clone(), self.url(0)),
             (service_url("demo", "default"), self.url(0)),
+            (
+                with_scheme(&service_url("demo", "default"), true),
+                self.url(0),
+            ),
         ]);
         let kubelet = Kubelet::start(fake.clone(), dns);
         put_resource(&fake, r);
@@ -139,8 +170,15 @@ impl EtcdPods {
             .open(dir.join(format!("{name}.log")))
             .expect("a log");
         let client = self.url(i);
-        tokio::process::Command::new(etcd_binary(version))
-            .args(["--name", name])
+        let mut cmd = tokio::process::Command::new(etcd_binary(version));
+        if self.tls.is_some() {
+            let file = |f: &str| dir.join(format!("{name}.{f}"));
+            cmd.arg("--cert-file").arg(file("crt"));
+            cmd.arg("--key-file").arg(file("key"));
+            cmd.arg("--trusted-ca-file").arg(dir.join("ca.crt"));
+            cmd.arg("--client-cert-auth");
+        }
+        cmd.args(["--name", name])
             .arg("--data-dir")
             .arg(dir.join(name))
             .args(["--listen-peer-urls", &c.addr.peer_url])
@@ -192,5 +230,50 @@ impl EtcdPods {
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+    }
+}
+
+/// A CA in `dir/ca.crt`, a certificate for each member `demo-i` at
+/// `ips[i]` in `dir/demo-i.crt` and `.key`, and a client certificate,
+/// returned.
+fn test_tls(dir: &std::path::Path, ips: &[Ipv4Addr]) -> ClientTls {
+    let now = std::time::SystemTime::now();
+    let year = Duration::from_secs(365 * 24 * 3600);
+    let ca = new_ca("demo", year, now).expect("a CA");
+    std::fs::write(dir.join("ca.crt"), &ca.cert).expect("ca.crt");
+    let client = crate::platform::kube::objects::client_service_name("demo");
+    for (i, ip) in ips.iter().enumerate() {
+        let names = vec![
+            format!("demo-{i}.demo.default.svc"),
+            format!("{client}.default.svc"),
+            ip.to_string(),
+        ];
+        let pair = issue(
+            &ca,
+            now + year,
+            &format!("demo-{i}"),
+            &names,
+            Usage::Member,
+            year,
+            now,
+        )
+        .expect("a member certificate");
+        std::fs::write(dir.join(format!("demo-{i}.crt")), &pair.cert).expect("crt");
+        std::fs::write(dir.join(format!("demo-{i}.key")), &pair.key).expect("key");
+    }
+    let cert_key = issue(
+        &ca,
+        now + year,
+        "demo-client",
+        &[],
+        Usage::Client,
+        year,
+        now,
+    )
+    .expect("a client certificate");
+    ClientTls {
+        ca: ca.cert,
+        cert_key,
+        server_name: None,
     }
 }

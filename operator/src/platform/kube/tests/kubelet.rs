@@ -31,7 +31,7 @@ use tokio::task::JoinHandle;
 
 use super::fake::Fake;
 use super::rbac::collection;
-use crate::backup::job::{Op, Place, StoreArgs};
+use crate::backup::job::{JobTls, Op, Place, StoreArgs};
 use crate::backup::object::client::StoreEnv;
 use crate::platform::kube::jobs::BACKUPS_MOUNT;
 use crate::platform::kube::pod::DATA_MOUNT;
@@ -66,6 +66,8 @@ struct BackupFollow {
     max_events: Option<i64>,
     #[command(flatten)]
     store: StoreArgs,
+    #[command(flatten)]
+    tls: JobTls,
 }
 
 /// The stand-in kubelet.
@@ -185,6 +187,47 @@ fn container_env(fake: &Fake, c: &Value) -> Result<StoreEnv, String> {
     Ok(StoreEnv::new(vars))
 }
 
+/// The Secret volumes of `pod` (a pod spec) that container `c` mounts,
+/// written as the kubelet would (a file per key) into folders under
+/// `root`: (mount path, folder) for each.
+fn secret_mounts(fake: &Fake, root: &Path, pod: &Value, c: &Value) -> Vec<(String, PathBuf)> {
+    let mut out = Vec::new();
+    for v in pod["volumes"].as_array().into_iter().flatten() {
+        let (Some(volume), Some(name)) = (v["name"].as_str(), v["secret"]["secretName"].as_str())
+        else {
+            continue;
+        };
+        let mounts = c["volumeMounts"].as_array().into_iter().flatten();
+        let Some(path) = mounts
+            .filter(|m| m["name"] == volume)
+            .find_map(|m| m["mountPath"].as_str())
+        else {
+            continue;
+        };
+        let found = fake.get(&format!("{}/{name}", collection("secrets")));
+        let secret: Option<k8s_openapi::api::core::v1::Secret> =
+            found.and_then(|v| serde_json::from_value(v).ok());
+        let dir = root.join(format!("secret-{name}"));
+        std::fs::create_dir_all(&dir).expect("a secret folder");
+        for (k, v) in secret.and_then(|s| s.data).unwrap_or_default() {
+            std::fs::write(dir.join(k), v.0).expect("a secret file");
+        }
+        out.push((path.to_string(), dir));
+    }
+    out
+}
+
+/// `arg` with a mount path at its start replaced by the folder standing in
+/// for it.
+fn in_mounts(arg: String, mounts: &[(String, PathBuf)]) -> String {
+    for (path, dir) in mounts {
+        if let Some(rest) = arg.strip_prefix(path.as_str()) {
+            return format!("{}{rest}", dir.display());
+        }
+    }
+    arg
+}
+
 /// Runs `job`'s container; returns whether it succeeded, and its log.
 async fn run(
     fake: &Fake,
@@ -198,7 +241,9 @@ async fn run(
         Some("backup") => {
             let mut args = vec!["backup-job".to_string()];
             args.extend(strings(&c["args"]).into_iter().skip(1));
+            let mounts = secret_mounts(fake, root, &job["spec"]["template"]["spec"], &c);
             let args = args.into_iter().map(|a| dns.get(&a).cloned().unwrap_or(a));
+            let args = args.map(|a| in_mounts(a, &mounts));
             let parsed = match BackupJob::try_parse_from(args) {
                 Ok(p) => p,
                 Err(e) => return (false, e.to_string()),
@@ -399,9 +444,11 @@ fn start_follower(
     let spec = &template["spec"];
     let c = &spec["containers"][0];
     let args = strings(&c["args"]);
+    let mounts = secret_mounts(&fake, root, spec, c);
     let args: Vec<String> = args
         .into_iter()
         .map(|a| dns.get(&a).cloned().unwrap_or(a))
+        .map(|a| in_mounts(a, &mounts))
         .collect();
     let claims = container(&json!({"spec": {"template": template}})).1;
     let env = container_env(&fake, c);
@@ -456,14 +503,12 @@ fn start_follower(
             fake.set_log(&log_path, &log);
         };
         let tools = Arc::new(Binaries::new(vec![binaries()]));
+        let members = crate::platform::local::follow_job::Members {
+            urls: parsed.url,
+            tls: parsed.tls,
+        };
         crate::platform::local::follow_job::run(
-            &state,
-            location,
-            &parsed.url,
-            policy,
-            tools,
-            env,
-            &emit,
+            &state, location, members, policy, tools, env, &emit,
         )
         .await;
     });

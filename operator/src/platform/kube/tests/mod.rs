@@ -24,6 +24,7 @@ mod restart;
 mod restore_check;
 mod rollback;
 mod scenario;
+mod tls_backups;
 mod trouble;
 mod upgrade;
 mod vanishing;

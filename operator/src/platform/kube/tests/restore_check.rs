@@ -180,8 +180,9 @@ async fn a_restore_check_job_verifies_a_backup_and_catches_a_foreign_snapshot() 
     assert_eq!(check.result, Verdict::Unverifiable, "{check:?}");
     assert!(check.message.contains("compacted"), "{check:?}");
 
-    // A TLS cluster's check is refused before any Job: the Job has no
-    // client certificate.
+    // A TLS cluster's check waits for the client certificate Secret the
+    // Job mounts: no Job before the operator has made it (a pod whose
+    // Secret volume is missing would wait, unseen, for its deadline).
     let jobs = kubelet.ran().len();
     let tls = crate::tls::ClientTls {
         ca: "ca".into(),
@@ -198,9 +199,9 @@ async fn a_restore_check_job_verifies_a_backup_and_catches_a_foreign_snapshot() 
     let e = store
         .restore_check(&location, &b1, https)
         .await
-        .expect_err("refused");
-    assert!(e.to_string().contains("TLS"), "{e}");
-    assert_eq!(kubelet.ran().len(), jobs, "no Job for a refused check");
+        .expect_err("no Secret yet");
+    assert!(e.to_string().contains("secret demo-client-tls"), "{e}");
+    assert_eq!(kubelet.ran().len(), jobs, "no Job without its Secret");
     assert!(!claim.join("clusters/demo/restore-check").exists());
 }
 
