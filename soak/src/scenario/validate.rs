@@ -41,7 +41,7 @@ fn fault_ceiling(s: &Scenario, c: &super::Chaos) -> u64 {
         .changes
         .iter()
         .filter_map(|ch| ch.size)
-        .chain([s.cluster.size])
+        .chain([s.cluster.spec.size])
         .max()
         .and_then(|n| u64::try_from(n).ok())
         .unwrap_or(0);
@@ -68,7 +68,7 @@ fn fault_ceiling(s: &Scenario, c: &super::Chaos) -> u64 {
 /// often. A run of `duration` sees at most `duration` over the shorter of
 /// the two intervals checks, plus the first.
 fn restore_checks(s: &Scenario, min: u64, err: &mut impl FnMut(&str, String)) {
-    let backup = s.cluster.backup.as_ref();
+    let backup = s.cluster.spec.backup.as_ref();
     let backups = backup.and_then(|b| spec_check::parse_duration(&b.interval).ok());
     let every = backup
         .and_then(|b| b.restore_check.as_ref())
@@ -161,7 +161,7 @@ pub fn validate(s: &Scenario) -> Result<(), Vec<String>> {
     }
 
     // The cluster: the operator's own checks, with the scenario's field names.
-    if let Err(invalid) = spec_check::validate(&s.cluster.name, &s.cluster.spec(), &AnyVersion) {
+    if let Err(invalid) = spec_check::validate(&s.cluster.name, &s.cluster.spec, &AnyVersion) {
         for e in invalid.0 {
             let field = e
                 .field
@@ -170,7 +170,7 @@ pub fn validate(s: &Scenario) -> Result<(), Vec<String>> {
             err(&field, e.message);
         }
     }
-    if s.cluster.paused {
+    if s.cluster.spec.paused {
         err(
             "cluster.paused",
             "must be false: a paused cluster is never created; for a cluster the \
@@ -204,7 +204,7 @@ pub fn validate(s: &Scenario) -> Result<(), Vec<String>> {
             err(&field, "needs size or version (or both)".into());
         }
         cluster = cluster.changed(c);
-        if let Err(invalid) = spec_check::validate(&cluster.name, &cluster.spec(), &AnyVersion) {
+        if let Err(invalid) = spec_check::validate(&cluster.name, &cluster.spec, &AnyVersion) {
             for e in invalid.0 {
                 err(
                     &e.field.replacen("spec.", &format!("{field}."), 1),
@@ -447,12 +447,13 @@ pub fn validate(s: &Scenario) -> Result<(), Vec<String>> {
     }
     let interval = s
         .cluster
+        .spec
         .backup
         .as_ref()
         .and_then(|bk| spec_check::parse_duration(&bk.interval).ok());
     if let Some(age) = b.max_backup_age {
         match interval {
-            None if s.cluster.backup.is_none() => err(
+            None if s.cluster.spec.backup.is_none() => err(
                 "bounds.maxBackupAge",
                 "needs cluster.backup: without backups there is no backup age".into(),
             ),
@@ -498,7 +499,7 @@ pub fn validate(s: &Scenario) -> Result<(), Vec<String>> {
                 .into(),
         );
     }
-    if b.data_loss == DataLoss::SinceBackup && s.cluster.backup.is_none() {
+    if b.data_loss == DataLoss::SinceBackup && s.cluster.spec.backup.is_none() {
         err(
             "bounds.dataLoss",
             "sinceBackup needs cluster.backup: without backups there is nothing to restore".into(),
