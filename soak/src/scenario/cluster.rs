@@ -127,10 +127,6 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for WithoutName<A> {
     fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, A::Error> {
         self.map.next_value_seed(seed)
     }
-
-    fn size_hint(&self) -> Option<usize> {
-        self.map.size_hint()
-    }
 }
 
 /// A key of the cluster's mapping: `name`, or one of the spec's keys as
