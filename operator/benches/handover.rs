@@ -27,14 +27,22 @@
 
 mod support;
 
+// The sections on the machine's load, in `handover/` beside this file.
+#[path = "handover/elections.rs"]
+mod elections;
+#[path = "handover/idle.rs"]
+mod idle;
+
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
+use elections::spurious_elections;
 use etcd_operator::etcd::Clients;
 use etcd_operator::member::Tuning;
-use etcd_operator::testing::writer::{TermWatch, WriteReport, Writer};
+use etcd_operator::testing::writer::{WriteReport, Writer};
 use etcd_operator::testing::{Env, client_urls, kill9, manifest};
-use support::{Hand, hand, until_healthy, usage};
+use idle::idle_100;
+use support::{Hand, hand, until_healthy};
 
 fn runs() -> usize {
     support::runs(5)
@@ -369,105 +377,6 @@ async fn leader_kill(
         floor.push(until_healthy(clients, &urls, t0).await);
     }
     (ours, floor)
-}
-
-/// Busy loops on every core until `stop`.
-fn burn(stop: &std::sync::Arc<std::sync::atomic::AtomicBool>) -> Vec<std::thread::JoinHandle<()>> {
-    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-    (0..cores)
-        .map(|_| {
-            let stop = stop.clone();
-            std::thread::spawn(move || {
-                let mut x = 0u64;
-                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
-                    std::hint::black_box(x);
-                }
-            })
-        })
-        .collect()
-}
-
-/// New raft terms per minute on a settled cluster with `tuning`, idle and
-/// under load (every core busy and a writer).
-fn spurious_elections(tuning: Option<(u32, u32)>, window: Duration) -> (usize, usize) {
-    let mut env = operator_env(true);
-    env.write_manifest("e.yaml", &tuned("e", 3, "3.4.23", tuning));
-    env.start_operator();
-    let urls = client_urls(&env.wait_running("e", 3));
-    let mut out = Vec::new();
-    for loaded in [false, true] {
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let watch = TermWatch::start(urls.clone());
-        let (burners, writer) = if loaded {
-            (burn(&stop), Some(Writer::start(urls.clone())))
-        } else {
-            (Vec::new(), None)
-        };
-        std::thread::sleep(window);
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        for b in burners {
-            let _ = b.join();
-        }
-        drop(writer);
-        out.push(watch.stop().len().saturating_sub(1));
-    }
-    (out[0], out[1])
-}
-
-/// The pids of the etcd processes whose command line names `dir`.
-fn etcd_pids(dir: &std::path::Path) -> Vec<u32> {
-    let dir = dir.display().to_string();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            let cmd = String::from_utf8_lossy(&cmd);
-            let exe = cmd.split('\0').next().unwrap_or_default();
-            exe.ends_with("/etcd") && cmd.contains(&dir)
-        })
-        .collect()
-}
-
-/// CPU seconds of `pids` together.
-fn cpu_of(pids: &[u32]) -> f64 {
-    pids.iter().map(|p| usage(*p).0).sum()
-}
-
-fn idle_100() {
-    let mut env = operator_env(true);
-    for i in 0..100 {
-        env.write_manifest(
-            &format!("i{i}.yaml"),
-            &manifest(&format!("i{i}"), 1, "3.4.23"),
-        );
-    }
-    env.start_operator();
-    for i in 0..100 {
-        env.wait_running(&format!("i{i}"), 1);
-    }
-    std::thread::sleep(Duration::from_secs(5));
-    let pid = u32::try_from(env.operator_process().unwrap().pid).unwrap();
-    let members = etcd_pids(env.dir.path());
-    let window = Duration::from_secs(30);
-    let (cpu0, _) = usage(pid);
-    let etcd0 = cpu_of(&members);
-    std::thread::sleep(window);
-    let (cpu1, rss) = usage(pid);
-    let etcd1 = cpu_of(&members);
-    let pct = |a: f64, b: f64| 100.0 * (b - a) / window.as_secs_f64();
-    println!(
-        "{:<34} operator RSS {rss:>6.1} MiB, CPU {:>5.2}% of a core (over {window:?}); its {} etcd \
-         members {:>5.1}% of a core together | target < 60 MiB, < 2%",
-        "idle, 100 clusters of 1",
-        pct(cpu0, cpu1),
-        members.len(),
-        pct(etcd0, etcd1),
-    );
 }
 
 /// Whether the section `name` was asked for (every section when none is).

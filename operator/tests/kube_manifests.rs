@@ -9,13 +9,12 @@
 //! The tool comes from `bash ci/setup` (into .venv/). Without it the tests
 //! fail when `CI` is set, and otherwise say how to install it and pass.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 
 use etcd_operator::controller::SpecState;
 use etcd_operator::controller::kube::spec_state;
-use etcd_operator::crd::{EtcdCluster, StoragePolicy, TlsMode, TlsSpec};
-use etcd_operator::member::{InitialState, MemberAddr, MemberConfig, MemberTls};
+use etcd_operator::crd::{StoragePolicy, TlsMode};
+use etcd_operator::member::MemberTls;
 use etcd_operator::platform::kube::objects::{
     client_service, data_claim, disruption_budget, peer_service, record_config_map,
 };
@@ -27,95 +26,18 @@ use etcd_operator::tls::issue::{self, Usage};
 use etcd_operator::tls::{CaState, MemberFiles, RoleFiles};
 use kube::Resource;
 
-/// Kubernetes versions validated against.
-const VERSIONS: [&str; 2] = ["1.37.0", "1.30.0"];
+// The helpers, in `kube_manifests/` beside this file: the tools the checks
+// run and the fixtures they validate.
+#[path = "kube_manifests/fixtures.rs"]
+mod fixtures;
+#[path = "kube_manifests/tools.rs"]
+mod tools;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// How to run the tool (program and leading arguments), or `None` after
-/// saying why (and failing under CI).
-fn tool() -> Option<(PathBuf, Vec<String>)> {
-    let venv = root().join(".venv/bin");
-    if venv.join("kubernetes-validate").is_file() {
-        return Some((
-            venv.join("python"),
-            vec!["-m".into(), "kubernetes_validate".into()],
-        ));
-    }
-    let python = PathBuf::from("python3");
-    let importable = Command::new(&python)
-        .args(["-c", "import kubernetes_validate, jsonschema"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if importable {
-        return Some((python, vec!["-m".into(), "kubernetes_validate".into()]));
-    }
-    let hint = "kubernetes-validate is not installed: run `bash ci/setup` (it installs it into \
-                .venv/), or `python3 -m venv .venv && .venv/bin/pip install kubernetes-validate`";
-    assert!(std::env::var_os("CI").is_none(), "{hint}");
-    println!("SKIPPED (not validated): {hint}");
-    eprintln!("SKIPPED (not validated): {hint}");
-    None
-}
-
-fn validate(tool: &(PathBuf, Vec<String>), files: &[PathBuf]) {
-    for version in VERSIONS {
-        let out = Command::new(&tool.0)
-            .args(&tool.1)
-            .args(["--strict", "-k", version])
-            .args(files)
-            .output()
-            .expect("kubernetes-validate runs");
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(
-            out.status.success(),
-            "kubernetes-validate {version} failed:\n{text}"
-        );
-        // A kind without a schema is only a warning: none is expected.
-        assert!(
-            !text.contains("WARN") && !text.contains("ERROR"),
-            "{version}:\n{text}"
-        );
-        let passed = text.matches(" passed for resource ").count();
-        assert!(
-            passed >= files.len(),
-            "{version}: not every file validated:\n{text}"
-        );
-    }
-}
-
-/// The example EtcdClusters: `deploy/examples/*/example-*.yaml`
-/// (kubernetes-validate has no schema for their kind; they are checked
-/// against the CRD's).
-fn examples() -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    for dir in std::fs::read_dir(root().join("deploy/examples")).expect("deploy/examples/") {
-        let dir = dir.expect("entry").path();
-        for file in std::fs::read_dir(&dir).expect("an example folder") {
-            let p = file.expect("entry").path();
-            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-            if name.starts_with("example-") && name.ends_with(".yaml") {
-                found.push(p);
-            }
-        }
-    }
-    found.sort();
-    found
-}
-
-fn example() -> PathBuf {
-    root().join("deploy/examples/plain/example-cluster.yaml")
-}
-
-fn tls_example() -> PathBuf {
-    root().join("deploy/examples/tls/example-cluster-tls.yaml")
-}
+use fixtures::{
+    commented_block, config, example, examples, provided_variant, read_resource, resource,
+    tls_example, write_yaml,
+};
+use tools::{kustomize, matches_crd_schema, root, this_machines_glibc, tool, validate};
 
 #[test]
 fn every_deploy_manifest_is_valid() {
@@ -135,31 +57,6 @@ fn every_deploy_manifest_is_valid() {
         );
     }
     validate(&tool, &files);
-}
-
-/// `kubectl kustomize DIR`'s documents, or `None` (after saying so, and
-/// failing under CI) without kubectl.
-fn kustomize(dir: &str) -> Option<Vec<serde_json::Value>> {
-    let out = match Command::new("kubectl")
-        .arg("kustomize")
-        .arg(root().join(dir))
-        .output()
-    {
-        Ok(out) => out,
-        Err(e) => {
-            let hint = format!("kubectl not found ({e}): run `bash ci/setup`");
-            assert!(std::env::var_os("CI").is_none(), "{hint}");
-            println!("SKIPPED (not rendered): {hint}");
-            return None;
-        }
-    };
-    assert!(
-        out.status.success(),
-        "kubectl kustomize {dir}:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
-    Some(serde_saphyr::from_multiple(&text).expect("kustomize's YAML"))
 }
 
 /// `kubectl apply -k` of the install and of each overlay renders what the
@@ -238,46 +135,6 @@ fn the_kustomize_install_and_overlays_render() {
     }
     validate(&tool, &files);
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-fn resource() -> EtcdCluster {
-    read_resource(&example())
-}
-
-fn read_resource(path: &Path) -> EtcdCluster {
-    let text = std::fs::read_to_string(path).expect("an example manifest");
-    let mut r: EtcdCluster = serde_saphyr::from_str(&text)
-        .unwrap_or_else(|e| panic!("{}: not an EtcdCluster: {e}", path.display()));
-    r.metadata.uid = Some("0b1c9a4e-0000-4000-8000-000000000001".into());
-    r
-}
-
-fn config(member: &str) -> MemberConfig {
-    let url = |port: u16| format!("http://{member}.example.default.svc:{port}");
-    MemberConfig {
-        addr: MemberAddr {
-            name: member.into(),
-            peer_url: url(2380),
-            client_url: url(2379),
-        },
-        version: "3.5.1".parse().expect("version"),
-        initial_cluster: format!("{member}={}", url(2380)),
-        initial_state: InitialState::New,
-        token: "example-token".into(),
-        bootstrap: true,
-        tls: Default::default(),
-        tuning: Default::default(),
-        backend: Default::default(),
-        force_new_cluster: false,
-        fresh_restore: false,
-    }
-}
-
-fn write_yaml<T: serde::Serialize>(dir: &Path, name: &str, object: &T) -> PathBuf {
-    let path = dir.join(format!("{name}.yaml"));
-    let text = serde_saphyr::to_string(object).expect("yaml");
-    std::fs::write(&path, text).expect("write yaml");
-    path
 }
 
 #[test]
@@ -400,66 +257,6 @@ fn built_tls_objects_are_valid() {
     validate(&tool, &files);
 }
 
-/// The block of YAML in the comments after the line saying `marker`: the
-/// lines indented under `#`, up to the first blank comment line after it.
-fn commented_block(text: &str, marker: &str, starts: &str) -> String {
-    let mut lines = text.lines().skip_while(|l| !l.contains(marker));
-    let block: Vec<&str> = lines
-        .by_ref()
-        .skip_while(|l| l.trim_start_matches('#').trim() != starts)
-        .take_while(|l| l.trim() != "#")
-        .map(|l| l.strip_prefix('#').unwrap_or(l))
-        .collect();
-    assert!(
-        !block.is_empty(),
-        "no commented {starts:?} after {marker:?}"
-    );
-    block.join("\n")
-}
-
-/// The `Provided` variant the TLS example shows in its comments, as a
-/// resource: the example with its `tls:` block replaced.
-fn provided_variant() -> EtcdCluster {
-    let text = std::fs::read_to_string(tls_example())
-        .expect("deploy/examples/tls/example-cluster-tls.yaml");
-    let block = commented_block(&text, "Provided variant", "tls:");
-    #[derive(serde::Deserialize)]
-    struct Only {
-        tls: TlsSpec,
-    }
-    let only: Only = serde_saphyr::from_str(&block)
-        .unwrap_or_else(|e| panic!("the commented tls block is no spec.tls: {e}\n{block}"));
-    let mut r = read_resource(&tls_example());
-    r.spec.tls = Some(only.tls);
-    r
-}
-
-/// Checks an EtcdCluster file against the CRD's schema (with the tool's
-/// python and jsonschema).
-fn matches_crd_schema(python: &Path, file: &Path) {
-    let script = r#"
-import sys, yaml, jsonschema
-crd = yaml.safe_load(open(sys.argv[1]))
-schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
-example = yaml.safe_load(open(sys.argv[2]))
-jsonschema.validate(example, schema)
-print("example matches the CRD schema")
-"#;
-    let out = Command::new(python)
-        .args(["-c", script])
-        .arg(root().join("deploy/base/crd.yaml"))
-        .arg(file)
-        .output()
-        .expect("python runs");
-    assert!(
-        out.status.success(),
-        "{} does not match the CRD's schema:\n{}{}",
-        file.display(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 #[test]
 fn example_clusters_match_the_crd_schema_and_are_valid_specs() {
     let files = examples();
@@ -571,17 +368,6 @@ fn glibc_of(image_or_runner: &str) -> Option<(u32, u32)> {
                     .is_some_and(|rest| rest.starts_with('-') || rest.starts_with('.'))
         })
         .map(|(_, v)| *v)
-}
-
-fn this_machines_glibc() -> Option<(u32, u32)> {
-    let out = Command::new("ldd").arg("--version").output().ok()?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let first = text.lines().next()?;
-    if !first.contains("GLIBC") && !first.contains("GNU libc") {
-        return None;
-    }
-    let (major, minor) = first.split_whitespace().last()?.split_once('.')?;
-    Some((major.parse().ok()?, minor.parse().ok()?))
 }
 
 #[test]

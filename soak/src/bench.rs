@@ -20,7 +20,7 @@ use crate::client::Pool;
 use crate::load;
 use crate::runner::local::Local;
 use crate::scenario::{ClusterSpec, Dur};
-use etcd_operator::crd::{TlsEndpoint, TlsMode, TlsSpec};
+use etcd_operator::crd::{EtcdClusterSpec, TlsEndpoint, TlsMode, TlsSpec};
 
 /// Why the benchmark could not run.
 #[derive(Debug, thiserror::Error)]
@@ -160,18 +160,10 @@ pub async fn run(a: Args) -> Result<String, Error> {
     }
     let cluster = |name: &str, tls: Option<TlsSpec>| ClusterSpec {
         name: name.into(),
-        size: 3,
-        version: a.version.clone(),
-        paused: false,
-        storage: Default::default(),
-        backup: None,
-        restore: None,
-        recovery: None,
-        tls,
-        tuning: None,
-        quota_backend_bytes: None,
-        compaction: None,
-        defrag: None,
+        spec: EtcdClusterSpec {
+            tls,
+            ..EtcdClusterSpec::minimal(3, &a.version)
+        },
     };
     let logs = tempfile::tempdir().map_err(|e| Error::Run(format!("temporary folder: {e}")))?;
     let (mut local, urls) = start(&cluster("bench", None), &operator, &bins, logs.path()).await?;
@@ -276,7 +268,7 @@ async fn start(
         if let Some(st) = c.as_ref().and_then(|c| c.status.as_ref())
             && st.phase.as_str() == "Running"
             && st.members.iter().filter(|m| m.ready).count() == 3
-            && (cluster.tls.is_none() || st.tls.as_ref().is_some_and(|t| t.ca_file.is_some()))
+            && (cluster.spec.tls.is_none() || st.tls.as_ref().is_some_and(|t| t.ca_file.is_some()))
         {
             let urls = st.members.iter().map(|m| m.client_url.clone()).collect();
             return Ok((local, urls));

@@ -41,7 +41,7 @@ pub(super) async fn drive(
         s.name,
         s.cluster.name,
         s.cluster.members(),
-        s.cluster.version
+        s.cluster.spec.version
     ));
     if !steps::bring_up(o, platform, &mut interrupted, &mut progress).await? {
         data.interrupted = true;
@@ -296,17 +296,19 @@ async fn run_phase(
         while let Some(c) = changes.next_if(|c| start.elapsed() >= c.after.get()) {
             let next = cluster.changed(c);
             let mut what = Vec::new();
-            if next.size != cluster.size {
-                what.push(("resize", format!("size {} -> {}", cluster.size, next.size)));
+            if next.spec.size != cluster.spec.size {
+                let (from, to) = (cluster.spec.size, next.spec.size);
+                what.push(("resize", format!("size {from} -> {to}")));
             }
-            if next.version != cluster.version {
+            if next.spec.version != cluster.spec.version {
                 what.push((
                     "upgrade",
-                    format!("version {} -> {}", cluster.version, next.version),
+                    format!("version {} -> {}", cluster.spec.version, next.spec.version),
                 ));
             }
             platform.change(&next, !s.operator_healing).await?;
-            let version = (next.version != s.cluster.version).then(|| next.version.clone());
+            let version =
+                (next.spec.version != s.cluster.spec.version).then(|| next.spec.version.clone());
             obs.prober.set_expected(next.members(), version);
             for (kind, detail) in what {
                 progress.say(&format!("changing the spec: {detail}"));

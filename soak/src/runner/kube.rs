@@ -120,7 +120,7 @@ impl Kube {
 
     /// Applies the resource (server-side apply), paused or not.
     pub async fn apply(&self, paused: bool) -> Result<(), Error> {
-        let mut spec = self.cluster.spec();
+        let mut spec = self.cluster.spec.clone();
         spec.paused = paused;
         let doc = serde_json::json!({
             "apiVersion": etcd_operator::crd::API_VERSION,

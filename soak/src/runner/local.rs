@@ -73,7 +73,7 @@ impl Local {
         work: Option<&Path>,
         logs: &Path,
     ) -> Result<Local, Error> {
-        check_etcd(&cluster.version, "cluster.version", etcd_binaries)?;
+        check_etcd(&cluster.spec.version, "cluster.version", etcd_binaries)?;
         if let Some(w) = work {
             check_work_dir(w)?;
         }

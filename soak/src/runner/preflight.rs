@@ -43,7 +43,7 @@ pub fn check_binaries(o: &Options) -> Result<(), Error> {
     if o.platform == PlatformKind::Local {
         let s = &o.scenario;
         let in_file = |e: Error| Error::Setup(format!("{}: {e}", o.scenario_file.display()));
-        local::check_etcd(&s.cluster.version, "cluster.version", &o.etcd_binaries)
+        local::check_etcd(&s.cluster.spec.version, "cluster.version", &o.etcd_binaries)
             .map_err(in_file)?;
         for (i, c) in s.changes.iter().enumerate() {
             if let Some(v) = &c.version {

@@ -5,18 +5,16 @@
 //! (impossible bounds, zero durations, a backup bound without backups),
 //! naming the file, the field and what is allowed.
 
+mod cluster;
 mod dur;
 mod validate;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use etcd_operator::crd::{
-    BackupSpec, CompactionSpec, DefragSpec, EtcdCluster, EtcdClusterSpec, RecoverySpec,
-    RestoreSpec, StorageSpec, TuningSpec,
-};
 use serde::{Deserialize, Serialize};
 
+pub use cluster::ClusterSpec;
 pub use dur::Dur;
 pub use validate::validate;
 
@@ -96,92 +94,6 @@ fn yes() -> bool {
     true
 }
 
-/// The cluster: the fields of an EtcdCluster spec, and its name.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ClusterSpec {
-    /// metadata.name of the EtcdCluster.
-    pub name: String,
-    /// spec.size.
-    pub size: i64,
-    /// spec.version.
-    pub version: String,
-    /// spec.paused.
-    #[serde(default)]
-    pub paused: bool,
-    /// spec.storage.
-    #[serde(default)]
-    pub storage: StorageSpec,
-    /// spec.backup.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub backup: Option<BackupSpec>,
-    /// spec.restore.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub restore: Option<RestoreSpec>,
-    /// spec.recovery.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub recovery: Option<RecoverySpec>,
-    /// spec.tls.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tls: Option<etcd_operator::crd::TlsSpec>,
-    /// spec.tuning.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tuning: Option<TuningSpec>,
-    /// spec.quotaBackendBytes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub quota_backend_bytes: Option<i64>,
-    /// spec.compaction.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub compaction: Option<CompactionSpec>,
-    /// spec.defrag.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub defrag: Option<DefragSpec>,
-}
-
-impl ClusterSpec {
-    /// The EtcdCluster spec.
-    pub fn spec(&self) -> EtcdClusterSpec {
-        EtcdClusterSpec {
-            size: self.size,
-            version: self.version.clone(),
-            paused: self.paused,
-            storage: self.storage.clone(),
-            backup: self.backup.clone(),
-            restore: self.restore.clone(),
-            recovery: self.recovery.clone(),
-            tls: self.tls.clone(),
-            tuning: self.tuning.clone(),
-            quota_backend_bytes: self.quota_backend_bytes,
-            compaction: self.compaction.clone(),
-            defrag: self.defrag.clone(),
-        }
-    }
-
-    /// The resource.
-    pub fn resource(&self) -> EtcdCluster {
-        EtcdCluster::new(&self.name, self.spec())
-    }
-
-    /// The resource as a manifest (YAML).
-    pub fn manifest(&self, paused: bool) -> String {
-        let mut spec = self.spec();
-        spec.paused = spec.paused || paused;
-        let doc = serde_json::json!({
-            "apiVersion": etcd_operator::crd::API_VERSION,
-            "kind": etcd_operator::crd::KIND,
-            "metadata": {"name": self.name},
-            "spec": spec,
-        });
-        // JSON is YAML; the operator's parser reads it as such.
-        serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n"
-    }
-
-    /// Number of voting members.
-    pub fn members(&self) -> usize {
-        usize::try_from(self.size).unwrap_or(0)
-    }
-}
-
 /// A change of the cluster's spec during the run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -194,20 +106,6 @@ pub struct Change {
     /// New spec.version.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
-}
-
-impl ClusterSpec {
-    /// The cluster after `change`.
-    pub fn changed(&self, change: &Change) -> ClusterSpec {
-        let mut c = self.clone();
-        if let Some(n) = change.size {
-            c.size = n;
-        }
-        if let Some(v) = &change.version {
-            c.version.clone_from(v);
-        }
-        c
-    }
 }
 
 /// Client load: writers and readers over a key space.

@@ -201,7 +201,7 @@ fn changes_are_checked_in_order_against_the_operators_rules() {
     );
     let s = parse(Path::new("t.yaml"), &ok).expect("parses");
     validate(&s).expect("valid");
-    assert_eq!(s.cluster.changed(&s.changes[0]).size, 5);
+    assert_eq!(s.cluster.changed(&s.changes[0]).spec.size, 5);
     let p = problems(&format!(
         "{SMOKE}changes:\n  - {{after: 100s, size: 12}}\n  - {{after: 10s}}\n"
     ));
@@ -241,7 +241,7 @@ fn the_manifest_round_trips_through_the_operators_parser() {
     let s = parse(Path::new("t.yaml"), SMOKE).expect("parses");
     let m = s.cluster.manifest(false);
     let back = etcd_operator::manifest::parse(&m).expect("operator reads it");
-    assert_eq!(back[0].spec, s.cluster.spec());
+    assert_eq!(back[0].spec, s.cluster.spec);
     let paused = etcd_operator::manifest::parse(&s.cluster.manifest(true)).expect("reads");
     assert!(paused[0].spec.paused);
 }
@@ -344,7 +344,7 @@ fn restore_checks_need_the_operators_checks_and_a_reachable_min() {
     let s = parse(Path::new("t.yaml"), &ok).expect("parses");
     validate(&s).expect("valid");
     assert_eq!(s.bounds.restore_checks, Some(RestoreChecks { min: 10 }));
-    let spec = s.cluster.spec();
+    let spec = s.cluster.spec.clone();
     assert_eq!(
         spec.backup
             .and_then(|b| b.restore_check)

@@ -8,6 +8,10 @@ use etcd_operator::version::Version;
 
 use super::{DataLoss, FaultKind, Scenario, Target};
 
+mod reach;
+
+use reach::{fault_ceiling, restore_checks};
+
 /// Accepts every version that parses; whether a binary exists is the
 /// runner's check (it knows the platform).
 struct AnyVersion;
@@ -22,96 +26,6 @@ impl Versions for AnyVersion {
 /// which is also the resolution of every recovery time.
 const PROBE_MIN: Duration = Duration::from_millis(100);
 const PROBE_MAX: Duration = Duration::from_millis(250);
-
-/// The most faults (injections, as `bounds.minFaults` counts them) a run of
-/// `s` can have. The runner starts the monkey `chaos.startAfter` into the
-/// run for the rest of `duration`; the monkey's first tick comes one
-/// `killInterval` after its start, then one per interval, and a tick due
-/// when its duration ends does not happen. A tick is one injection, except
-/// that the several members a minority or majority tick hits may be logged
-/// far enough apart to count as up to that many (capped by `maxKill`).
-/// `chaos.maxFaults` caps the records and so the injections.
-fn fault_ceiling(s: &Scenario, c: &super::Chaos) -> u64 {
-    let after = c.start_after.map(|d| d.get()).unwrap_or_default();
-    let window = s.duration.get().saturating_sub(after).as_nanos();
-    let interval = c.kill_interval.get().as_nanos().max(1);
-    // Ticks at k * interval < window, k >= 1.
-    let ticks = u64::try_from(window.saturating_sub(1) / interval).unwrap_or(u64::MAX);
-    let largest = s
-        .changes
-        .iter()
-        .filter_map(|ch| ch.size)
-        .chain([s.cluster.size])
-        .max()
-        .and_then(|n| u64::try_from(n).ok())
-        .unwrap_or(0);
-    let group = match c.target {
-        Some(Target::Minority) => largest.saturating_sub(1) / 2,
-        Some(Target::Majority) => largest / 2 + 1,
-        _ => 1,
-    };
-    let per_tick = group.min(c.max_kill.map_or(u64::MAX, u64::from)).max(1);
-    let mut most = ticks.saturating_mul(per_tick);
-    if let Some(m) = c.max_faults {
-        most = most.min(u64::from(m));
-    }
-    if c.probability == Some(0.0) {
-        most = 0;
-    }
-    most
-}
-
-/// `bounds.restoreChecks`: needs the checks turned on, and a `min` the
-/// run can reach. The operator checks the newest backup at once when it
-/// was never checked, else one `restoreCheck.interval` after its last
-/// check: a check per interval, or per new backup when backups come more
-/// often. A run of `duration` sees at most `duration` over the shorter of
-/// the two intervals checks, plus the first.
-fn restore_checks(s: &Scenario, min: u64, err: &mut impl FnMut(&str, String)) {
-    let backup = s.cluster.backup.as_ref();
-    let backups = backup.and_then(|b| spec_check::parse_duration(&b.interval).ok());
-    let every = backup
-        .and_then(|b| b.restore_check.as_ref())
-        .map(|c| spec_check::parse_duration(&c.interval));
-    let every = match every {
-        None => {
-            return err(
-                "bounds.restoreChecks",
-                "needs cluster.backup.restoreCheck (e.g. restoreCheck: {interval: 30s}): \
-                 without it the operator runs no restore check"
-                    .into(),
-            );
-        }
-        // The operator's own checks name the interval's problem.
-        Some(Err(_)) => return,
-        Some(Ok(d)) => d,
-    };
-    if min == 0 {
-        return err(
-            "bounds.restoreChecks.min",
-            "must be at least 1 (remove bounds.restoreChecks to ask for none)".into(),
-        );
-    }
-    let often = backups.map_or(every, |b| b.min(every));
-    let most = u64::try_from(s.duration.get().as_nanos() / often.as_nanos().max(1))
-        .unwrap_or(u64::MAX)
-        .saturating_add(1);
-    if min > most {
-        err(
-            "bounds.restoreChecks.min",
-            format!(
-                "must be at most {most}, the most checks a run of duration ({}) can see with \
-                 cluster.backup.restoreCheck.interval ({}) and cluster.backup.interval ({}) \
-                 (one per interval or per new backup, whichever comes more often): lower min \
-                 or an interval, got {min}",
-                s.duration,
-                humantime::format_duration(every),
-                backups.map_or("-".to_string(), |b| humantime::format_duration(b)
-                    .to_string()),
-            ),
-        );
-    }
-}
 
 /// All problems of a scenario, each as `field: message`.
 pub fn validate(s: &Scenario) -> Result<(), Vec<String>> {
@@ -161,7 +75,7 @@ pub fn validate(s: &Scenario) -> Result<(), Vec<String>> {
     }
 
     // The cluster: the operator's own checks, with the scenario's field names.
-    if let Err(invalid) = spec_check::validate(&s.cluster.name, &s.cluster.spec(), &AnyVersion) {
+    if let Err(invalid) = spec_check::validate(&s.cluster.name, &s.cluster.spec, &AnyVersion) {
         for e in invalid.0 {
             let field = e
                 .field
@@ -170,7 +84,7 @@ pub fn validate(s: &Scenario) -> Result<(), Vec<String>> {
             err(&field, e.message);
         }
     }
-    if s.cluster.paused {
+    if s.cluster.spec.paused {
         err(
             "cluster.paused",
             "must be false: a paused cluster is never created; for a cluster the \
@@ -204,7 +118,7 @@ pub fn validate(s: &Scenario) -> Result<(), Vec<String>> {
             err(&field, "needs size or version (or both)".into());
         }
         cluster = cluster.changed(c);
-        if let Err(invalid) = spec_check::validate(&cluster.name, &cluster.spec(), &AnyVersion) {
+        if let Err(invalid) = spec_check::validate(&cluster.name, &cluster.spec, &AnyVersion) {
             for e in invalid.0 {
                 err(
                     &e.field.replacen("spec.", &format!("{field}."), 1),
@@ -447,12 +361,13 @@ pub fn validate(s: &Scenario) -> Result<(), Vec<String>> {
     }
     let interval = s
         .cluster
+        .spec
         .backup
         .as_ref()
         .and_then(|bk| spec_check::parse_duration(&bk.interval).ok());
     if let Some(age) = b.max_backup_age {
         match interval {
-            None if s.cluster.backup.is_none() => err(
+            None if s.cluster.spec.backup.is_none() => err(
                 "bounds.maxBackupAge",
                 "needs cluster.backup: without backups there is no backup age".into(),
             ),
@@ -498,7 +413,7 @@ pub fn validate(s: &Scenario) -> Result<(), Vec<String>> {
                 .into(),
         );
     }
-    if b.data_loss == DataLoss::SinceBackup && s.cluster.backup.is_none() {
+    if b.data_loss == DataLoss::SinceBackup && s.cluster.spec.backup.is_none() {
         err(
             "bounds.dataLoss",
             "sinceBackup needs cluster.backup: without backups there is nothing to restore".into(),

@@ -1,5 +1,7 @@
 //! Pod facts the Kubernetes target reads.
 
+use std::time::UNIX_EPOCH;
+
 use super::*;
 
 fn pod(json: serde_json::Value) -> Pod {

@@ -4,6 +4,7 @@
 use proptest::prelude::*;
 
 use super::db_rules::check_db_step;
+use super::faults::{Event, Fault, FaultKind, event, fault};
 use super::rebuild::check_rebuild;
 use super::*;
 use crate::member::Tuning;
