@@ -39,6 +39,7 @@ lint: setup
 bench: release
 	$(CARGO) bench -q -p etcd-operator --bench operator
 	$(CARGO) bench -q -p etcd-operator --bench snapshot
+	$(CARGO) bench -q -p etcd-operator --bench object_store
 	$(CARGO) bench -q -p etcd-operator --bench handover
 	$(CARGO) bench -q -p etcd-operator --bench recovery
 	$(CARGO) bench -q -p chaos-monkey --bench faults

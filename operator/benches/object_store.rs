@@ -1,0 +1,140 @@
+//! Full backups into an object store (S3: moto's server, started here on
+//! loopback) on a ~100 MiB database (`BENCH_SNAPSHOT_MIB`): the operator's
+//! `BackupStore::save` to `objectStore` (snapshot streamed into its folder,
+//! verified with the trailer, `etcdutl` and `etcdctl snapshot status`,
+//! uploaded in 16 MiB parts, meta last) beside the floor a user would run
+//! by hand, `etcdctl snapshot save` then an upload of that file with the
+//! same client, alternating in the same run; then a restore's download of
+//! the newest backup (fetched, checked against its meta's SHA-256, set
+//! aside). Prints numbers and ratios; never passes or fails on time.
+//! Needs `.venv/bin/moto_server` (ci/setup installs it).
+
+// A benchmark that cannot do a step has nothing to report: it stops there.
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use etcd_operator::backup::object::ObjectLocation;
+use etcd_operator::backup::object::client::{Bucket, StoreEnv};
+use etcd_operator::backup::{BackupStore, Location, Source};
+use etcd_operator::crd::ObjectStoreSpec;
+use etcd_operator::platform::local::backups::LocalBackups;
+use etcd_operator::platform::local::binaries::Binaries;
+use etcd_operator::testing::s3::S3Server;
+use etcd_operator::testing::{Env, client_urls, manifest};
+use support::stats;
+
+const VALUE: usize = 1 << 20;
+const BUCKET: &str = "bench";
+
+fn main() {
+    etcd_operator::tls::install_crypto_provider();
+    let runs = support::runs(3);
+    let mb: usize = std::env::var("BENCH_SNAPSHOT_MIB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100);
+    let s3 = S3Server::start();
+    s3.create_bucket(BUCKET);
+    let mut env = Env::new();
+    env.operator_bin = Some(env!("CARGO_BIN_EXE_etcd-operator").into());
+    env.log_filter = "info".into();
+    env.write_manifest("s.yaml", &manifest("s", 3, "3.4.23"));
+    env.start_operator();
+    let c = env.wait_running("s", 3);
+    let urls = client_urls(&c);
+    let status = c.status.unwrap();
+    let member = status.members.iter().find(|m| !m.leader).unwrap().clone();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let mut client = etcd_client::Client::connect(urls.clone(), None)
+            .await
+            .unwrap();
+        let value = vec![b'x'; VALUE];
+        for i in 0..mb {
+            let key = format!("big/{i:05}");
+            client.put(key, value.clone(), None).await.unwrap();
+        }
+    });
+    let spec = ObjectStoreSpec {
+        url: format!("s3://{BUCKET}/bench"),
+        endpoint: Some(s3.endpoint()),
+        region: None,
+        credentials_secret: None,
+    };
+    let place = ObjectLocation::parse(&spec, "objectStore").unwrap();
+    let store_env = StoreEnv::new(s3.credentials());
+    let bucket = Bucket::open(&place, &store_env).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let binaries = Arc::new(Binaries::new(vec![
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../.etcd"),
+    ]));
+    let store = LocalBackups::new(dir.path().join("state"), binaries).with_store_env(store_env);
+    let location = Location {
+        object: Some(place),
+        ..Location::of("s", None)
+    };
+    let source = || Source {
+        member: &member.name,
+        url: &member.client_url,
+        tls: None,
+    };
+    let etcdctl = support::etcd_bin().with_file_name("etcdctl");
+    let (mut floor, mut ours, mut fetch) = (Vec::new(), Vec::new(), Vec::new());
+    let mut size = 0u64;
+    for i in 0..runs {
+        let file = dir.path().join(format!("etcdctl-{i}.db"));
+        let t0 = Instant::now();
+        let out = Command::new(&etcdctl)
+            .env("ETCDCTL_API", "3")
+            .args(["--endpoints", &member.client_url, "snapshot", "save"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "etcdctl snapshot save: {out:?}");
+        size = rt
+            .block_on(bucket.upload(&file, &format!("by-hand/{i}.db")))
+            .unwrap();
+        floor.push(t0.elapsed());
+        std::fs::remove_file(&file).unwrap();
+
+        let t0 = Instant::now();
+        let meta = rt.block_on(store.save(&location, source())).unwrap();
+        ours.push(t0.elapsed());
+
+        let t0 = Instant::now();
+        let copy = rt
+            .block_on(store.open_for_restore(&location, &meta.name))
+            .unwrap();
+        fetch.push(t0.elapsed());
+        rt.block_on(store.close_restore(&copy));
+    }
+    let mib = size as f64 / (1 << 20) as f64;
+    let rate = |d: &[Duration]| mib / stats(d).0;
+    println!("full backup of a {mib:.0} MiB database into S3 (moto), {runs} runs each, median:");
+    println!(
+        "  etcdctl snapshot save + upload  {:>7.3}s  {:>7.1} MiB/s",
+        stats(&floor).0,
+        rate(&floor)
+    );
+    println!(
+        "  BackupStore::save (objectStore) {:>7.3}s  {:>7.1} MiB/s  (stream, fsync, trailer, \
+         etcdutl + etcdctl snapshot status, upload, meta)",
+        stats(&ours).0,
+        rate(&ours)
+    );
+    println!(
+        "  ratio (operator / by hand throughput): {:.2}x | target at least 0.9x",
+        rate(&ours) / rate(&floor)
+    );
+    println!(
+        "  restore's download of a backup     {:>7.3}s  {:>7.1} MiB/s  (download, SHA-256 \
+         against the meta, set aside)",
+        stats(&fetch).0,
+        rate(&fetch)
+    );
+}
