@@ -59,6 +59,8 @@ pub struct Local {
     logs: PathBuf,
     operator: Option<Proc>,
     cluster: ClusterSpec,
+    /// The scenario's object store, when it asks for one.
+    store: Option<super::store::Store>,
     /// Times the operator was restarted after dying.
     pub restarts: u32,
 }
@@ -104,13 +106,26 @@ impl Local {
             logs: logs.into(),
             operator: None,
             cluster: cluster.clone(),
+            store: None,
             restarts: 0,
         })
     }
 
-    /// From now on the cluster is `c` (write the manifest to apply it).
+    /// Backups go to `store` from now on (the cluster's backup location
+    /// is its bucket, the operator gets its credentials).
+    pub fn with_store(mut self, store: super::store::Store) -> Result<Local, Error> {
+        self.cluster = store.place(&self.cluster);
+        self.store = Some(store);
+        Ok(self)
+    }
+
+    /// From now on the cluster is `c` (write the manifest to apply it),
+    /// its backups in the run's store when there is one.
     pub fn set_cluster(&mut self, c: &ClusterSpec) {
-        self.cluster = c.clone();
+        self.cluster = match &self.store {
+            Some(s) => s.place(c),
+            None => c.clone(),
+        };
     }
 
     /// The operator's state folder.
@@ -147,6 +162,9 @@ impl Local {
         }
         if std::env::var_os("RUST_LOG").is_none() {
             cmd.env("RUST_LOG", "info");
+        }
+        if let Some(s) = &self.store {
+            cmd.envs(s.credentials());
         }
         let p = Proc::spawn("etcd-operator", cmd, &self.logs.join("operator.log"))?;
         self.operator = Some(p);

@@ -15,6 +15,7 @@ mod platform;
 mod preflight;
 pub mod procs;
 mod steps;
+pub mod store;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -27,7 +28,7 @@ use self::platform::Platform;
 pub use self::preflight::{check_binaries, platform_problems};
 pub use crate::data::{PlatformKind, RunData};
 use crate::history::now_ms;
-use crate::scenario::Scenario;
+use crate::scenario::{Scenario, StoreServer};
 
 /// Longest wait for the cluster to be Running at the start.
 const START_TIMEOUT: Duration = Duration::from_secs(120);
@@ -147,7 +148,16 @@ pub async fn run(o: &Options, interrupted: watch::Receiver<bool>) -> Result<RunD
             o.work_dir.as_deref(),
             &logs,
         )
+        .and_then(|l| match s.store {
+            Some(StoreServer::S3) => l.with_store(store::Store::start(&logs)?),
+            None => Ok(l),
+        })
         .map(|l| Platform::Local(Box::new(l))),
+        PlatformKind::Kube if s.store.is_some() => Err(Error::Setup(
+            "store: s3 (an S3 server the soak runs) is for the local platform; on Kubernetes \
+             name your store in cluster.backup.location.objectStore and drop store"
+                .into(),
+        )),
         PlatformKind::Kube => {
             Kube::prepare(&s.cluster, o.kubeconfig.as_deref(), &o.namespace, &logs)
                 .await

@@ -79,11 +79,24 @@ pub struct Scenario {
     pub probe: Probe,
     /// What must hold for the run to pass.
     pub bounds: Bounds,
+    /// An object store the runner starts for the run and keeps the
+    /// cluster's backups in (`s3`: moto's S3 server on loopback; local
+    /// platform only). Needs `cluster.backup`, without a location.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store: Option<StoreServer>,
     /// When false, the runner pauses the cluster (spec.paused) once it is
     /// Running, so the operator heals nothing: a deliberately broken setup
     /// for testing the soak itself. Default true.
     #[serde(default = "yes")]
     pub operator_healing: bool,
+}
+
+/// The object store a scenario's runner starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StoreServer {
+    /// moto's S3 server.
+    S3,
 }
 
 fn default_settle() -> Dur {

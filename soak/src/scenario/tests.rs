@@ -161,6 +161,29 @@ fn a_backup_bound_needs_backups() {
 }
 
 #[test]
+fn a_store_keeps_the_clusters_backups_and_sets_their_place() {
+    let with_store = format!("{SMOKE}store: s3\n");
+    let s = parse(Path::new("t.yaml"), &with_store).expect("parses");
+    validate(&s).expect("valid");
+    assert_eq!(s.store, Some(StoreServer::S3));
+    let none = with_store.replace(", backup: {interval: 10s, maxBackups: 3}", "");
+    let p = problems(&none);
+    assert!(
+        p.iter()
+            .any(|m| m.starts_with("store: keeps the cluster's backups")),
+        "{p:?}"
+    );
+    let placed = with_store.replace("maxBackups: 3}", "maxBackups: 3, location: {path: /b}}");
+    let p = problems(&placed);
+    assert!(
+        p.iter().any(|m| m.contains("drop cluster.backup.location")),
+        "{p:?}"
+    );
+    let e = parse_error(&format!("{SMOKE}store: gcs\n"));
+    assert!(e.contains("store") && e.contains("s3"), "{e}");
+}
+
+#[test]
 fn cluster_fields_use_the_operators_checks() {
     let p = problems(&SMOKE.replace("size: 3", "size: 12"));
     assert!(

@@ -50,6 +50,21 @@ pub fn validate(s: &Scenario) -> Result<(), Vec<String>> {
     if s.duration.get() == zero {
         err("duration", "must be more than 0s".into());
     }
+    if s.store.is_some() {
+        match s.cluster.spec.backup.as_ref() {
+            None => err(
+                "store",
+                "keeps the cluster's backups: set cluster.backup (interval, maxBackups)".into(),
+            ),
+            Some(b) if b.location.is_some() => err(
+                "store",
+                "the runner points cluster.backup.location at the store it starts: drop \
+                 cluster.backup.location"
+                    .into(),
+            ),
+            Some(_) => {}
+        }
+    }
     // A soak is bounded: a week at most (2562048h was accepted).
     let week = std::time::Duration::from_secs(7 * 86_400);
     if s.duration.get() > week {
