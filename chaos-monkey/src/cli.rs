@@ -83,7 +83,9 @@ pub struct Args {
     /// Which members a tick hits: `random` (one member), `leader`,
     /// `follower`, `minority` ((N-1)/2 members of one cluster: the most it
     /// can lose and keep quorum), `majority` (more than half: needs
-    /// --allow-quorum-loss) or `operator` (the operator itself).
+    /// --allow-quorum-loss), `operator` (the operator itself) or `store`
+    /// (the object store at --store-addr that backups go to; local, with
+    /// --fault pause: a store that stops answering for --pause-for).
     #[arg(
         long,
         value_enum,
@@ -91,6 +93,12 @@ pub struct Args {
         env = "CHAOS_MONKEY_TARGET"
     )]
     pub target: Target,
+
+    /// The object store --target store hits: the loopback address and port
+    /// its server listens on (the `objectStore.endpoint` of the clusters'
+    /// backups), such as 127.0.0.1:9000.
+    #[arg(long, env = "CHAOS_MONKEY_STORE_ADDR")]
+    pub store_addr: Option<std::net::SocketAddrV4>,
 
     /// Allow --target majority, which makes clusters lose quorum.
     #[arg(long, env = "CHAOS_MONKEY_ALLOW_QUORUM_LOSS")]

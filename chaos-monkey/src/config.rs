@@ -52,11 +52,30 @@ pub enum Error {
     /// clock-skew off x86_64.
     #[error("--fault clock-skew is not available here: {CLOCK_SKEW_ARCH}")]
     ClockSkewArch,
+    /// `--target store` without its address, or with a fault it cannot take.
+    #[error(
+        "--target store pauses the object store's server (--fault pause) found listening on \
+         --store-addr 127.x.y.z:PORT (loopback, local platform): {0}"
+    )]
+    Store(&'static str),
     /// The local state folder is not there.
     #[error(
         "--state-dir {0}: {1}; pass the --state-dir etcd-operator runs with (`etcd-operator run --state-dir`)"
     )]
     StateDir(String, &'static str),
+}
+
+/// Why `--target store` or `--store-addr` cannot be taken as given.
+fn store_refusal(a: &Args) -> Option<&'static str> {
+    let store = a.target == Target::Store;
+    match a.store_addr {
+        None if store => Some("--store-addr is missing"),
+        Some(_) if !store => Some("--store-addr is for --target store only"),
+        Some(addr) if !addr.ip().is_loopback() => Some("the address is not a loopback one"),
+        _ if store && a.fault != FaultKind::Pause => Some("only --fault pause hits a store"),
+        _ if store && a.platform != Platform::Local => Some("--target store is local only"),
+        _ => None,
+    }
 }
 
 /// The default of `--pause-for`.
@@ -90,6 +109,8 @@ pub struct Config {
     pub clusters: Vec<String>,
     /// Which members.
     pub target: Target,
+    /// The object store's address (`--target store`).
+    pub store_addr: Option<std::net::SocketAddrV4>,
     /// What is done to them.
     pub fault: FaultKind,
     /// Time between ticks (> 0).
@@ -126,6 +147,9 @@ impl Config {
         }
         if a.platform == Platform::Kube && a.fault == FaultKind::Pause {
             return Err(Error::PauseOnKube);
+        }
+        if let Some(why) = store_refusal(&a) {
+            return Err(Error::Store(why));
         }
         if a.target == Target::Operator && a.fault == FaultKind::Destroy {
             return Err(Error::DestroyOperator);
@@ -180,6 +204,7 @@ impl Config {
             platform,
             clusters,
             target: a.target,
+            store_addr: a.store_addr,
             fault: a.fault,
             interval: a.kill_interval,
             pause_for: a.pause_for.unwrap_or(DEFAULT_PAUSE_FOR),
@@ -244,6 +269,7 @@ impl Config {
             Target::Minority => "a minority of the members",
             Target::Majority => "a majority of the members",
             Target::Operator => "the operator",
+            Target::Store => "the object store",
         };
         let mut line = format!(
             "seed {seed} (replay with --seed {seed}); every {}",
@@ -254,7 +280,7 @@ impl Config {
             line.push_str(&format!(" + up to {}", d(self.jitter)));
         }
         line.push_str(&format!(": {fault} {whom}"));
-        if self.target != Target::Operator {
+        if !matches!(self.target, Target::Operator | Target::Store) {
             if self.clusters.is_empty() {
                 line.push_str(" of one cluster (all clusters selected)");
             } else {
@@ -375,6 +401,33 @@ mod tests {
             parse(&["--fault", "loss"]).expect("ok").faults.loss_percent,
             30.0
         );
+    }
+
+    #[test]
+    fn a_store_is_paused_at_a_loopback_address_only() {
+        let store = ["--target", "store", "--fault", "pause"];
+        assert!(matches!(parse(&store), Err(Error::Store(m)) if m.contains("missing")));
+        let at = |addr: &str, fault: &str| {
+            parse(&["--target", "store", "--fault", fault, "--store-addr", addr])
+        };
+        let c = at("127.0.0.1:9000", "pause").expect("a store at loopback");
+        assert_eq!(
+            c.store_addr,
+            Some("127.0.0.1:9000".parse().expect("an address"))
+        );
+        assert!(
+            c.describe().contains("the object store"),
+            "{}",
+            c.describe()
+        );
+        assert!(
+            matches!(at("10.0.0.1:9000", "pause"), Err(Error::Store(m)) if m.contains("loopback"))
+        );
+        assert!(
+            matches!(at("127.0.0.1:9000", "kill"), Err(Error::Store(m)) if m.contains("pause"))
+        );
+        let stray = parse(&["--store-addr", "127.0.0.1:9000"]);
+        assert!(matches!(stray, Err(Error::Store(m)) if m.contains("--target store only")));
     }
 
     #[test]

@@ -15,7 +15,7 @@ use crate::faultlog::{self, FaultLog};
 use crate::rng::{Rng, Stream};
 use crate::roles::RoleSource;
 use crate::select::{self, Target};
-use crate::target::{self, MemberKey, ObservedCluster, Platform};
+use crate::target::{self, MemberKey, ObservedCluster, Operator, Platform};
 
 /// Why a run could not go on.
 #[derive(Debug, thiserror::Error)]
@@ -129,7 +129,7 @@ async fn check_selection<P: Platform>(platform: &P, cfg: &Config) -> Result<(), 
             unknown.join(", ")
         )));
     }
-    if cfg.target == Target::Operator {
+    if matches!(cfg.target, Target::Operator | Target::Store) {
         return Ok(());
     }
     let selected = if cfg.clusters.is_empty() {
@@ -263,7 +263,14 @@ impl<P: Platform> Run<'_, P> {
             return Ok(());
         }
         if cfg.target == Target::Operator {
-            return self.hit_operator(tick).await;
+            let found = self.platform.operator().await;
+            return self.hit_one(tick, found, "no operator is running").await;
+        }
+        if let (Target::Store, Some(addr)) = (cfg.target, cfg.store_addr) {
+            let found = self.platform.store(addr).await;
+            return self
+                .hit_one(tick, found, "nothing listens on --store-addr")
+                .await;
         }
         let budget = match cfg.max_faults {
             Some(m) => m.saturating_sub(self.log.faults()),
@@ -396,11 +403,18 @@ impl<P: Platform> Run<'_, P> {
         Ok(())
     }
 
-    async fn hit_operator(&mut self, tick: u64) -> Result<(), Error> {
-        let op = match self.platform.operator().await {
+    /// Hits the one process `found` (the operator, or the object store's
+    /// server), which is not a member; `none` says why there is nothing.
+    async fn hit_one(
+        &mut self,
+        tick: u64,
+        found: Result<Option<Operator<P::Handle>>, target::Error>,
+        none: &str,
+    ) -> Result<(), Error> {
+        let op = match found {
             Ok(Some(op)) => op,
             Ok(None) => {
-                tracing::info!(tick, "nothing to hit: no operator is running");
+                tracing::info!(tick, "nothing to hit: {none}");
                 return Ok(());
             }
             Err(e) => {

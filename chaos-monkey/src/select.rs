@@ -27,6 +27,9 @@ pub enum Target {
     Majority,
     /// The operator itself.
     Operator,
+    /// The object store the backups go to (`--store-addr`): its process
+    /// paused, a store that stops answering (local platform).
+    Store,
 }
 
 impl Target {
@@ -39,6 +42,7 @@ impl Target {
             Target::Minority => "minority",
             Target::Majority => "majority",
             Target::Operator => "operator",
+            Target::Store => "store",
         }
     }
 }
@@ -121,7 +125,7 @@ impl ClusterView {
 
 /// The victims of tick `tick`: at most `cap` members, all eligible, all in
 /// `clusters`. Empty when nothing fits the target (or for
-/// [`Target::Operator`], which is not a member).
+/// [`Target::Operator`] and [`Target::Store`], which are not members).
 pub fn choose(
     seed: u64,
     tick: u64,
@@ -136,7 +140,7 @@ pub fn choose(
         Target::Follower => one_of(&mut rng, clusters, |m| m.role == Role::Follower),
         Target::Minority => group(&mut rng, clusters, ClusterView::safe_losses),
         Target::Majority => group(&mut rng, clusters, |c| c.members.len() / 2 + 1),
-        Target::Operator => Vec::new(),
+        Target::Operator | Target::Store => Vec::new(),
     };
     picks.truncate(cap);
     picks.sort();

@@ -176,6 +176,7 @@ fn config() -> Config {
         },
         clusters: Vec::new(),
         target: Target::Random,
+        store_addr: None,
         fault: FaultKind::Kill,
         interval: Duration::from_secs(30),
         pause_for: Duration::from_secs(10),

@@ -40,6 +40,25 @@ pub fn connections_to(pid: i32, remotes: &[Ipv4Addr]) -> io::Result<Vec<Conn>> {
         .collect())
 }
 
+/// The process listening on TCP `addr` (a socket of the machine's network
+/// namespace in state LISTEN), if any: its socket's inode looked up among
+/// every process's open files.
+pub fn listener(addr: SocketAddrV4) -> Option<i32> {
+    let table = std::fs::read_to_string("/proc/net/tcp").ok()?;
+    let (_, _, inode) = parse_tcp(&table).into_iter().find(|(conn, state, _)| {
+        let ip = *conn.local.ip();
+        state == LISTEN
+            && conn.local.port() == addr.port()
+            && (ip == *addr.ip() || ip.is_unspecified())
+    })?;
+    let pids = std::fs::read_dir("/proc").ok()?.flatten();
+    pids.filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .find(|&pid| socket_inodes(pid).is_ok_and(|i| i.contains(&inode)))
+}
+
+/// TCP state LISTEN.
+const LISTEN: &str = "0A";
+
 /// Inodes of the sockets `pid` holds open.
 fn socket_inodes(pid: i32) -> io::Result<HashSet<u64>> {
     let dir = match std::fs::read_dir(format!("/proc/{pid}/fd")) {
@@ -94,6 +113,18 @@ fn endpoint(s: &str) -> Option<SocketAddrV4> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_process_listening_on_an_address_is_found() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("a listener");
+        let std::net::SocketAddr::V4(addr) = l.local_addr().expect("its address") else {
+            panic!("an IPv4 address");
+        };
+        let me = i32::try_from(std::process::id()).expect("a pid");
+        assert_eq!(listener(addr), Some(me));
+        drop(l);
+        assert_eq!(listener(addr), None, "nothing listens any more");
+    }
 
     #[test]
     fn rows_of_the_kernel_table() {

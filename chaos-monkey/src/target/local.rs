@@ -343,6 +343,24 @@ impl Platform for Local {
             },
         }))
     }
+
+    /// The process listening on `addr`, named in the fault log
+    /// `store@ADDR`.
+    async fn store(&self, addr: std::net::SocketAddrV4) -> Result<Option<Operator<Handle>>, Error> {
+        let Some(process) = crate::net::sockets::listener(addr).and_then(ProcessId::of) else {
+            tracing::debug!("no process listens on {addr}");
+            return Ok(None);
+        };
+        Ok(Some(Operator {
+            name: format!("store@{addr}"),
+            handle: Handle {
+                process,
+                data_dir: None,
+                ip: None,
+                client_url: None,
+            },
+        }))
+    }
 }
 
 #[cfg(test)]

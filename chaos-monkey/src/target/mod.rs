@@ -172,6 +172,16 @@ pub trait Platform: Send + Sync {
         &self,
     ) -> impl Future<Output = Result<Option<Operator<Self::Handle>>, Error>> + Send;
 
+    /// The process of the object store listening on `addr` (a loopback
+    /// address), if one is found; none on a platform that cannot reach it.
+    fn store(
+        &self,
+        addr: std::net::SocketAddrV4,
+    ) -> impl Future<Output = Result<Option<Operator<Self::Handle>>, Error>> + Send {
+        let _ = addr;
+        async { Ok(None) }
+    }
+
     /// A network fault in force, as needed to heal it.
     type Lasting: Send + Sync + std::fmt::Debug + 'static;
 

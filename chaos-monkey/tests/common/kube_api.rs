@@ -202,6 +202,7 @@ pub fn config(fault: FaultKind, target: Target, max_faults: usize) -> Config {
         },
         clusters: Vec::new(),
         target,
+        store_addr: None,
         fault,
         interval: Duration::from_millis(10),
         pause_for: Duration::from_secs(1),

@@ -119,6 +119,11 @@ impl Local {
         Ok(self)
     }
 
+    /// Where the run's object store listens, when there is one.
+    pub fn store_addr(&self) -> Option<std::net::SocketAddr> {
+        self.store.as_ref().map(super::store::Store::addr)
+    }
+
     /// From now on the cluster is `c` (write the manifest to apply it),
     /// its backups in the run's store when there is one.
     pub fn set_cluster(&mut self, c: &ClusterSpec) {

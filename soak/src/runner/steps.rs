@@ -47,6 +47,13 @@ pub(super) fn start_chaos(
             left,
         ),
     };
+    let mut args = args;
+    if let Platform::Local(l) = platform
+        && let Some(addr) = l.store_addr()
+        && c.target == Some(crate::scenario::Target::Store)
+    {
+        args.extend(["--store-addr".to_string(), addr.to_string()]);
+    }
     let mut cmd = Command::new(&o.chaos_bin);
     cmd.args(&args);
     for (k, _) in std::env::vars_os() {

@@ -80,6 +80,11 @@ impl Store {
         }
     }
 
+    /// Where the server listens.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
     /// The environment the operator reaches the server with (moto takes
     /// any key).
     pub fn credentials(&self) -> [(&'static str, &'static str); 3] {

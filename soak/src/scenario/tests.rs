@@ -179,6 +179,20 @@ fn a_store_keeps_the_clusters_backups_and_sets_their_place() {
         p.iter().any(|m| m.contains("drop cluster.backup.location")),
         "{p:?}"
     );
+    let paused = with_store.replace(
+        "chaos: {killInterval: 10s, target: random, fault: kill, seed: 1}",
+        "chaos: {killInterval: 10s, target: store, fault: pause, pauseFor: 5s, seed: 1}",
+    );
+    let s = parse(Path::new("t.yaml"), &paused).expect("parses");
+    validate(&s).expect("a store paused");
+    let p = problems(&paused.replace("store: s3\n", ""));
+    assert!(p.iter().any(|m| m.contains("set store: s3")), "{p:?}");
+    let p = problems(&paused.replace("fault: pause, pauseFor: 5s", "fault: kill"));
+    assert!(
+        p.iter()
+            .any(|m| m.contains("target store takes fault: pause")),
+        "{p:?}"
+    );
     let e = parse_error(&format!("{SMOKE}store: gcs\n"));
     assert!(e.contains("store") && e.contains("s3"), "{e}");
 }

@@ -191,6 +191,20 @@ pub fn validate(s: &Scenario) -> Result<(), Vec<String>> {
         if c.target == Some(Target::Operator) && c.fault.is_some_and(|f| f != FaultKind::Kill) {
             err("chaos.fault", "only kill applies to target operator".into());
         }
+        if c.target == Some(Target::Store) {
+            if s.store.is_none() {
+                err(
+                    "chaos.target",
+                    "store hits the object store the runner starts: set store: s3".into(),
+                );
+            }
+            if c.fault != Some(FaultKind::Pause) {
+                err(
+                    "chaos.fault",
+                    "target store takes fault: pause (a store that stops answering)".into(),
+                );
+            }
+        }
         if c.pause_for.is_some_and(|d| d.get() == zero) {
             err("chaos.pauseFor", "must be more than 0s".into());
         }
