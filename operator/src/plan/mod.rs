@@ -1,6 +1,6 @@
 //! The plan: a pure function from (desired spec, observed state) to the one
 //! next step. No I/O, no clock: everything it needs is in its arguments, so
-//! it is tested exhaustively (see `props.rs`).
+//! it is tested exhaustively (see `props/mod.rs`).
 //!
 //! Rules it keeps whatever it observes:
 //! * it never takes a step that loses quorum by its own hand: a step that

@@ -2,7 +2,7 @@
 //! come out as the policies the controller uses.
 
 use super::*;
-use crate::crd::{BackupSpec, RecoverySpec};
+use crate::crd::{BackupSpec, RecoverySpec, TlsEndpoint, TlsMode};
 
 struct Only(Version);
 impl Versions for Only {
