@@ -32,11 +32,13 @@ use tokio::task::JoinHandle;
 use super::fake::Fake;
 use super::rbac::collection;
 use crate::backup::job::{JobTls, Op, Place, StoreArgs};
-use crate::backup::object::client::StoreEnv;
 use crate::platform::kube::jobs::BACKUPS_MOUNT;
 use crate::platform::kube::pod::DATA_MOUNT;
 use crate::platform::local::binaries::Binaries;
 use crate::testing::binaries;
+
+mod env;
+use env::{container_env, in_mounts, secret_mounts};
 
 /// Where the fake server keeps Jobs.
 pub const JOBS: &str = "/apis/batch/v1/namespaces/default/jobs";
@@ -160,72 +162,6 @@ impl Kubelet {
     pub fn jobs(&self) -> Vec<Value> {
         self.ran.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
-}
-
-/// The environment of container `c` as the kubelet makes it: its `env`
-/// values and the keys of each Secret its `envFrom` names (one missing is
-/// an error, as the kubelet's CreateContainerConfigError).
-fn container_env(fake: &Fake, c: &Value) -> Result<StoreEnv, String> {
-    let mut vars = Vec::new();
-    for e in c["env"].as_array().into_iter().flatten() {
-        if let (Some(k), Some(v)) = (e["name"].as_str(), e["value"].as_str()) {
-            vars.push((k.to_string(), v.to_string()));
-        }
-    }
-    for from in c["envFrom"].as_array().into_iter().flatten() {
-        let Some(name) = from["secretRef"]["name"].as_str() else {
-            continue;
-        };
-        let found = fake.get(&format!("{}/{name}", collection("secrets")));
-        let secret: k8s_openapi::api::core::v1::Secret = found
-            .and_then(|v| serde_json::from_value(v).ok())
-            .ok_or_else(|| format!("secret {name:?} not found"))?;
-        for (k, v) in secret.data.unwrap_or_default() {
-            vars.push((k, String::from_utf8_lossy(&v.0).into_owned()));
-        }
-    }
-    Ok(StoreEnv::new(vars))
-}
-
-/// The Secret volumes of `pod` (a pod spec) that container `c` mounts,
-/// written as the kubelet would (a file per key) into folders under
-/// `root`: (mount path, folder) for each.
-fn secret_mounts(fake: &Fake, root: &Path, pod: &Value, c: &Value) -> Vec<(String, PathBuf)> {
-    let mut out = Vec::new();
-    for v in pod["volumes"].as_array().into_iter().flatten() {
-        let (Some(volume), Some(name)) = (v["name"].as_str(), v["secret"]["secretName"].as_str())
-        else {
-            continue;
-        };
-        let mounts = c["volumeMounts"].as_array().into_iter().flatten();
-        let Some(path) = mounts
-            .filter(|m| m["name"] == volume)
-            .find_map(|m| m["mountPath"].as_str())
-        else {
-            continue;
-        };
-        let found = fake.get(&format!("{}/{name}", collection("secrets")));
-        let secret: Option<k8s_openapi::api::core::v1::Secret> =
-            found.and_then(|v| serde_json::from_value(v).ok());
-        let dir = root.join(format!("secret-{name}"));
-        std::fs::create_dir_all(&dir).expect("a secret folder");
-        for (k, v) in secret.and_then(|s| s.data).unwrap_or_default() {
-            std::fs::write(dir.join(k), v.0).expect("a secret file");
-        }
-        out.push((path.to_string(), dir));
-    }
-    out
-}
-
-/// `arg` with a mount path at its start replaced by the folder standing in
-/// for it.
-fn in_mounts(arg: String, mounts: &[(String, PathBuf)]) -> String {
-    for (path, dir) in mounts {
-        if let Some(rest) = arg.strip_prefix(path.as_str()) {
-            return format!("{}{rest}", dir.display());
-        }
-    }
-    arg
 }
 
 /// Runs `job`'s container; returns whether it succeeded, and its log.
