@@ -119,15 +119,7 @@ async fn a_follower_deployment_writes_segments_into_the_claim_and_resumes() {
     // The backup Jobs prefer the follower's node (the claim is attached
     // there); the follower prefers nothing.
     assert!(pod["affinity"].is_null(), "{pod:#}");
-    let save = kubelet
-        .jobs()
-        .into_iter()
-        .find(|j| {
-            j["metadata"]["name"]
-                .as_str()
-                .is_some_and(|n| n.starts_with("demo-save-"))
-        })
-        .expect("the save Job");
+    let save = kubelet.job("demo-save-").expect("the save Job");
     let preferred = &save["spec"]["template"]["spec"]["affinity"]["podAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
         [0];
     assert_eq!(preferred["weight"], 100, "{save:#}");

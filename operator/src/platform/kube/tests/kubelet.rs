@@ -157,6 +157,17 @@ impl Kubelet {
         jobs.iter().map(name).collect()
     }
 
+    /// The first Job run whose name starts with `prefix`, as it was
+    /// created.
+    pub fn job(&self, prefix: &str) -> Option<Value> {
+        let named = |j: &Value| {
+            j["metadata"]["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with(prefix))
+        };
+        self.jobs().into_iter().find(named)
+    }
+
     /// The Jobs run so far, as they were created (the platform deletes
     /// them once read).
     pub fn jobs(&self) -> Vec<Value> {

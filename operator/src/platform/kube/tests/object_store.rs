@@ -100,15 +100,7 @@ async fn jobs_keep_backups_in_the_bucket_and_restore_up_to_a_revision() {
 
     // The Job reached the bucket with the Secret as its environment; the
     // backup is in the bucket, the claim holds none.
-    let save = kubelet
-        .jobs()
-        .into_iter()
-        .find(|j| {
-            j["metadata"]["name"]
-                .as_str()
-                .is_some_and(|n| n.starts_with("demo-save-"))
-        })
-        .expect("the save Job");
+    let save = kubelet.job("demo-save-").expect("the save Job");
     let c = &save["spec"]["template"]["spec"]["containers"][0];
     assert_eq!(c["envFrom"][0]["secretRef"]["name"], "s3-keys", "{c:#}");
     let args: Vec<&str> = c["args"]

@@ -58,15 +58,7 @@ async fn jobs_and_the_follower_reach_a_tls_cluster_with_its_client_certificate()
     assert!(saved.revision >= 6, "{saved:?}");
 
     // The Job mounted the Secret and was told where.
-    let save = kubelet
-        .jobs()
-        .into_iter()
-        .find(|j| {
-            j["metadata"]["name"]
-                .as_str()
-                .is_some_and(|n| n.starts_with("demo-save-"))
-        })
-        .expect("the save Job");
+    let save = kubelet.job("demo-save-").expect("the save Job");
     let pod = &save["spec"]["template"]["spec"];
     let volume = pod["volumes"]
         .as_array()
