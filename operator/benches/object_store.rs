@@ -25,41 +25,18 @@ use etcd_operator::crd::ObjectStoreSpec;
 use etcd_operator::platform::local::backups::LocalBackups;
 use etcd_operator::platform::local::binaries::Binaries;
 use etcd_operator::testing::s3::S3Server;
-use etcd_operator::testing::{Env, client_urls, manifest};
 use support::stats;
 
-const VALUE: usize = 1 << 20;
 const BUCKET: &str = "bench";
 
 fn main() {
     etcd_operator::tls::install_crypto_provider();
     let runs = support::runs(3);
-    let mb: usize = std::env::var("BENCH_SNAPSHOT_MIB")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(100);
     let s3 = S3Server::start();
     s3.create_bucket(BUCKET);
-    let mut env = Env::new();
-    env.operator_bin = Some(env!("CARGO_BIN_EXE_etcd-operator").into());
-    env.log_filter = "info".into();
-    env.write_manifest("s.yaml", &manifest("s", 3, "3.4.23"));
-    env.start_operator();
-    let c = env.wait_running("s", 3);
-    let urls = client_urls(&c);
-    let status = c.status.unwrap();
-    let member = status.members.iter().find(|m| !m.leader).unwrap().clone();
     let rt = tokio::runtime::Runtime::new().unwrap();
-    rt.block_on(async {
-        let mut client = etcd_client::Client::connect(urls.clone(), None)
-            .await
-            .unwrap();
-        let value = vec![b'x'; VALUE];
-        for i in 0..mb {
-            let key = format!("big/{i:05}");
-            client.put(key, value.clone(), None).await.unwrap();
-        }
-    });
+    let filled = support::filled::filled(&rt);
+    let member = filled.member.clone();
     let spec = ObjectStoreSpec {
         url: format!("s3://{BUCKET}/bench"),
         endpoint: Some(s3.endpoint()),

@@ -20,42 +20,16 @@ use etcd_operator::backup::snapshot;
 use etcd_operator::backup::{BackupStore, Location, Source};
 use etcd_operator::platform::local::backups::LocalBackups;
 use etcd_operator::platform::local::binaries::Binaries;
-use etcd_operator::testing::{Env, client_urls, manifest};
 use support::stats;
-
-const VALUE: usize = 1 << 20;
 
 fn main() {
     let runs: usize = std::env::var("BENCH_RUNS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(5);
-    let mb: usize = std::env::var("BENCH_SNAPSHOT_MIB")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(100);
-    let mut env = Env::new();
-    env.operator_bin = Some(env!("CARGO_BIN_EXE_etcd-operator").into());
-    env.log_filter = "info".into();
-    env.write_manifest("s.yaml", &manifest("s", 3, "3.4.23"));
-    env.start_operator();
-    let c = env.wait_running("s", 3);
-    let urls = client_urls(&c);
-    let status = c.status.unwrap();
-    let source = status.members.iter().find(|m| !m.leader).unwrap().clone();
     let rt = tokio::runtime::Runtime::new().unwrap();
-    rt.block_on(async {
-        let mut client = etcd_client::Client::connect(urls.clone(), None)
-            .await
-            .unwrap();
-        let value = vec![b'x'; VALUE];
-        for i in 0..mb {
-            client
-                .put(format!("big/{i:05}"), value.clone(), None)
-                .await
-                .unwrap();
-        }
-    });
+    let filled = support::filled::filled(&rt);
+    let source = filled.member.clone();
     let dir = tempfile::tempdir().unwrap();
     let etcdctl = support::etcd_bin().with_file_name("etcdctl");
     let (mut ours, mut theirs, mut full) = (Vec::new(), Vec::new(), Vec::new());

@@ -6,6 +6,7 @@
 
 pub mod dr;
 pub mod dr_backup;
+pub mod filled;
 pub mod throughput;
 
 use std::collections::HashSet;

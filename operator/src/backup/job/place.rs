@@ -46,23 +46,26 @@ impl JobTls {
             .collect()
     }
 
-    /// The client TLS read from the folder (none without one).
-    pub fn load(&self) -> Result<Option<crate::tls::ClientTls>, String> {
+    /// The client TLS read from the folder (none without one): regular
+    /// files, size-capped ([`crate::tls::ClientTls::from_files`]), read on
+    /// a blocking thread, off the async workers.
+    pub async fn load(&self) -> Result<Option<crate::tls::ClientTls>, String> {
         let Some(dir) = &self.tls_dir else {
             return Ok(None);
         };
-        let dir = std::path::Path::new(dir);
-        let tls = crate::tls::ClientTls::from_files(
-            &dir.join("ca.crt"),
-            &dir.join("tls.crt"),
-            &dir.join("tls.key"),
-        )
-        .map_err(|e| {
-            format!(
-                "cannot read the client certificate in {}: {e}",
-                dir.display()
+        let dir = std::path::PathBuf::from(dir);
+        let shown = dir.display().to_string();
+        let read = tokio::task::spawn_blocking(move || {
+            crate::tls::ClientTls::from_files(
+                &dir.join("ca.crt"),
+                &dir.join("tls.crt"),
+                &dir.join("tls.key"),
             )
-        })?;
+        })
+        .await
+        .map_err(|e| format!("reading the client certificate in {shown} failed: {e}"))?;
+        let tls =
+            read.map_err(|e| format!("cannot read the client certificate in {shown}: {e}"))?;
         Ok(Some(tls.with_server_name(self.server_name.clone())))
     }
 }

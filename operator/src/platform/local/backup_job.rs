@@ -42,7 +42,7 @@ pub async fn run(
     let cluster = loc.cluster.as_str();
     let store = LocalBackups::new(state, binaries).with_store_env(env);
     let done = match op {
-        Op::Save { member, url, tls } => match tls.load() {
+        Op::Save { member, url, tls } => match tls.load().await {
             Ok(tls) => {
                 let source = Source {
                     member,
@@ -135,7 +135,7 @@ async fn prove(
     (member, url): (&str, &str),
     tls: &crate::backup::job::JobTls,
 ) -> crate::backup::Result<crate::backup::proof::RestoreCheck> {
-    let tls = tls.load().map_err(crate::backup::Error::Tool)?;
+    let tls = tls.load().await.map_err(crate::backup::Error::Tool)?;
     let metas = store.list(loc).await?;
     let Some(meta) = metas.iter().find(|m| m.name == backup) else {
         return Err(crate::backup::Error::NotFound {

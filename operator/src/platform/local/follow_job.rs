@@ -84,8 +84,8 @@ pub struct Members {
 impl Members {
     /// The candidates to follow, with the client certificate as the folder
     /// holds it now (`None` when it cannot be read: said once by the caller).
-    fn candidates(&self, cluster: &str) -> Result<Vec<Candidate>, String> {
-        let tls = self.tls.load()?;
+    async fn candidates(&self, cluster: &str) -> Result<Vec<Candidate>, String> {
+        let tls = self.tls.load().await?;
         let offered = self.urls.iter().map(|u| {
             let name = format!("{cluster} ({u})");
             (name, u.clone(), tls.clone())
@@ -111,7 +111,7 @@ pub async fn run(
 ) {
     let store = Arc::new(LocalBackups::new(state, binaries).with_store_env(env));
     let cluster = location.cluster.clone();
-    let mut offered = members.candidates(&cluster).unwrap_or_else(|e| {
+    let mut offered = members.candidates(&cluster).await.unwrap_or_else(|e| {
         tracing::error!(%cluster, "{e}");
         Vec::new()
     });
@@ -132,7 +132,7 @@ pub async fn run(
     loop {
         if members.tls.tls_dir.is_some() && tls_read.elapsed() >= TLS_EVERY {
             tls_read = tokio::time::Instant::now();
-            match members.candidates(&cluster) {
+            match members.candidates(&cluster).await {
                 Ok(now) if now != offered => {
                     tracing::info!(%cluster, "the client certificate changed: used from the next connection");
                     offered = now;

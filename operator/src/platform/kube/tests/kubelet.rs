@@ -302,6 +302,17 @@ async fn restore(
 /// made (`why`): Pending, waiting with `CreateContainerConfigError`, the
 /// Job never ending by itself.
 fn never_starts(fake: &Fake, name: &str, why: &str) {
+    let status = json!({"phase": "Pending", "containerStatuses": [{
+        "name": "backup", "image": "etcd-operator:test", "imageID": "", "ready": false,
+        "restartCount": 0,
+        "state": {"waiting": {"reason": "CreateContainerConfigError", "message": why}},
+    }]});
+    job_pod(fake, name, status);
+}
+
+/// Puts the pod of Job `name` (labelled `job-name`) with `status`;
+/// returns its path.
+fn job_pod(fake: &Fake, name: &str, status: Value) -> String {
     let pod = format!("{name}-x1y2z");
     fake.put(
         &collection("pods"),
@@ -309,13 +320,10 @@ fn never_starts(fake: &Fake, name: &str, why: &str) {
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": pod, "namespace": "default", "uid": format!("uid-{pod}"),
                          "labels": {"job-name": name}},
-            "status": {"phase": "Pending", "containerStatuses": [{
-                "name": "backup", "image": "etcd-operator:test", "imageID": "", "ready": false,
-                "restartCount": 0,
-                "state": {"waiting": {"reason": "CreateContainerConfigError", "message": why}},
-            }]},
+            "status": status,
         }),
     );
+    format!("{}/{pod}", collection("pods"))
 }
 
 /// Reports the end of Job `name` as Kubernetes would.
@@ -329,17 +337,9 @@ fn finish(fake: &Fake, path: &str, name: &str, ok: bool, log: &str) {
         }]}})
     };
     fake.change(path, &status);
-    let pod = format!("{name}-x1y2z");
-    fake.put(
-        &collection("pods"),
-        json!({
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": pod, "namespace": "default", "uid": format!("uid-{pod}"),
-                         "labels": {"job-name": name}},
-            "status": {"phase": if ok { "Succeeded" } else { "Failed" }},
-        }),
-    );
-    fake.set_log(&format!("{}/{pod}", collection("pods")), log);
+    let phase = if ok { "Succeeded" } else { "Failed" };
+    let pod = job_pod(fake, name, json!({"phase": phase}));
+    fake.set_log(&pod, log);
 }
 
 /// Starts the Deployments that are new or changed, stops those deleted or
