@@ -350,10 +350,10 @@ pub trait Platform: TlsStore + Send + Sync + 'static {
     ) -> impl Future<Output = Result<()>> + Send;
     /// The seed serves: its recorded configuration drops
     /// `--force-new-cluster`, so that no later start of it drops the
-    /// members added next. Locally only the record changes (the process
-    /// goes on); on Kubernetes the pod is re-created on its claim, since a
-    /// pod's arguments cannot change and the kubelet would restart the
-    /// container with the flag.
+    /// members added next. Only the record changes and etcd goes on: the
+    /// local process, or on Kubernetes the seed's pod, which runs once
+    /// (the kubelet never restarts it with the flag; a seed pod of an
+    /// older operator, restarted always, is re-created without it).
     fn end_force_new_cluster(
         &self,
         cluster: &str,

@@ -278,6 +278,20 @@ fn spread(cluster: &str) -> Affinity {
     }
 }
 
+/// How the kubelet restarts a member's etcd: always, but for the seed of a
+/// rebuild (`--force-new-cluster`), which runs once: restarted with the
+/// flag after members joined it, it would drop them. When it ends, its pod
+/// is done and the operator starts the member again from its claim's
+/// record, which no longer asks for the flag once the seed served; so the
+/// seed's pod is made once, not once with the flag and again without it.
+pub fn restart_policy(config: &MemberConfig) -> &'static str {
+    if config.force_new_cluster {
+        "Never"
+    } else {
+        "Always"
+    }
+}
+
 /// A member's pod. `repository` is the etcd image without its tag.
 pub fn member_pod(
     cluster: &str,
@@ -313,7 +327,7 @@ pub fn member_pod(
             subdomain: Some(peer_service_name(cluster)),
             containers: vec![etcd_container(config, repository)],
             volumes: Some(volumes),
-            restart_policy: Some("Always".into()),
+            restart_policy: Some(restart_policy(config).into()),
             termination_grace_period_seconds: Some(30),
             // Service links put `NAME_SERVICE_HOST`-style variables in the
             // environment; for a cluster named `etcd` they start with ETCD_,

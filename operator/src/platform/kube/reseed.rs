@@ -1,9 +1,13 @@
 //! The seed of a rebuild after a quorum loss, on Kubernetes: the member's
-//! pod re-created on its volume claim with `--force-new-cluster`, and once
-//! it serves re-created without it (a pod's arguments cannot change, and
-//! the kubelet would restart the container with the flag, dropping the
-//! members added since). The claim records the flag first, so a rebuild
-//! cut short is finished by the next start. (Its Event goes through
+//! pod re-created on its volume claim with `--force-new-cluster`, in a pod
+//! that runs once (`restartPolicy: Never`, see [`super::pod::restart_policy`]):
+//! the kubelet never starts that etcd again with the flag, which would drop
+//! the members added since. Once the seed serves, only the claim's record
+//! drops the flag; the seed's pod goes on, and whenever it ends the member
+//! is started again from that record, without the flag. (A seed pod made
+//! by an older operator, restarted always, is re-created without the
+//! flag.) The claim records the flag first, so a rebuild cut short is
+//! finished by the next start. (Its Event goes through
 //! `Platform::announce`.)
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
@@ -55,7 +59,18 @@ impl KubePlatform {
             }
             _ => None,
         };
-        if recorded.force_new_cluster == on && pod_flag == Some(on) {
+        // The pod needs no change when it runs as asked, or when the flag
+        // ends on a seed that runs once: its etcd is never started again
+        // with it.
+        let runs_once = pod
+            .as_ref()
+            .and_then(|p| p.spec.as_ref()?.restart_policy.as_deref())
+            == Some("Never");
+        let pod_settled = match pod_flag {
+            Some(flag) => flag == on || (!on && runs_once),
+            None => false,
+        };
+        if recorded.force_new_cluster == on && pod_settled {
             return Ok(());
         }
         recorded.force_new_cluster = on;
@@ -63,6 +78,14 @@ impl KubePlatform {
         let patch = serde_json::json!({"metadata": {"annotations": annotations}});
         self.merge::<PersistentVolumeClaim>(&claim_name, Patch::Merge(patch))
             .await?;
+        if pod_settled {
+            tracing::info!(
+                %cluster, %member,
+                "the seed serves: its claim no longer asks for --force-new-cluster; its pod, \
+                 which runs once, goes on"
+            );
+            return Ok(());
+        }
         if let Some(p) = &pod {
             self.clear_pod(p).await?;
         }
