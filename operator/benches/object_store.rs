@@ -42,6 +42,7 @@ fn main() {
         endpoint: Some(s3.endpoint()),
         region: None,
         credentials_secret: None,
+        service_account_name: None,
     };
     let place = ObjectLocation::parse(&spec, "objectStore").unwrap();
     let store_env = StoreEnv::new(s3.credentials());

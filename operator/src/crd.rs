@@ -373,19 +373,21 @@ pub struct BackupLocation {
     pub storage_class_name: Option<String>,
     /// A bucket of an object store (S3 or S3-compatible, Google Cloud
     /// Storage, Azure Blob Storage), so that backups outlive the machine or
-    /// the Kubernetes cluster they protect. Local platform only, for now.
-    /// Not with `path` or `persistentVolumeClaim`.
+    /// the Kubernetes cluster they protect. Not with `path` or
+    /// `persistentVolumeClaim`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub object_store: Option<ObjectStoreSpec>,
 }
 
 /// A place in an object store. Credentials never go in the spec: the
-/// operator takes them from its environment, as each cloud's own tools do
-/// (S3: `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`,
-/// or a web identity (IRSA) or instance role; GCS:
+/// backup machinery takes them from its environment, as each cloud's own
+/// tools do (S3: `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
+/// `AWS_SESSION_TOKEN`, or a web identity (IRSA) or instance role; GCS:
 /// `GOOGLE_SERVICE_ACCOUNT` (a key file's path) or the machine's account;
 /// Azure: `AZURE_STORAGE_ACCOUNT_NAME` with `AZURE_STORAGE_ACCOUNT_KEY`,
-/// or a managed identity).
+/// or a workload or managed identity). On Kubernetes that environment is
+/// a Secret's (`credentialsSecret`) or a workload identity's
+/// (`serviceAccountName`).
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ObjectStoreSpec {
@@ -415,6 +417,17 @@ pub struct ObjectStoreSpec {
     /// environment instead.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credentials_secret: Option<String>,
+    /// Kubernetes only: the service account the backup Jobs and the
+    /// continuous-backup follower run as, for the cloud's workload
+    /// identity, so that no key is stored at all: EKS (IRSA, or Pod
+    /// Identity), GKE Workload Identity, Azure Workload Identity. The
+    /// account's annotations name the cloud identity; the cloud's webhook
+    /// or metadata server gives the pods its credentials. (Azure still
+    /// needs `AZURE_STORAGE_ACCOUNT_NAME`: a `credentialsSecret` with that
+    /// key alone.) The pods get no Kubernetes API token. Default: the
+    /// namespace's `default` account.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account_name: Option<String>,
 }
 
 /// Source of the data of a new cluster.

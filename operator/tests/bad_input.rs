@@ -55,6 +55,20 @@ fn bad_manifests_are_reported_and_left_alone() {
             manifest("forever", 1, "3.4.23")
         ),
     );
+    // Kubernetes-only ways to give an object store's credentials.
+    for (name, field) in [
+        ("keys", "credentialsSecret: s3-keys"),
+        ("identity", "serviceAccountName: backup-writer"),
+    ] {
+        env.write_manifest(
+            &format!("{name}.yaml"),
+            &format!(
+                "{}  backup: {{interval: 1h, maxBackups: 3, location: {{objectStore: \
+                 {{url: \"s3://bucket\", {field}}}}}}}\n",
+                manifest(name, 1, "3.4.23")
+            ),
+        );
+    }
     env.write_manifest("dup-a.yaml", &manifest("dup", 1, "3.4.23"));
     env.write_manifest("dup-b.yaml", &manifest("dup", 3, "3.4.23"));
     env.start_operator();
@@ -84,6 +98,24 @@ fn bad_manifests_are_reported_and_left_alone() {
         &env,
         "nobinary",
         &["nobinary.yaml", "spec.version", "no etcd 3.9.9", "ci/setup"],
+    );
+    assert_rejected(
+        &env,
+        "keys",
+        &[
+            "spec.backup.location.objectStore.credentialsSecret",
+            "operator's own environment",
+            "drop it",
+        ],
+    );
+    assert_rejected(
+        &env,
+        "identity",
+        &[
+            "spec.backup.location.objectStore.serviceAccountName",
+            "workload identity",
+            "drop it",
+        ],
     );
     assert_rejected(
         &env,

@@ -66,8 +66,7 @@ fn store_and_location(env: &Env, place: &Place, cluster: &str) -> (LocalBackups,
         &ObjectStoreSpec {
             url: place.url.clone(),
             endpoint: Some(place.endpoint.clone()),
-            region: None,
-            credentials_secret: None,
+            ..ObjectStoreSpec::default()
         },
         "test",
     )

@@ -103,8 +103,7 @@ impl Store {
                 object_store: Some(ObjectStoreSpec {
                     url: format!("s3://{BUCKET}"),
                     endpoint: Some(format!("http://{}", self.addr)),
-                    region: None,
-                    credentials_secret: None,
+                    ..ObjectStoreSpec::default()
                 }),
                 ..BackupLocation::default()
             });

@@ -152,6 +152,7 @@ impl StoreArgs {
             endpoint: self.endpoint.clone(),
             region: self.region.clone(),
             credentials_secret: None,
+            service_account_name: None,
         };
         ObjectLocation::parse(&spec, "--object-store")
             .map(Some)
@@ -233,6 +234,7 @@ mod tests {
             endpoint: Some("http://127.0.0.1:9000".into()),
             region: Some("eu-west-1".into()),
             credentials_secret: Some("s3-keys".into()),
+            service_account_name: Some("backup-writer".into()),
         };
         let mut location = Location::of("demo", None).with_uid(Some("u-1"));
         location.source = Some("old".into());
@@ -247,9 +249,13 @@ mod tests {
             let line = Line::try_parse_from(std::iter::once("job".to_string()).chain(args))
                 .expect("parses");
             let mut back = line.place.location().expect("checks");
-            // The Secret's name is the Job's environment, not its command line.
+            // The Secret's name is the Job's environment and the service
+            // account its pod's, not its command line.
             assert_eq!(back.object.as_mut().map(|o| o.secret.take()), Some(None));
             location.object.as_mut().map(|o| o.secret.take());
+            let account = back.object.as_mut().map(|o| o.service_account.take());
+            assert_eq!(account, Some(None));
+            location.object.as_mut().map(|o| o.service_account.take());
             assert_eq!(back, location);
             location.object = Some(ObjectLocation::parse(&store, "o").expect("a store"));
         }

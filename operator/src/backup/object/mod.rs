@@ -46,6 +46,9 @@ pub struct ObjectLocation {
     pub region: Option<String>,
     /// The Secret whose keys are the Jobs' environment (Kubernetes).
     pub secret: Option<String>,
+    /// The service account the Jobs run as, for a workload identity
+    /// (Kubernetes).
+    pub service_account: Option<String>,
 }
 
 impl fmt::Display for ObjectLocation {
@@ -89,6 +92,13 @@ impl ObjectLocation {
         {
             problems.push((format!("{field}.credentialsSecret"), m));
         }
+        if let Some(Err(m)) = spec
+            .service_account_name
+            .as_deref()
+            .map(crate::kube_names::check_object_name)
+        {
+            problems.push((format!("{field}.serviceAccountName"), m));
+        }
         match url {
             Ok((scheme, _, _))
                 if scheme != Scheme::Azure
@@ -110,6 +120,7 @@ impl ObjectLocation {
                 endpoint,
                 region: spec.region.clone(),
                 secret: spec.credentials_secret.clone(),
+                service_account: spec.service_account_name.clone(),
             }),
             _ => Err(problems),
         }

@@ -9,6 +9,7 @@ fn spec(url: &str, endpoint: Option<&str>, region: Option<&str>) -> ObjectStoreS
         endpoint: endpoint.map(str::to_string),
         region: region.map(str::to_string),
         credentials_secret: None,
+        service_account_name: None,
     }
 }
 
@@ -89,6 +90,24 @@ fn endpoints_and_regions() {
     let r = |r: &str| ObjectLocation::parse(&spec("s3://bkt", None, Some(r)), "o");
     r("eu-west-1").expect("ok");
     assert_eq!(r("EU West").expect_err("bad")[0].0, "o.region");
+}
+
+#[test]
+fn the_secret_and_the_service_account_are_object_names() {
+    let mut s = spec("s3://bkt", None, None);
+    s.credentials_secret = Some("s3-keys".into());
+    s.service_account_name = Some("backup-writer".into());
+    let l = ObjectLocation::parse(&s, "o").expect("ok");
+    assert_eq!(l.secret.as_deref(), Some("s3-keys"));
+    assert_eq!(l.service_account.as_deref(), Some("backup-writer"));
+    s.credentials_secret = Some("S3_Keys".into());
+    s.service_account_name = Some("../sa".into());
+    let fields: Vec<String> = ObjectLocation::parse(&s, "o")
+        .expect_err("bad names")
+        .into_iter()
+        .map(|(f, _)| f)
+        .collect();
+    assert_eq!(fields, ["o.credentialsSecret", "o.serviceAccountName"]);
 }
 
 proptest! {

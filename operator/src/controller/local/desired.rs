@@ -111,6 +111,16 @@ impl Local {
                  environment (AWS_ACCESS_KEY_ID, ...): drop it"
             ));
         }
+        if let Some((field, _)) = stores
+            .iter()
+            .find(|(_, o)| o.is_some_and(|o| o.service_account.is_some()))
+        {
+            return Err(format!(
+                "spec.{field}.location.objectStore.serviceAccountName: a workload identity \
+                 comes with a Kubernetes service account; the local platform reads the \
+                 operator's own environment (a web identity token file, a key, ...): drop it"
+            ));
+        }
         if let Some(b) = &spec.backup {
             let kube_only = [
                 ("persistentVolumeClaim", b.persistent_volume_claim.is_some()),

@@ -237,7 +237,8 @@ pub(super) fn job(
 /// --cluster CLUSTER --uid UID [--object-store URL ...] OP...` with `claim`
 /// at `/state` (UID: the owner's, the resource's: the identity its backups
 /// carry). With an object store the claim is the Job's working space, and
-/// the store's credentials Secret, when named, is its environment.
+/// the store's credentials Secret, when named, is its environment, and its
+/// service account, when named, the pod's (a workload identity).
 pub fn backup_job(
     name: &str,
     location: &Location,
@@ -277,7 +278,17 @@ pub fn backup_job(
     if op.tls().is_some() {
         add_client_tls(cluster, &mut container, &mut volumes);
     }
-    job(name, cluster, "backup", container, volumes, owner)
+    let mut job = job(name, cluster, "backup", container, volumes, owner);
+    // A workload identity: the cloud's webhook or metadata server knows
+    // the pod by its service account (no Kubernetes API token is mounted).
+    let account = location
+        .object
+        .as_ref()
+        .and_then(|o| o.service_account.clone());
+    if let Some(pod) = job.spec.as_mut().and_then(|s| s.template.spec.as_mut()) {
+        pod.service_account_name = account;
+    }
+    job
 }
 
 /// Mounts the cluster's client certificate Secret (`CLUSTER-client-tls`,

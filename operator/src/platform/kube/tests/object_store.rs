@@ -18,6 +18,7 @@ use super::chain_restore::snapshot_revision;
 use super::continuous::{spec, write};
 use super::etcd_pods::EtcdPods;
 use super::fixtures::resource_from;
+use super::kubelet::DEPLOYMENTS;
 use super::rbac::collection;
 use crate::backup::chain::{self, Chain};
 use crate::backup::object::ObjectLocation;
@@ -36,7 +37,7 @@ const BUCKET: &str = "etcd-backups";
 fn object_store(s3: &S3Server, secret: &str) -> serde_json::Value {
     json!({
         "url": format!("s3://{BUCKET}/kube"), "endpoint": s3.endpoint(),
-        "credentialsSecret": secret,
+        "credentialsSecret": secret, "serviceAccountName": "backup-writer",
     })
 }
 
@@ -103,6 +104,18 @@ async fn jobs_keep_backups_in_the_bucket_and_restore_up_to_a_revision() {
     let save = kubelet.job("demo-save-").expect("the save Job");
     let c = &save["spec"]["template"]["spec"]["containers"][0];
     assert_eq!(c["envFrom"][0]["secretRef"]["name"], "s3-keys", "{c:#}");
+    // The service account the spec names (a workload identity), and still
+    // no Kubernetes API token; the follower's pod the same.
+    let follower = fake
+        .get(&format!("{DEPLOYMENTS}/demo-backup-follow"))
+        .expect("the follower");
+    for pod in [
+        &save["spec"]["template"]["spec"],
+        &follower["spec"]["template"]["spec"],
+    ] {
+        assert_eq!(pod["serviceAccountName"], "backup-writer", "{pod:#}");
+        assert_eq!(pod["automountServiceAccountToken"], false, "{pod:#}");
+    }
     let args: Vec<&str> = c["args"]
         .as_array()
         .expect("args")
