@@ -141,6 +141,12 @@ pub async fn run(o: &Options, interrupted: watch::Receiver<bool>) -> Result<RunD
         }
     };
     let prepared = match o.platform {
+        PlatformKind::Local if kube_only_store(&s.cluster).is_some() => Err(Error::Setup(format!(
+            "cluster.backup.location.objectStore.{} is for Kubernetes; on the local platform \
+             the operator reads its own environment: drop it, or set store: s3 for an S3 \
+             server the soak runs",
+            kube_only_store(&s.cluster).unwrap_or_default()
+        ))),
         PlatformKind::Local => Local::prepare(
             &s.cluster,
             &o.operator_bin,
@@ -175,5 +181,50 @@ pub async fn run(o: &Options, interrupted: watch::Receiver<bool>) -> Result<RunD
     match result {
         Ok(()) => Ok(data),
         Err(e) => Err(fail(data, e)),
+    }
+}
+
+/// The field of the cluster's object store that only Kubernetes takes
+/// (a Secret, a service account), if one is set.
+fn kube_only_store(cluster: &crate::scenario::ClusterSpec) -> Option<&'static str> {
+    let store = cluster
+        .spec
+        .backup
+        .as_ref()?
+        .location
+        .as_ref()?
+        .object_store
+        .as_ref()?;
+    if store.credentials_secret.is_some() {
+        Some("credentialsSecret")
+    } else if store.service_account_name.is_some() {
+        Some("serviceAccountName")
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::kube_only_store;
+
+    #[test]
+    fn a_secret_or_a_service_account_is_kubernetes_only() {
+        let scenario = |store: &str| {
+            let yaml = format!(
+                "name: soak\nsize: 3\nversion: \"3.4.23\"\nbackup: {{interval: 1m, maxBackups: 3, \
+                 location: {{objectStore: {{url: \"s3://b\"{store}}}}}}}\n"
+            );
+            etcd_operator::yaml::from_str::<crate::scenario::ClusterSpec>(&yaml).expect("a cluster")
+        };
+        assert_eq!(kube_only_store(&scenario("")), None);
+        assert_eq!(
+            kube_only_store(&scenario(", credentialsSecret: k")),
+            Some("credentialsSecret")
+        );
+        assert_eq!(
+            kube_only_store(&scenario(", serviceAccountName: a")),
+            Some("serviceAccountName")
+        );
     }
 }
