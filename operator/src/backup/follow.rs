@@ -17,7 +17,7 @@ use tokio::sync::{Notify, watch};
 use super::Candidate;
 use super::chain::Chain;
 use super::delta::{self, Event, Revision, Segment};
-use super::{BackupMeta, BackupStore, Location};
+use super::{BackupMeta, BackupStore, Location, task};
 use crate::crd::{BackupStatus, ChainStatus};
 use crate::validate::ContinuousPolicy;
 
@@ -76,17 +76,15 @@ pub async fn run<S: BackupStore>(
     policy: ContinuousPolicy,
     location: Location,
     store: Arc<S>,
-    mut candidates: watch::Receiver<Vec<Candidate>>,
+    candidates: watch::Receiver<Vec<Candidate>>,
     status: Arc<Mutex<BackupStatus>>,
     want_full: Arc<Notify>,
 ) {
-    let set = |c: ChainStatus| {
-        status.lock().unwrap_or_else(|e| e.into_inner()).continuous = Some(c);
-    };
+    let set = |c: ChainStatus| task::update(&status, |s| s.continuous = Some(c));
+    let mut sources = task::Sources::new(candidates);
     // The base whose chain ended (compacted, or found cut): nothing is
     // appended to it; a newer full backup starts the next chain.
     let mut ended: Option<String> = None;
-    let mut turn = 0usize;
     // The base last found good (its whole file hashed once, not on every
     // reconnect or recheck).
     let mut known_good: Option<BackupMeta> = None;
@@ -123,14 +121,11 @@ pub async fn run<S: BackupStore>(
             continue;
         }
         set(chain_status(&chain, None));
-        let offered = candidates.borrow_and_update().clone();
-        if offered.is_empty() {
-            let _ = tokio::time::timeout(Duration::from_secs(1), candidates.changed()).await;
+        let Some(source) = sources.pick().await else {
             continue;
-        }
-        let source = &offered[turn % offered.len()];
+        };
         let outcome = follow(
-            &policy, &location, &*store, source, &base, chain, &newest, &set,
+            &policy, &location, &*store, &source, &base, chain, &newest, &set,
         )
         .await;
         match outcome {
@@ -152,7 +147,7 @@ pub async fn run<S: BackupStore>(
                 want_full.notify_one();
             }
             Outcome::Failed(e) => {
-                turn += 1;
+                sources.failed();
                 tracing::warn!("following the changes of the cluster failed (will resume): {e}");
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }

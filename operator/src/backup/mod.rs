@@ -26,6 +26,7 @@ pub mod schedule;
 pub mod snapshot;
 pub mod source;
 pub mod store;
+pub mod task;
 pub mod tools;
 
 pub use self::owner::{name_prefix, owned, owned_file};

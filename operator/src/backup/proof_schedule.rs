@@ -13,7 +13,7 @@ use tokio::sync::watch;
 
 use super::Candidate;
 use super::proof::Verdict;
-use super::{BackupStore, Location, Source};
+use super::{BackupStore, Location, task};
 use crate::crd::{BackupStatus, RestoreCheckStatus};
 
 /// How long to wait before looking again when there is nothing to check
@@ -25,11 +25,10 @@ pub async fn run<S: BackupStore>(
     every: Duration,
     location: Location,
     store: Arc<S>,
-    mut candidates: watch::Receiver<Vec<Candidate>>,
+    candidates: watch::Receiver<Vec<Candidate>>,
     status: Arc<Mutex<BackupStatus>>,
 ) {
-    let set =
-        |f: &dyn Fn(&mut BackupStatus)| f(&mut status.lock().unwrap_or_else(|e| e.into_inner()));
+    let mut sources = task::Sources::new(candidates);
     loop {
         let newest = match store.newest_good(&location).await {
             Ok((Some(m), _)) => m,
@@ -58,18 +57,10 @@ pub async fn run<S: BackupStore>(
             tokio::time::sleep(wait.min(every)).await;
             continue; // look again: a newer backup may have come in
         }
-        let offered = candidates.borrow_and_update().clone();
-        let Some((member, url, tls)) = offered.first() else {
-            if candidates.changed().await.is_err() {
-                return;
-            }
+        let Some(candidate) = sources.pick().await else {
             continue;
         };
-        let source = Source {
-            member,
-            url,
-            tls: tls.as_ref(),
-        };
+        let source = task::source(&candidate);
         let shown = match store.restore_check(&location, &newest, source).await {
             Ok(check) => {
                 if check.result == Verdict::Verified {
@@ -95,7 +86,10 @@ pub async fn run<S: BackupStore>(
             }
         };
         let failed = shown.result == "failed";
-        set(&|s| {
+        if failed {
+            sources.failed(); // another member next time
+        }
+        task::update(&status, |s| {
             if shown.result == Verdict::Mismatch.to_string() {
                 s.last_error = Some(format!(
                     "restore check of backup {}: mismatch: {}",

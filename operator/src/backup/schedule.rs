@@ -16,7 +16,7 @@ use tokio::task::JoinHandle;
 
 use tracing::Instrument;
 
-use super::{BackupStore, Location, Source};
+use super::{BackupStore, Location, task};
 use crate::crd::BackupStatus;
 use crate::metrics::ClusterMetrics;
 use crate::validate::BackupPolicy;
@@ -190,12 +190,12 @@ async fn run<S: BackupStore>(
     policy: BackupPolicy,
     location: Location,
     store: Arc<S>,
-    mut candidates: watch::Receiver<Vec<Candidate>>,
+    candidates: watch::Receiver<Vec<Candidate>>,
     (status, metrics, want_full): (Arc<Mutex<BackupStatus>>, ClusterMetrics, Arc<Notify>),
     mut full_now: bool,
 ) {
-    let set =
-        |f: &dyn Fn(&mut BackupStatus)| f(&mut status.lock().unwrap_or_else(|e| e.into_inner()));
+    let set = |f: &dyn Fn(&mut BackupStatus)| task::update(&status, f);
+    let mut sources = task::Sources::new(candidates);
     let interval_ms = u64::try_from(policy.interval.as_millis()).unwrap_or(u64::MAX);
     let mut damaged = match store.retain(&location, policy.max_backups).await {
         Ok(r) => r.damaged,
@@ -205,7 +205,6 @@ async fn run<S: BackupStore>(
         }
     };
     let mut failures: u32 = 0;
-    let mut source_index = 0usize;
     loop {
         let kept = store.list(&location).await.unwrap_or_default();
         let due = match kept.first() {
@@ -234,21 +233,13 @@ async fn run<S: BackupStore>(
             }
             continue; // list again: a manual backup may have come in
         }
-        let offered = candidates.borrow_and_update().clone();
-        if offered.is_empty() {
+        let Some(candidate) = sources.pick().await else {
             set(&|s| {
                 s.last_error = Some("waiting for a ready member to take the backup from".into())
             });
-            let _ = tokio::time::timeout(Duration::from_secs(1), candidates.changed()).await;
             continue;
-        }
-        let (member, url, tls) = &offered[source_index % offered.len()];
-        let source = Source {
-            member,
-            url,
-            tls: tls.as_ref(),
         };
-        match store.save(&location, source).await {
+        match store.save(&location, task::source(&candidate)).await {
             Ok(meta) => {
                 failures = 0;
                 let taken = UNIX_EPOCH + Duration::from_millis(meta.unix_ms);
@@ -277,7 +268,7 @@ async fn run<S: BackupStore>(
             }
             Err(e) => {
                 failures += 1;
-                source_index += 1; // try another member next time
+                sources.failed(); // try another member next time
                 metrics.backup_failed();
                 tracing::warn!("backup failed (attempt {failures}): {e}");
                 let message = format!("backup failed (attempt {failures}, will retry): {e}");

@@ -1,7 +1,7 @@
 use std::time::Instant;
 
 use super::*;
-use crate::backup::{BackupMeta, RestoreSource, Result};
+use crate::backup::{BackupMeta, RestoreSource, Result, Source};
 
 /// A store with a bug: every save panics.
 struct Panics;
