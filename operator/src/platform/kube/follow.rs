@@ -149,11 +149,26 @@ impl KubePlatform {
             (Some(spec), Some(image)) => {
                 let reg = self.registration(cluster)?;
                 let place = backup.and_then(|b| b.location.as_ref());
-                let object = place.and_then(|l| l.object_store.as_ref());
+                let field = "spec.backup.location.objectStore";
+                // Checked when the spec was validated; never a follower
+                // that writes to the claim instead of the bucket asked for.
+                let object = place
+                    .and_then(|l| l.object_store.as_ref())
+                    .map(|o| ObjectLocation::parse(o, field))
+                    .transpose()
+                    .map_err(|problems| {
+                        Error::Unsupported(format!(
+                            "{field} of {cluster}: {}",
+                            problems
+                                .iter()
+                                .map(|(f, m)| format!("{f}: {m}"))
+                                .collect::<Vec<_>>()
+                                .join("; ")
+                        ))
+                    })?;
                 let location = Location {
                     claim: place.and_then(|l| l.persistent_volume_claim.clone()),
-                    // Checked when the spec was validated.
-                    object: object.and_then(|o| ObjectLocation::parse(o, "objectStore").ok()),
+                    object,
                     ..Location::of(cluster, None)
                 };
                 let tls = resource
