@@ -4,9 +4,11 @@
 
 #![allow(dead_code, clippy::unwrap_used)]
 
+pub mod bucket;
 pub mod dr;
 pub mod dr_backup;
 pub mod filled;
+pub mod rebuild;
 pub mod throughput;
 
 use std::collections::HashSet;
@@ -31,6 +33,16 @@ pub fn runs(default: usize) -> usize {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
+}
+
+/// Whether the section `name` was asked for: the arguments after `--`
+/// that are not flags (every section when none is).
+pub fn wanted(name: &str) -> bool {
+    let asked: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    asked.is_empty() || asked.iter().any(|a| a == name)
 }
 
 /// Median and p99 of a sample, in seconds.

@@ -5,7 +5,9 @@
 //! (`LocalBackups::open_chain_for_restore`: the base restored into a
 //! scratch member, the segments replayed, the member stopped and its
 //! database sealed as a snapshot file, its revision checked), its phases timed one by one with the same library functions,
-//! beside `etcdutl snapshot restore` of the resulting snapshot.
+//! beside `etcdutl snapshot restore` of the resulting snapshot. With a
+//! bucket ([`run_in`]), the backups go into an object store and the
+//! restore downloads the chain from there first, as a rebuild does.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -20,6 +22,7 @@ use etcd_operator::platform::local::binaries::Binaries;
 use etcd_operator::platform::local::process;
 use etcd_operator::testing::{Env, client_urls, manifest};
 
+use super::bucket::InBucket;
 use super::dr::{etcdutl_35, snapshot_restore};
 use super::stats;
 
@@ -36,13 +39,14 @@ fn total_mib() -> usize {
         .unwrap_or(500)
 }
 
-fn big(backups: bool) -> String {
+/// The cluster, with backups (into `bucket`, else its folder) or not yet.
+fn big(backups: bool, bucket: Option<&InBucket>) -> String {
     let mut m = manifest("tp", 1, "3.5.1");
     m.push_str("  quotaBackendBytes: 4294967296\n");
     if backups {
-        m.push_str(
-            "  backup:\n    interval: 1h\n    maxBackups: 2\n    continuous:\n      segmentInterval: 1s\n",
-        );
+        m.push_str("  backup:\n    interval: 1h\n    maxBackups: 2\n");
+        m.push_str(&bucket.map(InBucket::yaml).unwrap_or_default());
+        m.push_str("    continuous:\n      segmentInterval: 1s\n");
     }
     m
 }
@@ -89,15 +93,38 @@ fn size(path: &Path) -> u64 {
     std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
 }
 
-/// The chain, built: the environment (its operator stopped, the member
-/// left running), the base backup and the backup folder.
-fn build(rt: &tokio::runtime::Runtime) -> (Env, BackupMeta, PathBuf) {
+/// Where the chain is: the backup store and location to restore it from,
+/// and a folder with its segments (the backup folder, or a copy of what
+/// the bucket holds).
+struct Built {
+    env: Env,
+    base: BackupMeta,
+    dir: PathBuf,
+    store: LocalBackups,
+    location: Location,
+}
+
+/// The chain, built (its operator stopped, the member left running).
+fn build(rt: &tokio::runtime::Runtime, bucket: Option<&InBucket>) -> Built {
     let total = total_mib();
     let full = total * 4 / 5;
     let mut env = Env::new();
     env.operator_bin = Some(env!("CARGO_BIN_EXE_etcd-operator").into());
     env.log_filter = "info".into();
-    env.write_manifest("tp.yaml", &big(false));
+    if let Some(b) = bucket {
+        env.operator_env.extend(b.credentials.iter().cloned());
+    }
+    let (store, location) = match bucket {
+        Some(b) => (b.reader(&env.state), b.location("tp")),
+        None => (
+            LocalBackups::new(
+                &env.state,
+                Arc::new(Binaries::new(vec![env.etcd_binaries.clone()])),
+            ),
+            Location::of("tp", None),
+        ),
+    };
+    env.write_manifest("tp.yaml", &big(false, bucket));
     env.start_operator();
     let urls = client_urls(&env.wait_running("tp", 1));
     let t = Instant::now();
@@ -106,10 +133,13 @@ fn build(rt: &tokio::runtime::Runtime) -> (Env, BackupMeta, PathBuf) {
         "  setup: {full} MiB written in {:.1}s (up to revision {rev})",
         t.elapsed().as_secs_f64()
     );
-    env.write_manifest("tp.yaml", &big(true));
-    let dir = env.state.join("backups").join("tp");
+    env.write_manifest("tp.yaml", &big(true, bucket));
+    let dir = match bucket {
+        Some(_) => env.dir.path().join("chain-from-the-bucket"),
+        None => env.state.join("backups").join("tp"),
+    };
     let base = until("full backup", || {
-        backup::list(&dir)
+        rt.block_on(store.list(&location))
             .ok()?
             .into_iter()
             .find(|m| m.revision >= rev)
@@ -117,6 +147,11 @@ fn build(rt: &tokio::runtime::Runtime) -> (Env, BackupMeta, PathBuf) {
     let t = Instant::now();
     let last = rt.block_on(fill(&urls, "delta/", total - full));
     until("delta segments up to the last write", || {
+        if bucket.is_some() {
+            std::fs::create_dir_all(&dir).ok()?;
+            rt.block_on(store.object_segments_into(&location, &base, &dir))
+                .ok()?;
+        }
         (chain::read(&dir, &base).last_revision() >= last).then_some(())
     });
     println!(
@@ -125,7 +160,13 @@ fn build(rt: &tokio::runtime::Runtime) -> (Env, BackupMeta, PathBuf) {
         t.elapsed().as_secs_f64()
     );
     env.stop_operator();
-    (env, base, dir)
+    Built {
+        env,
+        base,
+        dir,
+        store,
+        location,
+    }
 }
 
 /// The restore path's phases, one by one, as merge.rs runs them: the
@@ -232,8 +273,15 @@ impl Drop for Killed {
     }
 }
 
-/// Builds a chain, times its restore `runs` times, prints the rows.
+/// Builds a chain in the cluster's folder, times its restore `runs` times,
+/// prints the rows.
 pub fn run(rt: &tokio::runtime::Runtime, runs: usize) {
+    run_in(rt, runs, None);
+}
+
+/// [`run`] with the chain in `bucket` when given: each restore downloads
+/// it first (checked against the metas' SHA-256), as a rebuild does.
+pub fn run_in(rt: &tokio::runtime::Runtime, runs: usize, bucket: Option<&InBucket>) {
     // The operator takes no backup that would leave less than its
     // free-space floor; the chain, the member, the scratch member and the
     // restores take about 3 times the chain.
@@ -246,19 +294,20 @@ pub fn run(rt: &tokio::runtime::Runtime, runs: usize) {
         );
         return;
     }
-    let (env, base, dir) = build(rt);
+    let Built {
+        env,
+        base,
+        dir,
+        store,
+        location,
+    } = build(rt, bucket);
     let c = chain::read(&dir, &base);
     let segs: u64 = chain::segment_files(&dir)
         .iter()
         .filter(|(b, _, _)| *b == base.name)
         .map(|(_, _, p)| size(p))
         .sum();
-    let chain_mib = (size(&base.path(&dir)) + segs) as f64 / MIB;
-    let store = LocalBackups::new(
-        &env.state,
-        Arc::new(Binaries::new(vec![env.etcd_binaries.clone()])),
-    );
-    let location = Location::of("tp", None);
+    let chain_mib = (base.size + segs) as f64 / MIB;
     let (mut ours, mut floor) = (Vec::new(), Vec::new());
     let mut out_mib = 0.0;
     for _ in 0..runs {
@@ -291,7 +340,10 @@ pub fn run(rt: &tokio::runtime::Runtime, runs: usize) {
         "{:<36} n={:<2} median {om:>6.2}s p99 {op:>6.2}s = {:>6.1} MiB/s | floor (etcdutl snapshot \
          restore of the {out_mib:.0} MiB result) median {fm:>6.2}s p99 {fp:>6.2}s = {:>6.1} MiB/s \
          | target under 10 s",
-        format!("restore of a {chain_mib:.0} MiB chain"),
+        format!(
+            "restore of a {chain_mib:.0} MiB chain{}",
+            if bucket.is_some() { " from S3" } else { "" }
+        ),
         ours.len(),
         chain_mib / om,
         out_mib / fm,
@@ -299,12 +351,17 @@ pub fn run(rt: &tokio::runtime::Runtime, runs: usize) {
     println!(
         "    chain: base {} ({:.0} MiB, revision {}), {} segments ({:.0} MiB) up to revision {}",
         base.name,
-        size(&base.path(&dir)) as f64 / MIB,
+        base.size as f64 / MIB,
         base.revision,
         c.segments.len(),
         segs as f64 / MIB,
         c.last_revision()
     );
+    if bucket.is_some() {
+        // The phases after the download are the folder's (section
+        // `throughput` of benches/recovery.rs).
+        return;
+    }
     let p = rt.block_on(phases(&env, &base, &dir));
     let line: Vec<String> = p
         .iter()
