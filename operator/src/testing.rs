@@ -8,6 +8,7 @@
 
 pub mod acked;
 pub mod azure;
+pub mod member;
 pub mod mutate;
 pub mod s3;
 pub mod writer;
@@ -19,6 +20,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 pub use crate::metrics::scrape as metrics;
+pub use member::bootstrap_config;
 
 use crate::crd::EtcdCluster;
 use crate::platform::local::layout::{Layout, MemberRecord, read_json};

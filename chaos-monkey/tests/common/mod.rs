@@ -12,9 +12,10 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 use etcd_operator::faults::{self, FaultRecord};
-use etcd_operator::member::{InitialState, MemberAddr, MemberConfig};
+use etcd_operator::member::MemberAddr;
 use etcd_operator::platform::local::layout::{Layout, MemberRecord, write_json};
 use etcd_operator::platform::local::process::{self, ProcessId};
+use etcd_operator::testing::bootstrap_config;
 
 /// The longest any condition is waited for.
 pub const WAIT: Duration = Duration::from_secs(60);
@@ -220,25 +221,15 @@ impl FakeState {
         started: SystemTime,
     ) -> Option<ProcessId> {
         let id = running.then(|| self.spawn(Path::new("/bin/sleep"), &["300"]));
+        let addr = MemberAddr {
+            name: member.into(),
+            // Nothing listens on port 1: roles come out unknown at once.
+            peer_url: "http://127.0.0.1:1".into(),
+            client_url: "http://127.0.0.1:1".into(),
+        };
+        let version = "3.4.23".parse().expect("version");
         let record = MemberRecord {
-            config: MemberConfig {
-                addr: MemberAddr {
-                    name: member.into(),
-                    // Nothing listens on port 1: roles come out unknown at once.
-                    peer_url: "http://127.0.0.1:1".into(),
-                    client_url: "http://127.0.0.1:1".into(),
-                },
-                version: "3.4.23".parse().expect("version"),
-                bootstrap: true,
-                tls: Default::default(),
-                tuning: Default::default(),
-                backend: Default::default(),
-                force_new_cluster: false,
-                fresh_restore: false,
-                initial_cluster: String::new(),
-                initial_state: InitialState::New,
-                token: "test".into(),
-            },
+            config: bootstrap_config(addr, version, String::new(), "test"),
             ip: std::net::Ipv4Addr::LOCALHOST,
             process: id,
             started_at: Some(humantime::format_rfc3339_millis(started).to_string()),
