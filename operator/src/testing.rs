@@ -11,6 +11,7 @@ pub mod azure;
 pub mod member;
 pub mod mutate;
 pub mod s3;
+pub mod server;
 pub mod writer;
 
 use std::collections::HashSet;
