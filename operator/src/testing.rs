@@ -8,6 +8,7 @@
 
 pub mod acked;
 pub mod azure;
+pub mod bench;
 pub mod member;
 pub mod mutate;
 pub mod s3;
