@@ -140,8 +140,7 @@ fn unknown_cluster_and_empty_selection() {
     );
     let empty = FakeState::new();
     let done = run(&["--state-dir", empty.state_arg(), "--kill-interval", "20ms"]);
-    assert_eq!(done.code(), Some(2), "{}", done.stderr);
-    assert!(done.stderr.contains("empty selection"), "{}", done.stderr);
+    done.assert_exit(2, "empty selection");
     let missing = run(&["--state-dir", "/nonexistent/state", "--cluster", "demo"]);
     assert_eq!(missing.code(), Some(2), "{}", missing.stderr);
     assert!(
@@ -206,12 +205,7 @@ fn negative_values_pause_for_and_special_fault_logs() {
             "--fault-log",
             &log,
         ]);
-        assert_eq!(done.code(), Some(1), "{}", done.stderr);
-        assert!(
-            done.stderr.contains("not a regular file"),
-            "{}",
-            done.stderr
-        );
+        done.assert_exit(1, "not a regular file");
     }
     let done = run(&[
         "--state-dir",
@@ -274,12 +268,7 @@ fn an_unwritable_fault_log_is_a_runtime_failure() {
         "--fault-log",
         "/nonexistent/dir/f.jsonl",
     ]);
-    assert_eq!(done.code(), Some(1), "{}", done.stderr);
-    assert!(
-        done.stderr.contains("/nonexistent/dir/f.jsonl"),
-        "{}",
-        done.stderr
-    );
+    done.assert_exit(1, "/nonexistent/dir/f.jsonl");
     assert!(ids.iter().all(process::alive));
 }
 
@@ -335,8 +324,7 @@ fn kube_connection_problems_are_runtime_failures() {
         "--kubeconfig",
         missing.to_str().expect("path"),
     ]);
-    assert_eq!(done.code(), Some(1), "{}", done.stderr);
-    assert!(done.stderr.contains("--kubeconfig"), "{}", done.stderr);
+    done.assert_exit(1, "--kubeconfig");
 
     // An API server that is not there (nothing listens on loopback port 1).
     let kubeconfig = dir.path().join("kubeconfig.yaml");
@@ -357,10 +345,5 @@ fn kube_connection_problems_are_runtime_failures() {
         "--kill-interval",
         "20ms",
     ]);
-    assert_eq!(done.code(), Some(1), "{}", done.stderr);
-    assert!(
-        done.stderr.contains("cannot list pods in chaos"),
-        "{}",
-        done.stderr
-    );
+    done.assert_exit(1, "cannot list pods in chaos");
 }

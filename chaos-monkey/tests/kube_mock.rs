@@ -11,39 +11,13 @@ use chaos_monkey::roles::RoleSource;
 use chaos_monkey::select::{self, ClusterView, MemberView, Target};
 use chaos_monkey::{Config, Stop};
 use common::kube_api::{
-    MEMBERS, NS, api_status, config, etcdcluster_uri, grace0, in_clusters, list, pod, pods_uri,
-    published, rfc3339, run_mocked,
+    MEMBERS, NS, api_status, cluster_a, config, etcdcluster_uri, expected_victim, grace0,
+    in_clusters, list, pod, pods_uri, published, rfc3339, run_mocked,
 };
 use etcd_operator::faults::{Fault, Role};
 use http::{Method, StatusCode};
 use serde_json::{Value, json};
 use std::time::{Duration, SystemTime};
-
-fn cluster_a() -> Value {
-    list(
-        "PodList",
-        (0..3)
-            .map(|i| pod("a", &format!("a-{i}"), "Running"))
-            .collect(),
-    )
-}
-
-/// The member tick 0 picks among a-0..a-2 (all running, roles unknown).
-fn expected_victim(cfg: &Config) -> String {
-    let view = ClusterView {
-        name: "a".into(),
-        members: (0..3)
-            .map(|i| MemberView {
-                name: format!("a-{i}"),
-                role: Role::Unknown,
-                running: true,
-                eligible: true,
-            })
-            .collect(),
-    };
-    let picks = select::choose(cfg.seed, 0, &[view], cfg.target, 1);
-    format!("a-{}", picks[0].member)
-}
 
 #[tokio::test]
 async fn kill_deletes_the_victim_pod_with_grace_period_zero() {

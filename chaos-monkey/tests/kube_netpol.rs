@@ -6,41 +6,14 @@ mod common;
 
 use std::time::Duration;
 
-use chaos_monkey::Config;
 use chaos_monkey::cli::FaultKind;
-use chaos_monkey::select::{self, ClusterView, MemberView, Target};
+use chaos_monkey::select::Target;
 use common::kube_api::{
-    MEMBERS, NS, api_status, config, in_clusters, list, pod, pods_uri, run_mocked,
+    MEMBERS, NS, api_status, cluster_a, config, expected_victim, in_clusters, pods_uri, run_mocked,
 };
-use etcd_operator::faults::{Fault, Role};
+use etcd_operator::faults::Fault;
 use http::{Method, StatusCode};
 use serde_json::{Value, json};
-
-fn cluster_a() -> Value {
-    list(
-        "PodList",
-        (0..3)
-            .map(|i| pod("a", &format!("a-{i}"), "Running"))
-            .collect(),
-    )
-}
-
-/// The member tick 0 picks among a-0..a-2 (all running, roles unknown).
-fn expected_victim(cfg: &Config) -> String {
-    let view = ClusterView {
-        name: "a".into(),
-        members: (0..3)
-            .map(|i| MemberView {
-                name: format!("a-{i}"),
-                role: Role::Unknown,
-                running: true,
-                eligible: true,
-            })
-            .collect(),
-    };
-    let picks = select::choose(cfg.seed, 0, &[view], cfg.target, 1);
-    format!("a-{}", picks[0].member)
-}
 
 /// The NetworkPolicy that cuts `member` of cluster `a` from `blocked`.
 fn isolation(name: &str, member: &str, blocked: &[&str]) -> Value {

@@ -305,6 +305,24 @@ impl Env {
         )
     }
 
+    /// Waits (for `what`) until `cluster` is Running with `size` ready
+    /// members, none of them named in `gone` (each replaced by a new
+    /// member); returns its resource.
+    pub fn wait_replaced(
+        &self,
+        what: &str,
+        cluster: &str,
+        size: usize,
+        gone: &[&str],
+    ) -> EtcdCluster {
+        self.wait_for(what, || {
+            let c = self.wait_running(cluster, size);
+            let s = c.status.as_ref()?;
+            let replaced = s.members.iter().all(|m| !gone.contains(&m.name.as_str()));
+            replaced.then_some(c)
+        })
+    }
+
     /// Runs the `etcd-operator` binary with `args` on this environment's
     /// state folder and etcd binaries (`backup`, `backups`, `check-backup`...).
     pub fn operator_cli(&self, args: &[&str]) -> Output {

@@ -7,9 +7,10 @@ use std::time::{Duration, SystemTime};
 use chaos_monkey::cli::FaultKind;
 use chaos_monkey::config::PlatformConfig;
 use chaos_monkey::monkey::Error;
-use chaos_monkey::select::Target;
+use chaos_monkey::select::{self, ClusterView, MemberView, Target};
 use chaos_monkey::target::kube::Kube;
 use chaos_monkey::{Config, FaultLog, Summary};
+use etcd_operator::faults::Role;
 use http::{Method, Request, Response, StatusCode};
 use kube::client::Body;
 use serde_json::{Value, json};
@@ -174,6 +175,33 @@ pub fn published(name: &str, size: usize, leader: Option<usize>, observed_at: Sy
 /// RFC 3339 of `t`, as the API server writes times.
 pub fn rfc3339(t: SystemTime) -> String {
     humantime::format_rfc3339_seconds(t).to_string()
+}
+
+/// The pods of cluster `a`: a-0..a-2, all running.
+pub fn cluster_a() -> Value {
+    list(
+        "PodList",
+        (0..3)
+            .map(|i| pod("a", &format!("a-{i}"), "Running"))
+            .collect(),
+    )
+}
+
+/// The member tick 0 picks among a-0..a-2 (all running, roles unknown).
+pub fn expected_victim(cfg: &Config) -> String {
+    let view = ClusterView {
+        name: "a".into(),
+        members: (0..3)
+            .map(|i| MemberView {
+                name: format!("a-{i}"),
+                role: Role::Unknown,
+                running: true,
+                eligible: true,
+            })
+            .collect(),
+    };
+    let picks = select::choose(cfg.seed, 0, &[view], cfg.target, 1);
+    format!("a-{}", picks[0].member)
 }
 
 pub fn list(kind: &str, items: Vec<Value>) -> Value {

@@ -53,6 +53,13 @@ impl Done {
     pub fn code(&self) -> Option<i32> {
         self.status.code()
     }
+
+    /// Checks that it exited with `code` and said `needle` on standard
+    /// error.
+    pub fn assert_exit(&self, code: i32, needle: &str) {
+        assert_eq!(self.code(), Some(code), "{}", self.stderr);
+        assert!(self.stderr.contains(needle), "{}", self.stderr);
+    }
 }
 
 pub fn monkey_bin() -> &'static str {
@@ -147,6 +154,38 @@ pub fn run(args: &[&str]) -> Done {
 
 pub fn run_with_env(args: &[&str], env: &[(&str, &str)]) -> Done {
     Monkey::start_with_env(args, env).wait()
+}
+
+/// Runs chaos-monkey to its end on the state folder `state` with `args`
+/// (words split at white space) and the fault log `log`, if given; checks
+/// that it exited 0.
+pub fn run_ok(state: &str, log: Option<&Path>, args: &str) -> Done {
+    let mut all = vec!["--state-dir", state];
+    all.extend(args.split_whitespace());
+    if let Some(log) = log {
+        all.extend_from_slice(&["--fault-log", log.to_str().expect("utf-8")]);
+    }
+    let done = run(&all);
+    assert_eq!(done.code(), Some(0), "{}", done.stderr);
+    done
+}
+
+/// The arguments of a monkey that injects one fault (ticking every
+/// 100 ms) into the members under `state` and logs it to `log`; `extra`
+/// (the fault and its settings) follow.
+pub fn one_fault_args<'a>(state: &'a str, log: &'a Path, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut all = vec![
+        "--state-dir",
+        state,
+        "--kill-interval",
+        "100ms",
+        "--max-faults",
+        "1",
+        "--fault-log",
+        log.to_str().expect("utf-8"),
+    ];
+    all.extend_from_slice(extra);
+    all
 }
 
 /// The records of a fault log.
