@@ -3,13 +3,26 @@
 
 mod common;
 
-use common::{FakeState, run, run_with_env};
+use common::{Done, FakeState, run, run_with_env};
 use etcd_operator::platform::local::process;
 
 fn state() -> (FakeState, Vec<process::ProcessId>) {
     let mut s = FakeState::new();
     let ids = s.add_cluster("demo", 3);
     (s, ids)
+}
+
+/// Runs the monkey to its end on `s`, ticking every 20 ms, its fault log
+/// at `log`.
+fn run_logging_to(s: &FakeState, log: &str) -> Done {
+    run(&[
+        "--state-dir",
+        s.state_arg(),
+        "--kill-interval",
+        "20ms",
+        "--fault-log",
+        log,
+    ])
 }
 
 fn assert_bad(args: &[&str], env: &[(&str, &str)], want: &[&str]) {
@@ -197,24 +210,10 @@ fn negative_values_pause_for_and_special_fault_logs() {
         fifo.display().to_string(),
         s.dir.path().display().to_string(),
     ] {
-        let done = run(&[
-            "--state-dir",
-            s.state_arg(),
-            "--kill-interval",
-            "20ms",
-            "--fault-log",
-            &log,
-        ]);
+        let done = run_logging_to(&s, &log);
         done.assert_exit(1, "not a regular file");
     }
-    let done = run(&[
-        "--state-dir",
-        s.state_arg(),
-        "--kill-interval",
-        "20ms",
-        "--fault-log",
-        "/nonexistent/dir/f.jsonl",
-    ]);
+    let done = run_logging_to(&s, "/nonexistent/dir/f.jsonl");
     assert_eq!(
         done.stderr.matches("No such file or directory").count(),
         1,
@@ -260,14 +259,7 @@ fn environment_fallbacks_are_checked_too() {
 #[test]
 fn an_unwritable_fault_log_is_a_runtime_failure() {
     let (s, ids) = state();
-    let done = run(&[
-        "--state-dir",
-        s.state_arg(),
-        "--kill-interval",
-        "20ms",
-        "--fault-log",
-        "/nonexistent/dir/f.jsonl",
-    ]);
+    let done = run_logging_to(&s, "/nonexistent/dir/f.jsonl");
     done.assert_exit(1, "/nonexistent/dir/f.jsonl");
     assert!(ids.iter().all(process::alive));
 }

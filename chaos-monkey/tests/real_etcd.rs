@@ -353,10 +353,8 @@ fn operator_target_kills_the_operator_and_leaves_members_running() {
 /// both platforms), so `--target leader` must delete the leader's pod.
 #[test]
 fn kube_leader_target_asks_etcd_at_the_pod_ips() {
-    use common::kube_api::{
-        MEMBERS, NS, config, grace0, in_clusters, list, pod, pods_uri, run_mocked,
-    };
-    use http::{Method, StatusCode};
+    use common::kube_api::{MEMBERS, config, in_clusters, list, pod, pods_uri, run_mocked};
+    use http::StatusCode;
 
     let env = cluster();
     let leader = leader(&env);
@@ -389,15 +387,8 @@ fn kube_leader_target_asks_etcd_at_the_pod_ips() {
         s.get(&pods_uri(&in_clusters("demo")), pods.clone()).await;
         s.get(&pods_uri(MEMBERS), pods.clone()).await;
         s.get(&pods_uri(&in_clusters("demo")), pods).await;
-        let uri = format!("/api/v1/namespaces/{NS}/pods/{l}?");
-        s.expect(
-            Method::DELETE,
-            &uri,
-            Some(grace0(&l)),
-            StatusCode::OK,
-            pod("demo", &l, "Running"),
-        )
-        .await;
+        s.delete_pod(&l, StatusCode::OK, pod("demo", &l, "Running"))
+            .await;
         s.done().await;
     }));
     r.expect("run");

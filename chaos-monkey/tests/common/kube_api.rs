@@ -91,6 +91,26 @@ impl Server {
             .await;
     }
 
+    /// Expects the reads that pick a victim among cluster `a`'s three
+    /// running pods (without IPs: etcd is not asked): the selection check
+    /// (no EtcdCluster), then tick 0 (one without a published status).
+    pub async fn picks_in_cluster_a(&mut self) {
+        self.get(&pods_uri(MEMBERS), cluster_a()).await;
+        self.get(&pods_uri(&in_clusters("a")), cluster_a()).await;
+        self.no_etcdcluster("a").await;
+        self.get(&pods_uri(MEMBERS), cluster_a()).await;
+        self.get(&pods_uri(&in_clusters("a")), cluster_a()).await;
+        self.etcdcluster("a", Value::Null).await;
+    }
+
+    /// Expects pod `name` to be deleted at once (grace period 0) and
+    /// answers `code` with `reply`.
+    pub async fn delete_pod(&mut self, name: &str, code: StatusCode, reply: Value) {
+        let uri = format!("/api/v1/namespaces/{NS}/pods/{name}?");
+        self.expect(Method::DELETE, &uri, Some(grace0(name)), code, reply)
+            .await;
+    }
+
     /// Expects the client to send nothing more.
     pub async fn done(mut self) {
         let next = tokio::time::timeout(WAIT, self.0.next_request())
