@@ -198,14 +198,7 @@ fn negative_values_pause_for_and_special_fault_logs() {
     );
     let (s, ids) = state();
     let fifo = s.dir.path().join("faults.fifo");
-    rustix::fs::mknodat(
-        rustix::fs::CWD,
-        &fifo,
-        rustix::fs::FileType::Fifo,
-        rustix::fs::Mode::from_raw_mode(0o644),
-        0,
-    )
-    .expect("fifo");
+    etcd_operator::testing::files::mkfifo(&fifo);
     for log in [
         fifo.display().to_string(),
         s.dir.path().display().to_string(),

@@ -9,6 +9,7 @@
 pub mod acked;
 pub mod azure;
 pub mod bench;
+pub mod files;
 mod losses;
 pub mod member;
 pub mod mutate;
