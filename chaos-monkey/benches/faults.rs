@@ -35,6 +35,7 @@ use common::{Monkey, records};
 use etcd_client::{Client, ConnectOptions};
 use etcd_operator::etcd::Clients;
 use etcd_operator::faults::Fault;
+use etcd_operator::testing::bench::wanted;
 use etcd_operator::testing::{Env, client_urls, manifest};
 use tokio::runtime::Runtime;
 
@@ -300,16 +301,6 @@ fn keep_operator_log(env: &Env) {
         std::fs::copy(env.operator_log(), &path).unwrap();
         println!("operator log kept in {}", Path::new(&path).display());
     }
-}
-
-/// Whether the section `name` was asked for (every section when none is):
-/// `cargo bench -p chaos-monkey --bench faults -- nospace`.
-fn wanted(name: &str) -> bool {
-    let asked: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
-        .collect();
-    asked.is_empty() || asked.iter().any(|a| a == name)
 }
 
 fn main() {

@@ -359,14 +359,7 @@ mod tests {
             "{e}"
         );
         let fifo = dir.path().join("fifo");
-        rustix::fs::mknodat(
-            rustix::fs::CWD,
-            &fifo,
-            rustix::fs::FileType::Fifo,
-            rustix::fs::Mode::from_raw_mode(0o644),
-            0,
-        )
-        .expect("fifo");
+        etcd_operator::testing::files::mkfifo(&fifo);
         let e = FaultLog::open(Some(&fifo)).expect_err("a FIFO");
         assert!(e.to_string().contains("not a regular file"), "{e}");
     }

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{records, run};
+use common::{one_fault_args, records, run};
 use etcd_operator::faults::Fault;
 use etcd_operator::testing::{Env, client_urls};
 
@@ -25,18 +25,8 @@ fn cluster(extra: &str) -> Env {
 
 fn monkey(env: &Env, fault: &[&str]) -> Vec<etcd_operator::faults::FaultRecord> {
     let log = env.dir.path().join("faults.jsonl");
-    let mut args = vec![
-        "--state-dir",
-        env.state.to_str().expect("utf-8"),
-        "--kill-interval",
-        "100ms",
-        "--max-faults",
-        "1",
-        "--fault-log",
-        log.to_str().expect("utf-8"),
-    ];
-    args.extend_from_slice(fault);
-    let done = run(&args);
+    let state = env.state.to_str().expect("utf-8");
+    let done = run(&one_fault_args(state, &log, fault));
     assert_eq!(done.code(), Some(0), "{}", done.stderr);
     records(&log)
 }
@@ -101,17 +91,7 @@ fn a_member_with_a_damaged_db_is_replaced() {
     let victim = recs[0].member.clone();
     // The operator starts it again on the damaged file, finds its KV hash
     // differs from the other two at the same revision, and replaces it.
-    let c = env.wait_for("the damaged member replaced", || {
-        let c = env.wait_running("demo", 3);
-        let names: Vec<String> = c
-            .status
-            .as_ref()?
-            .members
-            .iter()
-            .map(|m| m.name.clone())
-            .collect();
-        (!names.contains(&victim)).then_some(c)
-    });
+    let c = env.wait_replaced("the damaged member replaced", "demo", 3, &[&victim]);
     let urls = client_urls(&c);
     let hashes = env.etcdctl(&urls, &["endpoint", "hashkv", "-w", "json"]);
     let v: serde_json::Value = serde_json::from_slice(&hashes.stdout).expect("hashkv json");

@@ -3,13 +3,26 @@
 
 mod common;
 
-use common::{FakeState, run, run_with_env};
+use common::{Done, FakeState, run, run_with_env};
 use etcd_operator::platform::local::process;
 
 fn state() -> (FakeState, Vec<process::ProcessId>) {
     let mut s = FakeState::new();
     let ids = s.add_cluster("demo", 3);
     (s, ids)
+}
+
+/// Runs the monkey to its end on `s`, ticking every 20 ms, its fault log
+/// at `log`.
+fn run_logging_to(s: &FakeState, log: &str) -> Done {
+    run(&[
+        "--state-dir",
+        s.state_arg(),
+        "--kill-interval",
+        "20ms",
+        "--fault-log",
+        log,
+    ])
 }
 
 fn assert_bad(args: &[&str], env: &[(&str, &str)], want: &[&str]) {
@@ -140,8 +153,7 @@ fn unknown_cluster_and_empty_selection() {
     );
     let empty = FakeState::new();
     let done = run(&["--state-dir", empty.state_arg(), "--kill-interval", "20ms"]);
-    assert_eq!(done.code(), Some(2), "{}", done.stderr);
-    assert!(done.stderr.contains("empty selection"), "{}", done.stderr);
+    done.assert_exit(2, "empty selection");
     let missing = run(&["--state-dir", "/nonexistent/state", "--cluster", "demo"]);
     assert_eq!(missing.code(), Some(2), "{}", missing.stderr);
     assert!(
@@ -186,41 +198,15 @@ fn negative_values_pause_for_and_special_fault_logs() {
     );
     let (s, ids) = state();
     let fifo = s.dir.path().join("faults.fifo");
-    rustix::fs::mknodat(
-        rustix::fs::CWD,
-        &fifo,
-        rustix::fs::FileType::Fifo,
-        rustix::fs::Mode::from_raw_mode(0o644),
-        0,
-    )
-    .expect("fifo");
+    etcd_operator::testing::files::mkfifo(&fifo);
     for log in [
         fifo.display().to_string(),
         s.dir.path().display().to_string(),
     ] {
-        let done = run(&[
-            "--state-dir",
-            s.state_arg(),
-            "--kill-interval",
-            "20ms",
-            "--fault-log",
-            &log,
-        ]);
-        assert_eq!(done.code(), Some(1), "{}", done.stderr);
-        assert!(
-            done.stderr.contains("not a regular file"),
-            "{}",
-            done.stderr
-        );
+        let done = run_logging_to(&s, &log);
+        done.assert_exit(1, "not a regular file");
     }
-    let done = run(&[
-        "--state-dir",
-        s.state_arg(),
-        "--kill-interval",
-        "20ms",
-        "--fault-log",
-        "/nonexistent/dir/f.jsonl",
-    ]);
+    let done = run_logging_to(&s, "/nonexistent/dir/f.jsonl");
     assert_eq!(
         done.stderr.matches("No such file or directory").count(),
         1,
@@ -266,20 +252,8 @@ fn environment_fallbacks_are_checked_too() {
 #[test]
 fn an_unwritable_fault_log_is_a_runtime_failure() {
     let (s, ids) = state();
-    let done = run(&[
-        "--state-dir",
-        s.state_arg(),
-        "--kill-interval",
-        "20ms",
-        "--fault-log",
-        "/nonexistent/dir/f.jsonl",
-    ]);
-    assert_eq!(done.code(), Some(1), "{}", done.stderr);
-    assert!(
-        done.stderr.contains("/nonexistent/dir/f.jsonl"),
-        "{}",
-        done.stderr
-    );
+    let done = run_logging_to(&s, "/nonexistent/dir/f.jsonl");
+    done.assert_exit(1, "/nonexistent/dir/f.jsonl");
     assert!(ids.iter().all(process::alive));
 }
 
@@ -335,8 +309,7 @@ fn kube_connection_problems_are_runtime_failures() {
         "--kubeconfig",
         missing.to_str().expect("path"),
     ]);
-    assert_eq!(done.code(), Some(1), "{}", done.stderr);
-    assert!(done.stderr.contains("--kubeconfig"), "{}", done.stderr);
+    done.assert_exit(1, "--kubeconfig");
 
     // An API server that is not there (nothing listens on loopback port 1).
     let kubeconfig = dir.path().join("kubeconfig.yaml");
@@ -357,10 +330,5 @@ fn kube_connection_problems_are_runtime_failures() {
         "--kill-interval",
         "20ms",
     ]);
-    assert_eq!(done.code(), Some(1), "{}", done.stderr);
-    assert!(
-        done.stderr.contains("cannot list pods in chaos"),
-        "{}",
-        done.stderr
-    );
+    done.assert_exit(1, "cannot list pods in chaos");
 }

@@ -12,7 +12,7 @@ use std::io::{Read, Write};
 use std::time::{Duration, SystemTime};
 
 use common::etcd::{Cluster, rt};
-use common::{Monkey, records, run, wait_for};
+use common::{Monkey, one_fault_args, records, run, wait_for};
 use etcd_operator::faults::{Fault, Role};
 use etcd_operator::platform::local::process::{self, ProcessId};
 use rustix::process::Signal;
@@ -65,22 +65,8 @@ fn process_of(c: &Cluster, i: usize) -> ProcessId {
 }
 
 fn start_monkey(c: &Cluster, log: &std::path::Path, args: &[&str]) -> Monkey {
-    let mut all = vec![
-        "--state-dir",
-        c.state_arg(),
-        "--kill-interval",
-        "100ms",
-        "--max-faults",
-        "1",
-        "--target",
-        "follower",
-        "--fault-for",
-        "10m",
-        "--fault-log",
-        log.to_str().expect("utf-8"),
-        "--seed",
-        "3",
-    ];
+    let fixed = ["--target", "follower", "--fault-for", "10m", "--seed", "3"];
+    let mut all = one_fault_args(c.state_arg(), log, &fixed);
     all.extend_from_slice(args);
     Monkey::start(&all)
 }

@@ -8,7 +8,7 @@ mod common;
 use std::time::Duration;
 
 use common::etcd::{Cluster, rt};
-use common::{records, run, wait_for};
+use common::{one_fault_args, records, run, wait_for};
 use etcd_client::{AlarmAction, AlarmOptions, AlarmType};
 use etcd_operator::faults::Fault;
 use etcd_operator::platform::local::process::{self, ProcessId};
@@ -51,22 +51,15 @@ fn corrupt_and_restart(part: &str, fails: bool) -> (Cluster, usize, String, Stri
         (r.len() == 3 && r.iter().all(|x| *x == r[0])).then_some(())
     });
     let log = c.state.dir.path().join("faults.jsonl");
-    let done = run(&[
-        "--state-dir",
-        c.state_arg(),
+    let fault = [
         "--fault",
         "corrupt",
         "--corrupt",
         part,
         "--target",
         "follower",
-        "--kill-interval",
-        "100ms",
-        "--max-faults",
-        "1",
-        "--fault-log",
-        log.to_str().expect("utf-8"),
-    ]);
+    ];
+    let done = run(&one_fault_args(c.state_arg(), &log, &fault));
     assert_eq!(done.code(), Some(0), "{}", done.stderr);
     let rec = records(&log).into_iter().next().expect("a record");
     assert_eq!(
@@ -151,20 +144,8 @@ fn disk_full_fills_the_keyspace_until_etcd_raises_nospace() {
     let c = Cluster::start(3, &["--quota-backend-bytes", "16777216"]);
     c.wait_leader();
     let log = c.state.dir.path().join("faults.jsonl");
-    let done = run(&[
-        "--state-dir",
-        c.state_arg(),
-        "--fault",
-        "disk-full",
-        "--fill-max",
-        "256MiB",
-        "--kill-interval",
-        "100ms",
-        "--max-faults",
-        "1",
-        "--fault-log",
-        log.to_str().expect("utf-8"),
-    ]);
+    let fault = ["--fault", "disk-full", "--fill-max", "256MiB"];
+    let done = run(&one_fault_args(c.state_arg(), &log, &fault));
     assert_eq!(done.code(), Some(0), "{}", done.stderr);
     let rec = records(&log).into_iter().next().expect("a record");
     assert_eq!(

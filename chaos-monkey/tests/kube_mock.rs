@@ -11,39 +11,13 @@ use chaos_monkey::roles::RoleSource;
 use chaos_monkey::select::{self, ClusterView, MemberView, Target};
 use chaos_monkey::{Config, Stop};
 use common::kube_api::{
-    MEMBERS, NS, api_status, config, etcdcluster_uri, grace0, in_clusters, list, pod, pods_uri,
-    published, rfc3339, run_mocked,
+    MEMBERS, NS, api_status, cluster_a, config, etcdcluster_uri, expected_victim, in_clusters,
+    list, pod, pods_uri, published, rfc3339, run_mocked,
 };
 use etcd_operator::faults::{Fault, Role};
 use http::{Method, StatusCode};
 use serde_json::{Value, json};
 use std::time::{Duration, SystemTime};
-
-fn cluster_a() -> Value {
-    list(
-        "PodList",
-        (0..3)
-            .map(|i| pod("a", &format!("a-{i}"), "Running"))
-            .collect(),
-    )
-}
-
-/// The member tick 0 picks among a-0..a-2 (all running, roles unknown).
-fn expected_victim(cfg: &Config) -> String {
-    let view = ClusterView {
-        name: "a".into(),
-        members: (0..3)
-            .map(|i| MemberView {
-                name: format!("a-{i}"),
-                role: Role::Unknown,
-                running: true,
-                eligible: true,
-            })
-            .collect(),
-    };
-    let picks = select::choose(cfg.seed, 0, &[view], cfg.target, 1);
-    format!("a-{}", picks[0].member)
-}
 
 #[tokio::test]
 async fn kill_deletes_the_victim_pod_with_grace_period_zero() {
@@ -52,23 +26,11 @@ async fn kill_deletes_the_victim_pod_with_grace_period_zero() {
     let v = victim.clone();
     let (r, log) = run_mocked(cfg, None, |mut s| async move {
         // The selection is checked: clusters, then their members (pods
-        // without IPs: etcd is not asked, the EtcdCluster is read instead).
-        s.get(&pods_uri(MEMBERS), cluster_a()).await;
-        s.get(&pods_uri(&in_clusters("a")), cluster_a()).await;
-        s.no_etcdcluster("a").await;
-        // Tick 0: a cluster without a published status yet.
-        s.get(&pods_uri(MEMBERS), cluster_a()).await;
-        s.get(&pods_uri(&in_clusters("a")), cluster_a()).await;
-        s.etcdcluster("a", Value::Null).await;
-        let uri = format!("/api/v1/namespaces/{NS}/pods/{v}?");
-        s.expect(
-            Method::DELETE,
-            &uri,
-            Some(grace0(&v)),
-            StatusCode::OK,
-            pod("a", &v, "Running"),
-        )
-        .await;
+        // without IPs: etcd is not asked, the EtcdCluster is read instead);
+        // tick 0 finds a cluster without a published status yet.
+        s.picks_in_cluster_a().await;
+        s.delete_pod(&v, StatusCode::OK, pod("a", &v, "Running"))
+            .await;
         s.done().await;
     })
     .await;
@@ -111,8 +73,7 @@ async fn destroy_deletes_the_claims_then_the_pod_and_stays_inside_the_selection(
         s.get(&claims, list("PersistentVolumeClaimList", vec![claim.clone()])).await;
         let claim_uri = format!("/api/v1/namespaces/{NS}/persistentvolumeclaims/data-{v}?");
         s.expect(Method::DELETE, &claim_uri, Some(json!({})), StatusCode::OK, claim).await;
-        let uri = format!("/api/v1/namespaces/{NS}/pods/{v}?");
-        s.expect(Method::DELETE, &uri, Some(grace0(&v)), StatusCode::OK, pod("a", &v, "Running")).await;
+        s.delete_pod(&v, StatusCode::OK, pod("a", &v, "Running")).await;
         s.done().await;
     })
     .await;
@@ -136,15 +97,7 @@ async fn operator_target_deletes_the_operator_pod() {
             list("PodList", vec![op.clone()]),
         )
         .await;
-        let uri = format!("/api/v1/namespaces/{NS}/pods/etcd-operator-5d9f?");
-        s.expect(
-            Method::DELETE,
-            &uri,
-            Some(grace0("etcd-operator-5d9f")),
-            StatusCode::OK,
-            op,
-        )
-        .await;
+        s.delete_pod("etcd-operator-5d9f", StatusCode::OK, op).await;
         s.done().await;
     })
     .await;
@@ -217,17 +170,9 @@ async fn pods_that_are_not_running_are_spared_and_a_vanished_pod_is_a_failed_fau
         s.get(&pods_uri(MEMBERS), pods.clone()).await;
         s.get(&pods_uri(&in_clusters("a")), pods).await;
         s.no_etcdcluster("a").await;
-        let uri = format!("/api/v1/namespaces/{NS}/pods/a-1?");
         let gone = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
                           "message": "pods \"a-1\" not found", "reason": "NotFound", "code": 404});
-        s.expect(
-            Method::DELETE,
-            &uri,
-            Some(grace0("a-1")),
-            StatusCode::NOT_FOUND,
-            gone,
-        )
-        .await;
+        s.delete_pod("a-1", StatusCode::NOT_FOUND, gone).await;
         s.done().await;
     })
     .await;
@@ -289,15 +234,8 @@ async fn one_kill_with_the_status(
             s.get(&pods_uri(&in_clusters("a")), pods.clone()).await;
             s.etcdcluster("a", status()).await;
         }
-        let uri = format!("/api/v1/namespaces/{NS}/pods/{victim}?");
-        s.expect(
-            Method::DELETE,
-            &uri,
-            Some(grace0(&victim)),
-            StatusCode::OK,
-            pod("a", &victim, "Running"),
-        )
-        .await;
+        s.delete_pod(&victim, StatusCode::OK, pod("a", &victim, "Running"))
+            .await;
         s.done().await;
     })
     .await

@@ -6,41 +6,12 @@ mod common;
 
 use std::time::Duration;
 
-use chaos_monkey::Config;
 use chaos_monkey::cli::FaultKind;
-use chaos_monkey::select::{self, ClusterView, MemberView, Target};
-use common::kube_api::{
-    MEMBERS, NS, api_status, config, in_clusters, list, pod, pods_uri, run_mocked,
-};
-use etcd_operator::faults::{Fault, Role};
+use chaos_monkey::select::Target;
+use common::kube_api::{NS, api_status, config, expected_victim, run_mocked};
+use etcd_operator::faults::Fault;
 use http::{Method, StatusCode};
 use serde_json::{Value, json};
-
-fn cluster_a() -> Value {
-    list(
-        "PodList",
-        (0..3)
-            .map(|i| pod("a", &format!("a-{i}"), "Running"))
-            .collect(),
-    )
-}
-
-/// The member tick 0 picks among a-0..a-2 (all running, roles unknown).
-fn expected_victim(cfg: &Config) -> String {
-    let view = ClusterView {
-        name: "a".into(),
-        members: (0..3)
-            .map(|i| MemberView {
-                name: format!("a-{i}"),
-                role: Role::Unknown,
-                running: true,
-                eligible: true,
-            })
-            .collect(),
-    };
-    let picks = select::choose(cfg.seed, 0, &[view], cfg.target, 1);
-    format!("a-{}", picks[0].member)
-}
 
 /// The NetworkPolicy that cuts `member` of cluster `a` from `blocked`.
 fn isolation(name: &str, member: &str, blocked: &[&str]) -> Value {
@@ -76,12 +47,7 @@ async fn partition_creates_a_network_policy_and_deletes_it_after_fault_for() {
     let victim = expected_victim(&cfg);
     let v = victim.clone();
     let (r, log) = run_mocked(cfg, None, |mut s| async move {
-        s.get(&pods_uri(MEMBERS), cluster_a()).await;
-        s.get(&pods_uri(&in_clusters("a")), cluster_a()).await;
-        s.no_etcdcluster("a").await;
-        s.get(&pods_uri(MEMBERS), cluster_a()).await;
-        s.get(&pods_uri(&in_clusters("a")), cluster_a()).await;
-        s.etcdcluster("a", Value::Null).await;
+        s.picks_in_cluster_a().await;
         let name = format!("chaos-monkey-{v}-{}-1", std::process::id());
         let others: Vec<String> = (0..3)
             .map(|i| format!("a-{i}"))
@@ -131,12 +97,7 @@ async fn a_refused_network_policy_is_a_failed_fault_and_nothing_to_heal() {
     let mut cfg = config(FaultKind::Partition, Target::Random, 1);
     cfg.faults.fault_for = Duration::from_millis(50);
     let (r, log) = run_mocked(cfg, None, |mut s| async move {
-        s.get(&pods_uri(MEMBERS), cluster_a()).await;
-        s.get(&pods_uri(&in_clusters("a")), cluster_a()).await;
-        s.no_etcdcluster("a").await;
-        s.get(&pods_uri(MEMBERS), cluster_a()).await;
-        s.get(&pods_uri(&in_clusters("a")), cluster_a()).await;
-        s.etcdcluster("a", Value::Null).await;
+        s.picks_in_cluster_a().await;
         let uri = format!("/apis/networking.k8s.io/v1/namespaces/{NS}/networkpolicies?");
         s.expect(
             Method::POST,

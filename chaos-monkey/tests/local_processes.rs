@@ -4,20 +4,16 @@
 
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use common::{FakeState, Monkey, proc_state, records, run, victims, wait_for};
+use common::{FakeState, Monkey, proc_state, records, run, run_ok, victims, wait_for};
 use etcd_operator::faults::{Fault, Role};
 use etcd_operator::platform::local::process;
 use rustix::process::Signal;
 
-fn log_path(s: &FakeState) -> String {
-    s.dir
-        .path()
-        .join("faults.jsonl")
-        .to_string_lossy()
-        .into_owned()
+fn log_path(s: &FakeState) -> PathBuf {
+    s.dir.path().join("faults.jsonl")
 }
 
 #[test]
@@ -26,27 +22,17 @@ fn kill_hits_only_the_selected_cluster_and_stops_after_max_faults() {
     let demo = s.add_cluster("demo", 3);
     let other = s.add_cluster("other", 2);
     let log = log_path(&s);
-    let done = run(&[
-        "--state-dir",
+    let done = run_ok(
         s.state_arg(),
-        "--cluster",
-        "demo",
-        "--kill-interval",
-        "50ms",
-        "--max-faults",
-        "3",
-        "--seed",
-        "1",
-        "--fault-log",
-        &log,
-    ]);
-    assert_eq!(done.code(), Some(0), "{}", done.stderr);
+        Some(&log),
+        "--cluster demo --kill-interval 50ms --max-faults 3 --seed 1",
+    );
     assert!(
         done.stderr.contains("--max-faults reached"),
         "{}",
         done.stderr
     );
-    let recs = records(Path::new(&log));
+    let recs = records(&log);
     assert_eq!(recs.len(), 3, "{recs:?}");
     assert!(
         recs.iter()
@@ -80,20 +66,12 @@ fn a_seed_replays_the_same_victims() {
         s.add_cluster("a", 3);
         s.add_cluster("b", 2);
         let log = log_path(&s);
-        let done = run(&[
-            "--state-dir",
+        run_ok(
             s.state_arg(),
-            "--kill-interval",
-            "20ms",
-            "--max-faults",
-            "5",
-            "--seed",
-            seed,
-            "--fault-log",
-            &log,
-        ]);
-        assert_eq!(done.code(), Some(0), "{}", done.stderr);
-        victims(&records(Path::new(&log)))
+            Some(&log),
+            &format!("--kill-interval 20ms --max-faults 5 --seed {seed}"),
+        );
+        victims(&records(&log))
     };
     let first = order("42");
     assert_eq!(first.len(), 5);
@@ -106,19 +84,11 @@ fn destroy_kills_and_wipes_the_data() {
     let mut s = FakeState::new();
     let ids = s.add_cluster("demo", 1);
     let log = log_path(&s);
-    let done = run(&[
-        "--state-dir",
+    run_ok(
         s.state_arg(),
-        "--fault",
-        "destroy",
-        "--kill-interval",
-        "20ms",
-        "--max-faults",
-        "1",
-        "--fault-log",
-        &log,
-    ]);
-    assert_eq!(done.code(), Some(0), "{}", done.stderr);
+        Some(&log),
+        "--fault destroy --kill-interval 20ms --max-faults 1",
+    );
     assert!(!process::alive(&ids[0]));
     let layout = s.layout();
     assert!(!layout.data_dir("demo", "demo-0").exists(), "data wiped");
@@ -128,7 +98,7 @@ fn destroy_kills_and_wipes_the_data() {
         .map(|e| e.file_name())
         .collect();
     assert_eq!(leftovers, ["member.json"], "nothing but the record is left");
-    let r = &records(Path::new(&log))[0];
+    let r = &records(&log)[0];
     assert_eq!((r.fault, r.outcome.as_str()), (Fault::Destroy, "injected"));
 }
 
@@ -137,24 +107,14 @@ fn pause_is_resumed_after_pause_for() {
     let mut s = FakeState::new();
     let ids = s.add_cluster("demo", 3);
     let log = log_path(&s);
-    let done = run(&[
-        "--state-dir",
+    let done = run_ok(
         s.state_arg(),
-        "--fault",
-        "pause",
-        "--pause-for",
-        "50ms",
-        "--kill-interval",
-        "200ms",
-        "--max-faults",
-        "2",
-        "--fault-log",
-        &log,
-    ]);
-    assert_eq!(done.code(), Some(0), "{}", done.stderr);
+        Some(&log),
+        "--fault pause --pause-for 50ms --kill-interval 200ms --max-faults 2",
+    );
     // A due resume is always done before the next tick, and the run waits
     // for the last pause to end.
-    let kinds: Vec<Fault> = records(Path::new(&log)).iter().map(|r| r.fault).collect();
+    let kinds: Vec<Fault> = records(&log).iter().map(|r| r.fault).collect();
     assert_eq!(
         kinds,
         [Fault::Pause, Fault::Resume, Fault::Pause, Fault::Resume],
@@ -181,10 +141,10 @@ fn paused_then_signalled(sig: Signal) {
         "--kill-interval",
         "50ms",
         "--fault-log",
-        &log,
+        log.to_str().expect("utf-8"),
     ]);
     let paused = wait_for("a member paused", || {
-        let r = records(Path::new(&log))
+        let r = records(&log)
             .into_iter()
             .find(|r| r.fault == Fault::Pause)?;
         let id = s.process("demo", &r.member)?;
@@ -198,7 +158,7 @@ fn paused_then_signalled(sig: Signal) {
         assert_ne!(proc_state(id.pid), Some('T'), "pid {} left stopped", id.pid);
     }
     assert!(process::alive(&paused));
-    let recs = records(Path::new(&log));
+    let recs = records(&log);
     let pauses = recs.iter().filter(|r| r.fault == Fault::Pause).count();
     let resumes = recs
         .iter()
@@ -223,23 +183,14 @@ fn dry_run_touches_nothing() {
     let ids = s.add_cluster("demo", 3);
     let log = log_path(&s);
     for fault in ["kill", "destroy", "pause"] {
-        let done = run(&[
-            "--state-dir",
+        let done = run_ok(
             s.state_arg(),
-            "--fault",
-            fault,
-            "--dry-run",
-            "--kill-interval",
-            "20ms",
-            "--max-faults",
-            "3",
-            "--fault-log",
-            &log,
-        ]);
-        assert_eq!(done.code(), Some(0), "{}", done.stderr);
+            Some(&log),
+            &format!("--fault {fault} --dry-run --kill-interval 20ms --max-faults 3"),
+        );
         assert!(done.stderr.contains("DRY RUN"), "{}", done.stderr);
     }
-    let recs = records(Path::new(&log));
+    let recs = records(&log);
     assert_eq!(recs.len(), 9, "{recs:?}");
     assert!(recs.iter().all(|r| r.outcome == "dry-run"), "{recs:?}");
     for (i, id) in ids.iter().enumerate() {
@@ -264,25 +215,17 @@ fn young_members_are_spared() {
         )
         .expect("runs");
     let log = log_path(&s);
-    let done = run(&[
-        "--state-dir",
+    let done = run_ok(
         s.state_arg(),
-        "--min-age",
-        "1h",
-        "--kill-interval",
-        "20ms",
-        "--duration",
-        "500ms",
-        "--fault-log",
-        &log,
-    ]);
-    assert_eq!(done.code(), Some(0), "{}", done.stderr);
+        Some(&log),
+        "--min-age 1h --kill-interval 20ms --duration 500ms",
+    );
     assert!(
         done.stderr.contains("--duration reached"),
         "{}",
         done.stderr
     );
-    let recs = records(Path::new(&log));
+    let recs = records(&log);
     assert_eq!(
         victims(&recs),
         ["Kill demo/demo-1"],
@@ -296,17 +239,11 @@ fn young_members_are_spared() {
 fn probability_zero_never_fires() {
     let mut s = FakeState::new();
     let ids = s.add_cluster("demo", 3);
-    let done = run(&[
-        "--state-dir",
+    let done = run_ok(
         s.state_arg(),
-        "--probability",
-        "0",
-        "--kill-interval",
-        "20ms",
-        "--duration",
-        "300ms",
-    ]);
-    assert_eq!(done.code(), Some(0), "{}", done.stderr);
+        None,
+        "--probability 0 --kill-interval 20ms --duration 300ms",
+    );
     assert!(done.stderr.contains("0 faults"), "{}", done.stderr);
     assert!(ids.iter().all(process::alive));
 }
@@ -331,37 +268,20 @@ fn operator_target_kills_the_operator_and_no_member() {
     let members = s.add_cluster("demo", 3);
     let op = fake_operator(&mut s);
     let log = log_path(&s);
-    let dry = run(&[
-        "--state-dir",
+    run_ok(
         s.state_arg(),
-        "--target",
-        "operator",
-        "--dry-run",
-        "--kill-interval",
-        "20ms",
-        "--max-faults",
-        "1",
-        "--fault-log",
-        &log,
-    ]);
-    assert_eq!(dry.code(), Some(0), "{}", dry.stderr);
+        Some(&log),
+        "--target operator --dry-run --kill-interval 20ms --max-faults 1",
+    );
     assert!(process::alive(&op), "a dry run does not touch the operator");
-    let done = run(&[
-        "--state-dir",
+    run_ok(
         s.state_arg(),
-        "--target",
-        "operator",
-        "--kill-interval",
-        "20ms",
-        "--max-faults",
-        "1",
-        "--fault-log",
-        &log,
-    ]);
-    assert_eq!(done.code(), Some(0), "{}", done.stderr);
+        Some(&log),
+        "--target operator --kill-interval 20ms --max-faults 1",
+    );
     assert!(!process::alive(&op));
     assert!(members.iter().all(process::alive));
-    let recs = records(Path::new(&log));
+    let recs = records(&log);
     assert_eq!(recs.len(), 2);
     assert!(
         recs.iter()
@@ -383,17 +303,11 @@ fn a_stale_lock_naming_another_process_is_left_alone() {
         format!("pid {} start {}\n", other.pid, other.start_time),
     )
     .expect("lock");
-    let done = run(&[
-        "--state-dir",
+    let done = run_ok(
         s.state_arg(),
-        "--target",
-        "operator",
-        "--kill-interval",
-        "20ms",
-        "--duration",
-        "300ms",
-    ]);
-    assert_eq!(done.code(), Some(0), "{}", done.stderr);
+        None,
+        "--target operator --kill-interval 20ms --duration 300ms",
+    );
     assert!(done.stderr.contains("0 faults"), "{}", done.stderr);
     assert!(
         process::alive(&other),
@@ -411,18 +325,12 @@ fn members_already_down_are_not_hit_again() {
         .expect("runs");
     s.add_member("demo", "demo-2", false, long_ago);
     let log = log_path(&s);
-    let done = run(&[
-        "--state-dir",
+    run_ok(
         s.state_arg(),
-        "--kill-interval",
-        "20ms",
-        "--duration",
-        "300ms",
-        "--fault-log",
-        &log,
-    ]);
-    assert_eq!(done.code(), Some(0), "{}", done.stderr);
-    assert_eq!(victims(&records(Path::new(&log))), ["Kill demo/demo-1"]);
+        Some(&log),
+        "--kill-interval 20ms --duration 300ms",
+    );
+    assert_eq!(victims(&records(&log)), ["Kill demo/demo-1"]);
     assert!(!process::alive(&up));
 }
 

@@ -6,11 +6,12 @@
 
 mod common;
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use common::etcd::{Cluster, RulesGuard};
-use common::{Monkey, records, wait_for};
-use etcd_operator::faults::{Fault, Role};
+use common::{Monkey, one_fault_args, records, wait_for};
+use etcd_operator::faults::{Fault, FaultRecord, Role};
 
 fn no_leader(c: &Cluster, i: usize) -> bool {
     c.statuses()[i]
@@ -18,49 +19,54 @@ fn no_leader(c: &Cluster, i: usize) -> bool {
         .is_some_and(|s| s.leader == 0 || s.errors.iter().any(|e| e.contains("no leader")))
 }
 
-/// Runs the monkey with `args` against `c`, once, with a guard.
-fn monkey(c: &Cluster, log: &std::path::Path, args: &[&str]) -> (Monkey, RulesGuard) {
-    let mut all = vec![
-        "--state-dir",
-        c.state_arg(),
-        "--kill-interval",
-        "100ms",
-        "--max-faults",
-        "1",
-        "--fault-log",
-        log.to_str().expect("utf-8"),
-        "--seed",
-        "5",
-    ];
-    all.extend_from_slice(args);
-    let m = Monkey::start(&all);
-    let guard = RulesGuard(m.pid());
-    (m, guard)
+/// A monkey injecting one network fault into a cluster, with a guard that
+/// removes its rules also when the test fails, and its fault log.
+struct Faulted {
+    m: Monkey,
+    guard: RulesGuard,
+    pid: i32,
+    log: PathBuf,
+}
+
+impl Faulted {
+    /// Runs the monkey once against `c`: `fault` (with its `settings`) on
+    /// a `target` member for `fault_for`.
+    fn start(c: &Cluster, fault: &str, settings: &[&str], target: &str, fault_for: &str) -> Self {
+        let log = c.state.dir.path().join("faults.jsonl");
+        let mut all = one_fault_args(c.state_arg(), &log, &["--seed", "5"]);
+        all.extend_from_slice(&["--fault", fault]);
+        all.extend_from_slice(settings);
+        all.extend_from_slice(&["--target", target, "--fault-for", fault_for]);
+        let m = Monkey::start(&all);
+        let pid = m.pid();
+        let guard = RulesGuard(pid);
+        Faulted { m, guard, pid, log }
+    }
+
+    /// Waits for (`what`) the first record of `fault` in the log.
+    fn first(&self, what: &str, fault: Fault) -> FaultRecord {
+        wait_for(what, || {
+            records(&self.log).into_iter().find(|r| r.fault == fault)
+        })
+    }
+
+    /// Waits for the monkey to exit 0 and checks that the kernel holds none
+    /// of its rules; returns the fault log.
+    fn finish(self) -> PathBuf {
+        let done = self.m.wait();
+        assert_eq!(done.code(), Some(0), "{}", done.stderr);
+        RulesGuard::clean(self.pid).expect("the kernel holds none of the monkey's rules");
+        drop(self.guard);
+        self.log
+    }
 }
 
 #[test]
 fn partition_of_the_leader_elects_another_and_heals_clean() {
     let c = Cluster::start(3, &[]);
     let old = c.wait_leader();
-    let log = c.state.dir.path().join("faults.jsonl");
-    let (m, guard) = monkey(
-        &c,
-        &log,
-        &[
-            "--fault",
-            "partition",
-            "--target",
-            "leader",
-            "--fault-for",
-            "4s",
-        ],
-    );
-    let pid = m.pid();
-    wait_for("the partition record", || {
-        records(&log)
-            .into_iter()
-            .find(|r| r.fault == Fault::Partition)
-    });
+    let f = Faulted::start(&c, "partition", &[], "leader", "4s");
+    f.first("the partition record", Fault::Partition);
     // etcd's view: the others elect a new leader, the old one has none.
     wait_for("a new leader among the others, none on the old one", || {
         let s = c.statuses();
@@ -73,11 +79,7 @@ fn partition_of_the_leader_elects_another_and_heals_clean() {
         });
         (agreed && no_leader(&c, old)).then_some(())
     });
-    let done = m.wait();
-    assert_eq!(done.code(), Some(0), "{}", done.stderr);
-    RulesGuard::clean(pid).expect("the kernel holds none of the monkey's rules");
-    drop(guard);
-    let recs = records(&log);
+    let recs = records(&f.finish());
     let kinds: Vec<(Fault, Role)> = recs.iter().map(|r| (r.fault, r.role)).collect();
     assert_eq!(
         kinds,
@@ -99,24 +101,10 @@ fn partition_of_the_leader_elects_another_and_heals_clean() {
 fn a_split_cuts_the_cluster_in_two_sides() {
     let c = Cluster::start(3, &[]);
     c.wait_leader();
-    let log = c.state.dir.path().join("faults.jsonl");
-    let (m, guard) = monkey(
-        &c,
-        &log,
-        &[
-            "--fault",
-            "partition",
-            "--split",
-            "majority",
-            "--target",
-            "follower",
-            "--fault-for",
-            "4s",
-        ],
-    );
-    let pid = m.pid();
+    let split = ["--split", "majority"];
+    let f = Faulted::start(&c, "partition", &split, "follower", "4s");
     let side = wait_for("the two records of the victim's side", || {
-        let r: Vec<String> = records(&log)
+        let r: Vec<String> = records(&f.log)
             .into_iter()
             .filter(|r| r.fault == Fault::Partition)
             .map(|r| r.member)
@@ -129,10 +117,7 @@ fn a_split_cuts_the_cluster_in_two_sides() {
     wait_for("the lone member has no leader", || {
         no_leader(&c, lone).then_some(())
     });
-    let done = m.wait();
-    assert_eq!(done.code(), Some(0), "{}", done.stderr);
-    RulesGuard::clean(pid).expect("clean");
-    drop(guard);
+    f.finish();
     c.wait_leader();
 }
 
@@ -140,34 +125,14 @@ fn a_split_cuts_the_cluster_in_two_sides() {
 fn full_loss_on_a_followers_links_leaves_it_without_a_leader() {
     let c = Cluster::start(3, &[]);
     c.wait_leader();
-    let log = c.state.dir.path().join("faults.jsonl");
-    let (m, guard) = monkey(
-        &c,
-        &log,
-        &[
-            "--fault",
-            "loss",
-            "--loss",
-            "100%",
-            "--target",
-            "follower",
-            "--fault-for",
-            "4s",
-        ],
-    );
-    let pid = m.pid();
-    let r = wait_for("the loss record", || {
-        records(&log).into_iter().find(|r| r.fault == Fault::Loss)
-    });
+    let f = Faulted::start(&c, "loss", &["--loss", "100%"], "follower", "4s");
+    let r = f.first("the loss record", Fault::Loss);
     assert_eq!(r.role, Role::Follower);
     let victim = c.index(&r.member);
     wait_for("the follower loses its leader", || {
         no_leader(&c, victim).then_some(())
     });
-    let done = m.wait();
-    assert_eq!(done.code(), Some(0), "{}", done.stderr);
-    RulesGuard::clean(pid).expect("clean");
-    drop(guard);
+    f.finish();
     c.wait_leader();
 }
 
@@ -175,26 +140,10 @@ fn full_loss_on_a_followers_links_leaves_it_without_a_leader() {
 fn a_killed_monkeys_rules_block_the_next_start_until_cleanup() {
     let c = Cluster::start(3, &[]);
     c.wait_leader();
-    let log = c.state.dir.path().join("faults.jsonl");
-    let (m, guard) = monkey(
-        &c,
-        &log,
-        &[
-            "--fault",
-            "partition",
-            "--target",
-            "follower",
-            "--fault-for",
-            "10m",
-        ],
-    );
-    let pid = m.pid();
-    let r = wait_for("the partition record", || {
-        records(&log)
-            .into_iter()
-            .find(|r| r.fault == Fault::Partition)
-    });
+    let f = Faulted::start(&c, "partition", &[], "follower", "10m");
+    let r = f.first("the partition record", Fault::Partition);
     let victim = c.index(&r.member);
+    let Faulted { m, guard, pid, .. } = f;
     m.signal(rustix::process::Signal::KILL);
     let _ = m.wait();
     assert!(RulesGuard::clean(pid).is_err(), "SIGKILL leaves the rules");
@@ -225,31 +174,10 @@ fn a_killed_monkeys_rules_block_the_next_start_until_cleanup() {
 fn sigterm_heals_before_the_monkey_exits() {
     let c = Cluster::start(3, &[]);
     c.wait_leader();
-    let log = c.state.dir.path().join("faults.jsonl");
-    let (m, guard) = monkey(
-        &c,
-        &log,
-        &[
-            "--fault",
-            "partition",
-            "--target",
-            "leader",
-            "--fault-for",
-            "10m",
-        ],
-    );
-    let pid = m.pid();
-    wait_for("the partition record", || {
-        records(&log)
-            .into_iter()
-            .find(|r| r.fault == Fault::Partition)
-    });
-    m.signal(rustix::process::Signal::TERM);
-    let done = m.wait();
-    assert_eq!(done.code(), Some(0), "{}", done.stderr);
-    RulesGuard::clean(pid).expect("clean");
-    drop(guard);
-    let heal = records(&log)
+    let f = Faulted::start(&c, "partition", &[], "leader", "10m");
+    f.first("the partition record", Fault::Partition);
+    f.m.signal(rustix::process::Signal::TERM);
+    let heal = records(&f.finish())
         .into_iter()
         .find(|r| r.fault == Fault::Heal)
         .expect("heal");
@@ -263,25 +191,8 @@ fn blackhole_until_snapshot_waits_for_the_leaders_compaction() {
     // once it is 5000 (etcd's catch-up entries) + 100 entries ahead.
     let c = Cluster::start(3, &["--snapshot-count", "100"]);
     let leader = c.wait_leader();
-    let log = c.state.dir.path().join("faults.jsonl");
-    let (m, guard) = monkey(
-        &c,
-        &log,
-        &[
-            "--fault",
-            "blackhole-until-snapshot",
-            "--target",
-            "follower",
-            "--fault-for",
-            "2m",
-        ],
-    );
-    let pid = m.pid();
-    let r = wait_for("the blackhole record", || {
-        records(&log)
-            .into_iter()
-            .find(|r| r.fault == Fault::BlackholeUntilSnapshot)
-    });
+    let f = Faulted::start(&c, "blackhole-until-snapshot", &[], "follower", "2m");
+    let r = f.first("the blackhole record", Fault::BlackholeUntilSnapshot);
     let victim = c.index(&r.member);
     assert_ne!(victim, leader);
     let rt = common::etcd::rt();
@@ -302,11 +213,7 @@ fn blackhole_until_snapshot_waits_for_the_leaders_compaction() {
             t.await.expect("writer");
         }
     });
-    let done = m.wait();
-    assert_eq!(done.code(), Some(0), "{}", done.stderr);
-    RulesGuard::clean(pid).expect("clean");
-    drop(guard);
-    let line = std::fs::read_to_string(&log).expect("log");
+    let line = std::fs::read_to_string(f.finish()).expect("log");
     assert!(line.contains("compacted past the victim"), "{line}");
     // etcd's view: the victim received a snapshot and caught up.
     wait_for("the victim received a snapshot", || {
@@ -327,27 +234,9 @@ fn blackhole_until_snapshot_waits_for_the_leaders_compaction() {
 fn delay_slows_what_goes_through_the_victims_links() {
     let c = Cluster::start(3, &[]);
     c.wait_leader();
-    let log = c.state.dir.path().join("faults.jsonl");
-    let (m, guard) = monkey(
-        &c,
-        &log,
-        &[
-            "--fault",
-            "delay",
-            "--latency",
-            "500ms",
-            "--latency-jitter",
-            "10ms",
-            "--target",
-            "follower",
-            "--fault-for",
-            "6s",
-        ],
-    );
-    let pid = m.pid();
-    let r = wait_for("the delay record", || {
-        records(&log).into_iter().find(|r| r.fault == Fault::Delay)
-    });
+    let delay = ["--latency", "500ms", "--latency-jitter", "10ms"];
+    let f = Faulted::start(&c, "delay", &delay, "follower", "6s");
+    let r = f.first("the delay record", Fault::Delay);
     let victim = c.index(&r.member);
     // A put through the victim goes to the leader and back over its
     // delayed links: each way held at least latency - jitter. (A lower
@@ -370,13 +259,9 @@ fn delay_slows_what_goes_through_the_victims_links() {
     assert!(
         took >= Duration::from_millis(980),
         "a put through the victim took {took:?}; the monkey said:\n{}",
-        m.stderr()
+        f.m.stderr()
     );
-    let done = m.wait();
-    assert_eq!(done.code(), Some(0), "{}", done.stderr);
-    RulesGuard::clean(pid).expect("clean");
-    drop(guard);
-    let recs = records(&log);
+    let recs = records(&f.finish());
     assert_eq!(
         recs.iter().map(|r| r.fault).collect::<Vec<_>>(),
         [Fault::Delay, Fault::Heal]

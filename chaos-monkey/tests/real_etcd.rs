@@ -6,7 +6,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{Monkey, proc_state, records, run, wait_for};
+use common::{Monkey, proc_state, records, run, run_ok, wait_for};
 use etcd_operator::faults::{Fault, Role};
 use etcd_operator::platform::local::process;
 use etcd_operator::testing::{Env, client_urls, manifest};
@@ -59,19 +59,11 @@ fn leader_target_kills_the_leader_and_the_operator_restarts_it() {
         .and_then(|r| r.process)
         .expect("leader runs");
     let log = log(&env, "faults.jsonl");
-    let done = run(&[
-        "--state-dir",
+    run_ok(
         state(&env),
-        "--target",
-        "leader",
-        "--kill-interval",
-        "100ms",
-        "--max-faults",
-        "1",
-        "--fault-log",
-        log.to_str().expect("path"),
-    ]);
-    assert_eq!(done.code(), Some(0), "{}", done.stderr);
+        Some(&log),
+        "--target leader --kill-interval 100ms --max-faults 1",
+    );
     let recs = records(&log);
     assert_eq!(recs.len(), 1, "{recs:?}");
     let r = &recs[0];
@@ -102,19 +94,11 @@ fn kill_and_destroy_are_healed_and_bounded_runs_stop() {
 
     // Kills: restarted in place with the same member ids.
     let kills = log(&env, "kills.jsonl");
-    let done = run(&[
-        "--state-dir",
+    let done = run_ok(
         state(&env),
-        "--fault",
-        "kill",
-        "--kill-interval",
-        "1s",
-        "--max-faults",
-        "2",
-        "--fault-log",
-        kills.to_str().expect("path"),
-    ]);
-    assert_eq!(done.code(), Some(0), "{}", done.stderr);
+        Some(&kills),
+        "--fault kill --kill-interval 1s --max-faults 2",
+    );
     assert!(
         done.stderr.contains("--max-faults reached"),
         "{}",
@@ -132,18 +116,11 @@ fn kill_and_destroy_are_healed_and_bounded_runs_stop() {
     );
 
     // A bounded run with --duration stops by itself.
-    let done = run(&[
-        "--state-dir",
+    let done = run_ok(
         state(&env),
-        "--target",
-        "follower",
-        "--kill-interval",
-        "400ms",
-        "--duration",
-        "1s",
-        "--dry-run",
-    ]);
-    assert_eq!(done.code(), Some(0), "{}", done.stderr);
+        None,
+        "--target follower --kill-interval 400ms --duration 1s --dry-run",
+    );
     assert!(
         done.stderr.contains("--duration reached"),
         "{}",
@@ -153,23 +130,11 @@ fn kill_and_destroy_are_healed_and_bounded_runs_stop() {
     // Destroys (a minority at a time, so quorum holds): each destroyed
     // member is replaced by a new one, and the data survives.
     let destroys = log(&env, "destroys.jsonl");
-    let done = run(&[
-        "--state-dir",
+    let done = run_ok(
         state(&env),
-        "--fault",
-        "destroy",
-        "--target",
-        "minority",
-        "--kill-interval",
-        "1s",
-        "--max-faults",
-        "2",
-        "--duration",
-        "5m",
-        "--fault-log",
-        destroys.to_str().expect("path"),
-    ]);
-    assert_eq!(done.code(), Some(0), "{}", done.stderr);
+        Some(&destroys),
+        "--fault destroy --target minority --kill-interval 1s --max-faults 2 --duration 5m",
+    );
     let recs = records(&destroys);
     assert_eq!(recs.len(), 2, "{}", done.stderr);
     assert!(
@@ -178,20 +143,7 @@ fn kill_and_destroy_are_healed_and_bounded_runs_stop() {
         "{recs:?}"
     );
     let destroyed: Vec<&str> = recs.iter().map(|r| r.member.as_str()).collect();
-    let c = env.wait_for("the destroyed members replaced", || {
-        let c = env.wait_running("demo", 3);
-        let names: Vec<String> = c
-            .status
-            .as_ref()?
-            .members
-            .iter()
-            .map(|m| m.name.clone())
-            .collect();
-        destroyed
-            .iter()
-            .all(|d| !names.iter().any(|n| n == d))
-            .then_some(c)
-    });
+    let c = env.wait_replaced("the destroyed members replaced", "demo", 3, &destroyed);
     let get = env.etcdctl(&client_urls(&c), &["get", "greeting", "--print-value-only"]);
     assert_eq!(String::from_utf8_lossy(&get.stdout), "hello\n", "data kept");
 }
@@ -376,19 +328,11 @@ fn operator_target_kills_the_operator_and_leaves_members_running() {
     let pids: Vec<_> = before.iter().map(|(m, _)| env.pid("demo", m)).collect();
     let pid = env.operator_process().expect("operator runs").pid;
     let log = log(&env, "faults.jsonl");
-    let done = run(&[
-        "--state-dir",
+    run_ok(
         state(&env),
-        "--target",
-        "operator",
-        "--kill-interval",
-        "100ms",
-        "--max-faults",
-        "1",
-        "--fault-log",
-        log.to_str().expect("path"),
-    ]);
-    assert_eq!(done.code(), Some(0), "{}", done.stderr);
+        Some(&log),
+        "--target operator --kill-interval 100ms --max-faults 1",
+    );
     let r = &records(&log)[0];
     assert_eq!(
         (r.cluster.as_str(), r.member.as_str(), r.injected()),
@@ -409,10 +353,8 @@ fn operator_target_kills_the_operator_and_leaves_members_running() {
 /// both platforms), so `--target leader` must delete the leader's pod.
 #[test]
 fn kube_leader_target_asks_etcd_at_the_pod_ips() {
-    use common::kube_api::{
-        MEMBERS, NS, config, grace0, in_clusters, list, pod, pods_uri, run_mocked,
-    };
-    use http::{Method, StatusCode};
+    use common::kube_api::{MEMBERS, config, in_clusters, list, pod, pods_uri, run_mocked};
+    use http::StatusCode;
 
     let env = cluster();
     let leader = leader(&env);
@@ -445,15 +387,8 @@ fn kube_leader_target_asks_etcd_at_the_pod_ips() {
         s.get(&pods_uri(&in_clusters("demo")), pods.clone()).await;
         s.get(&pods_uri(MEMBERS), pods.clone()).await;
         s.get(&pods_uri(&in_clusters("demo")), pods).await;
-        let uri = format!("/api/v1/namespaces/{NS}/pods/{l}?");
-        s.expect(
-            Method::DELETE,
-            &uri,
-            Some(grace0(&l)),
-            StatusCode::OK,
-            pod("demo", &l, "Running"),
-        )
-        .await;
+        s.delete_pod(&l, StatusCode::OK, pod("demo", &l, "Running"))
+            .await;
         s.done().await;
     }));
     r.expect("run");

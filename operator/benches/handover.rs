@@ -25,6 +25,7 @@
 // A benchmark that cannot do a step has nothing to report: it stops there.
 #![allow(clippy::unwrap_used)]
 
+mod floor;
 mod support;
 
 // The sections on the machine's load, in `handover/` beside this file.
@@ -39,10 +40,11 @@ use std::time::{Duration, Instant};
 use elections::spurious_elections;
 use etcd_operator::etcd::Clients;
 use etcd_operator::member::Tuning;
+use etcd_operator::testing::bench::wanted;
 use etcd_operator::testing::writer::{WriteReport, Writer};
 use etcd_operator::testing::{Env, client_urls, kill9, manifest};
 use idle::idle_100;
-use support::{Hand, hand, until_healthy};
+use support::until_healthy;
 
 fn runs() -> usize {
     support::runs(5)
@@ -176,28 +178,12 @@ fn scale_down_once(handover: bool, clients: &Clients, rt: &tokio::runtime::Runti
 async fn scale_down_by_hand(clients: &Clients, leader_goes: bool, run: usize) -> WriteReport {
     let dir = tempfile::tempdir().unwrap();
     let mut taken = HashSet::new();
-    let mut hands: Vec<Hand> = (0..5)
-        .map(|m| {
-            hand(
-                dir.path(),
-                &format!("floor-sd-{run}-{leader_goes}-{m}"),
-                &format!("h{m}"),
-                &mut taken,
-            )
-        })
-        .collect();
-    let ic: Vec<String> = hands
-        .iter()
-        .map(|h| format!("{}={}", h.record.addr.name, h.record.addr.peer_url))
-        .collect();
+    let seed = format!("floor-sd-{run}-{leader_goes}");
+    let mut hands = floor::members(dir.path(), 5, &seed, "h", &mut taken);
     for h in &mut hands {
-        h.record.initial_cluster = ic.join(",");
         h.start();
     }
-    let urls: Vec<String> = hands
-        .iter()
-        .map(|h| h.record.addr.client_url.clone())
-        .collect();
+    let urls = floor::client_urls(&hands);
     until_healthy(clients, &urls, Instant::now()).await;
     let mut ids = Vec::new();
     for u in &urls {
@@ -343,29 +329,12 @@ async fn leader_kill(
     drop(env);
     let dir = tempfile::tempdir().unwrap();
     let mut taken = HashSet::new();
-    let mut hands: Vec<Hand> = (0..3)
-        .map(|m| {
-            hand(
-                dir.path(),
-                &format!("floor-kill-{m}"),
-                &format!("h{m}"),
-                &mut taken,
-            )
-        })
-        .collect();
-    let ic: Vec<String> = hands
-        .iter()
-        .map(|h| format!("{}={}", h.record.addr.name, h.record.addr.peer_url))
-        .collect();
+    let mut hands = floor::members(dir.path(), 3, "floor-kill", "h", &mut taken);
     for h in &mut hands {
-        h.record.initial_cluster = ic.join(",");
         h.record.tuning = Tuning::new(tuning.map(|t| t.0), tuning.map(|t| t.1));
         h.start();
     }
-    let urls: Vec<String> = hands
-        .iter()
-        .map(|h| h.record.addr.client_url.clone())
-        .collect();
+    let urls = floor::client_urls(&hands);
     until_healthy(clients, &urls, Instant::now()).await;
     let mut floor = Vec::new();
     for _ in 0..runs() {
@@ -377,15 +346,6 @@ async fn leader_kill(
         floor.push(until_healthy(clients, &urls, t0).await);
     }
     (ours, floor)
-}
-
-/// Whether the section `name` was asked for (every section when none is).
-fn wanted(name: &str) -> bool {
-    let asked: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
-        .collect();
-    asked.is_empty() || asked.iter().any(|a| a == name)
 }
 
 fn main() {

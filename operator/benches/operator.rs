@@ -19,6 +19,7 @@
 // A benchmark that cannot do a step has nothing to report: it stops there.
 #![allow(clippy::unwrap_used)]
 
+mod floor;
 mod support;
 
 use std::collections::HashSet;
@@ -26,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use etcd_operator::etcd::Clients;
 use etcd_operator::member::InitialState;
-use etcd_operator::platform::local::process;
+use etcd_operator::platform::local::process::{self, ProcessId};
 use etcd_operator::testing::{Env, manifest};
 use etcd_operator::tls::ClientTls;
 use support::{Hand, HandCa, hand, median, row, until_healthy, usage};
@@ -90,27 +91,11 @@ async fn create(clients: &Clients) -> (Vec<Duration>, Vec<Duration>) {
 
         let dir = tempfile::tempdir().unwrap();
         let mut taken = HashSet::new();
-        let mut hands: Vec<Hand> = (0..3)
-            .map(|m| {
-                hand(
-                    dir.path(),
-                    &format!("floor-create-{i}-{m}"),
-                    &format!("f{m}"),
-                    &mut taken,
-                )
-            })
-            .collect();
-        let ic: Vec<String> = hands
-            .iter()
-            .map(|h| format!("{}={}", h.record.addr.name, h.record.addr.peer_url))
-            .collect();
-        let urls: Vec<String> = hands
-            .iter()
-            .map(|h| h.record.addr.client_url.clone())
-            .collect();
+        let seed = format!("floor-create-{i}");
+        let mut hands = floor::members(dir.path(), 3, &seed, "f", &mut taken);
+        let urls = floor::client_urls(&hands);
         let t0 = Instant::now();
         for h in &mut hands {
-            h.record.initial_cluster = ic.join(",");
             h.start();
         }
         floor.push(until_healthy(clients, &urls, t0).await);
@@ -146,6 +131,26 @@ fn register_tls(env: &Env, clients: &Clients, cluster: &str, urls: &[String]) {
     }
 }
 
+/// The client URLs of cluster `r` (registered for TLS), and the index,
+/// name and process of a follower.
+async fn follower_of(env: &Env, clients: &Clients) -> (Vec<String>, usize, String, ProcessId) {
+    let urls = member_urls(env, "r", 3, Instant::now()).await;
+    register_tls(env, clients, "r", &urls);
+    let victim = follower(clients, &urls).await;
+    let name = env
+        .layout()
+        .member_names("r")
+        .unwrap()
+        .into_iter()
+        .find(|m| {
+            env.member("r", m)
+                .is_some_and(|r| r.config.addr.client_url == urls[victim])
+        })
+        .unwrap();
+    let pid = env.member("r", &name).unwrap().process.unwrap();
+    (urls, victim, name, pid)
+}
+
 /// The operator's recoveries (restart in place, replace) on a 3-member
 /// cluster, with peer and client TLS when `tls`.
 async fn recovery_by_operator(clients: &Clients, tls: bool) -> (Vec<Duration>, Vec<Duration>) {
@@ -159,40 +164,14 @@ async fn recovery_by_operator(clients: &Clients, tls: bool) -> (Vec<Duration>, V
     env.wait_running("r", 3);
     let (mut restart, mut replace) = (Vec::new(), Vec::new());
     for _ in 0..runs() {
-        let urls = member_urls(&env, "r", 3, Instant::now()).await;
-        register_tls(&env, clients, "r", &urls);
-        let victim = follower(clients, &urls).await;
-        let name = env
-            .layout()
-            .member_names("r")
-            .unwrap()
-            .into_iter()
-            .find(|m| {
-                env.member("r", m)
-                    .is_some_and(|r| r.config.addr.client_url == urls[victim])
-            })
-            .unwrap();
-        let pid = env.member("r", &name).unwrap().process.unwrap();
+        let (urls, _, _, pid) = follower_of(&env, clients).await;
         let t0 = Instant::now();
         process::kill(pid).await.unwrap();
         restart.push(until_healthy(clients, &urls, t0).await);
     }
     for _ in 0..runs() {
         tokio::time::sleep(SETTLE).await;
-        let urls = member_urls(&env, "r", 3, Instant::now()).await;
-        register_tls(&env, clients, "r", &urls);
-        let victim = follower(clients, &urls).await;
-        let name = env
-            .layout()
-            .member_names("r")
-            .unwrap()
-            .into_iter()
-            .find(|m| {
-                env.member("r", m)
-                    .is_some_and(|r| r.config.addr.client_url == urls[victim])
-            })
-            .unwrap();
-        let pid = env.member("r", &name).unwrap().process.unwrap();
+        let (urls, victim, name, pid) = follower_of(&env, clients).await;
         let t0 = Instant::now();
         std::fs::remove_dir_all(env.layout().data_dir("r", &name)).unwrap();
         process::kill(pid).await.unwrap();
@@ -240,20 +219,11 @@ async fn recovery_by_hand(
         h
     };
     let mut hands: Vec<Hand> = (0..3).map(|_| new_hand(&mut taken)).collect();
-    let ic: Vec<String> = hands
-        .iter()
-        .map(|h| format!("{}={}", h.record.addr.name, h.record.addr.peer_url))
-        .collect();
+    floor::tell_initial_cluster(&mut hands);
     for h in &mut hands {
-        h.record.initial_cluster = ic.join(",");
         h.start();
     }
-    let urls = |hands: &[Hand]| {
-        hands
-            .iter()
-            .map(|h| h.record.addr.client_url.clone())
-            .collect::<Vec<_>>()
-    };
+    let urls = floor::client_urls;
     until_healthy(clients, &urls(&hands), Instant::now()).await;
     let (mut restart, mut replace) = (Vec::new(), Vec::new());
     for _ in 0..runs() {

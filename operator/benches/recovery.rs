@@ -40,6 +40,7 @@ use std::time::{Duration, Instant};
 
 use etcd_operator::crd::{EtcdCluster, RecoveryStatus};
 use etcd_operator::etcd::Clients;
+use etcd_operator::testing::bench::wanted;
 use etcd_operator::testing::{Env, client_urls, kill9, manifest};
 use support::dr::{self, Loss};
 use support::dr_backup;
@@ -316,15 +317,6 @@ fn report(what: &str, ours: &[Run], floor: &[Run], floor_note: &str) {
     for r in floor.iter().filter(|r| !r.note.is_empty()) {
         println!("      {:.3}s, {}", r.took.as_secs_f64(), r.note);
     }
-}
-
-/// Whether the section `name` was asked for (every section when none is).
-fn wanted(name: &str) -> bool {
-    let asked: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
-        .collect();
-    asked.is_empty() || asked.iter().any(|a| a == name)
 }
 
 fn main() {

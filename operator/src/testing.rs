@@ -8,8 +8,13 @@
 
 pub mod acked;
 pub mod azure;
+pub mod bench;
+pub mod files;
+mod losses;
+pub mod member;
 pub mod mutate;
 pub mod s3;
+pub mod server;
 pub mod writer;
 
 use std::collections::HashSet;
@@ -19,6 +24,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 pub use crate::metrics::scrape as metrics;
+pub use member::bootstrap_config;
 
 use crate::crd::EtcdCluster;
 use crate::platform::local::layout::{Layout, MemberRecord, read_json};
@@ -299,6 +305,24 @@ impl Env {
                     .then_some(c)
             },
         )
+    }
+
+    /// Waits (for `what`) until `cluster` is Running with `size` ready
+    /// members, none of them named in `gone` (each replaced by a new
+    /// member); returns its resource.
+    pub fn wait_replaced(
+        &self,
+        what: &str,
+        cluster: &str,
+        size: usize,
+        gone: &[&str],
+    ) -> EtcdCluster {
+        self.wait_for(what, || {
+            let c = self.wait_running(cluster, size);
+            let s = c.status.as_ref()?;
+            let replaced = s.members.iter().all(|m| !gone.contains(&m.name.as_str()));
+            replaced.then_some(c)
+        })
     }
 
     /// Runs the `etcd-operator` binary with `args` on this environment's

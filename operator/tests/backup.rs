@@ -329,18 +329,12 @@ fn destroyed_majority_is_rebuilt_from_backup_or_waits_when_the_flag_is_off() {
 
     for (cluster, c) in [("on", &on), ("off", &off)] {
         for m in &c.status.as_ref().expect("status").members[..2] {
-            let pid = env.pid(cluster, &m.name).expect("runs");
-            std::fs::remove_dir_all(env.layout().data_dir(cluster, &m.name)).expect("wipe");
-            kill9(pid);
+            env.destroy(cluster, &m.name);
         }
     }
     // Flag on: rebuilt from the newest *good* backup, and the loss reported
     // exactly: the late writes' revisions.
-    let rebuilt = env.wait_for("on rebuilt from a backup", || {
-        let c = env.wait_running("on", 3);
-        c.status.as_ref()?.last_recovery.clone().map(|r| (c, r))
-    });
-    let (c, recovery) = rebuilt;
+    let (c, recovery) = env.wait_rebuilt("on rebuilt from a backup", "on", 3);
     assert_eq!(
         recovery.backup, good.name,
         "the damaged newest backup was skipped for the one before: {recovery:?}"

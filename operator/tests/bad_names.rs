@@ -6,6 +6,7 @@
 use std::path::Path;
 
 use etcd_operator::cli::status as cli;
+use etcd_operator::testing::files::STATE_ENTRIES;
 use etcd_operator::testing::{Env, client_urls, manifest};
 
 /// A manifest like [`manifest`] with any name (quoted for YAML).
@@ -93,17 +94,7 @@ fn victim_survives(bad: &str) {
     );
     let state = entries(&env.state);
     assert!(
-        state.iter().all(|e| [
-            "clusters",
-            "backups",
-            "operator.lock",
-            "manifest-problems.json",
-            // The running operator's status socket (controller/live.rs).
-            "operator.sock",
-            // Deleted clusters kept aside (platform/local/deleted.rs).
-            "deleted"
-        ]
-        .contains(&e.as_str())),
+        state.iter().all(|e| STATE_ENTRIES.contains(&e.as_str())),
         "{state:?}"
     );
 }

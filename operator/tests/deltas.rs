@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use etcd_operator::backup::{self, BackupMeta, BackupStore, Location, chain};
-use etcd_operator::crd::{EtcdCluster, RecoverySource};
+use etcd_operator::crd::RecoverySource;
 use etcd_operator::platform::local::backups::LocalBackups;
 use etcd_operator::platform::local::binaries::Binaries;
 use etcd_operator::testing::acked::{Writer, read_prefix};
@@ -73,23 +73,12 @@ fn a_burst_after_the_last_full_backup_survives_a_rebuild_but_the_last_segment() 
     });
     let members = c.status.as_ref().expect("status").members.clone();
     for m in &members[..2] {
-        let pid = env.pid("dl", &m.name).expect("runs");
-        std::fs::remove_dir_all(env.layout().data_dir("dl", &m.name)).expect("wipe");
-        kill9(pid);
+        env.destroy("dl", &m.name);
     }
     let lost_at = Instant::now();
     let before_loss = writer.acked().len();
-    let c: EtcdCluster = env.wait_for("dl rebuilt from backups", || {
-        let c = env.wait_running("dl", 3);
-        c.status.as_ref()?.last_recovery.as_ref()?;
-        Some(c)
-    });
+    let (c, r) = env.wait_rebuilt("dl rebuilt from backups", "dl", 3);
     let acked = writer.stop();
-    let r = c
-        .status
-        .as_ref()
-        .and_then(|s| s.last_recovery.clone())
-        .expect("recovery");
     assert_eq!(r.source, RecoverySource::Backup, "{r:?}");
     assert_eq!(r.backup, base.name, "rebuilt from the full backup: {r:?}");
     assert!(r.replayed_segments >= 3, "segments replayed: {r:?}");

@@ -7,18 +7,8 @@
 
 use std::path::Path;
 
+use etcd_operator::testing::files::mkfifo as fifo;
 use etcd_operator::testing::{Env, kill9, manifest};
-
-fn fifo(path: &Path) {
-    rustix::fs::mknodat(
-        rustix::fs::CWD,
-        path,
-        rustix::fs::FileType::Fifo,
-        rustix::fs::Mode::from_raw_mode(0o644),
-        0,
-    )
-    .expect("mkfifo");
-}
 
 fn provided(name: &str, dir: &Path) -> String {
     format!(

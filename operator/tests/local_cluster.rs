@@ -1,7 +1,14 @@
 //! The operator on the local platform, against real etcd processes.
 
+use etcd_operator::crd::EtcdCluster;
 use etcd_operator::platform::local::process;
 use etcd_operator::testing::{Env, client_urls, kill9, manifest};
+
+/// The member ids `c`'s status publishes, in its order.
+fn status_ids(c: &EtcdCluster) -> Vec<Option<String>> {
+    let members = &c.status.as_ref().expect("status").members;
+    members.iter().map(|m| m.id.clone()).collect()
+}
 
 fn member_ids(env: &Env, urls: &[String]) -> Vec<String> {
     let out = env.etcdctl(urls, &["member", "list", "-w", "json"]);
@@ -102,17 +109,7 @@ fn create_restart_replace_and_delete() {
     let old_pid = env.pid("demo", &victim.name).expect("victim runs");
     std::fs::remove_dir_all(env.layout().data_dir("demo", &victim.name)).expect("wipe data");
     kill9(old_pid);
-    let c = env.wait_for("the wiped member replaced", || {
-        let c = env.wait_running("demo", 3);
-        let names: Vec<String> = c
-            .status
-            .as_ref()?
-            .members
-            .iter()
-            .map(|m| m.name.clone())
-            .collect();
-        (!names.contains(&victim.name)).then_some(c)
-    });
+    let c = env.wait_replaced("the wiped member replaced", "demo", 3, &[&victim.name]);
     let urls = client_urls(&c);
     let ids = member_ids(&env, &urls);
     assert_eq!(ids.len(), 3, "{ids:?}");
@@ -200,17 +197,7 @@ fn a_member_whose_data_is_corrupt_is_replaced_after_it_keeps_crashing() {
         .join("member/snap/db");
     std::fs::write(&db, vec![0xAB; 64 * 1024]).expect("corrupt the db");
     kill9(pid);
-    let c = env.wait_for("the crashing member replaced", || {
-        let c = env.wait_running("crash", 3);
-        let names: Vec<String> = c
-            .status
-            .as_ref()?
-            .members
-            .iter()
-            .map(|m| m.name.clone())
-            .collect();
-        (!names.contains(&victim.name)).then_some(c)
-    });
+    let c = env.wait_replaced("the crashing member replaced", "crash", 3, &[&victim.name]);
     let log = std::fs::read_to_string(env.operator_log()).expect("log");
     let crashes = log
         .lines()
@@ -236,26 +223,14 @@ fn rolling_upgrade_from_3_4_to_3_5_keeps_the_data_and_the_member_ids() {
     let urls = client_urls(&c);
     let put = env.etcdctl(&urls, &["put", "before", "upgrade"]);
     assert!(put.status.success(), "{put:?}");
-    let ids: Vec<_> = c
-        .status
-        .expect("status")
-        .members
-        .iter()
-        .map(|m| m.id.clone())
-        .collect();
+    let ids = status_ids(&c);
     env.write_manifest("up.yaml", &manifest("up", 3, "3.5.1"));
     let c = env.wait_for("every member on 3.5.1", || {
         let c = env.wait_running("up", 3);
         let s = c.status.as_ref()?;
         (s.current_version.as_deref() == Some("3.5.1")).then_some(c)
     });
-    let after: Vec<_> = c
-        .status
-        .expect("status")
-        .members
-        .iter()
-        .map(|m| m.id.clone())
-        .collect();
+    let after = status_ids(&c);
     assert_eq!(ids, after, "upgraded in place");
     let get = env.etcdctl(&urls, &["get", "before", "--print-value-only"]);
     assert_eq!(String::from_utf8_lossy(&get.stdout), "upgrade\n");

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use etcd_operator::cli::status as cli;
 use etcd_operator::names::check_cluster_name;
+use etcd_operator::testing::files::STATE_ENTRIES;
 use etcd_operator::testing::{Env, mutate};
 
 /// Files in round one, and the seed they are drawn from (printed, so a
@@ -151,17 +152,7 @@ fn mutated_manifests_never_panic_escape_or_go_unreported() {
     for entry in std::fs::read_dir(&env.state).expect("state").flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         assert!(
-            [
-                "clusters",
-                "backups",
-                "operator.lock",
-                "manifest-problems.json",
-                // The running operator's status socket (controller/live.rs).
-                "operator.sock",
-                // Deleted clusters kept aside (platform/local/deleted.rs).
-                "deleted"
-            ]
-            .contains(&name.as_str()),
+            STATE_ENTRIES.contains(&name.as_str()),
             "unexpected {name} in the state folder"
         );
     }

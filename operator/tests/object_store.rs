@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use etcd_operator::backup::object::ObjectLocation;
 use etcd_operator::backup::{BackupMeta, BackupStore, Location};
-use etcd_operator::crd::{EtcdCluster, ObjectStoreSpec, RecoverySource};
+use etcd_operator::crd::{ObjectStoreSpec, RecoverySource};
 use etcd_operator::platform::local::backups::LocalBackups;
 use etcd_operator::platform::local::binaries::Binaries;
 use etcd_operator::testing::acked::{Writer, read_prefix};
@@ -261,22 +261,11 @@ fn a_majority_lost_is_rebuilt_from_the_bucket_with_its_chain() {
     );
     let members = c.status.as_ref().expect("status").members.clone();
     for m in &members[..2] {
-        let pid = env.pid("dl", &m.name).expect("runs");
-        std::fs::remove_dir_all(env.layout().data_dir("dl", &m.name)).expect("wipe");
-        kill9(pid);
+        env.destroy("dl", &m.name);
     }
     let lost_at = Instant::now();
-    let c: EtcdCluster = env.wait_for("dl rebuilt from the bucket", || {
-        let c = env.wait_running("dl", 3);
-        c.status.as_ref()?.last_recovery.as_ref()?;
-        Some(c)
-    });
+    let (c, r) = env.wait_rebuilt("dl rebuilt from the bucket", "dl", 3);
     let acked = writer.stop();
-    let r = c
-        .status
-        .as_ref()
-        .and_then(|s| s.last_recovery.clone())
-        .expect("recovery");
     assert_eq!(r.source, RecoverySource::Backup, "{r:?}");
     assert_eq!(r.backup, base.name, "{r:?}");
     assert!(r.replayed_segments >= 3, "{r:?}");

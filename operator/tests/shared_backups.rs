@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use etcd_operator::backup::{self, BackupMeta};
-use etcd_operator::testing::{Env, client_urls, kill9, manifest};
+use etcd_operator::testing::{Env, client_urls, manifest};
 
 /// A 3-member cluster backing up into `STATE/shared` every `interval`,
 /// rebuilt from its backups only (never from a survivor).
@@ -117,14 +117,9 @@ fn two_clusters_in_one_folder_keep_list_and_rebuild_from_their_own() {
     // rb loses its majority for good: rebuilt from its own backup, never
     // from good's newer ones.
     for m in &rb.status.as_ref().expect("status").members[..2] {
-        let pid = env.pid("rb", &m.name).expect("runs");
-        std::fs::remove_dir_all(env.layout().data_dir("rb", &m.name)).expect("wipe");
-        kill9(pid);
+        env.destroy("rb", &m.name);
     }
-    let (c, recovery) = env.wait_for("rb rebuilt from a backup", || {
-        let c = env.wait_running("rb", 3);
-        c.status.as_ref()?.last_recovery.clone().map(|r| (c, r))
-    });
+    let (c, recovery) = env.wait_rebuilt("rb rebuilt from a backup", "rb", 3);
     assert_eq!(recovery.backup, rb_kept[0], "{recovery:?}");
     let after = keys(&env, &client_urls(&c));
     assert!(after.contains(&"rb-own-key".to_string()), "{after:?}");

@@ -17,13 +17,6 @@ fn from_survivor(name: &str, size: u32) -> String {
     m
 }
 
-/// Kills `member` and wipes its data: lost for good.
-fn destroy(env: &Env, cluster: &str, member: &str) {
-    let pid = env.pid(cluster, member).expect("runs");
-    std::fs::remove_dir_all(env.layout().data_dir(cluster, member)).expect("wipe");
-    kill9(pid);
-}
-
 fn signal(env: &Env, cluster: &str, member: &str, s: Signal) {
     let record = env.member(cluster, member).expect("a member");
     let id = record.process.expect("a process");
@@ -57,11 +50,8 @@ fn names(c: &EtcdCluster) -> (Vec<String>, Vec<String>) {
 }
 
 fn rebuilt(env: &Env, cluster: &str, size: usize) -> EtcdCluster {
-    env.wait_for(&format!("{cluster} rebuilt with {size} members"), || {
-        let c = env.wait_running(cluster, size);
-        c.status.as_ref()?.last_recovery.as_ref()?;
-        Some(c)
-    })
+    let what = format!("{cluster} rebuilt with {size} members");
+    env.wait_rebuilt(&what, cluster, size).0
 }
 
 #[test]
@@ -87,7 +77,7 @@ fn two_of_three_destroyed_rebuilt_from_the_third_with_every_acknowledged_write()
         (writer.acked().len() >= 200).then_some(())
     });
     for m in all.iter().filter(|m| **m != kept) {
-        destroy(&env, "sv", m);
+        env.destroy("sv", m);
     }
     let c = rebuilt(&env, "sv", 3);
     let acked = writer.stop();
@@ -151,7 +141,7 @@ fn of_two_survivors_the_one_ahead_seeds_and_is_waited_for_while_paused() {
     signal(&env, "two", &ahead, Signal::STOP);
     paused.2.push(ahead.clone());
     for m in all.iter().filter(|m| **m != behind && **m != ahead) {
-        destroy(&env, "two", m);
+        env.destroy("two", m);
     }
     kill9(env.pid("two", &behind).expect("behind runs"));
     // Three of five lost for good; `ahead` runs silent and may be the

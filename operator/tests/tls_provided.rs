@@ -4,7 +4,6 @@
 //! reason TLSInvalid, naming the file and what to fix) and restart nothing;
 //! good ones move the running cluster to TLS with them.
 
-use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use etcd_operator::crd::EtcdCluster;
@@ -12,14 +11,12 @@ use etcd_operator::testing::{Env, client_urls, manifest};
 use etcd_operator::tls::CertKey;
 use etcd_operator::tls::issue::{self, Usage};
 
-const DAY: Duration = Duration::from_secs(86_400);
+#[path = "common/provided.rs"]
+mod provided;
 
-fn write_folder(dir: &Path, ca: &str, leaf: &CertKey) {
-    std::fs::create_dir_all(dir).expect("mkdir");
-    std::fs::write(dir.join("ca.crt"), ca).expect("write");
-    std::fs::write(dir.join("tls.crt"), &leaf.cert).expect("write");
-    std::fs::write(dir.join("tls.key"), &leaf.key).expect("write");
-}
+use provided::{tls_manifest, wait_on_https, write_folder};
+
+const DAY: Duration = Duration::from_secs(86_400);
 
 fn pids(env: &Env, c: &EtcdCluster) -> Vec<Option<i32>> {
     c.status
@@ -50,13 +47,7 @@ fn bad_certificates_are_named_and_restart_nothing_and_good_ones_are_used() {
         .filter_map(|u| etcd_operator::tls::url_host(u).map(str::to_string))
         .collect();
     let certs = env.dir.path().join("certs");
-    let with = |extra: &str| {
-        format!(
-            "{plain}  tls:\n    peer: {{mode: Provided, path: {p}}}\n    client: {{mode: Provided, \
-             path: {p}}}\n{extra}",
-            p = certs.display()
-        )
-    };
+    let with = |extra: &str| format!("{}{extra}", tls_manifest(3, &certs));
     let now = SystemTime::now();
     let ca = issue::new_ca("user", 30 * DAY, now).expect("ca");
     let ca_end = now + 30 * DAY;
@@ -111,21 +102,7 @@ fn bad_certificates_are_named_and_restart_nothing_and_good_ones_are_used() {
 
     // Good certificates: the cluster moves to TLS with them.
     write_folder(&certs, &ca.cert, &good);
-    let on = env.wait_for(
-        "every member on https with the provided certificates",
-        || {
-            let c = env.status("demo")?;
-            let st = c.status.as_ref()?;
-            let done = st.phase.as_str() == "Running"
-                && st.members.len() == 3
-                && st.members.iter().all(|m| {
-                    m.ready
-                        && m.client_url.starts_with("https://")
-                        && m.peer_url.starts_with("https://")
-                });
-            done.then_some(c.clone())
-        },
-    );
+    let on = wait_on_https(&env, "every member on https with the provided certificates");
     let tls = on
         .status
         .as_ref()

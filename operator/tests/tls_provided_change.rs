@@ -14,14 +14,12 @@ use etcd_operator::testing::{Env, client_urls, manifest};
 use etcd_operator::tls::issue::{self, Usage};
 use etcd_operator::tls::{CertKey, url_host};
 
-const DAY: Duration = Duration::from_secs(86_400);
+#[path = "common/provided.rs"]
+mod provided;
 
-fn write_folder(dir: &Path, ca: &str, leaf: &CertKey) {
-    std::fs::create_dir_all(dir).expect("mkdir");
-    std::fs::write(dir.join("ca.crt"), ca).expect("write");
-    std::fs::write(dir.join("tls.crt"), &leaf.cert).expect("write");
-    std::fs::write(dir.join("tls.key"), &leaf.key).expect("write");
-}
+use provided::{tls_manifest, wait_on_https, write_folder};
+
+const DAY: Duration = Duration::from_secs(86_400);
 
 fn hosts(c: &EtcdCluster) -> Vec<String> {
     let mut h: Vec<String> = client_urls(c)
@@ -30,15 +28,6 @@ fn hosts(c: &EtcdCluster) -> Vec<String> {
         .collect();
     h.push("127.0.0.1".into());
     h
-}
-
-fn tls_manifest(size: u32, certs: &Path) -> String {
-    format!(
-        "{}  tls:\n    peer: {{mode: Provided, path: {p}}}\n    client: {{mode: Provided, path: \
-         {p}}}\n",
-        manifest("demo", size, "3.4.23"),
-        p = certs.display()
-    )
 }
 
 /// A running 3-member cluster on the provided `(ca, leaf)`; its hosts.
@@ -51,18 +40,7 @@ fn tls_cluster(env: &mut Env, certs: &Path, ca: &CertKey) -> Vec<String> {
         issue::issue(ca, now + 30 * DAY, "etcd", &hosts, Usage::Member, DAY, now).expect("leaf");
     write_folder(certs, &ca.cert, &leaf);
     env.write_manifest("demo.yaml", &tls_manifest(3, certs));
-    env.wait_for("every member on https", || {
-        let c = env.status("demo")?;
-        let st = c.status.as_ref()?;
-        let on = st.phase.as_str() == "Running"
-            && st.members.len() == 3
-            && st.members.iter().all(|m| {
-                m.ready
-                    && m.client_url.starts_with("https://")
-                    && m.peer_url.starts_with("https://")
-            });
-        on.then_some(())
-    });
+    wait_on_https(env, "every member on https");
     hosts
 }
 

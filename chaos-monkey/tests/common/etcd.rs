@@ -9,9 +9,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use etcd_operator::etcd::Clients;
-use etcd_operator::member::{InitialState, MemberAddr, MemberConfig};
+use etcd_operator::member::MemberAddr;
 use etcd_operator::platform::local::layout::{MemberRecord, write_json};
 use etcd_operator::platform::local::process::ProcessId;
+use etcd_operator::testing::bootstrap_config;
 
 use super::{FakeState, wait_for};
 
@@ -125,24 +126,14 @@ impl Cluster {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let log = self.log(i);
         let id = self.state.spawn_logged(&self.bin(), &args, &log);
+        let addr = MemberAddr {
+            name: self.names[i].clone(),
+            peer_url: format!("http://{}:2380", self.ips[i]),
+            client_url: self.url(i),
+        };
+        let version = self.version.parse().expect("version");
         let record = MemberRecord {
-            config: MemberConfig {
-                addr: MemberAddr {
-                    name: self.names[i].clone(),
-                    peer_url: format!("http://{}:2380", self.ips[i]),
-                    client_url: self.url(i),
-                },
-                version: self.version.parse().expect("version"),
-                bootstrap: true,
-                tls: Default::default(),
-                backend: Default::default(),
-                force_new_cluster: false,
-                fresh_restore: false,
-                initial_cluster: self.initial.clone(),
-                initial_state: InitialState::New,
-                token: "net".into(),
-                tuning: Default::default(),
-            },
+            config: bootstrap_config(addr, version, self.initial.clone(), "net"),
             ip: self.ips[i],
             process: Some(id),
             started_at: Some(

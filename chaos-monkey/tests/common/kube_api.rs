@@ -7,9 +7,10 @@ use std::time::{Duration, SystemTime};
 use chaos_monkey::cli::FaultKind;
 use chaos_monkey::config::PlatformConfig;
 use chaos_monkey::monkey::Error;
-use chaos_monkey::select::Target;
+use chaos_monkey::select::{self, ClusterView, MemberView, Target};
 use chaos_monkey::target::kube::Kube;
 use chaos_monkey::{Config, FaultLog, Summary};
+use etcd_operator::faults::Role;
 use http::{Method, Request, Response, StatusCode};
 use kube::client::Body;
 use serde_json::{Value, json};
@@ -87,6 +88,26 @@ impl Server {
     /// `status` (`Value::Null`: none published yet).
     pub async fn etcdcluster(&mut self, name: &str, status: Value) {
         self.get(&etcdcluster_uri(name), etcdcluster(name, status))
+            .await;
+    }
+
+    /// Expects the reads that pick a victim among cluster `a`'s three
+    /// running pods (without IPs: etcd is not asked): the selection check
+    /// (no EtcdCluster), then tick 0 (one without a published status).
+    pub async fn picks_in_cluster_a(&mut self) {
+        self.get(&pods_uri(MEMBERS), cluster_a()).await;
+        self.get(&pods_uri(&in_clusters("a")), cluster_a()).await;
+        self.no_etcdcluster("a").await;
+        self.get(&pods_uri(MEMBERS), cluster_a()).await;
+        self.get(&pods_uri(&in_clusters("a")), cluster_a()).await;
+        self.etcdcluster("a", Value::Null).await;
+    }
+
+    /// Expects pod `name` to be deleted at once (grace period 0) and
+    /// answers `code` with `reply`.
+    pub async fn delete_pod(&mut self, name: &str, code: StatusCode, reply: Value) {
+        let uri = format!("/api/v1/namespaces/{NS}/pods/{name}?");
+        self.expect(Method::DELETE, &uri, Some(grace0(name)), code, reply)
             .await;
     }
 
@@ -174,6 +195,33 @@ pub fn published(name: &str, size: usize, leader: Option<usize>, observed_at: Sy
 /// RFC 3339 of `t`, as the API server writes times.
 pub fn rfc3339(t: SystemTime) -> String {
     humantime::format_rfc3339_seconds(t).to_string()
+}
+
+/// The pods of cluster `a`: a-0..a-2, all running.
+pub fn cluster_a() -> Value {
+    list(
+        "PodList",
+        (0..3)
+            .map(|i| pod("a", &format!("a-{i}"), "Running"))
+            .collect(),
+    )
+}
+
+/// The member tick 0 picks among a-0..a-2 (all running, roles unknown).
+pub fn expected_victim(cfg: &Config) -> String {
+    let view = ClusterView {
+        name: "a".into(),
+        members: (0..3)
+            .map(|i| MemberView {
+                name: format!("a-{i}"),
+                role: Role::Unknown,
+                running: true,
+                eligible: true,
+            })
+            .collect(),
+    };
+    let picks = select::choose(cfg.seed, 0, &[view], cfg.target, 1);
+    format!("a-{}", picks[0].member)
 }
 
 pub fn list(kind: &str, items: Vec<Value>) -> Value {

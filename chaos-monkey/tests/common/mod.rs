@@ -12,9 +12,10 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 use etcd_operator::faults::{self, FaultRecord};
-use etcd_operator::member::{InitialState, MemberAddr, MemberConfig};
+use etcd_operator::member::MemberAddr;
 use etcd_operator::platform::local::layout::{Layout, MemberRecord, write_json};
 use etcd_operator::platform::local::process::{self, ProcessId};
+use etcd_operator::testing::bootstrap_config;
 
 /// The longest any condition is waited for.
 pub const WAIT: Duration = Duration::from_secs(60);
@@ -51,6 +52,13 @@ pub struct Done {
 impl Done {
     pub fn code(&self) -> Option<i32> {
         self.status.code()
+    }
+
+    /// Checks that it exited with `code` and said `needle` on standard
+    /// error.
+    pub fn assert_exit(&self, code: i32, needle: &str) {
+        assert_eq!(self.code(), Some(code), "{}", self.stderr);
+        assert!(self.stderr.contains(needle), "{}", self.stderr);
     }
 }
 
@@ -148,6 +156,38 @@ pub fn run_with_env(args: &[&str], env: &[(&str, &str)]) -> Done {
     Monkey::start_with_env(args, env).wait()
 }
 
+/// Runs chaos-monkey to its end on the state folder `state` with `args`
+/// (words split at white space) and the fault log `log`, if given; checks
+/// that it exited 0.
+pub fn run_ok(state: &str, log: Option<&Path>, args: &str) -> Done {
+    let mut all = vec!["--state-dir", state];
+    all.extend(args.split_whitespace());
+    if let Some(log) = log {
+        all.extend_from_slice(&["--fault-log", log.to_str().expect("utf-8")]);
+    }
+    let done = run(&all);
+    assert_eq!(done.code(), Some(0), "{}", done.stderr);
+    done
+}
+
+/// The arguments of a monkey that injects one fault (ticking every
+/// 100 ms) into the members under `state` and logs it to `log`; `extra`
+/// (the fault and its settings) follow.
+pub fn one_fault_args<'a>(state: &'a str, log: &'a Path, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut all = vec![
+        "--state-dir",
+        state,
+        "--kill-interval",
+        "100ms",
+        "--max-faults",
+        "1",
+        "--fault-log",
+        log.to_str().expect("utf-8"),
+    ];
+    all.extend_from_slice(extra);
+    all
+}
+
 /// The records of a fault log.
 pub fn records(path: &Path) -> Vec<FaultRecord> {
     faults::read(path).expect("read fault log")
@@ -220,25 +260,15 @@ impl FakeState {
         started: SystemTime,
     ) -> Option<ProcessId> {
         let id = running.then(|| self.spawn(Path::new("/bin/sleep"), &["300"]));
+        let addr = MemberAddr {
+            name: member.into(),
+            // Nothing listens on port 1: roles come out unknown at once.
+            peer_url: "http://127.0.0.1:1".into(),
+            client_url: "http://127.0.0.1:1".into(),
+        };
+        let version = "3.4.23".parse().expect("version");
         let record = MemberRecord {
-            config: MemberConfig {
-                addr: MemberAddr {
-                    name: member.into(),
-                    // Nothing listens on port 1: roles come out unknown at once.
-                    peer_url: "http://127.0.0.1:1".into(),
-                    client_url: "http://127.0.0.1:1".into(),
-                },
-                version: "3.4.23".parse().expect("version"),
-                bootstrap: true,
-                tls: Default::default(),
-                tuning: Default::default(),
-                backend: Default::default(),
-                force_new_cluster: false,
-                fresh_restore: false,
-                initial_cluster: String::new(),
-                initial_state: InitialState::New,
-                token: "test".into(),
-            },
+            config: bootstrap_config(addr, version, String::new(), "test"),
             ip: std::net::Ipv4Addr::LOCALHOST,
             process: id,
             started_at: Some(humantime::format_rfc3339_millis(started).to_string()),

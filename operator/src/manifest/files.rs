@@ -168,14 +168,7 @@ mod tests {
         std::os::unix::fs::symlink(d.join("nowhere.yaml"), d.join("dangling.yaml"))
             .expect("dangling");
         std::fs::create_dir(d.join("folder.yaml")).expect("folder");
-        rustix::fs::mknodat(
-            rustix::fs::CWD,
-            d.join("fifo.yaml"),
-            rustix::fs::FileType::Fifo,
-            Mode::from_raw_mode(0o644),
-            0,
-        )
-        .expect("fifo");
+        crate::testing::files::mkfifo(&d.join("fifo.yaml"));
         std::fs::write(d.join("big.yaml"), vec![b'#'; 2 << 20]).expect("big");
         std::fs::write(d.join("latin1.yaml"), b"kind: \xe9\n").expect("latin1");
         std::fs::write(d.join("good.yml"), "kind: x\n").expect("good");

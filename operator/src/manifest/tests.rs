@@ -160,14 +160,7 @@ fn special_files_are_reported_with_the_reason() {
     std::os::unix::fs::symlink(d.join("loop.yaml"), d.join("loop.yaml")).expect("loop");
     std::os::unix::fs::symlink(d.join("gone.yaml"), d.join("dangling.yaml")).expect("link");
     std::fs::create_dir(d.join("folder.yaml")).expect("folder");
-    rustix::fs::mknodat(
-        rustix::fs::CWD,
-        d.join("fifo.yaml"),
-        rustix::fs::FileType::Fifo,
-        rustix::fs::Mode::from_raw_mode(0o644),
-        0,
-    )
-    .expect("fifo");
+    crate::testing::files::mkfifo(&d.join("fifo.yaml"));
     let loaded = load_dir(d).expect("load");
     assert_eq!(loaded.clusters.keys().collect::<Vec<_>>(), ["demo"]);
     let mut problems: Vec<(String, String)> = loaded

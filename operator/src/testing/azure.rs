@@ -3,10 +3,12 @@
 //! port of 127.0.0.1 with its data in a temporary folder, stopped when
 //! dropped (also when a test panics).
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
+
+use super::server::Served;
 
 /// Azurite's well-known development account.
 pub const ACCOUNT: &str = "devstoreaccount1";
@@ -32,7 +34,8 @@ sys.exit(0 if status in (201, 409) else status)
 /// A running Azurite blob service.
 #[derive(Debug)]
 pub struct Azurite {
-    child: Option<Child>,
+    /// Killed on drop, before its data folder goes.
+    _server: Served,
     addr: SocketAddr,
     _data: tempfile::TempDir,
 }
@@ -52,36 +55,22 @@ impl Azurite {
     /// Starts the blob service and waits (bounded) until it accepts
     /// connections.
     pub fn start() -> Self {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
         let data = tempfile::tempdir().expect("a data folder");
-        let child = Command::new(azurite_blob())
-            .args(["--blobHost", "127.0.0.1", "--blobPort", &port.to_string()])
-            .arg("--location")
-            .arg(data.path())
-            .args(["--skipApiVersionCheck", "--silent"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start azurite-blob");
-        let server = Azurite {
-            child: Some(child),
-            addr,
-            _data: data,
+        let command = |port: u16| {
+            let mut c = Command::new(azurite_blob());
+            c.args(["--blobHost", "127.0.0.1", "--blobPort", &port.to_string()])
+                .arg("--location")
+                .arg(data.path())
+                .args(["--skipApiVersionCheck", "--silent"]);
+            c
         };
-        let deadline = Instant::now() + super::WAIT;
-        while TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "Azurite did not listen on {addr}"
-            );
-            std::thread::sleep(Duration::from_millis(100));
+        let listens = |addr| TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_ok();
+        let server = Served::start("azurite-blob", command, listens);
+        Azurite {
+            addr: server.addr(),
+            _server: server,
+            _data: data,
         }
-        server
     }
 
     /// The endpoint a spec names: `http://127.0.0.1:PORT/ACCOUNT`.
@@ -116,14 +105,5 @@ impl Azurite {
             ("AZURE_STORAGE_ACCOUNT_NAME".into(), ACCOUNT.into()),
             ("AZURE_STORAGE_ACCOUNT_KEY".into(), ACCOUNT_KEY.into()),
         ]
-    }
-}
-
-impl Drop for Azurite {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
     }
 }

@@ -3,10 +3,12 @@
 //! when dropped (also when a test panics).
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
+
+use super::server::Served;
 
 /// The credentials tests give the operator (moto accepts any).
 pub const ACCESS_KEY: &str = "test-access-key";
@@ -16,7 +18,7 @@ pub const SECRET_KEY: &str = "test-secret-never-printed-6f1e";
 /// A running S3 server.
 #[derive(Debug)]
 pub struct S3Server {
-    child: Option<Child>,
+    server: Served,
     addr: SocketAddr,
 }
 
@@ -34,31 +36,17 @@ pub fn moto_server() -> PathBuf {
 impl S3Server {
     /// Starts a server and waits (bounded) until it answers.
     pub fn start() -> Self {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        let child = Command::new(moto_server())
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start moto_server");
-        let server = S3Server {
-            child: Some(child),
-            addr,
+        let command = |port: u16| {
+            let mut c = Command::new(moto_server());
+            c.args(["-H", "127.0.0.1", "-p", &port.to_string()]);
+            c
         };
-        let deadline = Instant::now() + super::WAIT;
-        while server.request("GET", "/").is_none() {
-            assert!(
-                Instant::now() < deadline,
-                "moto_server did not answer on {addr}"
-            );
-            std::thread::sleep(Duration::from_millis(100));
+        let answers = |addr| request(addr, "GET", "/").is_some();
+        let server = Served::start("moto_server", command, answers);
+        S3Server {
+            addr: server.addr(),
+            server,
         }
-        server
     }
 
     /// `http://127.0.0.1:PORT`.
@@ -68,7 +56,7 @@ impl S3Server {
 
     /// Creates bucket `name`.
     pub fn create_bucket(&self, name: &str) {
-        let status = self.request("PUT", &format!("/{name}"));
+        let status = request(self.addr, "PUT", &format!("/{name}"));
         assert_eq!(status, Some(200), "creating bucket {name}");
     }
 
@@ -83,30 +71,21 @@ impl S3Server {
 
     /// Stops the server (the store goes away; its data with it).
     pub fn stop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-
-    /// One HTTP/1.0 request without a body: the status code, if any came.
-    fn request(&self, method: &str, path: &str) -> Option<u16> {
-        let mut s = TcpStream::connect_timeout(&self.addr, Duration::from_secs(2)).ok()?;
-        s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
-        write!(
-            s,
-            "{method} {path} HTTP/1.0\r\nHost: {}\r\nContent-Length: 0\r\n\r\n",
-            self.addr
-        )
-        .ok()?;
-        let mut head = [0u8; 12];
-        s.read_exact(&mut head).ok()?;
-        std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
+        self.server.stop();
     }
 }
 
-impl Drop for S3Server {
-    fn drop(&mut self) {
-        self.stop();
-    }
+/// One HTTP/1.0 request without a body to `addr`: the status code, if any
+/// came.
+fn request(addr: SocketAddr, method: &str, path: &str) -> Option<u16> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    write!(
+        s,
+        "{method} {path} HTTP/1.0\r\nHost: {addr}\r\nContent-Length: 0\r\n\r\n"
+    )
+    .ok()?;
+    let mut head = [0u8; 12];
+    s.read_exact(&mut head).ok()?;
+    std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
 }

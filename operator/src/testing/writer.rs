@@ -70,9 +70,59 @@ impl WriteReport {
 
 /// A running writer; [`Writer::stop`] returns its report.
 #[derive(Debug)]
-pub struct Writer {
+pub struct Writer(Background<WriteReport>);
+
+/// A thread of its own running a task on a runtime of its own until told
+/// to stop (by the flag the task is given); told and joined also when
+/// dropped.
+#[derive(Debug)]
+struct Background<T> {
     stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<WriteReport>>,
+    thread: Option<JoinHandle<T>>,
+}
+
+impl<T: Default + Send + 'static> Background<T> {
+    /// Starts `task` (`what` names it in a panic).
+    fn start<F>(
+        what: &'static str,
+        task: impl FnOnce(Arc<AtomicBool>) -> F + Send + 'static,
+    ) -> Self
+    where
+        F: Future<Output = T>,
+    {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap_or_else(|e| panic!("a runtime for the {what}: {e}"));
+            rt.block_on(task(flag))
+        });
+        Background {
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// Tells the task to stop; returns what it returned (the default if
+    /// it panicked).
+    fn stop(mut self) -> T {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread
+            .take()
+            .and_then(|t| t.join().ok())
+            .unwrap_or_default()
+    }
+}
+
+impl<T> Drop for Background<T> {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 /// Whether the attempt never reached etcd's log: the connection failed, or
@@ -187,96 +237,45 @@ impl Writer {
     /// first one.
     pub fn start(endpoints: Vec<String>) -> Writer {
         assert!(!endpoints.is_empty(), "a writer needs an endpoint");
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("a runtime for the writer");
-            rt.block_on(write_loop(endpoints, flag))
-        });
-        Writer {
-            stop,
-            thread: Some(thread),
-        }
+        Writer(Background::start("writer", |flag| {
+            write_loop(endpoints, flag)
+        }))
     }
 
     /// Stops writing and says what happened.
-    pub fn stop(mut self) -> WriteReport {
-        self.stop.store(true, Ordering::Relaxed);
-        self.thread
-            .take()
-            .and_then(|t| t.join().ok())
-            .unwrap_or_default()
-    }
-}
-
-impl Drop for Writer {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+    pub fn stop(self) -> WriteReport {
+        self.0.stop()
     }
 }
 
 /// Watches the raft terms members report (every 10 ms): every election,
 /// a handover's included, starts a new term.
 #[derive(Debug)]
-pub struct TermWatch {
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<Vec<u64>>>,
-}
+pub struct TermWatch(Background<Vec<u64>>);
 
 impl TermWatch {
     /// Starts watching the members at `endpoints`.
     pub fn start(endpoints: Vec<String>) -> TermWatch {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("a runtime for the term watch");
-            rt.block_on(async move {
-                let clients = crate::etcd::Clients::new(Duration::from_millis(200));
-                let mut terms = Vec::new();
-                while !flag.load(Ordering::Relaxed) {
-                    for url in &endpoints {
-                        if let Ok(s) = clients.status(url).await
-                            && !terms.contains(&s.raft_term)
-                        {
-                            terms.push(s.raft_term);
-                        }
+        TermWatch(Background::start("term watch", |flag| async move {
+            let clients = crate::etcd::Clients::new(Duration::from_millis(200));
+            let mut terms = Vec::new();
+            while !flag.load(Ordering::Relaxed) {
+                for url in &endpoints {
+                    if let Ok(s) = clients.status(url).await
+                        && !terms.contains(&s.raft_term)
+                    {
+                        terms.push(s.raft_term);
                     }
-                    tokio::time::sleep(Duration::from_millis(10)).await;
                 }
-                terms.sort_unstable();
-                terms
-            })
-        });
-        TermWatch {
-            stop,
-            thread: Some(thread),
-        }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            terms.sort_unstable();
+            terms
+        }))
     }
 
     /// Stops watching; returns the distinct terms seen, lowest first.
-    pub fn stop(mut self) -> Vec<u64> {
-        self.stop.store(true, Ordering::Relaxed);
-        self.thread
-            .take()
-            .and_then(|t| t.join().ok())
-            .unwrap_or_default()
-    }
-}
-
-impl Drop for TermWatch {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+    pub fn stop(self) -> Vec<u64> {
+        self.0.stop()
     }
 }

@@ -3,16 +3,7 @@
 
 use super::*;
 
-fn fifo(path: &Path) {
-    rustix::fs::mknodat(
-        rustix::fs::CWD,
-        path,
-        rustix::fs::FileType::Fifo,
-        rustix::fs::Mode::from_raw_mode(0o644),
-        0,
-    )
-    .expect("mkfifo");
-}
+use crate::testing::files::mkfifo as fifo;
 
 #[test]
 fn a_small_regular_file_is_read_through_a_symlink() {

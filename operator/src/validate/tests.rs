@@ -20,6 +20,18 @@ fn spec(size: i64, version: &str) -> EtcdClusterSpec {
     EtcdClusterSpec::minimal(size, version)
 }
 
+/// `spec.backup` every `interval` keeping `max_backups`, its backups
+/// restore-checked every `check` when given; nothing else set.
+fn backup_spec(interval: &str, max_backups: i64, check: Option<String>) -> Option<BackupSpec> {
+    Some(BackupSpec {
+        interval: interval.into(),
+        max_backups,
+        location: None,
+        restore_check: check.map(|interval| crate::crd::RestoreCheckSpec { interval }),
+        continuous: None,
+    })
+}
+
 fn fields(r: Result<ValidSpec, Invalid>) -> Vec<String> {
     r.expect_err("should be invalid")
         .0
@@ -71,13 +83,7 @@ fn all_errors_reported_together() {
 fn durations_and_counts_past_their_bounds_are_refused_naming_the_field() {
     let backup = |interval: &str, max_backups: i64, check: Option<&str>| {
         let mut s = spec(3, "3.4.23");
-        s.backup = Some(BackupSpec {
-            interval: interval.into(),
-            max_backups,
-            location: None,
-            restore_check: check.map(|i| crate::crd::RestoreCheckSpec { interval: i.into() }),
-            continuous: None,
-        });
+        s.backup = backup_spec(interval, max_backups, check.map(Into::into));
         validate("demo", &s, &V)
     };
     for huge in ["100000000h", "2562048h", "876001h", "8785h"] {
@@ -113,24 +119,12 @@ fn durations_and_counts_past_their_bounds_are_refused_naming_the_field() {
 #[test]
 fn backup_bounds() {
     let mut s = spec(3, "3.4.23");
-    s.backup = Some(BackupSpec {
-        interval: "500ms".into(),
-        max_backups: 0,
-        location: None,
-        restore_check: None,
-        continuous: None,
-    });
+    s.backup = backup_spec("500ms", 0, None);
     assert_eq!(
         fields(validate("demo", &s, &V)),
         ["spec.backup.interval", "spec.backup.maxBackups"]
     );
-    s.backup = Some(BackupSpec {
-        interval: "30m".into(),
-        max_backups: 3,
-        location: None,
-        restore_check: None,
-        continuous: None,
-    });
+    s.backup = backup_spec("30m", 3, None);
     let v = validate("demo", &s, &V).expect("valid");
     let b = v.backup.expect("backup policy");
     assert_eq!(b.interval, Duration::from_secs(1800));
@@ -144,15 +138,7 @@ fn backup_bounds() {
 fn restore_check_interval() {
     let with = |interval: &str| {
         let mut s = spec(3, "3.4.23");
-        s.backup = Some(BackupSpec {
-            interval: "30m".into(),
-            max_backups: 3,
-            location: None,
-            restore_check: Some(crate::crd::RestoreCheckSpec {
-                interval: interval.into(),
-            }),
-            continuous: None,
-        });
+        s.backup = backup_spec("30m", 3, Some(interval.into()));
         validate("demo", &s, &V)
     };
     let b = with("1h").expect("valid").backup.expect("policy");
@@ -172,15 +158,7 @@ proptest::proptest! {
     #[test]
     fn any_restore_check_interval_is_judged(ms in 0u64..10_000_000) {
         let mut s = spec(3, "3.4.23");
-        s.backup = Some(BackupSpec {
-            interval: "30m".into(),
-            max_backups: 3,
-            location: None,
-            restore_check: Some(crate::crd::RestoreCheckSpec {
-                interval: format!("{ms}ms"),
-            }),
-            continuous: None,
-        });
+        s.backup = backup_spec("30m", 3, Some(format!("{ms}ms")));
         match validate("demo", &s, &V) {
             Ok(v) => {
                 proptest::prop_assert!(ms >= 1000);
@@ -280,13 +258,7 @@ fn tuning_problems_come_with_the_others() {
 #[test]
 fn from_survivor_follows_restore_from_backup_unless_set_and_needs_persistent_storage() {
     let mut s = spec(3, "3.4.23");
-    s.backup = Some(BackupSpec {
-        interval: "30m".into(),
-        max_backups: 3,
-        location: None,
-        restore_check: None,
-        continuous: None,
-    });
+    s.backup = backup_spec("30m", 3, None);
     let recovery = |restore, survivor| {
         Some(RecoverySpec {
             restore_from_backup: restore,

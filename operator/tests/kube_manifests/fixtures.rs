@@ -5,7 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use etcd_operator::crd::{EtcdCluster, TlsSpec};
-use etcd_operator::member::{InitialState, MemberAddr, MemberConfig};
+use etcd_operator::member::{MemberAddr, MemberConfig};
+use etcd_operator::testing::bootstrap_config;
 
 use super::tools::root;
 
@@ -50,23 +51,18 @@ pub fn read_resource(path: &Path) -> EtcdCluster {
 
 pub fn config(member: &str) -> MemberConfig {
     let url = |port: u16| format!("http://{member}.example.default.svc:{port}");
-    MemberConfig {
-        addr: MemberAddr {
-            name: member.into(),
-            peer_url: url(2380),
-            client_url: url(2379),
-        },
-        version: "3.5.1".parse().expect("version"),
-        initial_cluster: format!("{member}={}", url(2380)),
-        initial_state: InitialState::New,
-        token: "example-token".into(),
-        bootstrap: true,
-        tls: Default::default(),
-        tuning: Default::default(),
-        backend: Default::default(),
-        force_new_cluster: false,
-        fresh_restore: false,
-    }
+    let addr = MemberAddr {
+        name: member.into(),
+        peer_url: url(2380),
+        client_url: url(2379),
+    };
+    let version = "3.5.1".parse().expect("version");
+    bootstrap_config(
+        addr,
+        version,
+        format!("{member}={}", url(2380)),
+        "example-token",
+    )
 }
 
 pub fn write_yaml<T: serde::Serialize>(dir: &Path, name: &str, object: &T) -> PathBuf {

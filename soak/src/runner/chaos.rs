@@ -113,6 +113,13 @@ mod tests {
     use super::*;
     use crate::scenario::{FaultKind, Target};
 
+    /// The monkey's command line for `c` on a local state folder, as one
+    /// line.
+    fn local_line(c: &Chaos) -> String {
+        let at = Where::Local(Path::new("/s"));
+        args(c, at, "d", Path::new("f"), None, Duration::from_secs(1)).join(" ")
+    }
+
     #[test]
     fn every_option_becomes_its_flag() {
         let c = Chaos {
@@ -168,49 +175,22 @@ mod tests {
             loss: Some(30.0),
             ..net
         };
-        let a = args(
-            &loss,
-            Where::Local(Path::new("/s")),
-            "d",
-            Path::new("f"),
-            None,
-            Duration::from_secs(1),
-        );
-        assert!(a.join(" ").contains("--loss 30%"), "{a:?}");
+        let a = local_line(&loss);
+        assert!(a.contains("--loss 30%"), "{a:?}");
         let skew = Chaos {
             fault: Some(FaultKind::ClockSkew),
             skew: Some("-30s".parse().expect("skew")),
             ..Chaos::default()
         };
-        let a = args(
-            &skew,
-            Where::Local(Path::new("/s")),
-            "d",
-            Path::new("f"),
-            None,
-            Duration::from_secs(1),
-        );
-        assert!(
-            a.join(" ").contains("--fault clock-skew --skew -30s"),
-            "{a:?}"
-        );
+        let a = local_line(&skew);
+        assert!(a.contains("--fault clock-skew --skew -30s"), "{a:?}");
         let slow = Chaos {
             fault: Some(FaultKind::SlowDisk),
             disk_iops: Some(20),
             ..Chaos::default()
         };
-        let a = args(
-            &slow,
-            Where::Local(Path::new("/s")),
-            "d",
-            Path::new("f"),
-            None,
-            Duration::from_secs(1),
-        );
-        assert!(
-            a.join(" ").contains("--fault slow-disk --disk-iops 20"),
-            "{a:?}"
-        );
+        let a = local_line(&slow);
+        assert!(a.contains("--fault slow-disk --disk-iops 20"), "{a:?}");
         let a = args(
             &c,
             Where::Kube(None, "soak"),

@@ -45,27 +45,18 @@ pub fn started(annotations: Option<&BTreeMap<String, String>>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::member::{InitialState, MemberAddr};
+    use crate::member::MemberAddr;
+    use crate::testing::bootstrap_config;
     use crate::version::Version;
 
     fn config() -> MemberConfig {
-        MemberConfig {
-            addr: MemberAddr {
-                name: "demo-0".into(),
-                peer_url: "http://demo-0.demo.default.svc:2380".into(),
-                client_url: "http://demo-0.demo.default.svc:2379".into(),
-            },
-            version: Version::new(3, 5, 1),
-            initial_cluster: "demo-0=http://demo-0.demo.default.svc:2380".into(),
-            initial_state: InitialState::New,
-            token: "demo-1".into(),
-            bootstrap: true,
-            tls: Default::default(),
-            tuning: Default::default(),
-            backend: Default::default(),
-            force_new_cluster: false,
-            fresh_restore: false,
-        }
+        let addr = MemberAddr {
+            name: "demo-0".into(),
+            peer_url: "http://demo-0.demo.default.svc:2380".into(),
+            client_url: "http://demo-0.demo.default.svc:2379".into(),
+        };
+        let initial = "demo-0=http://demo-0.demo.default.svc:2380";
+        bootstrap_config(addr, Version::new(3, 5, 1), initial, "demo-1")
     }
 
     /// The annotation as the operator wrote it on pods and claims before

@@ -11,6 +11,7 @@ use super::scenario::{
 };
 use crate::crd::{EtcdClusterStatus, Phase, StoragePolicy};
 use crate::member::{Settings, Tuning};
+use crate::platform::kube::KubePlatform;
 use crate::platform::{ClusterRecord, Platform};
 use crate::version::Version;
 
@@ -20,6 +21,24 @@ fn settings(version: &str, tuning: Tuning) -> Settings {
         tuning,
         backend: Default::default(),
     }
+}
+
+/// Plays `scenario` while `platform` restarts demo-0 with `wanted`, which
+/// must succeed (`done` says how).
+async fn restart_demo_0<S>(
+    platform: KubePlatform,
+    scenario: impl FnOnce(ApiServer) -> S,
+    api: ApiServer,
+    wanted: Settings,
+    done: &str,
+) where
+    S: Future<Output = ApiServer> + Send + 'static,
+{
+    let call = |p: KubePlatform| async move {
+        p.restart("demo", "demo-0", &wanted).await.expect(done);
+        (p, ())
+    };
+    play(platform, scenario, call, api).await
 }
 
 /// The value of `flag` in a pod's etcd command line.
@@ -54,18 +73,8 @@ async fn new_timing_re_creates_the_pod_with_its_flags_and_the_claim_waits() {
         new.echo();
         api
     };
-    play(
-        platform(client),
-        scenario,
-        |p| async move {
-            p.restart("demo", "demo-0", &settings("3.5.1", tuning))
-                .await
-                .expect("restarted");
-            (p, ())
-        },
-        api,
-    )
-    .await;
+    let wanted = settings("3.5.1", tuning);
+    restart_demo_0(platform(client), scenario, api, wanted, "restarted").await;
 }
 
 /// A raised quota and a new compaction go the way of new timing: the pod
@@ -103,18 +112,7 @@ async fn a_new_quota_and_compaction_re_create_the_pod_with_their_flags() {
         new.echo();
         api
     };
-    play(
-        platform(client),
-        scenario,
-        |p| async move {
-            p.restart("demo", "demo-0", &wanted)
-                .await
-                .expect("restarted");
-            (p, ())
-        },
-        api,
-    )
-    .await;
+    restart_demo_0(platform(client), scenario, api, wanted, "restarted").await;
 }
 
 #[tokio::test]
@@ -133,19 +131,9 @@ async fn an_empty_dir_member_with_new_timing_is_deleted_to_be_replaced() {
             .not_found();
         api
     };
-    play(
-        platform_for(client, &r),
-        scenario,
-        |p| async move {
-            let tuning = Tuning::new(None, Some(3000));
-            p.restart("demo", "demo-0", &settings("3.5.1", tuning))
-                .await
-                .expect("deleted");
-            (p, ())
-        },
-        api,
-    )
-    .await;
+    let tuning = Tuning::new(None, Some(3000));
+    let wanted = settings("3.5.1", tuning);
+    restart_demo_0(platform_for(client, &r), scenario, api, wanted, "deleted").await;
 }
 
 #[tokio::test]
@@ -164,18 +152,8 @@ async fn upgrade_recreates_the_pod_on_the_new_image_and_leaves_the_claim() {
         new.echo();
         api
     };
-    play(
-        platform(client),
-        scenario,
-        |p| async move {
-            p.restart("demo", "demo-0", &settings("3.5.1", Tuning::default()))
-                .await
-                .expect("upgraded");
-            (p, ())
-        },
-        api,
-    )
-    .await;
+    let wanted = settings("3.5.1", Tuning::default());
+    restart_demo_0(platform(client), scenario, api, wanted, "upgraded").await;
 }
 
 #[tokio::test]
@@ -196,18 +174,8 @@ async fn an_empty_dir_member_is_upgraded_in_place() {
         patch.ok(&pod.json());
         api
     };
-    play(
-        platform_for(client, &r),
-        scenario,
-        |p| async move {
-            p.restart("demo", "demo-0", &settings("3.5.2", Tuning::default()))
-                .await
-                .expect("upgraded");
-            (p, ())
-        },
-        api,
-    )
-    .await;
+    let wanted = settings("3.5.2", Tuning::default());
+    restart_demo_0(platform_for(client, &r), scenario, api, wanted, "upgraded").await;
 }
 
 #[tokio::test]

@@ -17,35 +17,25 @@ use super::kubelet::Kubelet;
 use super::trouble::put_resource;
 use crate::crd::EtcdCluster;
 use crate::etcd::Clients;
-use crate::member::{InitialState, MemberAddr, MemberConfig};
+use crate::member::{MemberAddr, MemberConfig};
 use crate::platform::Platform;
 use crate::platform::kube::KubePlatform;
 use crate::platform::kube::follow::service_url;
 use crate::platform::kube::pod::DEFAULT_IMAGE;
-use crate::testing::{etcd_binary, free_loopback};
+use crate::testing::{bootstrap_config, etcd_binary, free_loopback};
 use crate::tls::issue::{Usage, issue, new_ca};
 use crate::tls::{ClientTls, with_scheme};
 use crate::version::Version;
 
 /// Member `name` at `ip`: peers at the IP, clients told the DNS name.
 pub fn config(name: &str, ip: Ipv4Addr, initial_cluster: &str, version: &str) -> MemberConfig {
-    MemberConfig {
-        addr: MemberAddr {
-            name: name.into(),
-            peer_url: format!("http://{ip}:2380"),
-            client_url: format!("http://{name}.demo.default.svc:2379"),
-        },
-        version: version.parse::<Version>().expect("a version"),
-        initial_cluster: initial_cluster.into(),
-        initial_state: InitialState::New,
-        token: "demo-token".into(),
-        bootstrap: true,
-        tls: Default::default(),
-        tuning: Default::default(),
-        backend: Default::default(),
-        force_new_cluster: false,
-        fresh_restore: false,
-    }
+    let addr = MemberAddr {
+        name: name.into(),
+        peer_url: format!("http://{ip}:2380"),
+        client_url: format!("http://{name}.demo.default.svc:2379"),
+    };
+    let version = version.parse::<Version>().expect("a version");
+    bootstrap_config(addr, version, initial_cluster, "demo-token")
 }
 
 /// `demo-0..N` as etcd processes.

@@ -10,7 +10,7 @@ use super::super::config::ANNOTATION_STARTED;
 use super::super::objects::data_claim;
 use super::super::pod::{DEFAULT_IMAGE, member_pod};
 use crate::crd::{EtcdCluster, EtcdClusterSpec, StoragePolicy};
-use crate::member::{InitialState, MemberAddr, MemberConfig};
+use crate::member::{MemberAddr, MemberConfig};
 use crate::version::Version;
 
 /// The uid of the test resource.
@@ -57,23 +57,13 @@ pub fn config(name: &str, version: &str) -> MemberConfig {
         .map(|i| format!("demo-{i}={}", url(&format!("demo-{i}"), 2380)))
         .collect::<Vec<_>>()
         .join(",");
-    MemberConfig {
-        addr: MemberAddr {
-            name: name.into(),
-            peer_url: url(name, 2380),
-            client_url: url(name, 2379),
-        },
-        version: version.parse::<Version>().expect("version"),
-        initial_cluster: initial,
-        initial_state: InitialState::New,
-        token: "demo-token".into(),
-        bootstrap: true,
-        tls: Default::default(),
-        tuning: Default::default(),
-        backend: Default::default(),
-        force_new_cluster: false,
-        fresh_restore: false,
-    }
+    let addr = MemberAddr {
+        name: name.into(),
+        peer_url: url(name, 2380),
+        client_url: url(name, 2379),
+    };
+    let version = version.parse::<Version>().expect("version");
+    crate::testing::bootstrap_config(addr, version, initial, "demo-token")
 }
 
 fn owner() -> k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {

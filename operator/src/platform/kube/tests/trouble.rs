@@ -21,6 +21,7 @@ use crate::crd::{EtcdCluster, StoragePolicy::Persistent};
 use crate::etcd::Clients;
 use crate::plan::Step;
 use crate::platform::ClusterRecord;
+use crate::platform::kube::KubePlatform;
 use crate::platform::kube::objects::record_config_map;
 
 /// etcd's log tail as the kubelet keeps it (`FallbackToLogsOnError`).
@@ -78,6 +79,22 @@ pub(super) fn condition(fake: &Fake, type_: &str) -> Value {
 }
 
 /// A loopback address where nothing listens (tests use loopback only).
+/// `demo`'s controller over `client`, `r` registered. Nothing answers at
+/// the pods' IPs; a short timeout keeps a pass short.
+async fn cluster_of(client: kube::Client, r: &EtcdCluster) -> Cluster<KubePlatform> {
+    let platform = Arc::new(platform_for(client, r));
+    let clients = Arc::new(Clients::new(Duration::from_millis(200)));
+    Cluster::new("demo", platform, clients, spec_state(r))
+        .await
+        .expect("the cluster")
+}
+
+/// Puts a member's `pod` and `claim` in the store.
+fn put_member(fake: &Fake, pod: Seen, claim: Seen) {
+    fake.put(&collection("pods"), pod.json());
+    fake.put(&collection("persistentvolumeclaims"), claim.json());
+}
+
 fn nobody() -> String {
     crate::testing::free_loopback("kube-trouble-nobody", &HashSet::new()).to_string()
 }
@@ -99,16 +116,9 @@ async fn members_stuck_pending_or_crashing_say_why_in_status() {
             .ip(&nobody()),
     ];
     for (i, pod) in pods.into_iter().enumerate() {
-        fake.put(&collection("pods"), pod.json());
-        let claim = Seen::claim(&format!("demo-{i}"), "3.5.1");
-        fake.put(&collection("persistentvolumeclaims"), claim.json());
+        put_member(&fake, pod, Seen::claim(&format!("demo-{i}"), "3.5.1"));
     }
-    let platform = Arc::new(platform_for(client, &r));
-    // Nothing answers at the pods' IPs; a short timeout keeps the pass short.
-    let clients = Arc::new(Clients::new(Duration::from_millis(200)));
-    let mut cluster = Cluster::new("demo", platform, clients, spec_state(&r))
-        .await
-        .expect("the cluster");
+    let mut cluster = cluster_of(client, &r).await;
     let out = cluster.reconcile().await;
     // demo-1 cannot pull its image and demo-2 crash loops: neither runs,
     // so the bootstrap starts them again (demo-1's pod, at the spec's
@@ -143,23 +153,15 @@ async fn without_quorum_a_crash_looping_member_is_re_created_in_place() {
     for i in 0..2 {
         let name = format!("demo-{i}");
         let pod = Seen::pod(&name, "3.5.1", Persistent).ready().ip(&nobody);
-        fake.put(&collection("pods"), pod.json());
-        let claim = Seen::claim(&name, "3.5.1").started();
-        fake.put(&collection("persistentvolumeclaims"), claim.json());
+        put_member(&fake, pod, Seen::claim(&name, "3.5.1").started());
     }
     let looping = Seen::pod("demo-2", "3.5.1", Persistent)
         .started()
         .crash_loop(3, 1, 1, FATAL)
         .ip(&nobody);
-    fake.put(&collection("pods"), looping.json());
-    let claim = Seen::claim("demo-2", "3.5.1").started();
-    fake.put(&collection("persistentvolumeclaims"), claim.json());
+    put_member(&fake, looping, Seen::claim("demo-2", "3.5.1").started());
 
-    let platform = Arc::new(platform_for(client, &r));
-    let clients = Arc::new(Clients::new(Duration::from_millis(200)));
-    let mut cluster = Cluster::new("demo", platform, clients, spec_state(&r))
-        .await
-        .expect("the cluster");
+    let mut cluster = cluster_of(client, &r).await;
     let out = cluster.reconcile().await;
     // Without quorum three fast failures do not condemn a member's data:
     // it is started again in place.
@@ -206,15 +208,9 @@ async fn a_claim_still_binding_is_creation_not_a_failing_member() {
     for i in 0..3 {
         let pod =
             Seen::pod(&format!("demo-{i}"), "3.5.1", Persistent).unschedulable_since(unbound, &now);
-        fake.put(&collection("pods"), pod.json());
-        let claim = Seen::claim(&format!("demo-{i}"), "3.5.1");
-        fake.put(&collection("persistentvolumeclaims"), claim.json());
+        put_member(&fake, pod, Seen::claim(&format!("demo-{i}"), "3.5.1"));
     }
-    let platform = Arc::new(platform_for(client, &r));
-    let clients = Arc::new(Clients::new(Duration::from_millis(200)));
-    let mut cluster = Cluster::new("demo", platform, clients, spec_state(&r))
-        .await
-        .expect("the cluster");
+    let mut cluster = cluster_of(client, &r).await;
     cluster.reconcile().await;
     let degraded = condition(&fake, "Degraded");
     assert_eq!(degraded["status"], "False", "{degraded}");
