@@ -45,10 +45,11 @@ use etcd_operator::crd::ObjectStoreSpec;
 use etcd_operator::etcd::Clients;
 use etcd_operator::platform::local::backups::LocalBackups;
 use etcd_operator::platform::local::binaries::Binaries;
+use etcd_operator::testing::bench::wanted;
 use etcd_operator::testing::s3::S3Server;
 use support::bucket::InBucket;
 use support::rebuild::{self, Run};
-use support::{stats, throughput, wanted};
+use support::{stats, throughput};
 
 const BUCKET: &str = "bench";
 

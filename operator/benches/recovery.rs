@@ -38,13 +38,13 @@ mod support;
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use etcd_operator::crd::{EtcdCluster, RecoveryStatus};
 use etcd_operator::etcd::Clients;
 use etcd_operator::testing::bench::wanted;
-use etcd_operator::testing::{Env, client_urls, kill9, manifest};
-use support::dr::{self, Loss};
+use etcd_operator::testing::{client_urls, manifest};
+use support::dr;
 use support::dr_backup;
-use support::{BOUND, healthy, stats};
+use support::rebuild::{self, Run, destroy, loss_text, operator_env, recovery, until_rebuilt};
+use support::stats;
 
 use support::throughput;
 
@@ -52,76 +52,10 @@ fn runs() -> usize {
     support::runs(3)
 }
 
-fn operator_env() -> Env {
-    let mut env = Env::new();
-    env.operator_bin = Some(env!("CARGO_BIN_EXE_etcd-operator").into());
-    // BENCH_LOG: the operator's log filter (for a story in more detail).
-    env.log_filter = std::env::var("BENCH_LOG").unwrap_or_else(|_| "info".into());
-    env
-}
-
 fn from_survivor(name: &str) -> String {
     let mut m = manifest(name, 3, "3.4.23");
     m.push_str("  recovery:\n    fromSurvivor: true\n");
     m
-}
-
-/// One full backup an hour, delta segments every second, a rebuild from
-/// backups (never from a survivor), as tests/deltas.rs.
-fn continuous(name: &str) -> String {
-    let mut m = manifest(name, 3, "3.4.23");
-    m.push_str(
-        "  backup:\n    interval: 1h\n    maxBackups: 2\n    continuous:\n      segmentInterval: 1s\n",
-    );
-    m.push_str("  recovery:\n    restoreFromBackup: true\n    fromSurvivor: false\n");
-    m
-}
-
-/// Kills `member` and wipes its data: lost for good.
-fn destroy(env: &Env, cluster: &str, member: &str) {
-    let pid = env.pid(cluster, member).unwrap();
-    std::fs::remove_dir_all(env.layout().data_dir(cluster, member)).unwrap();
-    kill9(pid);
-}
-
-/// Polls (every 5 ms) until the operator says it rebuilt `cluster` and its
-/// 3 members answer healthy themselves (one leader, 3 started voters).
-async fn until_rebuilt(
-    env: &Env,
-    clients: &Clients,
-    cluster: &str,
-    since: Instant,
-) -> (Duration, EtcdCluster) {
-    loop {
-        if let Some(c) = env.status(cluster)
-            && c.status
-                .as_ref()
-                .is_some_and(|s| s.last_recovery.is_some() && s.members.len() == 3)
-            && healthy(clients, &client_urls(&c)).await
-        {
-            return (since.elapsed(), c);
-        }
-        assert!(
-            since.elapsed() < BOUND,
-            "{cluster} not rebuilt within {BOUND:?}; operator log: {}",
-            env.operator_log().display()
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
-
-fn recovery(c: &EtcdCluster) -> RecoveryStatus {
-    c.status
-        .as_ref()
-        .and_then(|s| s.last_recovery.clone())
-        .unwrap()
-}
-
-/// One measured rebuild: its time, what it lost, and a note.
-struct Run {
-    took: Duration,
-    loss: Loss,
-    note: String,
 }
 
 fn survivor_operator(rt: &tokio::runtime::Runtime, clients: &Clients) -> Run {
@@ -167,60 +101,6 @@ fn survivor_floor(rt: &tokio::runtime::Runtime, clients: &Clients, run: usize) -
         loss: dr::loss(&acked, &urls, "w/", lost_at),
         note: String::new(),
     }
-}
-
-/// The newest full backup of `cluster`, waited for.
-fn first_backup(env: &Env, cluster: &str) -> etcd_operator::backup::BackupMeta {
-    let dir = env.state.join("backups").join(cluster);
-    env.wait_for("a full backup", || {
-        etcd_operator::backup::list(&dir).ok()?.first().cloned()
-    })
-}
-
-/// The operator's backup rebuild, and how many revisions it replayed on
-/// top of the full backup (the floor replays as many).
-fn backup_operator(rt: &tokio::runtime::Runtime, clients: &Clients) -> (Run, i64) {
-    let mut env = operator_env();
-    env.write_manifest("bk.yaml", &continuous("bk"));
-    env.start_operator();
-    let c = env.wait_running("bk", 3);
-    let base = first_backup(&env, "bk");
-    let dir = env.state.join("backups").join("bk");
-    let writer = dr::writer_with_acks(client_urls(&c), "w/");
-    env.wait_for("3 segments after the full backup", || {
-        (etcd_operator::backup::chain::read(&dir, &base)
-            .segments
-            .len()
-            >= 3)
-            .then_some(())
-    });
-    let members = c.status.clone().unwrap().members;
-    for m in &members[..2] {
-        destroy(&env, "bk", &m.name);
-    }
-    let lost_at = Instant::now();
-    let lost_wall = std::time::SystemTime::now();
-    let (took, c) = rt.block_on(until_rebuilt(&env, clients, "bk", lost_at));
-    let acked = writer.stop();
-    // With BENCH_STORY set: where the rebuild's time went (the operator's
-    // log and the members' notable lines, from the loss on).
-    if std::env::var_os("BENCH_STORY").is_some() {
-        println!(
-            "--- story of a backup rebuild ({:.3}s) ---",
-            took.as_secs_f64()
-        );
-        println!("{}", env.story("bk", lost_wall, &[]));
-    }
-    let r = recovery(&c);
-    let run = Run {
-        took,
-        loss: dr::loss(&acked, &client_urls(&c), "w/", lost_at),
-        note: format!(
-            "source {:?}, {} segments replayed, {} revisions lost",
-            r.source, r.replayed_segments, r.lost_revisions
-        ),
-    };
-    (run, r.replayed_revision - r.backup_revision)
 }
 
 fn backup_floor(
@@ -283,22 +163,6 @@ fn backup_floor(
     }
 }
 
-fn loss_text(runs: &[Run]) -> String {
-    let missing: Vec<String> = runs
-        .iter()
-        .map(|r| format!("{}/{}", r.loss.missing, r.loss.acked))
-        .collect();
-    let windows: Vec<String> = runs
-        .iter()
-        .map(|r| format!("{:.3}", r.loss.window.as_secs_f64()))
-        .collect();
-    format!(
-        "writes lost {} | loss window s {}",
-        missing.join(" "),
-        windows.join(" ")
-    )
-}
-
 fn report(what: &str, ours: &[Run], floor: &[Run], floor_note: &str) {
     let t = |v: &[Run]| v.iter().map(|r| r.took).collect::<Vec<_>>();
     let (om, op) = stats(&t(ours));
@@ -342,7 +206,7 @@ fn main() {
     if wanted("backup") {
         let (mut ours, mut floor) = (Vec::new(), Vec::new());
         for run in 0..runs() {
-            let (r, revisions) = backup_operator(&rt, &clients);
+            let (r, revisions) = rebuild::backup_operator(&rt, &clients, None);
             ours.push(r);
             floor.push(backup_floor(&rt, &clients, run, revisions));
         }

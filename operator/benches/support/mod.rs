@@ -17,9 +17,10 @@ use std::time::{Duration, Instant};
 
 use etcd_operator::etcd::Clients;
 use etcd_operator::member::flags::{Listen, etcd_args};
-use etcd_operator::member::{InitialState, MemberAddr, MemberConfig, MemberTls};
+use etcd_operator::member::{MemberAddr, MemberConfig, MemberTls};
 use etcd_operator::platform::local::addr;
 use etcd_operator::platform::local::process::{self, ProcessId};
+use etcd_operator::testing::bootstrap_config;
 use etcd_operator::tls::issue::{self, Usage};
 use etcd_operator::tls::{CertKey, ClientTls, files};
 use etcd_operator::version::Version;
@@ -33,16 +34,6 @@ pub fn runs(default: usize) -> usize {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-/// Whether the section `name` was asked for: the arguments after `--`
-/// that are not flags (every section when none is).
-pub fn wanted(name: &str) -> bool {
-    let asked: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
-        .collect();
-    asked.is_empty() || asked.iter().any(|a| a == name)
 }
 
 /// Median and p99 of a sample, in seconds.
@@ -169,19 +160,7 @@ pub fn hand(dir: &Path, seed: &str, name: &str, taken: &mut HashSet<std::net::Ip
         client_url: format!("http://{ip}:2379"),
     };
     Hand {
-        record: MemberConfig {
-            addr,
-            version: Version::new(3, 4, 23),
-            bootstrap: true,
-            tls: Default::default(),
-            tuning: Default::default(),
-            backend: Default::default(),
-            force_new_cluster: false,
-            fresh_restore: false,
-            initial_cluster: String::new(),
-            initial_state: InitialState::New,
-            token: "floor".into(),
-        },
+        record: bootstrap_config(addr, Version::new(3, 4, 23), String::new(), "floor"),
         data: dir.join(name).join("data"),
         log: dir.join(name).join("etcd.log"),
         process: None,

@@ -1,5 +1,7 @@
 //! The operator's side of a rebuild from backups after a majority is
-//! destroyed (`benches/object_store.rs`, section `loss`): a 3-member
+//! destroyed (`benches/recovery.rs` section `backup`,
+//! `benches/object_store.rs` section `loss`), and what both sections and
+//! the survivor rows share: a 3-member
 //! cluster with continuous backups (1 s delta segments, into a bucket when
 //! one is given) under a sequential writer, two members destroyed (killed,
 //! data wiped), then the time until the operator says it rebuilt the
@@ -86,31 +88,45 @@ pub fn recovery(c: &EtcdCluster) -> RecoveryStatus {
         .unwrap()
 }
 
-/// Waits (bounded) until `location` holds a full backup with at least 3
-/// delta segments after it.
-fn until_chain(
+/// The newest full backup in `location`, waited for (bounded).
+fn first_backup(
     rt: &tokio::runtime::Runtime,
     env: &Env,
     store: &LocalBackups,
     location: &Location,
 ) -> BackupMeta {
+    env.wait_for("a full backup", || {
+        rt.block_on(store.list(location)).ok()?.first().cloned()
+    })
+}
+
+/// Waits (bounded) until `location` holds at least 3 delta segments after
+/// `base` (read from the bucket into a folder of `env`'s, when in one).
+fn until_segments(
+    rt: &tokio::runtime::Runtime,
+    env: &Env,
+    store: &LocalBackups,
+    location: &Location,
+    base: &BackupMeta,
+) {
     let copy = env.dir.path().join("chain-seen");
-    env.wait_for("a full backup and 3 segments after it", || {
-        let base = rt.block_on(store.list(location)).ok()?.first().cloned()?;
+    env.wait_for("3 segments after the full backup", || {
         let dir = if location.object.is_some() {
             std::fs::create_dir_all(&copy).ok()?;
-            rt.block_on(store.object_segments_into(location, &base, &copy))
+            rt.block_on(store.object_segments_into(location, base, &copy))
                 .ok()?;
             copy.clone()
         } else {
             store.dir(location)
         };
-        (chain::read(&dir, &base).segments.len() >= 3).then_some(base)
-    })
+        (chain::read(&dir, base).segments.len() >= 3).then_some(())
+    });
 }
 
 /// The operator's rebuild from backups (in `bucket` when given), and how
-/// many revisions it replayed on top of the full backup.
+/// many revisions it replayed on top of the full backup (the floor of
+/// benches/recovery.rs replays as many). With `BENCH_STORY` set it prints
+/// where the rebuild's time went.
 pub fn backup_operator(
     rt: &tokio::runtime::Runtime,
     clients: &Clients,
@@ -135,15 +151,26 @@ pub fn backup_operator(
     env.write_manifest("bk.yaml", &continuous("bk", bucket));
     env.start_operator();
     let c = env.wait_running("bk", 3);
+    let base = first_backup(rt, &env, &store, &location);
     let writer = dr::writer_with_acks(client_urls(&c), "w/");
-    until_chain(rt, &env, &store, &location);
+    until_segments(rt, &env, &store, &location, &base);
     let members = c.status.clone().unwrap().members;
     for m in &members[..2] {
         destroy(&env, "bk", &m.name);
     }
     let lost_at = Instant::now();
+    let lost_wall = std::time::SystemTime::now();
     let (took, c) = rt.block_on(until_rebuilt(&env, clients, "bk", lost_at));
     let acked = writer.stop();
+    // With BENCH_STORY set: where the rebuild's time went (the operator's
+    // log and the members' notable lines, from the loss on).
+    if std::env::var_os("BENCH_STORY").is_some() {
+        println!(
+            "--- story of a backup rebuild ({:.3}s) ---",
+            took.as_secs_f64()
+        );
+        println!("{}", env.story("bk", lost_wall, &[]));
+    }
     let r = recovery(&c);
     let run = Run {
         took,
