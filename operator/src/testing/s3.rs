@@ -33,7 +33,55 @@ pub fn moto_server() -> PathBuf {
     bin
 }
 
+/// moto's S3 app for Google Cloud Storage's client: GCS's XML API is its
+/// S3-interoperable one (ListObjectsV2, PUT, ranged GET, DELETE, multipart
+/// uploads), but the client authenticates with an OAuth bearer token
+/// (with a test key's `disable_oauth`, an empty one on writes and none on
+/// reads), and moto reads any `Authorization` header as an AWS signature
+/// (an empty bearer makes it fail with a 500) and refuses anonymous reads
+/// of private objects. The shim gives every request a placeholder AWS
+/// signature instead; moto checks no signature.
+const GCS_SHIM: &str = r#"
+import sys
+from werkzeug.serving import run_simple
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+app = DomainDispatcherApplication(create_backend_app)
+AWS = "AWS4-HMAC-SHA256 Credential=gcs/20260101/us-east-1/s3/aws4_request, SignedHeaders=host, Signature=0"
+def gcs(environ, start_response):
+    if environ.get("HTTP_AUTHORIZATION", "Bearer").startswith("Bearer"):
+        environ["HTTP_AUTHORIZATION"] = AWS
+    return app(environ, start_response)
+run_simple(sys.argv[1], int(sys.argv[2]), gcs, threaded=True)
+"#;
+
+/// A service account key for tests: `disable_oauth` makes the GCS client
+/// send no token (and fetch none); the private key is never used.
+pub const GCS_TEST_KEY: &str = r#"{"private_key": "unused-test-key", "private_key_id": "unused", "client_email": "backups@test.invalid", "disable_oauth": true}"#;
+
 impl S3Server {
+    /// moto's S3 server answering Google Cloud Storage's client (see
+    /// `GCS_SHIM`): a bucket name without '-' or '.' (the client
+    /// percent-encodes them, moto does not decode bucket names).
+    pub fn start_for_gcs() -> Self {
+        let python = moto_server().with_file_name("python");
+        let command = move |port: u16| {
+            let mut c = Command::new(&python);
+            c.args(["-c", GCS_SHIM, "127.0.0.1", &port.to_string()]);
+            c
+        };
+        let answers = |addr| request(addr, "GET", "/").is_some();
+        let server = Served::start("moto's S3 app for GCS", command, answers);
+        S3Server {
+            addr: server.addr(),
+            server,
+        }
+    }
+
+    /// The environment the operator needs to reach [`Self::start_for_gcs`].
+    pub fn gcs_credentials(&self) -> Vec<(String, String)> {
+        vec![("GOOGLE_SERVICE_ACCOUNT_KEY".into(), GCS_TEST_KEY.into())]
+    }
+
     /// Starts a server and waits (bounded) until it answers.
     pub fn start() -> Self {
         let command = |port: u16| {
