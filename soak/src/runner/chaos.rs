@@ -120,6 +120,104 @@ mod tests {
         args(c, at, "d", Path::new("f"), None, Duration::from_secs(1)).join(" ")
     }
 
+    /// Every field of a scenario's chaos section reaches the monkey: the
+    /// line built here parses with the monkey's own command line into the
+    /// same values. The destructuring names every field, so a field added
+    /// to `Chaos` breaks this test's build until it is mapped here (and,
+    /// for the test to pass, in `args`).
+    #[test]
+    fn every_field_parses_back_the_same_in_the_monkeys_own_command_line() {
+        use chaos_monkey::cli::Args;
+        use clap::Parser;
+
+        use crate::scenario::{CorruptPart, Split};
+        let d = |ms: u64| Dur(Duration::from_millis(ms));
+        let full = Chaos {
+            kill_interval: d(2500),
+            target: Some(Target::Follower),
+            fault: Some(FaultKind::Delay),
+            pause_for: Some(d(3000)),
+            max_kill: Some(2),
+            probability: Some(0.25),
+            min_age: Some(d(7000)),
+            jitter: Some(d(300)),
+            seed: Some(11),
+            dry_run: true,
+            max_faults: Some(9),
+            allow_quorum_loss: true,
+            fault_for: Some(d(8000)),
+            split: Some(Split::Majority),
+            latency: Some(d(40)),
+            latency_jitter: Some(d(5)),
+            loss: Some(12.5),
+            corrupt: Some(CorruptPart::Wal),
+            skew: Some("-30s".parse().expect("a skew")),
+            disk_iops: Some(20),
+            start_after: Some(d(5000)),
+        };
+        let at = Where::Local(Path::new("/s"));
+        let line = args(
+            &full,
+            at,
+            "demo",
+            Path::new("f.jsonl"),
+            None,
+            Duration::from_secs(60),
+        );
+        let argv = std::iter::once("chaos-monkey".to_string()).chain(line.clone());
+        let m = Args::try_parse_from(argv).unwrap_or_else(|e| panic!("{line:?}: {e}"));
+        let Chaos {
+            kill_interval,
+            target,
+            fault,
+            pause_for,
+            max_kill,
+            probability,
+            min_age,
+            jitter,
+            seed,
+            dry_run,
+            max_faults,
+            allow_quorum_loss,
+            fault_for,
+            split,
+            latency,
+            latency_jitter,
+            loss,
+            corrupt,
+            skew,
+            disk_iops,
+            start_after,
+        } = full;
+        let dur = |d: Option<Dur>| d.map(|d| d.0);
+        assert_eq!(m.kill_interval, kill_interval.0);
+        assert_eq!(Some(m.target), target);
+        assert_eq!(Some(m.fault), fault);
+        assert_eq!(m.pause_for, dur(pause_for));
+        assert_eq!(m.max_kill, max_kill.map(|n| n as usize));
+        assert_eq!(Some(m.probability), probability);
+        assert_eq!(Some(m.min_age), dur(min_age));
+        assert_eq!(Some(m.jitter), dur(jitter));
+        assert_eq!(m.seed, seed);
+        assert_eq!(m.dry_run, dry_run);
+        assert_eq!(m.max_faults, max_faults.map(|n| n as usize));
+        assert_eq!(m.allow_quorum_loss, allow_quorum_loss);
+        assert_eq!(m.fault_for, dur(fault_for));
+        assert_eq!(m.split, split);
+        assert_eq!(m.latency, dur(latency));
+        assert_eq!(m.latency_jitter, dur(latency_jitter));
+        assert_eq!(m.loss, loss);
+        assert_eq!(m.corrupt, corrupt);
+        assert_eq!(m.skew, skew);
+        assert_eq!(m.disk_iops, disk_iops);
+        // The runner's own: it starts the monkey that much later.
+        assert!(start_after.is_some());
+        assert_eq!(m.clusters, ["demo"]);
+        assert_eq!(m.duration, Some(Duration::from_secs(60)));
+        assert_eq!(m.state_dir, Path::new("/s"));
+        assert_eq!(m.fault_log.as_deref(), Some(Path::new("f.jsonl")));
+    }
+
     #[test]
     fn every_option_becomes_its_flag() {
         let c = Chaos {
