@@ -363,8 +363,8 @@ pub struct RecoverySpec {
     pub from_survivor: Option<bool>,
 }
 
-mod backup;
+mod backup_spec;
 pub mod reference;
-pub use backup::*;
+pub use backup_spec::*;
 mod status;
 pub use status::*;
