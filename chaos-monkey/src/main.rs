@@ -56,11 +56,7 @@ fn main() -> ExitCode {
 }
 
 fn run(cfg: &Config) -> anyhow::Result<ExitCode> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
+    let rt = etcd_operator::cli::runtime().context("cannot start the async runtime")?;
     rt.block_on(async {
         // Listen before anything is touched, so a signal always gets the
         // paused members resumed.

@@ -268,11 +268,7 @@ fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
         eprintln!("error: {e}");
         return Ok(ExitCode::from(2));
     }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
+    let rt = etcd_operator::cli::runtime().context("cannot start the async runtime")?;
     let data = rt.block_on(async {
         let (tx, rx) = tokio::sync::watch::channel(false);
         tokio::spawn(async move {
@@ -403,11 +399,7 @@ fn lincheck(a: &LincheckArgs) -> ExitCode {
 }
 
 fn bench(args: soak::bench::Args) -> anyhow::Result<ExitCode> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
+    let rt = etcd_operator::cli::runtime().context("cannot start the async runtime")?;
     match rt.block_on(soak::bench::run(args)) {
         Ok(report) => {
             print!("{report}");

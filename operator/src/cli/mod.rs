@@ -6,3 +6,13 @@ pub mod check_backup;
 pub mod docs;
 pub mod status;
 pub mod table;
+
+/// The async runtime every program of the workspace runs on (the
+/// operator, the chaos monkey, the soak): two worker threads, timers and
+/// I/O on.
+pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+}

@@ -64,13 +64,17 @@ impl S3Server {
     /// percent-encodes them, moto does not decode bucket names).
     pub fn start_for_gcs() -> Self {
         let python = moto_server().with_file_name("python");
-        let command = move |port: u16| {
+        Self::serve("moto's S3 app for GCS", move |port: u16| {
             let mut c = Command::new(&python);
             c.args(["-c", GCS_SHIM, "127.0.0.1", &port.to_string()]);
             c
-        };
+        })
+    }
+
+    /// Runs `command(port)` and waits (bounded) until it answers.
+    fn serve(what: &str, command: impl FnOnce(u16) -> Command) -> Self {
         let answers = |addr| request(addr, "GET", "/").is_some();
-        let server = Served::start("moto's S3 app for GCS", command, answers);
+        let server = Served::start(what, command, answers);
         S3Server {
             addr: server.addr(),
             server,
@@ -84,17 +88,11 @@ impl S3Server {
 
     /// Starts a server and waits (bounded) until it answers.
     pub fn start() -> Self {
-        let command = |port: u16| {
+        Self::serve("moto_server", |port: u16| {
             let mut c = Command::new(moto_server());
             c.args(["-H", "127.0.0.1", "-p", &port.to_string()]);
             c
-        };
-        let answers = |addr| request(addr, "GET", "/").is_some();
-        let server = Served::start("moto_server", command, answers);
-        S3Server {
-            addr: server.addr(),
-            server,
-        }
+        })
     }
 
     /// `http://127.0.0.1:PORT`.

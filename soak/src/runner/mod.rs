@@ -140,12 +140,13 @@ pub async fn run(o: &Options, interrupted: watch::Receiver<bool>) -> Result<RunD
             partial: Some(Box::new(data)),
         }
     };
+    let kube_only = kube_only_store(&s.cluster);
     let prepared = match o.platform {
-        PlatformKind::Local if kube_only_store(&s.cluster).is_some() => Err(Error::Setup(format!(
+        PlatformKind::Local if kube_only.is_some() => Err(Error::Setup(format!(
             "cluster.backup.location.objectStore.{} is for Kubernetes; on the local platform \
              the operator reads its own environment: drop it, or set store: s3 for an S3 \
              server the soak runs",
-            kube_only_store(&s.cluster).unwrap_or_default()
+            kube_only.unwrap_or_default()
         ))),
         PlatformKind::Local => Local::prepare(
             &s.cluster,

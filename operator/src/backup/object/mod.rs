@@ -85,19 +85,14 @@ impl ObjectLocation {
         {
             problems.push((format!("{field}.region"), m));
         }
-        if let Some(Err(m)) = spec
-            .credentials_secret
-            .as_deref()
-            .map(crate::kube_names::check_object_name)
-        {
-            problems.push((format!("{field}.credentialsSecret"), m));
-        }
-        if let Some(Err(m)) = spec
-            .service_account_name
-            .as_deref()
-            .map(crate::kube_names::check_object_name)
-        {
-            problems.push((format!("{field}.serviceAccountName"), m));
+        let names = [
+            ("credentialsSecret", &spec.credentials_secret),
+            ("serviceAccountName", &spec.service_account_name),
+        ];
+        for (name, value) in names {
+            if let Some(Err(m)) = value.as_deref().map(crate::kube_names::check_object_name) {
+                problems.push((format!("{field}.{name}"), m));
+            }
         }
         match url {
             Ok((scheme, _, _))

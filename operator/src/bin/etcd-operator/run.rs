@@ -118,11 +118,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         );
         return Ok(ExitCode::from(2));
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
+    let rt = etcd_operator::cli::runtime().context("cannot start the async runtime")?;
     rt.block_on(async {
         let (metrics, health) = (Arc::<Metrics>::default(), Arc::<Health>::default());
         let metrics_addr = match serve_metrics(args.metrics_addr, &metrics, &health).await {
@@ -168,11 +164,7 @@ async fn serve_metrics(
 }
 
 fn run_kube(args: RunArgs) -> anyhow::Result<ExitCode> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
+    let rt = etcd_operator::cli::runtime().context("cannot start the async runtime")?;
     rt.block_on(async {
         let (metrics, health) = (Arc::<Metrics>::default(), Arc::<Health>::default());
         if let Err(e) = serve_metrics(args.metrics_addr, &metrics, &health).await {

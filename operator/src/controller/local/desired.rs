@@ -101,25 +101,30 @@ impl Local {
             ),
             ("restore", spec.restore_from.object.as_ref()),
         ];
-        if let Some((field, _)) = stores
-            .iter()
-            .find(|(_, o)| o.is_some_and(|o| o.secret.is_some()))
-        {
-            return Err(format!(
-                "spec.{field}.location.objectStore.credentialsSecret: a Secret carries the \
-                 credentials on Kubernetes; the local platform reads the operator's own \
-                 environment (AWS_ACCESS_KEY_ID, ...): drop it"
-            ));
-        }
-        if let Some((field, _)) = stores
-            .iter()
-            .find(|(_, o)| o.is_some_and(|o| o.service_account.is_some()))
-        {
-            return Err(format!(
-                "spec.{field}.location.objectStore.serviceAccountName: a workload identity \
-                 comes with a Kubernetes service account; the local platform reads the \
-                 operator's own environment (a web identity token file, a key, ...): drop it"
-            ));
+        // Kubernetes' ways to give a store its credentials; locally the
+        // operator's own environment does.
+        type Set = fn(&crate::backup::object::ObjectLocation) -> bool;
+        let kube_credentials: [(&str, Set, &str); 2] = [
+            (
+                "credentialsSecret",
+                |o| o.secret.is_some(),
+                "a Secret carries the credentials on Kubernetes; the local platform reads the \
+                 operator's own environment (AWS_ACCESS_KEY_ID, ...)",
+            ),
+            (
+                "serviceAccountName",
+                |o| o.service_account.is_some(),
+                "a workload identity comes with a Kubernetes service account; the local \
+                 platform reads the operator's own environment (a web identity token file, a \
+                 key, ...)",
+            ),
+        ];
+        for (name, set, why) in kube_credentials {
+            if let Some((field, _)) = stores.iter().find(|(_, o)| o.is_some_and(set)) {
+                return Err(format!(
+                    "spec.{field}.location.objectStore.{name}: {why}: drop it"
+                ));
+            }
         }
         if let Some(b) = &spec.backup {
             let kube_only = [
