@@ -8,8 +8,12 @@ use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 
+mod chaos;
+mod text;
+
 pub use crate::kinds::{CorruptPart, FaultKind, Skew, Split};
-use crate::select::Target;
+pub use chaos::{Chaos, DEFAULT_KILL_INTERVAL};
+pub use text::duration_text;
 
 /// Kills, wipes, pauses, partitions, slows or damages random etcd members
 /// of the clusters that etcd-operator manages, one tick per
@@ -80,129 +84,16 @@ pub struct Args {
     )]
     pub clusters: Vec<String>,
 
-    /// Which members a tick hits: `random` (one member), `leader`,
-    /// `follower`, `minority` ((N-1)/2 members of one cluster: the most it
-    /// can lose and keep quorum), `majority` (more than half: needs
-    /// --allow-quorum-loss), `operator` (the operator itself) or `store`
-    /// (the object store at --store-addr that backups go to; local, with
-    /// --fault pause: a store that stops answering for --pause-for).
-    #[arg(
-        long,
-        value_enum,
-        default_value = "random",
-        env = "CHAOS_MONKEY_TARGET"
-    )]
-    pub target: Target,
+    /// What is injected, how often and for how long (the part a soak
+    /// scenario's `chaos` section holds too).
+    #[command(flatten)]
+    pub chaos: Chaos,
 
     /// The object store --target store hits: the loopback address and port
     /// its server listens on (the `objectStore.endpoint` of the clusters'
     /// backups), such as 127.0.0.1:9000.
     #[arg(long, env = "CHAOS_MONKEY_STORE_ADDR")]
     pub store_addr: Option<std::net::SocketAddrV4>,
-
-    /// Allow --target majority, which makes clusters lose quorum.
-    #[arg(long, env = "CHAOS_MONKEY_ALLOW_QUORUM_LOSS")]
-    pub allow_quorum_loss: bool,
-
-    /// What is done to a victim: `kill` (SIGKILL; the pod deleted with
-    /// grace period 0), `destroy` (killed and its data wiped, as a lost node
-    /// or emptyDir), `pause` (SIGSTOP for --pause-for, then SIGCONT; local
-    /// platform only), `partition` (cut off from the other members for
-    /// --fault-for; --split cuts the cluster in two; on kube a
-    /// NetworkPolicy), `delay` (--latency, --latency-jitter) and `loss`
-    /// (--loss) on its links to the other members for --fault-for,
-    /// `blackhole-until-snapshot` (cut off until the leader compacted its log
-    /// past it), `corrupt` (bytes flipped in its --corrupt db or wal while
-    /// stopped, then left to restart) or `disk-full` (the keyspace filled
-    /// through it until etcd raises NOSPACE; clearing the alarm is left to
-    /// the operator), `clock-skew` (its wall clock shifted by --skew for
-    /// --fault-for: its vDSO `clock_gettime` patched through ptrace; x86_64
-    /// Linux, root) or `slow-disk` (its disk writes throttled to
-    /// --disk-iops for --fault-for through a cgroup v1 blkio cgroup, so
-    /// fsync is slow; root). All but kill, destroy and partition: local
-    /// platform only.
-    #[arg(long, value_enum, default_value = "kill", env = "CHAOS_MONKEY_FAULT")]
-    pub fault: FaultKind,
-
-    /// Time between ticks, such as 30s, 500ms or 1m.
-    #[arg(long, value_name = "DURATION", default_value = "30s", env = "CHAOS_MONKEY_KILL_INTERVAL",
-          value_parser = positive_duration, allow_hyphen_values = true)]
-    pub kill_interval: Duration,
-
-    /// How long a paused member stays stopped (only with --fault pause;
-    /// default 10s).
-    #[arg(long, value_name = "DURATION", env = "CHAOS_MONKEY_PAUSE_FOR",
-          value_parser = positive_duration, allow_hyphen_values = true)]
-    pub pause_for: Option<Duration>,
-
-    /// How long partition, delay, loss, clock-skew and slow-disk last
-    /// before they are healed, and the longest blackhole-until-snapshot
-    /// waits for its snapshot. Default 10s.
-    #[arg(long, value_name = "DURATION", env = "CHAOS_MONKEY_FAULT_FOR",
-          value_parser = positive_duration, allow_hyphen_values = true)]
-    pub fault_for: Option<Duration>,
-
-    /// --fault partition: cut the victim's cluster in two instead of
-    /// isolating the victim alone; the victim's side (the victim and members
-    /// drawn from --seed) is a `minority` ((N-1)/2 members) or a `majority`
-    /// (N/2+1). Takes --target random, leader or follower.
-    #[arg(long, value_enum, env = "CHAOS_MONKEY_SPLIT")]
-    pub split: Option<Split>,
-
-    /// --fault delay: added one-way latency on each packet between the
-    /// victim and the other members (held in the monkey through an
-    /// NFQUEUE), such as 200ms. Default 200ms.
-    #[arg(long, value_name = "DURATION", env = "CHAOS_MONKEY_LATENCY",
-          value_parser = positive_duration, allow_hyphen_values = true)]
-    pub latency: Option<Duration>,
-
-    /// --fault delay: random variation of --latency, such as 50ms (each
-    /// packet's drawn from --seed; not the same as --jitter, which delays
-    /// ticks). Default 0s.
-    #[arg(long, value_name = "DURATION", env = "CHAOS_MONKEY_LATENCY_JITTER",
-          value_parser = duration, allow_hyphen_values = true)]
-    pub latency_jitter: Option<Duration>,
-
-    /// --fault loss: share of packets between the victim and the other
-    /// members dropped at random, such as 30% (above 0, at most 100).
-    /// Default 30%.
-    #[arg(long, value_name = "PERCENT", env = "CHAOS_MONKEY_LOSS",
-          value_parser = percent, allow_hyphen_values = true)]
-    pub loss: Option<f64>,
-
-    /// --fault corrupt: what is damaged: `db` (the last byte of a live value
-    /// in the bbolt database: silent data corruption; the member starts,
-    /// its KV hash differs, and etcd's periodic check,
-    /// --experimental-corrupt-check-time, raises a CORRUPT alarm) or `wal` (a
-    /// byte of a record in the newest WAL file: etcd refuses to start, "crc
-    /// mismatch"). Default db.
-    #[arg(long, value_enum, env = "CHAOS_MONKEY_CORRUPT")]
-    pub corrupt: Option<CorruptPart>,
-
-    /// --fault disk-full: the most bytes written before giving up when
-    /// etcd has not raised NOSPACE, such as 4GiB (etcd's default quota is
-    /// 2GiB). Default 4GiB.
-    #[arg(long, value_name = "SIZE", env = "CHAOS_MONKEY_FILL_MAX",
-          value_parser = size, allow_hyphen_values = true)]
-    pub fill_max: Option<u64>,
-
-    /// --fault clock-skew: how far the victim's wall clock (CLOCK_REALTIME)
-    /// is shifted, such as 30s (ahead) or -30s (behind); its monotonic clock
-    /// is left alone. Default 30s.
-    #[arg(
-        long,
-        value_name = "SHIFT",
-        env = "CHAOS_MONKEY_SKEW",
-        allow_hyphen_values = true
-    )]
-    pub skew: Option<Skew>,
-
-    /// --fault slow-disk: the most write operations per second the victim
-    /// may issue to the disk holding its data folder (each fdatasync takes
-    /// a few). Default 20 (an fdatasync then takes ~100 ms).
-    #[arg(long, value_name = "N", env = "CHAOS_MONKEY_DISK_IOPS", value_parser = disk_iops,
-          allow_hyphen_values = true)]
-    pub disk_iops: Option<u32>,
 
     /// Remove what a chaos-monkey that was killed (SIGKILL) left behind on
     /// the local platform: its iptables chains and cgroups, the vDSO patches
@@ -226,47 +117,10 @@ pub struct Args {
     #[arg(long, value_name = "DIR", env = "CHAOS_MONKEY_MAN")]
     pub man: Option<PathBuf>,
 
-    /// The most members one tick hits (caps minority and majority).
-    #[arg(long, value_name = "N", env = "CHAOS_MONKEY_MAX_KILL", value_parser = at_least_one,
-          allow_hyphen_values = true)]
-    pub max_kill: Option<usize>,
-
-    /// Chance that a tick fires, from 0 to 1 (drawn from --seed).
-    #[arg(long, value_name = "P", default_value = "1", env = "CHAOS_MONKEY_PROBABILITY",
-          value_parser = probability, allow_hyphen_values = true)]
-    pub probability: f64,
-
-    /// Spare members started less than this long ago, such as 1m.
-    #[arg(long, value_name = "DURATION", default_value = "0s", env = "CHAOS_MONKEY_MIN_AGE",
-          value_parser = duration, allow_hyphen_values = true)]
-    pub min_age: Duration,
-
-    /// Random extra delay before each tick, in [0, DURATION) (drawn from --seed).
-    #[arg(long, value_name = "DURATION", default_value = "0s", env = "CHAOS_MONKEY_JITTER",
-          value_parser = duration, allow_hyphen_values = true)]
-    pub jitter: Duration,
-
-    /// Seed of every random choice (a whole number from 0 to 2^64-1): the
-    /// same seed and clusters give the same victims. Default: a random seed,
-    /// printed at start.
-    #[arg(long, value_name = "N", env = "CHAOS_MONKEY_SEED", value_parser = seed,
-          allow_hyphen_values = true)]
-    pub seed: Option<u64>,
-
-    /// Log what would be done, touching nothing (not even the operator).
-    #[arg(long, env = "CHAOS_MONKEY_DRY_RUN")]
-    pub dry_run: bool,
-
     /// Stop after this long, such as 10m. Default: run until stopped.
     #[arg(long, value_name = "DURATION", env = "CHAOS_MONKEY_DURATION",
           value_parser = positive_duration, allow_hyphen_values = true)]
     pub duration: Option<Duration>,
-
-    /// Stop after this many faults (resumes not counted; a paused member is
-    /// resumed after --pause-for first).
-    #[arg(long, value_name = "N", env = "CHAOS_MONKEY_MAX_FAULTS", value_parser = at_least_one,
-          allow_hyphen_values = true)]
-    pub max_faults: Option<usize>,
 
     /// Append one JSON line per fault to FILE (`-` for standard output).
     #[arg(long, value_name = "FILE", env = "CHAOS_MONKEY_FAULT_LOG")]

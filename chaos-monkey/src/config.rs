@@ -67,12 +67,12 @@ pub enum Error {
 
 /// Why `--target store` or `--store-addr` cannot be taken as given.
 fn store_refusal(a: &Args) -> Option<&'static str> {
-    let store = a.target == Target::Store;
+    let store = a.chaos.target == Target::Store;
     match a.store_addr {
         None if store => Some("--store-addr is missing"),
         Some(_) if !store => Some("--store-addr is for --target store only"),
         Some(addr) if !addr.ip().is_loopback() => Some("the address is not a loopback one"),
-        _ if store && a.fault != FaultKind::Pause => Some("only --fault pause hits a store"),
+        _ if store && a.chaos.fault != FaultKind::Pause => Some("only --fault pause hits a store"),
         _ if store && a.platform != Platform::Local => Some("--target store is local only"),
         _ => None,
     }
@@ -115,6 +115,8 @@ pub struct Config {
     pub fault: FaultKind,
     /// Time between ticks (> 0).
     pub interval: Duration,
+    /// Time before the first interval begins.
+    pub start_after: Duration,
     /// How long a pause lasts (> 0).
     pub pause_for: Duration,
     /// Most victims per tick (>= 1).
@@ -142,35 +144,37 @@ pub struct Config {
 impl Config {
     /// Checks the flags together. A missing `--seed` becomes a random one.
     pub fn from_args(a: Args) -> Result<Config, Error> {
-        if a.target == Target::Majority && !a.allow_quorum_loss {
+        if a.chaos.target == Target::Majority && !a.chaos.allow_quorum_loss {
             return Err(Error::QuorumLoss);
         }
-        if a.platform == Platform::Kube && a.fault == FaultKind::Pause {
+        if a.platform == Platform::Kube && a.chaos.fault == FaultKind::Pause {
             return Err(Error::PauseOnKube);
         }
         if let Some(why) = store_refusal(&a) {
             return Err(Error::Store(why));
         }
-        if a.target == Target::Operator && a.fault == FaultKind::Destroy {
+        if a.chaos.target == Target::Operator && a.chaos.fault == FaultKind::Destroy {
             return Err(Error::DestroyOperator);
         }
-        if a.pause_for.is_some() && a.fault != FaultKind::Pause {
+        if a.chaos.pause_for.is_some() && a.chaos.fault != FaultKind::Pause {
             return Err(Error::OptionForOtherFault(
                 "--pause-for",
                 "pause",
-                a.fault.as_str(),
+                a.chaos.fault.as_str(),
             ));
         }
-        if a.fault == FaultKind::ClockSkew && !cfg!(target_arch = "x86_64") {
+        if a.chaos.fault == FaultKind::ClockSkew && !cfg!(target_arch = "x86_64") {
             return Err(Error::ClockSkewArch);
         }
-        if a.target == Target::Operator && !matches!(a.fault, FaultKind::Kill | FaultKind::Pause) {
-            return Err(Error::MemberFaultOnOperator(a.fault.as_str()));
+        if a.chaos.target == Target::Operator
+            && !matches!(a.chaos.fault, FaultKind::Kill | FaultKind::Pause)
+        {
+            return Err(Error::MemberFaultOnOperator(a.chaos.fault.as_str()));
         }
         if a.platform == Platform::Kube
-            && let Some(why) = kube_refusal(a.fault)
+            && let Some(why) = kube_refusal(a.chaos.fault)
         {
-            return Err(Error::NotOnKube(a.fault.as_str(), why));
+            return Err(Error::NotOnKube(a.chaos.fault.as_str(), why));
         }
         let faults = fault_options(&a)?;
         for name in &a.clusters {
@@ -203,19 +207,20 @@ impl Config {
         Ok(Config {
             platform,
             clusters,
-            target: a.target,
+            target: a.chaos.target,
             store_addr: a.store_addr,
-            fault: a.fault,
-            interval: a.kill_interval,
-            pause_for: a.pause_for.unwrap_or(DEFAULT_PAUSE_FOR),
-            max_kill: a.max_kill.unwrap_or(usize::MAX),
-            probability: a.probability,
-            min_age: a.min_age,
-            jitter: a.jitter,
-            seed: a.seed.unwrap_or_else(rand::random),
-            dry_run: a.dry_run,
+            fault: a.chaos.fault,
+            interval: a.chaos.kill_interval,
+            start_after: a.chaos.start_after,
+            pause_for: a.chaos.pause_for.unwrap_or(DEFAULT_PAUSE_FOR),
+            max_kill: a.chaos.max_kill.unwrap_or(usize::MAX),
+            probability: a.chaos.probability,
+            min_age: a.chaos.min_age,
+            jitter: a.chaos.jitter,
+            seed: a.chaos.seed.unwrap_or_else(rand::random),
+            dry_run: a.chaos.dry_run,
             duration: a.duration,
-            max_faults: a.max_faults,
+            max_faults: a.chaos.max_faults,
             fault_log: a.fault_log,
             faults,
         })
@@ -278,6 +283,9 @@ impl Config {
         );
         if !self.jitter.is_zero() {
             line.push_str(&format!(" + up to {}", d(self.jitter)));
+        }
+        if !self.start_after.is_zero() {
+            line.push_str(&format!(" after the first {}", d(self.start_after)));
         }
         line.push_str(&format!(": {fault} {whom}"));
         if !matches!(self.target, Target::Operator | Target::Store) {

@@ -210,7 +210,7 @@ impl<P: Platform> Run<'_, P> {
         let start = Instant::now();
         let end = self.cfg.duration.map(|d| start + d);
         let mut tick = 0u64;
-        let mut base = start + self.cfg.interval;
+        let mut base = start + self.cfg.start_after + self.cfg.interval;
         let mut next = base + self.jitter(tick);
         loop {
             let spent = self.budget_spent();

@@ -60,8 +60,14 @@ fn huge_numbers_and_durations_are_refused_naming_the_field() {
         ("duration: 10s", "duration: 10s\nsettle: 2562048h", "settle"),
         (
             "chaos: {killInterval: 5s}",
-            "chaos: {killInterval: 100y}",
+            "chaos: {killInterval: 200h}",
             "chaos.killInterval: must be at most 168h",
+        ),
+        // Past what the monkey's own flag takes: refused as the file is read.
+        (
+            "chaos: {killInterval: 5s}",
+            "chaos: {killInterval: 100y}",
+            "chaos.killInterval: 100y is longer than a year",
         ),
         (
             "recoveryMax: 10s",
@@ -140,7 +146,7 @@ fn pause_faults_are_refused_on_kube() {
 fn options_of_another_fault_are_refused_naming_the_field() {
     let text = GOOD.replace(
         "chaos: {killInterval: 5s}",
-        "chaos: {killInterval: 5s, fault: kill, faultFor: 5s, loss: 130}",
+        "chaos: {killInterval: 5s, fault: kill, faultFor: 5s, loss: 30}",
     );
     let (_d, path) = scenario(&text);
     let o = run(&["run", &path], &[]);
@@ -151,7 +157,21 @@ fn options_of_another_fault_are_refused_naming_the_field() {
         "{e}"
     );
     assert!(
-        e.contains("chaos.loss: must be above 0 and at most 100"),
+        e.contains("chaos.loss: applies only with fault: loss"),
+        "{e}"
+    );
+    // A value out of the flag's range is refused by the monkey's own
+    // parser, as the file is read.
+    let text = GOOD.replace(
+        "chaos: {killInterval: 5s}",
+        "chaos: {killInterval: 5s, fault: loss, loss: 130}",
+    );
+    let (_d, path) = scenario(&text);
+    let o = run(&["run", &path], &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("chaos.loss: expected a percentage above 0 and at most 100"),
         "{e}"
     );
 }

@@ -1,4 +1,5 @@
 use super::*;
+use crate::select::Target;
 use clap::CommandFactory;
 
 #[test]
@@ -85,7 +86,7 @@ fn fault_names_match_the_fault_log_and_the_flags() {
     }
     let a = Args::try_parse_from(["chaos-monkey", "--fault", "blackhole-until-snapshot"])
         .expect("parses");
-    assert_eq!(a.fault, FaultKind::BlackholeUntilSnapshot);
+    assert_eq!(a.chaos.fault, FaultKind::BlackholeUntilSnapshot);
 }
 
 #[test]
@@ -93,10 +94,10 @@ fn defaults_and_repeats() {
     let a =
         Args::try_parse_from(["chaos-monkey", "--cluster", "a", "--cluster", "b"]).expect("parses");
     assert_eq!(a.clusters, ["a", "b"]);
-    assert_eq!(a.kill_interval, Duration::from_secs(30));
-    assert_eq!(a.target, Target::Random);
-    assert_eq!(a.fault, FaultKind::Kill);
-    assert!(!a.dry_run);
+    assert_eq!(a.chaos.kill_interval, Duration::from_secs(30));
+    assert_eq!(a.chaos.target, Target::Random);
+    assert_eq!(a.chaos.fault, FaultKind::Kill);
+    assert!(!a.chaos.dry_run);
     assert!(a.ignored().is_empty());
     let k = Args::try_parse_from(["chaos-monkey", "--namespace", "x"]).expect("parses");
     assert_eq!(k.ignored(), ["--namespace"]);

@@ -92,56 +92,61 @@ pub fn kube_refusal(fault: FaultKind) -> Option<&'static str> {
 /// Checks the options of the newer faults against `--fault` and
 /// `--target`, and fills in the defaults.
 pub(super) fn fault_options(a: &Args) -> Result<FaultOptions, Error> {
-    let fault = a.fault;
+    let fault = a.chaos.fault;
     let other = |flag: &'static str, wants: &'static str| {
         Err(Error::OptionForOtherFault(flag, wants, fault.as_str()))
     };
-    if a.fault_for.is_some() && !fault.lasting() {
+    if a.chaos.fault_for.is_some() && !fault.lasting() {
         return other(
             "--fault-for",
             "partition, delay, loss, blackhole-until-snapshot, clock-skew or slow-disk",
         );
     }
-    if a.skew.is_some() && fault != FaultKind::ClockSkew {
+    if a.chaos.skew.is_some() && fault != FaultKind::ClockSkew {
         return other("--skew", "clock-skew");
     }
-    if a.disk_iops.is_some() && fault != FaultKind::SlowDisk {
+    if a.chaos.disk_iops.is_some() && fault != FaultKind::SlowDisk {
         return other("--disk-iops", "slow-disk");
     }
-    if a.split.is_some() && fault != FaultKind::Partition {
+    if a.chaos.split.is_some() && fault != FaultKind::Partition {
         return other("--split", "partition");
     }
-    if (a.latency.is_some() || a.latency_jitter.is_some()) && fault != FaultKind::Delay {
-        let flag = if a.latency.is_some() {
+    if (a.chaos.latency.is_some() || a.chaos.latency_jitter.is_some()) && fault != FaultKind::Delay
+    {
+        let flag = if a.chaos.latency.is_some() {
             "--latency"
         } else {
             "--latency-jitter"
         };
         return other(flag, "delay");
     }
-    if a.loss.is_some() && fault != FaultKind::Loss {
+    if a.chaos.loss.is_some() && fault != FaultKind::Loss {
         return other("--loss", "loss");
     }
-    if a.corrupt.is_some() && fault != FaultKind::Corrupt {
+    if a.chaos.corrupt.is_some() && fault != FaultKind::Corrupt {
         return other("--corrupt", "corrupt");
     }
-    if a.fill_max.is_some() && fault != FaultKind::DiskFull {
+    if a.chaos.fill_max.is_some() && fault != FaultKind::DiskFull {
         return other("--fill-max", "disk-full");
     }
-    if a.split.is_some() && !matches!(a.target, Target::Random | Target::Leader | Target::Follower)
+    if a.chaos.split.is_some()
+        && !matches!(
+            a.chaos.target,
+            Target::Random | Target::Leader | Target::Follower
+        )
     {
-        return Err(Error::SplitTarget(a.target.as_str()));
+        return Err(Error::SplitTarget(a.chaos.target.as_str()));
     }
     let d = FaultOptions::default();
     Ok(FaultOptions {
-        fault_for: a.fault_for.unwrap_or(d.fault_for),
-        split: a.split,
-        latency: a.latency.unwrap_or(d.latency),
-        latency_jitter: a.latency_jitter.unwrap_or(d.latency_jitter),
-        loss_percent: a.loss.unwrap_or(d.loss_percent),
-        corrupt: a.corrupt.unwrap_or(d.corrupt),
-        fill_max: a.fill_max.unwrap_or(d.fill_max),
-        skew: a.skew.unwrap_or(d.skew),
-        disk_iops: a.disk_iops.unwrap_or(d.disk_iops),
+        fault_for: a.chaos.fault_for.unwrap_or(d.fault_for),
+        split: a.chaos.split,
+        latency: a.chaos.latency.unwrap_or(d.latency),
+        latency_jitter: a.chaos.latency_jitter.unwrap_or(d.latency_jitter),
+        loss_percent: a.chaos.loss.unwrap_or(d.loss_percent),
+        corrupt: a.chaos.corrupt.unwrap_or(d.corrupt),
+        fill_max: a.chaos.fill_max.unwrap_or(d.fill_max),
+        skew: a.chaos.skew.unwrap_or(d.skew),
+        disk_iops: a.chaos.disk_iops.unwrap_or(d.disk_iops),
     })
 }

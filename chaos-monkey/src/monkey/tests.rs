@@ -179,6 +179,7 @@ fn config() -> Config {
         store_addr: None,
         fault: FaultKind::Kill,
         interval: Duration::from_secs(30),
+        start_after: Duration::ZERO,
         pause_for: Duration::from_secs(10),
         max_kill: usize::MAX,
         probability: 1.0,
@@ -262,6 +263,27 @@ async fn duration_bounds_the_run() {
     let (r, log) = go(&fake, &cfg).await;
     let s = r.expect("run");
     assert_eq!((s.stop, log.faults()), (Stop::Duration, 3));
+}
+
+/// `--start-after` moves every tick later, within the same `--duration`:
+/// 95 s at 30 s ticks is 3 faults from the start, 2 after a 20 s wait
+/// (ticks at 50 s and 80 s), none after a 70 s one (the first due at 100 s).
+#[tokio::test(start_paused = true)]
+async fn start_after_delays_the_first_interval_within_the_duration() {
+    for (wait, faults) in [(0, 3), (20, 2), (70, 0)] {
+        let fake = Fake::new(&[("a", 3)]);
+        let cfg = Config {
+            duration: Some(Duration::from_secs(95)),
+            start_after: Duration::from_secs(wait),
+            max_faults: None,
+            ..config()
+        };
+        let start = Instant::now();
+        let mut log = FaultLog::in_memory();
+        run(&fake, &cfg, &mut log, never()).await.expect("run");
+        assert_eq!(log.faults(), faults, "--start-after {wait}s");
+        assert_eq!(start.elapsed(), Duration::from_secs(95));
+    }
 }
 
 #[tokio::test(start_paused = true)]

@@ -253,6 +253,7 @@ pub fn config(fault: FaultKind, target: Target, max_faults: usize) -> Config {
         store_addr: None,
         fault,
         interval: Duration::from_millis(10),
+        start_after: Duration::ZERO,
         pause_for: Duration::from_secs(1),
         max_kill: usize::MAX,
         probability: 1.0,

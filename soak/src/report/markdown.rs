@@ -55,9 +55,9 @@ pub fn render(
         .map(|c| {
             format!(
                 "{} of {} every {}",
-                c.fault.map(|f| f.as_str()).unwrap_or("kill"),
-                c.target.map(|t| t.as_str()).unwrap_or("random"),
-                c.kill_interval
+                c.fault.as_str(),
+                c.target.as_str(),
+                crate::scenario::Dur(c.kill_interval)
             )
         })
         .unwrap_or_else(|| "none".into());

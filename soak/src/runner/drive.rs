@@ -26,6 +26,7 @@ use crate::ops::Clock;
 use crate::ops::file::Writer;
 use crate::probe;
 use crate::progress::Progress;
+use crate::scenario::Dur;
 
 /// Drives the run; see the module doc.
 pub(super) async fn drive(
@@ -279,12 +280,6 @@ async fn run_phase(
     let s = &o.scenario;
     let duration = s.duration.get();
     let fault_log = o.out.join("faults.jsonl");
-    let chaos_at = s
-        .chaos
-        .as_ref()
-        .and_then(|c| c.start_after)
-        .map(|d| d.get())
-        .unwrap_or_default();
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     let mut cluster = s.cluster.clone();
     let mut changes = s.changes.iter().peekable();
@@ -320,7 +315,6 @@ async fn run_phase(
         if let Some(c) = &s.chaos
             && monkey.is_none()
             && !data.chaos_started
-            && start.elapsed() >= chaos_at
         {
             *monkey = Some(start_chaos(
                 o,
@@ -330,11 +324,16 @@ async fn run_phase(
                 duration.saturating_sub(start.elapsed()),
             )?);
             data.chaos_started = true;
+            let after = if c.start_after.is_zero() {
+                String::new()
+            } else {
+                format!(", the first interval after {}", Dur(c.start_after))
+            };
             progress.say(&format!(
-                "chaos-monkey started: {} of {} every {} (log: {})",
-                c.fault.map(|f| f.as_str()).unwrap_or("kill"),
-                c.target.map(|t| t.as_str()).unwrap_or("random"),
-                c.kill_interval,
+                "chaos-monkey started: {} of {} every {}{after} (log: {})",
+                c.fault.as_str(),
+                c.target.as_str(),
+                Dur(c.kill_interval),
                 o.out.join("logs/chaos-monkey.log").display()
             ));
         }

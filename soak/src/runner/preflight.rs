@@ -65,7 +65,7 @@ pub fn platform_problems(s: &Scenario, platform: PlatformKind) -> Vec<String> {
     if platform != PlatformKind::Kube {
         return p;
     }
-    if let Some(fault) = s.chaos.as_ref().and_then(|c| c.fault)
+    if let Some(fault) = s.chaos.as_ref().map(|c| c.fault)
         && let Some(why) = chaos_monkey::config::kube_refusal(fault)
     {
         p.push(format!(

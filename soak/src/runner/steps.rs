@@ -50,7 +50,7 @@ pub(super) fn start_chaos(
     let mut args = args;
     if let Platform::Local(l) = platform
         && let Some(addr) = l.store_addr()
-        && c.target == Some(crate::scenario::Target::Store)
+        && c.target == crate::scenario::Target::Store
     {
         args.extend(["--store-addr".to_string(), addr.to_string()]);
     }

@@ -178,83 +178,11 @@ impl Default for Load {
     }
 }
 
-/// The chaos monkey's options (its flags, camelCase).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Chaos {
-    /// Time between faults (`--kill-interval`).
-    pub kill_interval: Dur,
-    /// Whom to hit (`--target`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub target: Option<Target>,
-    /// What to do (`--fault`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fault: Option<FaultKind>,
-    /// How long a paused member stays paused (`--pause-for`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pause_for: Option<Dur>,
-    /// Members hit at once (`--max-kill`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_kill: Option<u32>,
-    /// Chance that a due fault is injected (`--probability`), 0 to 1.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub probability: Option<f64>,
-    /// Members younger than this are spared (`--min-age`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub min_age: Option<Dur>,
-    /// Random extra delay per fault (`--jitter`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub jitter: Option<Dur>,
-    /// Seed of the fault schedule (`--seed`); `soak run --seed` overrides it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub seed: Option<u64>,
-    /// Log faults without injecting them (`--dry-run`).
-    #[serde(default)]
-    pub dry_run: bool,
-    /// Stop after this many faults (`--max-faults`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_faults: Option<u32>,
-    /// Allow faults that take a majority down (`--allow-quorum-loss`).
-    #[serde(default)]
-    pub allow_quorum_loss: bool,
-    /// How long partition, delay and loss last (`--fault-for`); the longest
-    /// blackhole-until-snapshot waits.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fault_for: Option<Dur>,
-    /// Cut the cluster in two, the victim's side a minority or majority
-    /// (`--split`, with fault: partition).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub split: Option<Split>,
-    /// Added latency (`--latency`, with fault: delay).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub latency: Option<Dur>,
-    /// Its variation (`--latency-jitter`, with fault: delay).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub latency_jitter: Option<Dur>,
-    /// Percent of packets dropped (`--loss`, with fault: loss), (0, 100].
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub loss: Option<f64>,
-    /// What `fault: corrupt` damages: db or wal (`--corrupt`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub corrupt: Option<CorruptPart>,
-    /// How far `fault: clock-skew` shifts the victim's wall clock
-    /// (`--skew`): `30s`, `-1m`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub skew: Option<Skew>,
-    /// Write operations per second `fault: slow-disk` leaves the victim
-    /// (`--disk-iops`), 1 to 1000000.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub disk_iops: Option<u32>,
-    /// Wait this long after the cluster is Running before the first fault
-    /// (the runner starts the monkey late); default 0.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub start_after: Option<Dur>,
-}
-
-/// `--target` and `--fault` of the chaos monkey: the monkey's own types
-/// (their YAML names are the flags' values), with `--split` and
-/// `--corrupt`.
-pub use chaos_monkey::cli::{CorruptPart, FaultKind, Skew, Split};
+/// A scenario's `chaos` section: the chaos monkey's own options, its flags
+/// in camelCase (`--kill-interval` is `killInterval`), read with the flags'
+/// parsers and defaults; with the monkey's types for `target`, `fault`,
+/// `split` and `corrupt` (their YAML names are the flags' values).
+pub use chaos_monkey::cli::{Chaos, CorruptPart, FaultKind, Skew, Split};
 pub use chaos_monkey::select::Target;
 
 /// How the cluster is probed.

@@ -7,17 +7,17 @@ use etcd_operator::validate as spec_check;
 use crate::scenario::{Chaos, Scenario, Target};
 
 /// The most faults (injections, as `bounds.minFaults` counts them) a run of
-/// `s` can have. The runner starts the monkey `chaos.startAfter` into the
-/// run for the rest of `duration`; the monkey's first tick comes one
+/// `s` can have. The runner starts the monkey with the load, for the whole
+/// `duration`; the monkey's first tick comes `startAfter` plus one
 /// `killInterval` after its start, then one per interval, and a tick due
 /// when its duration ends does not happen. A tick is one injection, except
 /// that the several members a minority or majority tick hits may be logged
 /// far enough apart to count as up to that many (capped by `maxKill`).
 /// `chaos.maxFaults` caps the records and so the injections.
 pub(super) fn fault_ceiling(s: &Scenario, c: &Chaos) -> u64 {
-    let after = c.start_after.map(|d| d.get()).unwrap_or_default();
+    let after = c.start_after;
     let window = s.duration.get().saturating_sub(after).as_nanos();
-    let interval = c.kill_interval.get().as_nanos().max(1);
+    let interval = c.kill_interval.as_nanos().max(1);
     // Ticks at k * interval < window, k >= 1.
     let ticks = u64::try_from(window.saturating_sub(1) / interval).unwrap_or(u64::MAX);
     let largest = s
@@ -29,16 +29,21 @@ pub(super) fn fault_ceiling(s: &Scenario, c: &Chaos) -> u64 {
         .and_then(|n| u64::try_from(n).ok())
         .unwrap_or(0);
     let group = match c.target {
-        Some(Target::Minority) => largest.saturating_sub(1) / 2,
-        Some(Target::Majority) => largest / 2 + 1,
+        Target::Minority => largest.saturating_sub(1) / 2,
+        Target::Majority => largest / 2 + 1,
         _ => 1,
     };
-    let per_tick = group.min(c.max_kill.map_or(u64::MAX, u64::from)).max(1);
+    let per_tick = group
+        .min(
+            c.max_kill
+                .map_or(u64::MAX, |n| u64::try_from(n).unwrap_or(u64::MAX)),
+        )
+        .max(1);
     let mut most = ticks.saturating_mul(per_tick);
     if let Some(m) = c.max_faults {
-        most = most.min(u64::from(m));
+        most = most.min(u64::try_from(m).unwrap_or(u64::MAX));
     }
-    if c.probability == Some(0.0) {
+    if c.probability == 0.0 {
         most = 0;
     }
     most
