@@ -9,17 +9,22 @@ use etcd_operator::platform::local::process::{self, ProcessId};
 use etcd_operator::platform::local::running_operator;
 use rustix::process::Signal;
 
+/// The state letter of process `pid` in `/proc/PID/stat` (`R`, `S`, `T`,
+/// `Z`...); `None` when it is gone.
+fn state(pid: u32) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The state follows the command name, which may hold ')'.
+    let i = stat.rfind(')')?;
+    stat[i + 1..].split_whitespace().next().map(str::to_string)
+}
+
 /// Whether the process is stopped (`T` in `/proc/PID/stat`); `false` when
 /// it is gone.
 pub fn stopped(id: &ProcessId) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{}/stat", id.pid)) else {
+    let Ok(pid) = u32::try_from(id.pid) else {
         return false;
     };
-    // The state follows the command name, which may hold ')'.
-    let state = stat
-        .rfind(')')
-        .and_then(|i| stat[i + 1..].split_whitespace().next());
-    process::alive(id) && matches!(state, Some("T"))
+    process::alive(id) && state(pid).as_deref() == Some("T")
 }
 
 /// Other chaos-monkey processes running now on the state folder
@@ -41,13 +46,33 @@ pub fn other_monkeys(state_dir: &Path) -> Vec<u32> {
             std::fs::read_to_string(format!("/proc/{pid}/comm"))
                 .is_ok_and(|c| c.trim_end() == "chaos-monkey")
         })
-        .filter(|pid| monkey_state_dir(*pid).is_none_or(|d| d == ours))
+        .filter(|pid| match works_on(*pid) {
+            Works::On(dir) => dir == ours,
+            Works::Nothing => false,
+            Works::Unknown => true,
+        })
         .collect()
 }
 
-/// The state folder the monkey `pid` works on (`None` when that cannot be
-/// read: it then counts as working on ours).
-fn monkey_state_dir(pid: u32) -> Option<PathBuf> {
+/// What a monkey process works on.
+#[derive(Debug, PartialEq)]
+enum Works {
+    /// This state folder.
+    On(PathBuf),
+    /// No state folder: it has exited or is exiting (a zombie, or its
+    /// arguments already released), or the folder it names does not exist
+    /// (so it is not ours, which does).
+    Nothing,
+    /// It runs, but where cannot be read: it counts as working on ours.
+    Unknown,
+}
+
+/// The state folder the monkey `pid` works on.
+fn works_on(pid: u32) -> Works {
+    match state(pid).as_deref() {
+        None | Some("Z" | "X") => return Works::Nothing,
+        Some(_) => {}
+    }
     let words = |file: &str| -> Vec<String> {
         std::fs::read(format!("/proc/{pid}/{file}"))
             .map(|b| {
@@ -58,6 +83,10 @@ fn monkey_state_dir(pid: u32) -> Option<PathBuf> {
             .unwrap_or_default()
     };
     let args = words("cmdline");
+    // A running program has at least its name; an exiting one has none.
+    if args.iter().all(String::is_empty) {
+        return Works::Nothing;
+    }
     let flag = args.iter().enumerate().find_map(|(i, a)| {
         if a == "--state-dir" {
             args.get(i + 1).cloned()
@@ -72,8 +101,18 @@ fn monkey_state_dir(pid: u32) -> Option<PathBuf> {
         })
     };
     let dir = PathBuf::from(flag.or_else(env).unwrap_or_else(|| ".state".into()));
-    let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).ok()?;
-    cwd.join(dir).canonicalize().ok()
+    let Ok(cwd) = std::fs::read_link(format!("/proc/{pid}/cwd")) else {
+        return if state(pid).is_none() {
+            Works::Nothing
+        } else {
+            Works::Unknown
+        };
+    };
+    match cwd.join(dir).canonicalize() {
+        Ok(d) => Works::On(d),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Works::Nothing,
+        Err(_) => Works::Unknown,
+    }
 }
 
 /// The stopped processes of the state folder at `layout`: what they are
@@ -147,5 +186,44 @@ mod tests {
         let _ = child.kill();
         let _ = child.wait();
         assert!(seen, "never seen stopped");
+    }
+
+    /// A monkey that has exited (a zombie its parent has not reaped yet)
+    /// or that names a folder that does not exist works on nothing; a
+    /// running one on the folder its `--state-dir` names from its working
+    /// folder.
+    #[test]
+    fn what_a_process_works_on() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir(dir.path().join("st")).expect("mkdir");
+        // A shell that waits in short sleeps, with the flag in its
+        // arguments (killed, it leaves at most a 50 ms sleep behind).
+        let spawn = |script: &str, state: &str| {
+            std::process::Command::new("sh")
+                .args(["-c", script, "sh", "--state-dir", state])
+                .current_dir(dir.path())
+                .spawn()
+                .expect("sh")
+        };
+        let wait = "while :; do sleep 0.05; done";
+        let mut here = spawn(wait, "st");
+        let mut gone = spawn(wait, "missing");
+        let mut dead = spawn("exit 0", "st");
+        let zombie = (0..500).any(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            state(dead.id()).as_deref() == Some("Z")
+        });
+        let seen = (
+            works_on(here.id()),
+            works_on(gone.id()),
+            works_on(dead.id()),
+        );
+        for c in [&mut here, &mut gone, &mut dead] {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let st = dir.path().join("st").canonicalize().expect("canonical");
+        assert!(zombie, "the exited shell never became a zombie");
+        assert_eq!(seen, (Works::On(st), Works::Nothing, Works::Nothing));
     }
 }
