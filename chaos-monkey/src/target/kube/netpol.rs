@@ -10,7 +10,7 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use etcd_operator::crd::{LABEL_CLUSTER, LABEL_MEMBER};
+use etcd_operator::crd::{LABEL_CLUSTER, LABEL_MANAGED_BY, LABEL_MEMBER};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
@@ -20,7 +20,6 @@ use crate::target::{Error, LastingPlan};
 
 /// `app.kubernetes.io/managed-by` on the monkey's NetworkPolicies.
 pub const MANAGED_BY_MONKEY: &str = "chaos-monkey";
-const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 
 static COUNTER: AtomicU32 = AtomicU32::new(1);
 
