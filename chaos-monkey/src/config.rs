@@ -156,10 +156,10 @@ impl Config {
         if a.chaos.target == Target::Operator && a.chaos.fault == FaultKind::Destroy {
             return Err(Error::DestroyOperator);
         }
-        if a.chaos.pause_for.is_some() && a.chaos.fault != FaultKind::Pause {
+        if let Some((flag @ "--pause-for", wants)) = a.chaos.options_for_other_faults().first() {
             return Err(Error::OptionForOtherFault(
-                "--pause-for",
-                "pause",
+                flag,
+                wants,
                 a.chaos.fault.as_str(),
             ));
         }

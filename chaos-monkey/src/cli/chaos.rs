@@ -314,6 +314,71 @@ impl Default for Chaos {
 }
 
 impl Chaos {
+    /// The options given that `--fault` does not take, in flag order: each
+    /// flag (`--fault-for`) with the faults it belongs to. The monkey
+    /// refuses the first; the soak names every one as a field.
+    pub fn options_for_other_faults(&self) -> Vec<(&'static str, &'static str)> {
+        use FaultKind as F;
+        let f = self.fault;
+        let table: [(&str, bool, bool, &str); 10] = [
+            (
+                "--pause-for",
+                self.pause_for.is_some(),
+                f == F::Pause,
+                "pause",
+            ),
+            (
+                "--fault-for",
+                self.fault_for.is_some(),
+                f.lasting(),
+                "partition, delay, loss, blackhole-until-snapshot, clock-skew or slow-disk",
+            ),
+            (
+                "--skew",
+                self.skew.is_some(),
+                f == F::ClockSkew,
+                "clock-skew",
+            ),
+            (
+                "--disk-iops",
+                self.disk_iops.is_some(),
+                f == F::SlowDisk,
+                "slow-disk",
+            ),
+            (
+                "--split",
+                self.split.is_some(),
+                f == F::Partition,
+                "partition",
+            ),
+            ("--latency", self.latency.is_some(), f == F::Delay, "delay"),
+            (
+                "--latency-jitter",
+                self.latency_jitter.is_some(),
+                f == F::Delay,
+                "delay",
+            ),
+            ("--loss", self.loss.is_some(), f == F::Loss, "loss"),
+            (
+                "--corrupt",
+                self.corrupt.is_some(),
+                f == F::Corrupt,
+                "corrupt",
+            ),
+            (
+                "--fill-max",
+                self.fill_max.is_some(),
+                f == F::DiskFull,
+                "disk-full",
+            ),
+        ];
+        table
+            .into_iter()
+            .filter(|(_, given, fits, _)| *given && !fits)
+            .map(|(flag, _, _, wants)| (flag, wants))
+            .collect()
+    }
+
     /// The flags that parse back into `self`: every value given, the
     /// options left out when unset, the switches when on.
     pub fn to_args(&self) -> Vec<String> {

@@ -92,42 +92,12 @@ pub fn kube_refusal(fault: FaultKind) -> Option<&'static str> {
 /// Checks the options of the newer faults against `--fault` and
 /// `--target`, and fills in the defaults.
 pub(super) fn fault_options(a: &Args) -> Result<FaultOptions, Error> {
-    let fault = a.chaos.fault;
-    let other = |flag: &'static str, wants: &'static str| {
-        Err(Error::OptionForOtherFault(flag, wants, fault.as_str()))
-    };
-    if a.chaos.fault_for.is_some() && !fault.lasting() {
-        return other(
-            "--fault-for",
-            "partition, delay, loss, blackhole-until-snapshot, clock-skew or slow-disk",
-        );
-    }
-    if a.chaos.skew.is_some() && fault != FaultKind::ClockSkew {
-        return other("--skew", "clock-skew");
-    }
-    if a.chaos.disk_iops.is_some() && fault != FaultKind::SlowDisk {
-        return other("--disk-iops", "slow-disk");
-    }
-    if a.chaos.split.is_some() && fault != FaultKind::Partition {
-        return other("--split", "partition");
-    }
-    if (a.chaos.latency.is_some() || a.chaos.latency_jitter.is_some()) && fault != FaultKind::Delay
-    {
-        let flag = if a.chaos.latency.is_some() {
-            "--latency"
-        } else {
-            "--latency-jitter"
-        };
-        return other(flag, "delay");
-    }
-    if a.chaos.loss.is_some() && fault != FaultKind::Loss {
-        return other("--loss", "loss");
-    }
-    if a.chaos.corrupt.is_some() && fault != FaultKind::Corrupt {
-        return other("--corrupt", "corrupt");
-    }
-    if a.chaos.fill_max.is_some() && fault != FaultKind::DiskFull {
-        return other("--fill-max", "disk-full");
+    if let Some((flag, wants)) = a.chaos.options_for_other_faults().first() {
+        return Err(Error::OptionForOtherFault(
+            flag,
+            wants,
+            a.chaos.fault.as_str(),
+        ));
     }
     if a.chaos.split.is_some()
         && !matches!(

@@ -231,6 +231,18 @@ fn chaos_options_are_checked() {
     assert!(p.iter().any(|m| m.starts_with("chaos.maxKill:")), "{p:?}");
     let p = problems(&SMOKE.replace("seed: 1", "seed: 1, pauseFor: 5s"));
     assert!(p.iter().any(|m| m.starts_with("chaos.pauseFor:")), "{p:?}");
+    // Every option of another fault, each named as its field.
+    let p = problems(&SMOKE.replace(
+        "seed: 1",
+        "seed: 1, latencyJitter: 5ms, fillMax: 8MiB, diskIops: 5",
+    ));
+    for want in [
+        "chaos.latencyJitter: applies only with fault: delay",
+        "chaos.fillMax: applies only with fault: disk-full",
+        "chaos.diskIops: applies only with fault: slow-disk",
+    ] {
+        assert!(p.iter().any(|m| m == want), "{want}: {p:?}");
+    }
 }
 
 #[test]

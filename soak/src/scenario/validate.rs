@@ -198,70 +198,12 @@ pub fn validate(s: &Scenario) -> Result<(), Vec<String>> {
                 );
             }
         }
-        if c.pause_for.is_some() && c.fault != FaultKind::Pause {
-            err("chaos.pauseFor", "applies only with fault: pause".into());
-        }
-        let fault = c.fault;
-        let only = [
-            (
-                "chaos.faultFor",
-                c.fault_for.is_some(),
-                fault.lasting(),
-                "partition, delay, loss, blackhole-until-snapshot, clock-skew or slow-disk",
-            ),
-            (
-                "chaos.skew",
-                c.skew.is_some(),
-                fault == FaultKind::ClockSkew,
-                "clock-skew",
-            ),
-            (
-                "chaos.diskIops",
-                c.disk_iops.is_some(),
-                fault == FaultKind::SlowDisk,
-                "slow-disk",
-            ),
-            (
-                "chaos.split",
-                c.split.is_some(),
-                fault == FaultKind::Partition,
-                "partition",
-            ),
-            (
-                "chaos.latency",
-                c.latency.is_some(),
-                fault == FaultKind::Delay,
-                "delay",
-            ),
-            (
-                "chaos.latencyJitter",
-                c.latency_jitter.is_some(),
-                fault == FaultKind::Delay,
-                "delay",
-            ),
-            (
-                "chaos.loss",
-                c.loss.is_some(),
-                fault == FaultKind::Loss,
-                "loss",
-            ),
-            (
-                "chaos.corrupt",
-                c.corrupt.is_some(),
-                fault == FaultKind::Corrupt,
-                "corrupt",
-            ),
-            (
-                "chaos.fillMax",
-                c.fill_max.is_some(),
-                fault == FaultKind::DiskFull,
-                "disk-full",
-            ),
-        ];
-        for (field, given, fits, wants) in only {
-            if given && !fits {
-                err(field, format!("applies only with fault: {wants}"));
-            }
+        // The monkey's own table of which option goes with which fault.
+        for (flag, wants) in c.options_for_other_faults() {
+            err(
+                &chaos_field(flag),
+                format!("applies only with fault: {wants}"),
+            );
         }
         if c.split.is_some()
             && !matches!(c.target, Target::Random | Target::Leader | Target::Follower)
@@ -451,6 +393,24 @@ pub fn validate(s: &Scenario) -> Result<(), Vec<String>> {
         }
     }
     if p.is_empty() { Ok(()) } else { Err(p) }
+}
+
+/// The scenario's name of a chaos-monkey flag: `--fault-for` is
+/// `chaos.faultFor`.
+fn chaos_field(flag: &str) -> String {
+    let mut out = String::from("chaos.");
+    let mut upper = false;
+    for ch in flag.trim_start_matches('-').chars() {
+        if ch == '-' {
+            upper = true;
+        } else if upper {
+            out.extend(ch.to_uppercase());
+            upper = false;
+        } else {
+            out.push(ch);
+        }
+    }
+    out
 }
 
 /// The most writers (or readers) a scenario may run: each is a task with
