@@ -63,6 +63,12 @@ pub enum Error {
         "--state-dir {0}: {1}; pass the --state-dir etcd-operator runs with (`etcd-operator run --state-dir`)"
     )]
     StateDir(String, &'static str),
+    /// `--start-after` as long as the run or longer.
+    #[error(
+        "--start-after {0} is not shorter than --duration {1}: the run would end before its \
+         first interval; shorten --start-after or lengthen --duration"
+    )]
+    StartAfterDuration(String, String),
 }
 
 /// Why `--target store` or `--store-addr` cannot be taken as given.
@@ -144,6 +150,15 @@ pub struct Config {
 impl Config {
     /// Checks the flags together. A missing `--seed` becomes a random one.
     pub fn from_args(a: Args) -> Result<Config, Error> {
+        if let Some(d) = a.duration
+            && a.chaos.start_after >= d
+        {
+            let text = |d| humantime::format_duration(d).to_string();
+            return Err(Error::StartAfterDuration(
+                text(a.chaos.start_after),
+                text(d),
+            ));
+        }
         if a.chaos.target == Target::Majority && !a.chaos.allow_quorum_loss {
             return Err(Error::QuorumLoss);
         }

@@ -216,3 +216,22 @@ fn seed_and_caps() {
     assert_eq!((c.seed, c.max_kill), (42, 2));
     assert_eq!(parse(&[]).expect("ok").max_kill, usize::MAX);
 }
+
+#[test]
+fn start_after_must_leave_the_run_a_first_interval() {
+    let e = parse(&["--start-after", "5m", "--duration", "5m"]).expect_err("refused");
+    assert_eq!(e, Error::StartAfterDuration("5m".into(), "5m".into()));
+    assert!(
+        e.to_string()
+            .contains("--start-after 5m is not shorter than --duration 5m")
+    );
+    let c = parse(&["--start-after", "1m", "--duration", "5m"]).expect("fits");
+    assert_eq!(c.start_after, Duration::from_secs(60));
+    assert!(
+        c.describe().contains("after the first 1m"),
+        "{}",
+        c.describe()
+    );
+    // Without --duration the run lasts until stopped.
+    assert!(parse(&["--start-after", "1h"]).is_ok());
+}

@@ -312,17 +312,30 @@ async fn run_phase(
             }
             cluster = next;
         }
+        let left = duration.saturating_sub(start.elapsed());
+        if let Some(c) = &s.chaos
+            && !data.chaos_started
+            && c.start_after >= left
+        {
+            // The monkey refuses a wait as long as its run: nothing to inject.
+            data.chaos_started = true;
+            data.notes.push((
+                now_ms(),
+                format!(
+                    "chaos-monkey not started: chaos.startAfter ({}) reaches past the {} left \
+                     of the run",
+                    Dur(c.start_after),
+                    Dur(Duration::from_millis(
+                        u64::try_from(left.as_millis()).unwrap_or(u64::MAX)
+                    ))
+                ),
+            ));
+        }
         if let Some(c) = &s.chaos
             && monkey.is_none()
             && !data.chaos_started
         {
-            *monkey = Some(start_chaos(
-                o,
-                platform,
-                c,
-                &fault_log,
-                duration.saturating_sub(start.elapsed()),
-            )?);
+            *monkey = Some(start_chaos(o, platform, c, &fault_log, left)?);
             data.chaos_started = true;
             let after = if c.start_after.is_zero() {
                 String::new()
