@@ -48,10 +48,11 @@ pub fn args(
         }
     }
     flag("cluster", cluster.into());
-    flag(
-        "duration",
-        duration_text(duration.max(Duration::from_millis(1))),
-    );
+    // Whole milliseconds: the monkey prints its run's length.
+    let ms = u64::try_from(duration.as_millis())
+        .unwrap_or(u64::MAX)
+        .max(1);
+    flag("duration", duration_text(Duration::from_millis(ms)));
     flag("fault-log", fault_log.display().to_string());
     let chaos = Chaos {
         seed: seed.or(c.seed),
@@ -99,6 +100,10 @@ mod tests {
         );
         let m = parsed(&line);
         assert_eq!(m.chaos, c);
+        let odd = Duration::from_nanos(59_999_531_248);
+        let at = Where::Local(Path::new("/s"));
+        let cut = parsed(&args(&c, at, "demo", Path::new("f"), None, odd));
+        assert_eq!(cut.duration, Some(Duration::from_millis(59_999)));
         assert_eq!(m.clusters, ["demo"]);
         assert_eq!(m.duration, Some(Duration::from_secs(60)));
         assert_eq!(m.state_dir, Path::new("/s"));
