@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use chaos_monkey::cli::duration_text;
 
-use crate::scenario::Chaos;
+use crate::scenario::{Chaos, Dur};
 
 /// Where the monkey finds the members.
 #[derive(Clone, Debug)]
@@ -49,10 +49,10 @@ pub fn args(
     }
     flag("cluster", cluster.into());
     // Whole milliseconds: the monkey prints its run's length.
-    let ms = u64::try_from(duration.as_millis())
-        .unwrap_or(u64::MAX)
-        .max(1);
-    flag("duration", duration_text(Duration::from_millis(ms)));
+    let whole = Dur::whole_millis(duration)
+        .get()
+        .max(Duration::from_millis(1));
+    flag("duration", duration_text(whole));
     flag("fault-log", fault_log.display().to_string());
     let chaos = Chaos {
         seed: seed.or(c.seed),

@@ -312,43 +312,36 @@ async fn run_phase(
             }
             cluster = next;
         }
-        let left = duration.saturating_sub(start.elapsed());
+        let left = Dur::whole_millis(duration.saturating_sub(start.elapsed()));
         if let Some(c) = &s.chaos
             && !data.chaos_started
-            && c.start_after >= left
         {
-            // The monkey refuses a wait as long as its run: nothing to inject.
             data.chaos_started = true;
-            data.notes.push((
-                now_ms(),
-                format!(
-                    "chaos-monkey not started: chaos.startAfter ({}) reaches past the {} left \
-                     of the run",
-                    Dur(c.start_after),
-                    Dur(Duration::from_millis(
-                        u64::try_from(left.as_millis()).unwrap_or(u64::MAX)
-                    ))
-                ),
-            ));
-        }
-        if let Some(c) = &s.chaos
-            && monkey.is_none()
-            && !data.chaos_started
-        {
-            *monkey = Some(start_chaos(o, platform, c, &fault_log, left)?);
-            data.chaos_started = true;
-            let after = if c.start_after.is_zero() {
-                String::new()
+            if c.start_after >= left.get() {
+                // The monkey refuses a wait as long as its run: nothing to inject.
+                data.notes.push((
+                    now_ms(),
+                    format!(
+                        "chaos-monkey not started: chaos.startAfter ({}) reaches past the \
+                         {left} left of the run",
+                        Dur(c.start_after)
+                    ),
+                ));
             } else {
-                format!(", the first interval after {}", Dur(c.start_after))
-            };
-            progress.say(&format!(
-                "chaos-monkey started: {} of {} every {}{after} (log: {})",
-                c.fault.as_str(),
-                c.target.as_str(),
-                Dur(c.kill_interval),
-                o.out.join("logs/chaos-monkey.log").display()
-            ));
+                *monkey = Some(start_chaos(o, platform, c, &fault_log, left.get())?);
+                let after = if c.start_after.is_zero() {
+                    String::new()
+                } else {
+                    format!(", the first interval after {}", Dur(c.start_after))
+                };
+                progress.say(&format!(
+                    "chaos-monkey started: {} of {} every {}{after} (log: {})",
+                    c.fault.as_str(),
+                    c.target.as_str(),
+                    Dur(c.kill_interval),
+                    o.out.join("logs/chaos-monkey.log").display()
+                ));
+            }
         }
         if let Some(m) = monkey.as_mut()
             && let Some(st) = m.exited()

@@ -16,6 +16,13 @@ impl Dur {
         self.0
     }
 
+    /// `d` cut to whole milliseconds, as runs print and pass durations.
+    pub fn whole_millis(d: Duration) -> Dur {
+        Dur(Duration::from_millis(
+            u64::try_from(d.as_millis()).unwrap_or(u64::MAX),
+        ))
+    }
+
     /// As milliseconds, the form passed to other programs' flags ("1500ms").
     pub fn flag(self) -> String {
         format!("{}ms", self.0.as_millis())
