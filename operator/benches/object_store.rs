@@ -84,7 +84,7 @@ fn full(rt: &tokio::runtime::Runtime, s3: &S3Server, runs: usize) {
     };
     let place = ObjectLocation::parse(&spec, "objectStore").unwrap();
     let store_env = StoreEnv::new(s3.credentials());
-    let bucket = Bucket::open(&place, &store_env).unwrap();
+    let bucket = rt.block_on(Bucket::open(&place, &store_env)).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let binaries = Arc::new(Binaries::new(vec![
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../.etcd"),
@@ -114,7 +114,8 @@ fn full(rt: &tokio::runtime::Runtime, s3: &S3Server, runs: usize) {
         assert!(out.status.success(), "etcdctl snapshot save: {out:?}");
         size = rt
             .block_on(bucket.upload(&file, &format!("by-hand/{i}.db")))
-            .unwrap();
+            .unwrap()
+            .size;
         floor.push(t0.elapsed());
         std::fs::remove_file(&file).unwrap();
 

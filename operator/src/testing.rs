@@ -13,6 +13,7 @@ pub mod files;
 mod losses;
 pub mod member;
 pub mod mutate;
+pub mod proxy;
 pub mod s3;
 pub mod server;
 pub mod writer;
@@ -223,6 +224,15 @@ impl Env {
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Kills the operator with SIGKILL (an OOM kill, a node lost) and waits
+    /// for it: nothing of it runs on; its members do.
+    pub fn kill_operator(&mut self) {
+        if let Some(mut child) = self.operator.take() {
             let _ = child.kill();
             let _ = child.wait();
         }

@@ -7,118 +7,19 @@
 //! same backups, restore and rebuild in an Azure container (Azurite) and
 //! through Google Cloud Storage's client (its XML API, answered by moto).
 
+#[allow(dead_code)]
+#[path = "common/store.rs"]
+mod store;
+
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::Instant;
 
-use etcd_operator::backup::object::ObjectLocation;
-use etcd_operator::backup::{BackupMeta, BackupStore, Location};
-use etcd_operator::crd::{ObjectStoreSpec, RecoverySource};
-use etcd_operator::platform::local::backups::LocalBackups;
-use etcd_operator::platform::local::binaries::Binaries;
+use etcd_operator::crd::RecoverySource;
 use etcd_operator::testing::acked::{Writer, read_prefix};
 use etcd_operator::testing::azure::Azurite;
 use etcd_operator::testing::s3::S3Server;
-use etcd_operator::testing::{Env, client_urls, kill9, manifest};
-
-const BUCKET: &str = "etcd-backups";
-
-/// A store the tests run: its URL, endpoint and credentials.
-struct Place {
-    url: String,
-    endpoint: String,
-    credentials: Vec<(String, String)>,
-}
-
-impl Place {
-    fn s3(s3: &S3Server) -> Self {
-        Place {
-            url: format!("s3://{BUCKET}/prod"),
-            endpoint: s3.endpoint(),
-            credentials: s3.credentials(),
-        }
-    }
-}
-
-/// The `objectStore` block of a manifest, at `indent`.
-fn object_store(place: &Place, indent: &str) -> String {
-    format!(
-        "{indent}objectStore:\n{indent}  url: {}\n{indent}  endpoint: {}\n",
-        place.url, place.endpoint
-    )
-}
-
-/// An operator whose environment holds the store's credentials (and the
-/// test process too: it reads the store with the same).
-#[allow(unsafe_code)]
-fn env_with(place: &Place) -> Env {
-    for (k, v) in &place.credentials {
-        // SAFETY: set before this test starts any thread, and every test
-        // of this file sets the same values.
-        unsafe { std::env::set_var(k, v) };
-    }
-    let mut env = Env::new();
-    env.operator_env.extend(place.credentials.iter().cloned());
-    env
-}
-
-/// What the test reads the bucket with: the operator's own store.
-fn store_and_location(env: &Env, place: &Place, cluster: &str) -> (LocalBackups, Location) {
-    let place = ObjectLocation::parse(
-        &ObjectStoreSpec {
-            url: place.url.clone(),
-            endpoint: Some(place.endpoint.clone()),
-            ..ObjectStoreSpec::default()
-        },
-        "test",
-    )
-    .expect("a place");
-    let mut location = Location::of(cluster, None);
-    location.object = Some(place);
-    let store = LocalBackups::new(&env.state, Arc::new(Binaries::new(Vec::new())));
-    (store, location)
-}
-
-/// The backups of `cluster` in the bucket, as the store lists them.
-fn listed(env: &Env, place: &Place, cluster: &str) -> Vec<BackupMeta> {
-    let (store, location) = store_and_location(env, place, cluster);
-    rt().block_on(store.list(&location)).unwrap_or_default()
-}
-
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
-}
-
-/// Nothing the operator wrote holds a secret of `place`'s credentials.
-fn assert_no_secret(env: &Env, place: &Place) {
-    let secrets: Vec<&str> = place
-        .credentials
-        .iter()
-        .filter(|(k, _)| k.ends_with("SECRET_ACCESS_KEY") || k.ends_with("ACCOUNT_KEY"))
-        .map(|(_, v)| v.as_str())
-        .collect();
-    assert!(!secrets.is_empty(), "the test names its secret");
-    let mut stack = vec![env.dir.path().to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-            let p = e.path();
-            let Ok(t) = e.file_type() else { continue };
-            if t.is_dir() {
-                stack.push(p);
-            } else if t.is_file()
-                && let Ok(text) = std::fs::read(&p)
-            {
-                for secret in &secrets {
-                    let hit = text.windows(secret.len()).any(|w| w == secret.as_bytes());
-                    assert!(!hit, "{} holds the secret", p.display());
-                }
-            }
-        }
-    }
-}
+use etcd_operator::testing::{client_urls, kill9, manifest};
+use store::{BUCKET, Place, assert_no_secret, env_with, listed, object_store, reader};
 
 #[test]
 fn backups_retention_and_a_restore_go_through_an_s3_bucket() {
@@ -283,9 +184,9 @@ fn rebuilt_from_the_bucket(place: &Place) {
         listed(&env, place, "dl").first().cloned()
     });
     let writer = Writer::start(client_urls(&c), "w/");
-    let (store, location) = store_and_location(&env, place, "dl");
+    let bucket = reader(&env, place, "dl");
     env.wait_for("500 writes and 3 segments in the bucket", || {
-        let chain = rt().block_on(store.chain(&location, &base)).ok()?;
+        let chain = bucket.chain(&base)?;
         (writer.acked().len() >= 500 && chain.segments.len() >= 3).then_some(())
     });
     // `backups` reads the chain from the bucket and shows its window.

@@ -97,15 +97,16 @@ pub fn segment_files(dir: &Path) -> Vec<(String, u64, PathBuf)> {
 
 /// Reads the chain of `base` in `dir`, up to its first bad segment.
 pub fn read(dir: &Path, base: &BackupMeta) -> Chain {
-    let mut chain = Chain {
-        base: base.name.clone(),
-        base_revision: base.revision,
-        next_prev: delta::chain_start(&base.name, &base.sha256),
-        ..Chain::default()
-    };
+    read_below(dir, base, u64::MAX)
+}
+
+/// [`read`] of the segments numbered below `end` only (the files of the
+/// others are left out, as if there were none).
+pub fn read_below(dir: &Path, base: &BackupMeta, end: u64) -> Chain {
+    let mut chain = Chain::start(base);
     let files: Vec<_> = segment_files(dir)
         .into_iter()
-        .filter(|(b, _, _)| *b == base.name)
+        .filter(|(b, seq, _)| *b == base.name && *seq < end)
         .collect();
     chain.files = files.len();
     for (expected, (_, seq, path)) in (1u64..).zip(files) {
@@ -118,36 +119,55 @@ pub fn read(dir: &Path, base: &BackupMeta) -> Chain {
             ));
             break;
         }
-        let problem = match std::fs::read(&path) {
-            Err(e) => Some(format!("cannot read {name}: {e}")),
-            Ok(bytes) => match delta::parse(&bytes) {
-                Err(e) => Some(format!("{name}: {e}")),
-                Ok((s, _)) if s.base != base.name || s.seq != seq => Some(format!(
-                    "{name}: it says it is segment {} of {}",
-                    s.seq, s.base
-                )),
-                Ok((s, _)) if s.prev != chain.next_prev => Some(format!(
-                    "{name}: it does not chain to the segment before it (a segment was \
-                     replaced or changed)"
-                )),
-                Ok((s, _)) if s.first_revision() <= chain.last_revision() => Some(format!(
-                    "{name}: its first revision {} is not after {}",
-                    s.first_revision(),
-                    chain.last_revision()
-                )),
-                Ok((s, hash)) => {
-                    chain.segments.push(s);
-                    chain.next_prev = hash;
-                    None
-                }
-            },
+        let linked = match std::fs::read(&path) {
+            Err(e) => Err(format!("cannot read {name}: {e}")),
+            Ok(bytes) => chain.link(seq, &name, &bytes),
         };
-        if let Some(p) = problem {
+        if let Err(p) = linked {
             chain.cut = Some(format!("the chain of {} is cut at {p}", base.name));
             break;
         }
     }
     chain
+}
+
+impl Chain {
+    /// The chain of `base` with no segment yet.
+    pub fn start(base: &BackupMeta) -> Self {
+        Chain {
+            base: base.name.clone(),
+            base_revision: base.revision,
+            next_prev: delta::chain_start(&base.name, &base.sha256),
+            ..Chain::default()
+        }
+    }
+
+    /// Adds `bytes` (the file `name`) as segment `seq` when it is that
+    /// segment of this chain, intact, and follows the last one; else says
+    /// what is wrong with it (and adds nothing).
+    pub fn link(&mut self, seq: u64, name: &str, bytes: &[u8]) -> std::result::Result<(), String> {
+        match delta::parse(bytes) {
+            Err(e) => Err(format!("{name}: {e}")),
+            Ok((s, _)) if s.base != self.base || s.seq != seq => Err(format!(
+                "{name}: it says it is segment {} of {}",
+                s.seq, s.base
+            )),
+            Ok((s, _)) if s.prev != self.next_prev => Err(format!(
+                "{name}: it does not chain to the segment before it (a segment was replaced or \
+                 changed)"
+            )),
+            Ok((s, _)) if s.first_revision() <= self.last_revision() => Err(format!(
+                "{name}: its first revision {} is not after {}",
+                s.first_revision(),
+                self.last_revision()
+            )),
+            Ok((s, hash)) => {
+                self.segments.push(s);
+                self.next_prev = hash;
+                Ok(())
+            }
+        }
+    }
 }
 
 /// Writes `segment` into `dir` through a temporary file, fsynced and

@@ -29,7 +29,7 @@ pub mod store;
 pub mod task;
 pub mod tools;
 
-pub use self::owner::{name_prefix, owned, owned_file};
+pub use self::owner::{name_prefix, owned, owned_file, sharer};
 pub use self::store::{BackupStore, ChainRestore, Location, RestoreSource, Source};
 
 use std::io::{self, Read};

@@ -127,9 +127,12 @@ pub fn owned(meta: &BackupMeta, cluster: &str, uid: Option<&str>) -> bool {
 
 /// The backup name a file of the backup folder belongs to, when it is one
 /// this cluster writes: `NAME.db`, `NAME.json`, a delta segment
-/// `NAME.delta-N.seg`, or a temporary file of one of those (`.tmp-NAME.db`,
-/// `.seg-tmp-NAME.delta-N.seg`); `None` for anything else.
+/// `NAME.delta-N.seg`, a temporary file of one of those (`.tmp-NAME.db`,
+/// `.seg-tmp-NAME.delta-N.seg`), or the marker of an upload of one in a
+/// bucket (`NAME.db.upload`, [`super::object::upload::MARK`]); `None` for
+/// anything else.
 pub fn owned_file<'a>(file: &'a str, cluster: &str, uid: Option<&str>) -> Option<&'a str> {
+    let file = super::object::upload::marked(file).unwrap_or(file);
     let inner = file
         .strip_prefix(".tmp-")
         .or_else(|| file.strip_prefix(super::chain::TMP_PREFIX))
@@ -142,6 +145,19 @@ pub fn owned_file<'a>(file: &'a str, cluster: &str, uid: Option<&str>) -> Option
             .or_else(|| inner.strip_suffix(".json"))?
     };
     own_name(name, cluster, uid, true).then_some(name)
+}
+
+/// How a backup folder's status names the cluster of `meta`, a backup in
+/// the folder of `cluster` that is not its own
+/// ([`crate::crd::BackupStatus::shared_with`]): another cluster by its
+/// name, an earlier cluster of the same name by its uid too.
+pub fn sharer(meta: BackupMeta, cluster: &str) -> String {
+    match meta.uid {
+        Some(uid) if meta.cluster == cluster => {
+            format!("{} (an earlier cluster, uid {uid})", meta.cluster)
+        }
+        _ => meta.cluster,
+    }
 }
 
 #[cfg(test)]
@@ -235,6 +251,8 @@ mod tests {
             format!(".tmp-{own}.db"),
             format!("{own}.delta-00000001.seg"),
             format!(".seg-tmp-{own}.delta-00000001.seg"),
+            format!("{own}.db.upload"),
+            format!("{own}.delta-00000002.seg.upload"),
             "good-20261205-005229-523.db".to_string(),
         ] {
             assert!(owned_file(&file, "good", uid).is_some(), "{file}");
@@ -247,6 +265,8 @@ mod tests {
             ".tmp-rb.3f2a9c1e-20261205-005229-523.db",
             "good.3f2a9c1e-20261205-005229-523.txt",
             "good-x.db",
+            "other.3f2a9c1e-20261205-005229-523.db.upload",
+            ".upload",
         ] {
             assert_eq!(owned_file(file, "good", uid), None, "{file}");
         }

@@ -215,6 +215,7 @@ async fn run<S: BackupStore>(
         let shared = store.shared_with(&location).await;
         set(&|s| {
             s.shared_with.clone_from(&shared);
+            s.damaged.clone_from(&damaged);
             s.kept = i64::try_from(good).unwrap_or(i64::MAX);
             if let Some(m) = kept.first() {
                 s.last_backup = Some(m.name.clone());
@@ -233,10 +234,9 @@ async fn run<S: BackupStore>(
             }
             continue; // list again: a manual backup may have come in
         }
+        // No member ready yet (the cluster forming or healing): the backup
+        // waits, which its time in the past says; that is no failure.
         let Some(candidate) = sources.pick().await else {
-            set(&|s| {
-                s.last_error = Some("waiting for a ready member to take the backup from".into())
-            });
             continue;
         };
         match store.save(&location, task::source(&candidate)).await {

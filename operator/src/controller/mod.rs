@@ -7,6 +7,7 @@
 
 pub mod act;
 pub mod alarm_poll;
+pub mod backup_conditions;
 pub mod backups;
 mod crashes;
 pub mod kube;

@@ -3,6 +3,7 @@
 
 use std::time::{Instant, SystemTime};
 
+use super::backup_conditions::{backups_failing, chain_behind};
 use super::{Cluster, STATUS_REFRESH, SpecState};
 use crate::crd::{Condition, EtcdCluster, EtcdClusterSpec, EtcdClusterStatus, Phase};
 use crate::observe::Observation;
@@ -140,18 +141,33 @@ pub(super) fn build<P>(
     let available = available(obs);
     let backup = c.schedule.as_ref().map(|s| s.status());
     let backups = backup.as_ref().map(backups_failing);
-    let conditions = [Some(available), Some(progressing), Some(degraded), backups]
-        .into_iter()
-        .flatten()
-        .map(|mut new| {
-            let old = previous.and_then(|p| p.condition(&new.type_));
-            new.last_transition_time = match old {
-                Some(o) if o.status == new.status => o.last_transition_time.clone(),
-                _ => Some(now.clone()),
-            };
-            new
-        })
-        .collect();
+    let segment_interval = match &c.spec {
+        SpecState::Valid { spec, .. } => spec.backup.as_ref().and_then(|b| b.continuous),
+        SpecState::Invalid { .. } => None,
+    }
+    .map(|c| c.segment_interval);
+    let chain = backup
+        .as_ref()
+        .zip(segment_interval)
+        .and_then(|(b, i)| chain_behind(b, i, SystemTime::now()));
+    let conditions = [
+        Some(available),
+        Some(progressing),
+        Some(degraded),
+        backups,
+        chain,
+    ]
+    .into_iter()
+    .flatten()
+    .map(|mut new| {
+        let old = previous.and_then(|p| p.condition(&new.type_));
+        new.last_transition_time = match old {
+            Some(o) if o.status == new.status => o.last_transition_time.clone(),
+            _ => Some(now.clone()),
+        };
+        new
+    })
+    .collect();
     resource.status = Some(EtcdClusterStatus {
         phase,
         conditions,
@@ -284,24 +300,6 @@ fn cond(type_: &str, status: bool, reason: &str, message: String) -> Condition {
         reason: reason.into(),
         message,
         last_transition_time: None,
-    }
-}
-
-/// `BackupsFailing`, for a cluster with backups: a condition of its own,
-/// never `Degraded` (a store that is down does not make the cluster less
-/// healthy), True with the last error while backups fail.
-pub fn backups_failing(b: &crate::crd::BackupStatus) -> Condition {
-    match &b.last_error {
-        Some(e) => cond("BackupsFailing", true, "BackupFailed", e.clone()),
-        None => cond(
-            "BackupsFailing",
-            false,
-            "BackupsTaken",
-            match &b.last_backup {
-                Some(name) => format!("the last backup, {name}, was taken and verified"),
-                None => "no backup taken yet".into(),
-            },
-        ),
     }
 }
 

@@ -213,6 +213,11 @@ pub struct BackupStatus {
     /// restores only its own backups.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub shared_with: Vec<String>,
+    /// Backups in the store that no longer check out (their snapshot
+    /// changed, shrank or is gone): not counted as kept, never restored
+    /// from; said in the condition `BackupsFailing`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub damaged: Vec<String>,
 }
 
 /// Where the chain of delta segments of the newest full backup stands.
@@ -232,6 +237,24 @@ pub struct ChainStatus {
     /// history compacted away), until a new full backup starts a new one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
+    /// When the store last held every change of the cluster (RFC 3339,
+    /// ms): as etcd confirmed every change up to then delivered, and every
+    /// one delivered was in the store. A restore from the store gives the
+    /// cluster as it was then, or later. The condition
+    /// `BackupChainBehind` says when this falls behind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub synced_time: Option<String>,
+    /// How the chain before this one ended early (cut, or its history
+    /// compacted away), and the revisions a point-in-time restore cannot
+    /// reach because of it. Said until the operator restarts;
+    /// `etcd-operator backups` reads every chain from the store.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous: Option<String>,
+    /// The follower's last failure (the store or the members not
+    /// answering, a segment that could not be written), cleared when it
+    /// writes a segment again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
 }
 
 /// One restore check, as the status shows it.

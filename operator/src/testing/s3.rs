@@ -95,6 +95,11 @@ impl S3Server {
         })
     }
 
+    /// Where it listens.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
     /// `http://127.0.0.1:PORT`.
     pub fn endpoint(&self) -> String {
         format!("http://{}", self.addr)
@@ -113,6 +118,17 @@ impl S3Server {
             ("AWS_SECRET_ACCESS_KEY".into(), SECRET_KEY.into()),
             ("AWS_REGION".into(), "us-east-1".into()),
         ]
+    }
+
+    /// Stops the server answering, keeping its data, until
+    /// [`Self::resume`] (or the end of the test).
+    pub fn pause(&self) {
+        self.server.pause();
+    }
+
+    /// Lets a paused server answer again.
+    pub fn resume(&self) {
+        self.server.resume();
     }
 
     /// Stops the server (the store goes away; its data with it).

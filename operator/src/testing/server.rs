@@ -51,6 +51,29 @@ impl Served {
         self.addr
     }
 
+    /// Stops it answering (SIGSTOP: its connections stay open, nothing is
+    /// answered, as a hung store or a network that drops packets) until
+    /// [`Self::resume`], or until it is dropped.
+    pub fn pause(&self) {
+        self.signal(rustix::process::Signal::STOP);
+    }
+
+    /// Lets a paused server answer again (SIGCONT).
+    pub fn resume(&self) {
+        self.signal(rustix::process::Signal::CONT);
+    }
+
+    fn signal(&self, sig: rustix::process::Signal) {
+        let pid = self
+            .child
+            .as_ref()
+            .and_then(|c| i32::try_from(c.id()).ok())
+            .and_then(rustix::process::Pid::from_raw);
+        if let Some(pid) = pid {
+            let _ = rustix::process::kill_process(pid, sig);
+        }
+    }
+
     /// Kills it (a no-op when it is stopped already).
     pub fn stop(&mut self) {
         if let Some(mut c) = self.child.take() {

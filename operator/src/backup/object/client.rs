@@ -1,84 +1,47 @@
-//! The operations a backup store needs from a bucket: upload a file (a
-//! multipart upload past [`PART`], visible to readers only once complete),
-//! put and get small objects, download to a file (written aside, then
-//! renamed), list a prefix, delete. Every failure is an
-//! [`Error::Store`] whose message never holds a credential ([`scrub_with`]).
+//! The operations a backup store needs from a bucket: put and get small
+//! objects, upload a file ([`super::upload`]), download to a file (written
+//! aside, then renamed), list a prefix, delete. Every request is bounded by
+//! progress, not only by a total: connecting within [`CONNECT`], each next
+//! byte of an answer within [`IDLE`], one request within [`REQUEST`] and
+//! its retries within [`RETRIES`], so a store that stops answering fails
+//! the operation in well under a minute and shows in status. Every failure
+//! is an [`Error::Store`] whose message never holds a credential.
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use futures::StreamExt;
+use object_store::multipart::MultipartStore;
 use object_store::path::Path as Key;
-use object_store::{
-    ClientOptions, ObjectStore, ObjectStoreExt, PutPayload, RetryConfig, WriteMultipart,
-};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use object_store::{ClientOptions, ObjectStore, ObjectStoreExt, PutPayload, RetryConfig};
+use tokio::io::AsyncWriteExt;
 
+use super::env::{checked, scrub_with as scrub_secrets};
 use super::{ObjectLocation, Scheme};
 use crate::backup::{Error, Result};
 
-/// Size of each part of a multipart upload (and the size below which a
-/// file goes up in one request).
-const PART: usize = 16 << 20;
-/// Parts uploaded at once.
-const PARTS_IN_FLIGHT: usize = 4;
+pub use super::env::{StoreEnv, scrub_with};
+
+/// Longest wait for a connection to the store.
+pub const CONNECT: Duration = Duration::from_secs(5);
+/// Longest wait for the next byte of an answer (its first one included):
+/// a store that stops answering mid-request fails the request.
+pub const IDLE: Duration = Duration::from_secs(10);
+/// The most one request may take, whatever it carries (a part of
+/// [`super::upload::PART`] bytes at about 140 KiB/s).
+pub const REQUEST: Duration = Duration::from_secs(120);
+/// The most the retries of one request may add.
+pub const RETRIES: Duration = Duration::from_secs(20);
+/// The most an operation on a small object (a meta, a segment, a listing)
+/// may take in all, retries included: a second guard beside the client's
+/// own bounds.
+pub const SMALL_OP: Duration = Duration::from_secs(60);
 /// Largest small object read whole (a meta).
 const MAX_SMALL: u64 = 1 << 20;
-/// Environment variables whose values are secrets: never in a message.
-const SECRETS: [&str; 7] = [
-    "AWS_SECRET_ACCESS_KEY",
-    "AWS_SESSION_TOKEN",
-    "AZURE_STORAGE_ACCOUNT_KEY",
-    "AZURE_STORAGE_ACCESS_KEY",
-    "AZURE_STORAGE_SAS_KEY",
-    "AZURE_CLIENT_SECRET",
-    "GOOGLE_SERVICE_ACCOUNT_KEY",
-];
 
-/// Variables laid over the process's environment when a bucket is opened:
-/// none in the programs (a Kubernetes Job gets its credentials Secret as
-/// its environment), a Job's own environment where a test runs the Job's
-/// work in its process. Their values never show in `Debug`.
-#[derive(Clone, Default)]
-pub struct StoreEnv(Arc<Vec<(String, String)>>);
-
-impl std::fmt::Debug for StoreEnv {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let names: Vec<&str> = self.0.iter().map(|(k, _)| k.as_str()).collect();
-        write!(f, "StoreEnv({names:?})")
-    }
-}
-
-impl StoreEnv {
-    /// `vars` over the process's environment.
-    pub fn new(vars: Vec<(String, String)>) -> Self {
-        StoreEnv(Arc::new(vars))
-    }
-
-    /// The value of `name`: this overlay's, else the process's.
-    fn get(&self, name: &str) -> Option<String> {
-        let mine = self.0.iter().rev().find(|(k, _)| k == name);
-        mine.map(|(_, v)| v.clone())
-            .or_else(|| std::env::var(name).ok())
-    }
-
-    /// The overlay's variables whose names start with `prefix`.
-    fn with_prefix<'a>(&'a self, prefix: &'a str) -> impl Iterator<Item = (String, &'a str)> {
-        self.0
-            .iter()
-            .filter(move |(k, _)| k.starts_with(prefix))
-            .map(|(k, v)| (k.to_ascii_lowercase(), v.as_str()))
-    }
-
-    /// The secrets these variables hold ([`SECRETS`]), to scrub.
-    fn secrets(&self) -> Vec<String> {
-        SECRETS.iter().filter_map(|var| self.get(var)).collect()
-    }
-}
-
-/// An object in a listing: its name under the listed prefix, size and
-/// time of its last write.
+/// An object in a listing: its name under the listed prefix, size, time of
+/// its last write and entity tag (a new one for every write).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Object {
     /// The name after the prefix and its `/`.
@@ -87,97 +50,154 @@ pub struct Object {
     pub size: u64,
     /// Last written.
     pub modified: SystemTime,
+    /// The store's entity tag, where it gives one.
+    pub e_tag: Option<String>,
+}
+
+/// What the store says it holds after a write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stored {
+    /// Bytes written.
+    pub size: u64,
+    /// The object's entity tag, where the store gives one.
+    pub e_tag: Option<String>,
 }
 
 /// One bucket, reached with the credentials of the operator's environment.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Bucket {
-    store: Arc<dyn ObjectStore>,
+    pub(super) store: Arc<dyn ObjectStore>,
+    pub(super) multipart: Arc<dyn MultipartStore>,
     place: ObjectLocation,
     /// Secret values of the environment it was opened with, scrubbed from
     /// every message.
     secrets: Arc<Vec<String>>,
 }
 
+impl std::fmt::Debug for Bucket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bucket")
+            .field("place", &self.place)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The client options every bucket gets (see the module doc).
+fn options(place: &ObjectLocation) -> (ClientOptions, RetryConfig) {
+    let options = ClientOptions::new()
+        .with_connect_timeout(CONNECT)
+        .with_read_timeout(IDLE)
+        .with_timeout(REQUEST)
+        .with_allow_http(
+            place
+                .endpoint
+                .as_deref()
+                .is_some_and(|e| e.starts_with("http://")),
+        );
+    let retry = RetryConfig {
+        max_retries: 3,
+        retry_timeout: RETRIES,
+        ..RetryConfig::default()
+    };
+    (options, retry)
+}
+
+/// Builds the client of one cloud from `pairs` (lowercased settings, a
+/// later one winning) and `then` (the place's own settings).
+macro_rules! build {
+    ($builder:ty, $key:ty, $pairs:expr, $then:expr, $err:expr) => {{
+        let mut b = <$builder>::new();
+        for (k, v) in $pairs {
+            if let Ok(key) = k.parse::<$key>() {
+                b = b.with_config(key, v);
+            }
+        }
+        let b = $then(b);
+        let built = b.build().map_err($err)?;
+        let built = Arc::new(built);
+        let store: Arc<dyn ObjectStore> = built.clone();
+        let multipart: Arc<dyn MultipartStore> = built;
+        (store, multipart)
+    }};
+}
+
 impl Bucket {
     /// A client for `place` with the credentials of the environment and
-    /// `env` over it; nothing is sent yet.
-    pub fn open(place: &ObjectLocation, env: &StoreEnv) -> Result<Self> {
+    /// `env` over it (files those name read as [`super::env::checked`]
+    /// says); nothing is sent yet.
+    pub async fn open(place: &ObjectLocation, env: &StoreEnv) -> Result<Self> {
         let secrets = env.secrets();
-        let store_err = |what: &str, e: &object_store::Error| {
-            Error::Store(scrub_with(&format!("{what} {place}: {e}"), &secrets))
+        let store_err = |e: object_store::Error| {
+            Error::Store(scrub_secrets(&format!("cannot use {place}: {e}"), &secrets))
         };
-        let options = ClientOptions::new()
-            .with_connect_timeout(Duration::from_secs(5))
-            .with_timeout(Duration::from_secs(120))
-            .with_allow_http(
-                place
-                    .endpoint
-                    .as_deref()
-                    .is_some_and(|e| e.starts_with("http://")),
-            );
-        let retry = RetryConfig {
-            max_retries: 4,
-            retry_timeout: Duration::from_secs(60),
-            ..RetryConfig::default()
-        };
-        let store: Arc<dyn ObjectStore> = match place.scheme {
+        let (options, retry) = options(place);
+        let (store, multipart) = match place.scheme {
             Scheme::S3 => {
-                let mut b = object_store::aws::AmazonS3Builder::from_env();
-                for (k, v) in env.with_prefix("AWS_") {
-                    if let Ok(key) = k.parse() {
-                        b = b.with_config(key, v);
-                    }
-                }
-                let mut b = b
-                    .with_bucket_name(&place.bucket)
-                    .with_client_options(options)
-                    .with_retry(retry);
-                if let Some(r) = &place.region {
-                    b = b.with_region(r);
-                }
-                if let Some(e) = &place.endpoint {
-                    b = b.with_endpoint(e).with_virtual_hosted_style_request(false);
-                }
-                Arc::new(b.build().map_err(|e| store_err("cannot use", &e))?)
+                let pairs = checked(env.with_prefix("AWS_")).await?;
+                build!(
+                    object_store::aws::AmazonS3Builder,
+                    object_store::aws::AmazonS3ConfigKey,
+                    pairs,
+                    |b: object_store::aws::AmazonS3Builder| {
+                        let mut b = b
+                            .with_bucket_name(&place.bucket)
+                            .with_client_options(options)
+                            .with_retry(retry);
+                        if let Some(r) = &place.region {
+                            b = b.with_region(r);
+                        }
+                        if let Some(e) = &place.endpoint {
+                            b = b.with_endpoint(e).with_virtual_hosted_style_request(false);
+                        }
+                        b
+                    },
+                    store_err
+                )
             }
             Scheme::Gcs => {
-                let mut b = object_store::gcp::GoogleCloudStorageBuilder::from_env();
-                for (k, v) in env.with_prefix("GOOGLE_") {
-                    if let Ok(key) = k.parse() {
-                        b = b.with_config(key, v);
-                    }
-                }
-                let mut b = b
-                    .with_bucket_name(&place.bucket)
-                    .with_client_options(options)
-                    .with_retry(retry);
-                if let Some(e) = &place.endpoint {
-                    b = b.with_config(object_store::gcp::GoogleConfigKey::BaseUrl, e);
-                }
-                Arc::new(b.build().map_err(|e| store_err("cannot use", &e))?)
+                let pairs = checked(env.with_prefix("GOOGLE_")).await?;
+                build!(
+                    object_store::gcp::GoogleCloudStorageBuilder,
+                    object_store::gcp::GoogleConfigKey,
+                    pairs,
+                    |b: object_store::gcp::GoogleCloudStorageBuilder| {
+                        let mut b = b
+                            .with_bucket_name(&place.bucket)
+                            .with_client_options(options)
+                            .with_retry(retry);
+                        if let Some(e) = &place.endpoint {
+                            b = b.with_config(object_store::gcp::GoogleConfigKey::BaseUrl, e);
+                        }
+                        b
+                    },
+                    store_err
+                )
             }
             Scheme::Azure => {
-                let mut b = object_store::azure::MicrosoftAzureBuilder::from_env();
-                for (k, v) in env.with_prefix("AZURE_") {
-                    if let Ok(key) = k.parse() {
-                        b = b.with_config(key, v);
-                    }
-                }
-                let mut b = b
-                    .with_container_name(&place.bucket)
-                    .with_client_options(options)
-                    .with_retry(retry);
-                if let Some(e) = &place.endpoint {
-                    b = b
-                        .with_endpoint(e.clone())
-                        .with_allow_http(e.starts_with("http://"));
-                }
-                Arc::new(b.build().map_err(|e| store_err("cannot use", &e))?)
+                let pairs = checked(env.with_prefix("AZURE_")).await?;
+                build!(
+                    object_store::azure::MicrosoftAzureBuilder,
+                    object_store::azure::AzureConfigKey,
+                    pairs,
+                    |b: object_store::azure::MicrosoftAzureBuilder| {
+                        let mut b = b
+                            .with_container_name(&place.bucket)
+                            .with_client_options(options)
+                            .with_retry(retry);
+                        if let Some(e) = &place.endpoint {
+                            b = b
+                                .with_endpoint(e.clone())
+                                .with_allow_http(e.starts_with("http://"));
+                        }
+                        b
+                    },
+                    store_err
+                )
             }
         };
         Ok(Bucket {
             store,
+            multipart,
             place: place.clone(),
             secrets: Arc::new(secrets),
         })
@@ -188,87 +208,51 @@ impl Bucket {
         &self.place
     }
 
-    /// Uploads `file` to `key`: readers see the object only once the whole
-    /// file is up (one request up to [`PART`]; past it a multipart upload,
-    /// completed last, aborted when anything fails).
-    pub async fn upload(&self, file: &Path, key: &str) -> Result<u64> {
-        let fail = |e: &dyn std::fmt::Display| {
-            Error::Store(self.scrub(&format!(
-                "cannot upload {} to {}: {e}",
-                file.display(),
-                self.describe(key)
-            )))
-        };
-        let mut src = tokio::fs::File::open(file).await.map_err(|e| fail(&e))?;
-        let size = src.metadata().await.map_err(|e| fail(&e))?.len();
-        let k = Key::from(key);
-        if size <= PART as u64 {
-            let mut buf = Vec::with_capacity(usize::try_from(size).unwrap_or(PART));
-            src.read_to_end(&mut buf).await.map_err(|e| fail(&e))?;
-            let n = buf.len() as u64;
-            self.store
-                .put(&k, PutPayload::from(buf))
-                .await
-                .map_err(|e| fail(&e))?;
-            return Ok(n);
-        }
-        let upload = self.store.put_multipart(&k).await.map_err(|e| fail(&e))?;
-        let mut w = WriteMultipart::new_with_chunk_size(upload, PART);
-        let mut buf = vec![0u8; 1 << 20];
-        let mut n = 0u64;
-        loop {
-            let read = match src.read(&mut buf).await {
-                Ok(0) => break,
-                Ok(r) => r,
-                Err(e) => {
-                    let _ = w.abort().await;
-                    return Err(fail(&e));
-                }
-            };
-            if let Err(e) = w.wait_for_capacity(PARTS_IN_FLIGHT).await {
-                let _ = w.abort().await;
-                return Err(fail(&e));
-            }
-            w.write(&buf[..read]);
-            n += read as u64;
-        }
-        w.finish().await.map_err(|e| fail(&e))?;
-        Ok(n)
-    }
-
     /// Writes a small object in one request.
-    pub async fn put(&self, key: &str, bytes: Vec<u8>) -> Result<()> {
-        self.store
-            .put(&Key::from(key), PutPayload::from(bytes))
-            .await
-            .map(|_| ())
-            .map_err(|e| self.store_err(&format!("cannot write {key} in"), &e))
+    pub async fn put(&self, key: &str, bytes: Vec<u8>) -> Result<Stored> {
+        let size = bytes.len() as u64;
+        let k = Key::from(key);
+        match bounded(SMALL_OP, self.store.put(&k, PutPayload::from(bytes))).await {
+            Some(Ok(r)) => Ok(Stored {
+                size,
+                e_tag: r.e_tag,
+            }),
+            Some(Err(e)) => Err(self.store_err(&format!("cannot write {key} in"), &e)),
+            None => Err(self.stalled(&format!("writing {key} in"))),
+        }
     }
 
     /// A small object (at most [`MAX_SMALL`] bytes); `None` when there is
     /// none.
     pub async fn get_small(&self, key: &str) -> Result<Option<Vec<u8>>> {
-        let got = match self.store.get(&Key::from(key)).await {
-            Ok(g) => g,
-            Err(object_store::Error::NotFound { .. }) => return Ok(None),
-            Err(e) => return Err(self.store_err(&format!("cannot read {key} in"), &e)),
+        let fail = |e: &object_store::Error| self.store_err(&format!("cannot read {key} in"), e);
+        let read = async {
+            let got = match self.store.get(&Key::from(key)).await {
+                Ok(g) => g,
+                Err(object_store::Error::NotFound { .. }) => return Ok(None),
+                Err(e) => return Err(fail(&e)),
+            };
+            if got.meta.size > MAX_SMALL {
+                return Err(Error::Store(format!(
+                    "{} is {} bytes; a meta is at most {MAX_SMALL}",
+                    self.describe(key),
+                    got.meta.size
+                )));
+            }
+            got.bytes()
+                .await
+                .map(|b| Some(b.to_vec()))
+                .map_err(|e| fail(&e))
         };
-        if got.meta.size > MAX_SMALL {
-            return Err(Error::Store(format!(
-                "{} is {} bytes; a meta is at most {MAX_SMALL}",
-                self.describe(key),
-                got.meta.size
-            )));
-        }
-        got.bytes()
+        bounded(SMALL_OP, read)
             .await
-            .map(|b| Some(b.to_vec()))
-            .map_err(|e| self.store_err(&format!("cannot read {key} in"), &e))
+            .unwrap_or_else(|| Err(self.stalled(&format!("reading {key} in"))))
     }
 
     /// Downloads `key` to `dest` (written to a hidden file beside it,
-    /// fsynced, then renamed: `dest` is never half written).
-    pub async fn download(&self, key: &str, dest: &Path) -> Result<u64> {
+    /// fsynced, then renamed: `dest` is never half written); each next
+    /// chunk must come within [`IDLE`]. Returns what was read.
+    pub async fn download(&self, key: &str, dest: &Path) -> Result<Object> {
         let what = |e: &dyn std::fmt::Display| {
             Error::Store(self.scrub(&format!(
                 "cannot download {} to {}: {e}",
@@ -284,18 +268,25 @@ impl Bucket {
         if let Some(dir) = dest.parent() {
             tokio::fs::create_dir_all(dir).await.map_err(|e| what(&e))?;
         }
-        let got = self
-            .store
-            .get(&Key::from(key))
-            .await
-            .map_err(|e| what(&e))?;
+        let got = match bounded(REQUEST + RETRIES, self.store.get(&Key::from(key))).await {
+            Some(got) => got.map_err(|e| what(&e))?,
+            None => return Err(what(&"the store did not answer")),
+        };
+        let object = Object {
+            name: key.rsplit('/').next().unwrap_or(key).to_string(),
+            size: got.meta.size,
+            modified: SystemTime::from(got.meta.last_modified),
+            e_tag: got.meta.e_tag.clone(),
+        };
         let mut stream = got.into_stream();
         let mut out = tokio::fs::File::create(&tmp).await.map_err(|e| what(&e))?;
-        let mut n = 0u64;
         let result: Result<()> = async {
-            while let Some(chunk) = stream.next().await {
-                let chunk = chunk.map_err(|e| what(&e))?;
-                n += chunk.len() as u64;
+            loop {
+                let chunk = match tokio::time::timeout(IDLE, stream.next()).await {
+                    Ok(Some(chunk)) => chunk.map_err(|e| what(&e))?,
+                    Ok(None) => break,
+                    Err(_) => return Err(what(&format!("no data for {IDLE:?}"))),
+                };
                 out.write_all(&chunk).await.map_err(|e| what(&e))?;
             }
             out.sync_all().await.map_err(|e| what(&e))?;
@@ -305,39 +296,65 @@ impl Bucket {
         if result.is_err() {
             let _ = tokio::fs::remove_file(&tmp).await;
         }
-        result.map(|()| n)
+        result.map(|()| object)
     }
 
     /// The objects directly under `prefix` (no deeper), by name.
     pub async fn list(&self, prefix: &str) -> Result<Vec<Object>> {
         let key = Key::from(prefix);
-        let mut stream = self.store.list(Some(&key));
-        let mut out = Vec::new();
-        while let Some(item) = stream.next().await {
-            let meta = item.map_err(|e| self.store_err(&format!("cannot list {prefix} in"), &e))?;
-            let full = meta.location.as_ref();
-            let Some(name) = full
-                .strip_prefix(prefix)
-                .and_then(|r| r.strip_prefix('/'))
-                .filter(|n| !n.is_empty() && !n.contains('/'))
-            else {
-                continue;
-            };
-            out.push(Object {
-                name: name.to_string(),
-                size: meta.size,
-                modified: SystemTime::from(meta.last_modified),
-            });
-        }
-        out.sort_by(|a, b| a.name.cmp(&b.name));
+        let list = async {
+            let mut stream = self.store.list(Some(&key));
+            let mut out = Vec::new();
+            while let Some(item) = stream.next().await {
+                let meta =
+                    item.map_err(|e| self.store_err(&format!("cannot list {prefix} in"), &e))?;
+                let full = meta.location.as_ref();
+                let Some(name) = full
+                    .strip_prefix(prefix)
+                    .and_then(|r| r.strip_prefix('/'))
+                    .filter(|n| !n.is_empty() && !n.contains('/'))
+                else {
+                    continue;
+                };
+                out.push(Object {
+                    name: name.to_string(),
+                    size: meta.size,
+                    modified: SystemTime::from(meta.last_modified),
+                    e_tag: meta.e_tag,
+                });
+            }
+            out.sort_by(|a, b| a.name.cmp(&b.name));
+            Ok(out)
+        };
+        bounded(SMALL_OP, list)
+            .await
+            .unwrap_or_else(|| Err(self.stalled(&format!("listing {prefix} in"))))
+    }
+
+    /// The names of the folders directly under `prefix` (empty: the
+    /// bucket's root).
+    pub async fn folders(&self, prefix: &str) -> Result<Vec<String>> {
+        let key = (!prefix.is_empty()).then(|| Key::from(prefix));
+        let listed = bounded(SMALL_OP, self.store.list_with_delimiter(key.as_ref())).await;
+        let listed = match listed {
+            Some(r) => r.map_err(|e| self.store_err(&format!("cannot list {prefix}/ in"), &e))?,
+            None => return Err(self.stalled(&format!("listing {prefix}/ in"))),
+        };
+        let mut out: Vec<String> = listed
+            .common_prefixes
+            .iter()
+            .filter_map(|p| p.filename().map(str::to_string))
+            .collect();
+        out.sort();
         Ok(out)
     }
 
     /// Deletes `key`; one already gone is deleted.
     pub async fn delete(&self, key: &str) -> Result<()> {
-        match self.store.delete(&Key::from(key)).await {
-            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-            Err(e) => Err(self.store_err(&format!("cannot delete {key} in"), &e)),
+        match bounded(SMALL_OP, self.store.delete(&Key::from(key))).await {
+            Some(Ok(()) | Err(object_store::Error::NotFound { .. })) => Ok(()),
+            Some(Err(e)) => Err(self.store_err(&format!("cannot delete {key} in"), &e)),
+            None => Err(self.stalled(&format!("deleting {key} in"))),
         }
     }
 
@@ -347,25 +364,41 @@ impl Bucket {
     }
 
     /// `message` with the value of every secret of the environment the
-    /// bucket was opened with ([`SECRETS`]) replaced by `***`: the store's
-    /// own errors are quoted in status, Events and logs, and must never
-    /// carry one.
-    fn scrub(&self, message: &str) -> String {
+    /// bucket was opened with ([`super::env::SECRETS`]) replaced by `***`:
+    /// the store's own errors are quoted in status, Events and logs, and
+    /// must never carry one.
+    pub(super) fn scrub(&self, message: &str) -> String {
         scrub_with(message, &self.secrets)
     }
 
-    /// An [`Error::Store`] saying `what` failed in this bucket, scrubbed.
-    fn store_err(&self, what: &str, e: &object_store::Error) -> Error {
-        Error::Store(self.scrub(&format!("{what} {}: {e}", self.place)))
+    /// An [`Error::Store`] saying `what` failed in this bucket, scrubbed;
+    /// a bucket that does not exist is said so, with the fix.
+    pub(super) fn store_err(&self, what: &str, e: &object_store::Error) -> Error {
+        let text = e.to_string();
+        let missing = ["NoSuchBucket", "ContainerNotFound", "does not exist"]
+            .iter()
+            .any(|s| text.contains(s));
+        if missing {
+            return Error::Store(self.scrub(&format!(
+                "{what} {}: the bucket {:?} does not exist there (create it, or correct the \
+                 location's url and endpoint): {text}",
+                self.place, self.place.bucket
+            )));
+        }
+        Error::Store(self.scrub(&format!("{what} {}: {text}", self.place)))
+    }
+
+    /// An [`Error::Store`] saying the store did not answer while `doing`.
+    pub(super) fn stalled(&self, doing: &str) -> Error {
+        Error::Store(format!(
+            "the store did not answer while {doing} {} (no answer within {SMALL_OP:?}, retries \
+             included)",
+            self.place
+        ))
     }
 }
 
-/// `message` with each of `secrets` (at least 4 characters long) replaced
-/// by `***`.
-pub fn scrub_with(message: &str, secrets: &[String]) -> String {
-    let mut out = message.to_string();
-    for v in secrets.iter().filter(|v| v.len() >= 4) {
-        out = out.replace(v.as_str(), "***");
-    }
-    out
+/// `fut`, or `None` when it did not end within `limit`.
+pub(super) async fn bounded<F: std::future::Future>(limit: Duration, fut: F) -> Option<F::Output> {
+    tokio::time::timeout(limit, fut).await.ok()
 }

@@ -11,6 +11,8 @@
 //! never lists a backup whose snapshot is not complete.
 
 pub mod client;
+pub mod env;
+pub mod upload;
 
 use std::fmt;
 

@@ -242,12 +242,7 @@ impl BackupStore for LocalBackups {
             .unwrap_or_default()
             .into_iter()
             .filter(|m| !location.owns(m))
-            .map(|m| match m.uid {
-                Some(uid) if m.cluster == location.cluster => {
-                    format!("{} (an earlier cluster, uid {uid})", m.cluster)
-                }
-                _ => m.cluster,
-            })
+            .map(|m| backup::sharer(m, &location.cluster))
             .collect();
         out.sort();
         out.dedup();

@@ -31,6 +31,8 @@ use crate::validate::ContinuousPolicy;
 pub const FOLLOW_MARK: &str = "etcd-operator-backup-follow: ";
 /// How often the chain's status is looked at for a change to print.
 const STATUS_EVERY: Duration = Duration::from_millis(500);
+/// How far the store's sync time moves before a line says so.
+const SYNCED_EVERY: Duration = Duration::from_secs(2);
 /// How often the client certificate's files are read again.
 const TLS_EVERY: Duration = Duration::from_secs(30);
 
@@ -151,7 +153,7 @@ pub async fn run(
             .unwrap_or_else(|e| e.into_inner())
             .continuous
             .clone();
-        if ended || now != printed {
+        if ended || worth_printing(printed.as_ref(), now.as_ref()) {
             let line = FollowLine {
                 chain: now.clone(),
                 want_full: ended,
@@ -159,6 +161,31 @@ pub async fn run(
             emit(&line.line());
             printed = now;
         }
+    }
+}
+
+/// Whether `now` says something `printed` did not: any change, but for
+/// [`ChainStatus::synced_time`] (which moves every segment interval) only
+/// once it moved [`SYNCED_EVERY`] or more, to keep the log small.
+fn worth_printing(printed: Option<&ChainStatus>, now: Option<&ChainStatus>) -> bool {
+    let (Some(p), Some(n)) = (printed, now) else {
+        return printed != now;
+    };
+    let strip = |c: &ChainStatus| ChainStatus {
+        synced_time: None,
+        ..c.clone()
+    };
+    if strip(p) != strip(n) {
+        return true;
+    }
+    let ms = |c: &ChainStatus| {
+        c.synced_time
+            .as_deref()
+            .and_then(|t| humantime::parse_rfc3339(t).ok())
+    };
+    match (ms(p), ms(n)) {
+        (Some(a), Some(b)) => b.duration_since(a).is_ok_and(|d| d >= SYNCED_EVERY),
+        (a, b) => a != b,
     }
 }
 
@@ -195,5 +222,28 @@ mod tests {
         let log = format!("{}\n{}\n{FOLLOW_MARK}{{bad\n", ended.line(), first.line());
         assert_eq!(FollowLine::last(&log), (Some(chain), false));
         assert_eq!(FollowLine::last("nothing"), (None, false));
+    }
+
+    #[test]
+    fn a_moving_sync_time_is_printed_every_two_seconds_other_changes_at_once() {
+        let at = |t: &str| ChainStatus {
+            base: "b1".into(),
+            synced_time: Some(t.into()),
+            ..ChainStatus::default()
+        };
+        let a = at("2026-12-06T10:00:00.000Z");
+        assert!(!worth_printing(
+            Some(&a),
+            Some(&at("2026-12-06T10:00:01.500Z"))
+        ));
+        assert!(worth_printing(
+            Some(&a),
+            Some(&at("2026-12-06T10:00:02.000Z"))
+        ));
+        let mut b = at("2026-12-06T10:00:00.500Z");
+        b.segments = 1;
+        assert!(worth_printing(Some(&a), Some(&b)));
+        assert!(worth_printing(None, Some(&a)));
+        assert!(!worth_printing(Some(&a), Some(&a)));
     }
 }

@@ -18,6 +18,7 @@ pub mod follow_job;
 pub mod layout;
 pub mod merge;
 pub mod object_backups;
+pub mod object_chain;
 #[cfg(test)]
 mod owned_tests;
 pub mod process;

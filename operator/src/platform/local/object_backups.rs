@@ -2,30 +2,29 @@
 //! ([`super::backups::LocalBackups`] hands every location with
 //! `objectStore` here). The bucket holds what a backup folder holds, under
 //! `PREFIX/CLUSTER/`: `NAME.db`, its `NAME.json` (written last: a backup
-//! without its meta is never listed) and its delta segments. Whatever etcd
-//! or its tools must read is a local file first, in the cluster's folder:
-//! a save is taken and verified in `upload/` (the trailer and both etcd
-//! tools, as for a folder) and only then uploaded; a restore, a restore
-//! check or a chain is downloaded to `fetched/` and checked there.
+//! without its meta is never listed) and its delta segments
+//! ([`super::object_chain`]). The bucket is the truth: whatever is in the
+//! cluster's folder is a staging copy. Whatever etcd or its tools must
+//! read is a local file first: a save is taken and verified in `upload/`
+//! (the trailer and both etcd tools, as for a folder) and only then
+//! uploaded; a restore, a restore check or a chain is downloaded to
+//! `fetched/` and checked there. What the store holds is remembered by
+//! its size and entity tag ([`Seen`]), so an object is downloaded and
+//! hashed again only once it changed in the store.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 use super::binaries::Binaries;
 use super::safe_path;
 use crate::backup::object::ObjectLocation;
-use crate::backup::object::client::{Bucket, Object, StoreEnv};
-use crate::backup::{
-    self, BackupMeta, Error, Location, Result, Source, chain, check_file, delta, snapshot,
-};
+use crate::backup::object::client::{Bucket, Object, StoreEnv, Stored};
+use crate::backup::{self, BackupMeta, Error, Location, Result, Source, check_file, snapshot};
 
 /// Staging folder of a save, in the cluster's folder.
 const UPLOAD: &str = "upload";
-/// The cluster's delta segments as the bucket holds them (continuous
-/// backups read and extend their chain here), in the cluster's folder.
-const SEGMENTS: &str = "segments";
 /// Snapshots downloaded to be checked ([`ObjectBackups::verify`]).
 pub const CHECKING: &str = "checking";
 /// Snapshots and chains downloaded for a restore.
@@ -35,19 +34,69 @@ pub const RESTORING: &str = "restoring";
 /// the meta.
 type Remembered = (SystemTime, BackupMeta);
 
+/// An object as this store last found it good in the bucket (uploaded it,
+/// or downloaded and checked it): it counts as the same object while the
+/// listing shows the same size and entity tag (or, for a store without
+/// entity tags, no write since).
+#[derive(Clone, Debug)]
+pub(super) struct Seen {
+    size: u64,
+    e_tag: Option<String>,
+    /// When the store said it was written (a download), if known.
+    modified: Option<SystemTime>,
+    /// When it was found good.
+    recorded: SystemTime,
+    at: Instant,
+}
+
+impl Seen {
+    /// What an upload that the store acknowledged as `stored` leaves.
+    pub(super) fn uploaded(stored: &Stored) -> Self {
+        Seen {
+            size: stored.size,
+            e_tag: stored.e_tag.clone(),
+            modified: None,
+            recorded: SystemTime::now(),
+            at: Instant::now(),
+        }
+    }
+
+    /// What a download of `object` (its meta as the store sent it) leaves.
+    pub(super) fn downloaded(object: &Object) -> Self {
+        Seen {
+            size: object.size,
+            e_tag: object.e_tag.clone(),
+            modified: Some(object.modified),
+            recorded: SystemTime::now(),
+            at: Instant::now(),
+        }
+    }
+
+    /// Whether the listed `object` is this one, found good within
+    /// `max_age` (none: however long ago).
+    pub(super) fn matches(&self, object: &Object, max_age: Option<Duration>) -> bool {
+        let same = match (&self.e_tag, &object.e_tag) {
+            (Some(a), Some(b)) => a == b,
+            _ => match self.modified {
+                Some(m) => m == object.modified,
+                None => self.recorded >= object.modified,
+            },
+        };
+        self.size == object.size && same && max_age.is_none_or(|age| self.at.elapsed() < age)
+    }
+}
+
 /// Object-store backups of one operator.
 #[derive(Debug)]
 pub struct ObjectBackups {
     state_dir: PathBuf,
     binaries: Arc<Binaries>,
     /// One client per place, reused (its connections with it).
-    buckets: Mutex<HashMap<ObjectLocation, Bucket>>,
+    buckets: tokio::sync::Mutex<HashMap<ObjectLocation, Bucket>>,
     /// Metas already read, by key, while their object is unchanged.
     metas: Mutex<HashMap<String, Remembered>>,
-    /// Snapshots known to match their meta, by key and (size, time): the
-    /// ones this store uploaded after checking them, and the ones it
-    /// downloaded and checked.
-    good: Mutex<HashMap<String, (u64, SystemTime)>>,
+    /// Objects (snapshots, segments) found good in the store, by key.
+    seen: Mutex<HashMap<String, Seen>>,
     /// Variables over the process's environment for the store's client.
     env: StoreEnv,
 }
@@ -58,9 +107,9 @@ impl ObjectBackups {
         ObjectBackups {
             state_dir,
             binaries,
-            buckets: Mutex::default(),
+            buckets: tokio::sync::Mutex::default(),
             metas: Mutex::default(),
-            good: Mutex::default(),
+            seen: Mutex::default(),
             env: StoreEnv::default(),
         }
     }
@@ -72,24 +121,25 @@ impl ObjectBackups {
         self
     }
 
-    /// The bucket of `location` (which has an object store).
-    fn bucket(&self, location: &Location) -> Result<(Bucket, String)> {
+    /// The bucket of `location` (which has an object store) and the
+    /// prefix of its cluster's backups.
+    pub(super) async fn bucket(&self, location: &Location) -> Result<(Bucket, String)> {
         let place = location
             .object
             .as_ref()
             .ok_or_else(|| Error::Unsupported("the location has no object store".into()))?;
         let prefix = place.cluster_prefix(location.owner());
-        let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
+        let mut buckets = self.buckets.lock().await;
         if let Some(b) = buckets.get(place) {
             return Ok((b.clone(), prefix));
         }
-        let b = Bucket::open(place, &self.env)?;
+        let b = Bucket::open(place, &self.env).await?;
         buckets.insert(place.clone(), b.clone());
         Ok((b, prefix))
     }
 
     /// `CLUSTERS/CLUSTER/PART`, created, for `location`'s cluster.
-    fn local_dir(&self, location: &Location, part: &str) -> Result<PathBuf> {
+    pub(super) fn local_dir(&self, location: &Location, part: &str) -> Result<PathBuf> {
         let dir =
             safe_path::cluster_path(&self.state_dir.join("clusters"), &location.cluster, &[part])
                 .map_err(|e| Error::Io {
@@ -108,19 +158,37 @@ impl ObjectBackups {
             safe_path::remove_dir_all(&self.state_dir.join("clusters"), &location.cluster, &[part]);
     }
 
+    /// Remembers that the object at `key` is good as `seen` says.
+    pub(super) fn remember(&self, key: &str, seen: Seen) {
+        let mut all = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        all.insert(key.to_string(), seen);
+    }
+
+    /// Forgets what was found of the object at `key`.
+    pub(super) fn forget(&self, key: &str) {
+        let mut all = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        all.remove(key);
+    }
+
+    /// Whether the listed `object` at `key` was found good, within
+    /// `max_age`.
+    pub(super) fn known(&self, key: &str, object: &Object, max_age: Option<Duration>) -> bool {
+        let all = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        all.get(key).is_some_and(|s| s.matches(object, max_age))
+    }
+
     /// Where in the bucket the store says it is, for messages.
     pub fn describe(&self, location: &Location) -> String {
-        match (&location.object, self.bucket(location)) {
-            (Some(place), Ok((_, prefix))) => format!("{prefix}/ in {place}"),
-            (Some(place), Err(_)) => place.to_string(),
-            (None, _) => "no object store".into(),
+        match &location.object {
+            Some(place) => format!("{}/ in {place}", place.cluster_prefix(location.owner())),
+            None => "no object store".into(),
         }
     }
 
     /// Takes a backup into `upload/`, verified as a folder's is, then
     /// uploads the snapshot and, last, its meta.
     pub async fn save(&self, location: &Location, source: Source<'_>) -> Result<BackupMeta> {
-        let (bucket, prefix) = self.bucket(location)?;
+        let (bucket, prefix) = self.bucket(location).await?;
         self.clear(location, UPLOAD);
         let dir = self.local_dir(location, UPLOAD)?;
         super::space::check(&dir, super::space::db_size(source.url).await)?;
@@ -134,11 +202,11 @@ impl ObjectBackups {
             )
             .await?;
             let key = format!("{prefix}/{}.db", meta.name);
-            bucket.upload(&meta.path(&dir), &key).await?;
+            let stored = bucket.upload(&meta.path(&dir), &key).await?;
             bucket
                 .put(&format!("{prefix}/{}.json", meta.name), meta_bytes(&meta)?)
                 .await?;
-            self.mark_good(&key, meta.size);
+            self.remember(&key, Seen::uploaded(&stored));
             Ok(meta)
         }
         .await;
@@ -149,14 +217,27 @@ impl ObjectBackups {
     /// The backups of `location`'s cluster, newest first: every `NAME.json`
     /// beside its `NAME.db` whose meta names itself and is the cluster's.
     pub async fn list(&self, location: &Location) -> Result<Vec<BackupMeta>> {
-        let (bucket, prefix) = self.bucket(location)?;
+        let (bucket, prefix) = self.bucket(location).await?;
         let objects = bucket.list(&prefix).await?;
+        self.metas_in(&bucket, &prefix, &objects, &|m| location.owns(m))
+            .await
+    }
+
+    /// The backups among `objects` (listed under `prefix`) that `keep`
+    /// takes, newest first.
+    pub(super) async fn metas_in(
+        &self,
+        bucket: &Bucket,
+        prefix: &str,
+        objects: &[Object],
+        keep: &(dyn Fn(&BackupMeta) -> bool + Sync),
+    ) -> Result<Vec<BackupMeta>> {
         let dbs: HashMap<&str, &Object> = objects
             .iter()
             .filter_map(|o| Some((o.name.strip_suffix(".db")?, o)))
             .collect();
         let mut out = Vec::new();
-        for o in &objects {
+        for o in objects {
             let Some(name) = o.name.strip_suffix(".json") else {
                 continue;
             };
@@ -164,9 +245,9 @@ impl ObjectBackups {
                 continue;
             }
             let key = format!("{prefix}/{}", o.name);
-            if let Some(meta) = self.meta(&bucket, &key, o.modified).await?
+            if let Some(meta) = self.meta(bucket, &key, o.modified).await?
                 && meta.name == name
-                && location.owns(&meta)
+                && keep(&meta)
             {
                 out.push(meta);
             }
@@ -202,16 +283,11 @@ impl ObjectBackups {
         Ok(Some(meta))
     }
 
-    /// Remembers that the snapshot at `key`, `size` bytes, matches its meta.
-    fn mark_good(&self, key: &str, size: u64) {
-        let mut good = self.good.lock().unwrap_or_else(|e| e.into_inner());
-        good.insert(key.to_string(), (size, SystemTime::now()));
-    }
-
     /// The snapshot is there with its meta's size; unless this store
-    /// uploaded or checked it already, it is downloaded and hashed.
+    /// uploaded or checked it as the store holds it now, it is downloaded
+    /// and hashed.
     pub async fn verify(&self, location: &Location, meta: &BackupMeta) -> Result<()> {
-        let (bucket, prefix) = self.bucket(location)?;
+        let (bucket, prefix) = self.bucket(location).await?;
         let key = format!("{prefix}/{}.db", meta.name);
         let listed = bucket.list(&prefix).await?;
         let Some(obj) = listed
@@ -232,12 +308,7 @@ impl ObjectBackups {
                 meta.size
             )));
         }
-        let known = {
-            let good = self.good.lock().unwrap_or_else(|e| e.into_inner());
-            good.get(&key)
-                .is_some_and(|(size, at)| *size == obj.size && *at >= obj.modified)
-        };
-        if known {
+        if self.known(&key, obj, None) {
             return Ok(());
         }
         let path = self.fetch(location, meta, CHECKING).await?;
@@ -254,11 +325,11 @@ impl ObjectBackups {
         meta: &BackupMeta,
         part: &str,
     ) -> Result<PathBuf> {
-        let (bucket, prefix) = self.bucket(location)?;
+        let (bucket, prefix) = self.bucket(location).await?;
         let dir = self.local_dir(location, part)?;
         let path = meta.path(&dir);
         let key = format!("{prefix}/{}.db", meta.name);
-        bucket.download(&key, &path).await?;
+        let got = bucket.download(&key, &path).await?;
         let (p, sha) = (path.clone(), meta.sha256.clone());
         let checked = tokio::task::spawn_blocking(move || check_file(&p, Some(&sha)))
             .await
@@ -267,16 +338,16 @@ impl ObjectBackups {
             let _ = std::fs::remove_file(&path);
             return Err(e);
         }
-        self.mark_good(&key, meta.size);
+        self.remember(&key, Seen::downloaded(&got));
         backup::write_meta(&dir, meta)?;
         Ok(path)
     }
 
     /// Deletes the segments of `meta`, then its snapshot, then its meta.
     pub async fn delete(&self, location: &Location, meta: &BackupMeta) -> Result<()> {
-        let (bucket, prefix) = self.bucket(location)?;
+        let (bucket, prefix) = self.bucket(location).await?;
         for o in bucket.list(&prefix).await? {
-            if chain::parse_file_name(&o.name).is_some_and(|(base, _)| base == meta.name) {
+            if backup::chain::parse_file_name(&o.name).is_some_and(|(base, _)| base == meta.name) {
                 bucket.delete(&format!("{prefix}/{}", o.name)).await?;
             }
         }
@@ -284,27 +355,39 @@ impl ObjectBackups {
         bucket
             .delete(&format!("{prefix}/{}.json", meta.name))
             .await?;
-        if let Ok(dir) = self.local_dir(location, SEGMENTS) {
-            let _ = chain::delete(&dir, &meta.name);
-        }
+        self.drop_staged(location, &meta.name);
         Ok(())
     }
 
     /// Deletes, of the cluster's own objects only ([`backup::owned_file`]):
     /// a meta without its snapshot, segments whose base has no meta, and,
     /// once older than [`backup::ORPHAN_AGE`], a snapshot without a meta
-    /// (a save cut off between its upload and its meta).
+    /// (a save cut off between its upload and its meta); and aborts the
+    /// cluster's multipart uploads that were never completed
+    /// ([`Bucket::abort_leftovers`]).
     pub async fn sweep(&self, location: &Location) {
-        let Ok((bucket, prefix)) = self.bucket(location) else {
+        let Ok((bucket, prefix)) = self.bucket(location).await else {
             return;
         };
         let Ok(objects) = bucket.list(&prefix).await else {
             return;
         };
+        let (cluster, uid) = (location.cluster.as_str(), location.uid.as_deref());
+        let owned = |name: &str| backup::owned_file(name, cluster, uid).is_some();
+        let aborted = bucket.abort_leftovers(&prefix, &objects, &owned).await;
+        if aborted > 0 {
+            tracing::info!(
+                cluster,
+                aborted,
+                "aborted uploads that were never completed"
+            );
+        }
         let names: std::collections::HashSet<&str> =
             objects.iter().map(|o| o.name.as_str()).collect();
-        let (cluster, uid) = (location.cluster.as_str(), location.uid.as_deref());
         for o in &objects {
+            if crate::backup::object::upload::marked(&o.name).is_some() {
+                continue;
+            }
             let Some(name) = backup::owned_file(&o.name, cluster, uid) else {
                 continue;
             };
@@ -317,64 +400,13 @@ impl ObjectBackups {
             } else if o.name.ends_with(".db") {
                 !has("json") && old
             } else {
-                chain::parse_file_name(&o.name).is_some() && !has("json")
+                backup::chain::parse_file_name(&o.name).is_some() && !has("json")
             };
             if leftover {
                 tracing::info!(cluster, object = %bucket.describe(&format!("{prefix}/{}", o.name)), "deleting what a cut-off save left behind");
                 let _ = bucket.delete(&format!("{prefix}/{}", o.name)).await;
             }
         }
-    }
-
-    /// The intact chain of `base`: its segments downloaded to `segments/`
-    /// (those already there with the same size are kept) and read there.
-    pub async fn chain(&self, location: &Location, base: &BackupMeta) -> Result<chain::Chain> {
-        let dir = self.local_dir(location, SEGMENTS)?;
-        self.fetch_segments(location, base, &dir).await?;
-        let base = base.clone();
-        tokio::task::spawn_blocking(move || chain::read(&dir, &base))
-            .await
-            .map_err(|e| Error::Tool(format!("reading the chain failed: {e}")))
-    }
-
-    /// Downloads the segments of `base` not yet in `dir`.
-    pub async fn fetch_segments(
-        &self,
-        location: &Location,
-        base: &BackupMeta,
-        dir: &Path,
-    ) -> Result<()> {
-        let (bucket, prefix) = self.bucket(location)?;
-        for o in bucket.list(&prefix).await? {
-            if chain::parse_file_name(&o.name).is_none_or(|(b, _)| b != base.name) {
-                continue;
-            }
-            let local = dir.join(&o.name);
-            if std::fs::metadata(&local).is_ok_and(|m| m.len() == o.size) {
-                continue;
-            }
-            bucket
-                .download(&format!("{prefix}/{}", o.name), &local)
-                .await?;
-        }
-        Ok(())
-    }
-
-    /// Writes `segment` in `segments/` (as a folder would hold it), then
-    /// uploads it.
-    pub async fn append(&self, location: &Location, segment: &delta::Segment) -> Result<()> {
-        let (bucket, prefix) = self.bucket(location)?;
-        let dir = self.local_dir(location, SEGMENTS)?;
-        let s = segment.clone();
-        let path = tokio::task::spawn_blocking(move || chain::write(&dir, &s))
-            .await
-            .map_err(|e| Error::Tool(format!("writing a segment failed: {e}")))??;
-        let file = chain::segment_file(&segment.base, segment.seq);
-        if let Err(e) = bucket.upload(&path, &format!("{prefix}/{file}")).await {
-            let _ = std::fs::remove_file(&path);
-            return Err(e);
-        }
-        Ok(())
     }
 
     /// The snapshot and, with `segments`, the chain of the backup named
@@ -422,7 +454,7 @@ impl ObjectBackups {
     /// Records a restore check in the backup's meta object, unless
     /// retention deleted the backup meanwhile.
     pub async fn record_check(&self, location: &Location, meta: &BackupMeta) -> Result<()> {
-        let (bucket, prefix) = self.bucket(location)?;
+        let (bucket, prefix) = self.bucket(location).await?;
         let listed = bucket.list(&prefix).await?;
         if listed.iter().any(|o| o.name == format!("{}.db", meta.name)) {
             bucket
@@ -432,24 +464,26 @@ impl ObjectBackups {
         Ok(())
     }
 
-    /// The other clusters whose backups are under this cluster's prefix.
+    /// The other clusters whose backups are under this cluster's prefix:
+    /// another cluster by name, an earlier cluster of the same name by its
+    /// uid (as a backup folder says them).
     pub async fn shared_with(&self, location: &Location) -> Vec<String> {
-        let Ok((bucket, prefix)) = self.bucket(location) else {
+        let Ok((bucket, prefix)) = self.bucket(location).await else {
             return Vec::new();
         };
         let Ok(objects) = bucket.list(&prefix).await else {
             return Vec::new();
         };
-        let mut out = Vec::new();
-        for o in objects.iter().filter(|o| o.name.ends_with(".json")) {
-            if let Ok(Some(m)) = self
-                .meta(&bucket, &format!("{prefix}/{}", o.name), o.modified)
-                .await
-                && !location.owns(&m)
-            {
-                out.push(m.cluster);
-            }
-        }
+        let Ok(others) = self
+            .metas_in(&bucket, &prefix, &objects, &|m| !location.owns(m))
+            .await
+        else {
+            return Vec::new();
+        };
+        let mut out: Vec<String> = others
+            .into_iter()
+            .map(|m| backup::sharer(m, &location.cluster))
+            .collect();
         out.sort();
         out.dedup();
         out
