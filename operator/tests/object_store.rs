@@ -109,12 +109,53 @@ fn backups_retention_and_a_restore(place: &Place) {
         .first()
         .cloned()
         .expect("a backup");
-    // `backups` lists them from the bucket, checked.
+    // `backups` lists them from the bucket, sizes checked, and creates
+    // nothing in the state folder.
+    let entries = |dir: &std::path::Path| -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.file_name().to_string_lossy().to_string())
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        names
+    };
+    let src_dir = env.state.join("clusters/src");
+    let before = entries(&src_dir);
     let out = env.operator_cli(&["backups", "src"]);
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(out.status.success(), "{out:?}");
     assert!(text.contains(&place.url), "{text}");
     assert!(text.contains("ok") && !text.contains("DAMAGED"), "{text}");
+    assert_eq!(entries(&src_dir), before, "a listing writes nothing there");
+    // With everything but the bucket lost: `backups --location` lists it
+    // with no state folder, each cluster with its identity.
+    let nowhere = env.dir.path().join("no-state-here");
+    let out = std::process::Command::new(etcd_operator::testing::workspace_binary("etcd-operator"))
+        .args([
+            "backups",
+            "--location",
+            &place.url,
+            "--endpoint",
+            &place.endpoint,
+        ])
+        .arg("--state-dir")
+        .arg(&nowhere)
+        .output()
+        .expect("run etcd-operator");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{out:?}");
+    let uid = chosen
+        .uid
+        .clone()
+        .expect("backups carry their cluster's uid");
+    assert!(
+        text.contains(&format!("cluster src (uid {uid})")) && text.contains(&chosen.name),
+        "{text}"
+    );
+    assert!(!nowhere.exists(), "no state folder was made");
 
     let mut copy = manifest("copy", 3, "3.4.23");
     copy.push_str(&format!(

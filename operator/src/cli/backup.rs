@@ -28,6 +28,9 @@ pub enum Error {
     /// The client certificate the status names cannot be read.
     #[error("the cluster uses client TLS, but its client certificate cannot be read: {0}")]
     Tls(#[from] crate::tls::Error),
+    /// Flags that do not name a store.
+    #[error("{0}")]
+    Flags(String),
 }
 
 /// Where a published cluster's backups are kept, and its retention.
@@ -70,7 +73,7 @@ pub fn list(state_dir: &Path, cluster: &str) -> Result<(PathBuf, Vec<Checked>), 
         Ok(mut found) => {
             let (location, _) = location(&found.remove(0));
             if location.object.is_some() {
-                return list_in_store(state_dir, &location);
+                return super::store_listing::list_in_store(&location);
             }
             let dir = backup::backup_dir(state_dir, cluster, location.path.as_deref());
             (dir, location.uid)
@@ -92,27 +95,6 @@ pub fn list(state_dir: &Path, cluster: &str) -> Result<(PathBuf, Vec<Checked>), 
         })
         .collect();
     Ok((dir, out))
-}
-
-/// [`list`] for a cluster whose backups are in an object store: through
-/// the store, each backup checked as the store checks it (the snapshot's
-/// size, and its hash once per process); "folder" is the store's place.
-fn list_in_store(state_dir: &Path, location: &Location) -> Result<(PathBuf, Vec<Checked>), Error> {
-    let store = LocalBackups::new(state_dir, Arc::new(Binaries::new(Vec::new())));
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(backup::io_err("cannot start the async runtime"))?;
-    let metas = rt.block_on(store.list(location))?;
-    let out = metas
-        .into_iter()
-        .filter_map(|m| match rt.block_on(store.verify(location, &m)) {
-            // Deleted by retention since the listing: not a damaged one.
-            Err(backup::Error::NotFound { .. }) => None,
-            check => Some((m, check.map_err(|e| e.to_string()))),
-        })
-        .collect();
-    Ok((PathBuf::from(store.describe(location)), out))
 }
 
 /// A table of backups.
@@ -192,21 +174,10 @@ pub fn chains_for(state_dir: &Path, cluster: &str, dir: &Path, backups: &[Checke
     let Some(location) = object else {
         return chains(dir, backups);
     };
-    let (Ok(tmp), Ok(rt)) = (
-        tempfile::tempdir(),
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build(),
-    ) else {
-        return String::new();
-    };
-    let store = LocalBackups::new(state_dir, Arc::new(Binaries::new(Vec::new())));
-    for (m, _) in backups {
-        if let Err(e) = rt.block_on(store.object_segments_into(&location, m, tmp.path())) {
-            return format!("chains not read: {e}\n");
-        }
+    match super::store_listing::Reader::new() {
+        Ok(reader) => reader.chains(&location, backups),
+        Err(e) => format!("chains not read: {e}\n"),
     }
-    chains(tmp.path(), backups)
 }
 
 /// The last restore check of a backup, in a few words (`check-backup`).

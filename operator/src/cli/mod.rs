@@ -5,6 +5,7 @@ pub mod backup;
 pub mod check_backup;
 pub mod docs;
 pub mod status;
+pub mod store_listing;
 pub mod table;
 
 /// The async runtime every program of the workspace runs on (the

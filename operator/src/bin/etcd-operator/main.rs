@@ -15,8 +15,8 @@ use etcd_operator::{cli, crd};
 use kube::CustomResourceExt;
 
 use crate::backups::{
-    BackupArgs, BackupFollowArgs, BackupJobArgs, CheckBackupArgs, backup_follow, backup_job,
-    backup_now, backups, check_backup,
+    BackupArgs, BackupFollowArgs, BackupJobArgs, BackupsArgs, CheckBackupArgs, backup_follow,
+    backup_job, backup_now, backups, check_backup,
 };
 use crate::run::{RunArgs, run};
 
@@ -56,9 +56,18 @@ enum Command {
         after_long_help = "Examples:\n  etcd-operator status --state-dir .state\n  etcd-operator status demo --state-dir .state -o json"
     )]
     Status(StatusArgs),
-    /// List a cluster's backups (newest first), checking each file again.
-    #[command(after_long_help = "Example:\n  etcd-operator backups demo --state-dir .state")]
-    Backups(BackupArgs),
+    /// List a cluster's backups (newest first) and the chains of delta
+    /// segments after them (the point-in-time window). In a folder each
+    /// file is checked again; in an object store the listing reads metas
+    /// only and compares sizes (`check-backup` downloads and verifies a
+    /// backup whole). With --location it lists a bucket directly, no state
+    /// folder needed: every cluster's backups there (or CLUSTER's), with
+    /// each cluster's identity (name and uid), to pick one to restore
+    /// after everything but the bucket was lost.
+    #[command(
+        after_long_help = "Examples:\n  etcd-operator backups demo --state-dir .state\n  AWS_ACCESS_KEY_ID=... AWS_SECRET_ACCESS_KEY=... etcd-operator backups --location s3://backups/prod --endpoint https://minio.example:9000"
+    )]
+    Backups(BackupsArgs),
     /// Take a verified backup of a cluster now (from a ready follower),
     /// into its backup folder, applying its retention.
     #[command(after_long_help = "Example:\n  etcd-operator backup demo --state-dir .state")]

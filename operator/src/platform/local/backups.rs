@@ -104,6 +104,16 @@ impl LocalBackups {
         self.object.fetch_segments(location, base, dir).await
     }
 
+    /// The backups of `location` in its object store, each snapshot's size
+    /// checked against its meta (nothing downloaded: see
+    /// [`super::object_backups::ObjectBackups::list_sized`]).
+    pub async fn list_sized(
+        &self,
+        location: &Location,
+    ) -> Result<Vec<(BackupMeta, std::result::Result<(), String>)>> {
+        self.object.list_sized(location).await
+    }
+
     /// The folder of `location`: its path, else the default folder of the
     /// cluster whose backups it holds.
     pub fn dir(&self, location: &Location) -> PathBuf {

@@ -75,8 +75,10 @@ impl Seen {
     /// Whether the listed `object` is this one, found good within
     /// `max_age` (none: however long ago).
     pub(super) fn matches(&self, object: &Object, max_age: Option<Duration>) -> bool {
+        // Stores quote entity tags in some answers and not in others.
+        let bare = |t: &str| t.trim_start_matches("W/").trim_matches('"').to_string();
         let same = match (&self.e_tag, &object.e_tag) {
-            (Some(a), Some(b)) => a == b,
+            (Some(a), Some(b)) => bare(a) == bare(b),
             _ => match self.modified {
                 Some(m) => m == object.modified,
                 None => self.recorded >= object.modified,
@@ -223,6 +225,35 @@ impl ObjectBackups {
             .await
     }
 
+    /// [`Self::list`] with each snapshot's size checked against its meta,
+    /// from one listing of the bucket: nothing is downloaded (a listing
+    /// must not fetch gigabytes; `check-backup` verifies a backup whole).
+    pub async fn list_sized(
+        &self,
+        location: &Location,
+    ) -> Result<Vec<(BackupMeta, std::result::Result<(), String>)>> {
+        let (bucket, prefix) = self.bucket(location).await?;
+        let objects = bucket.list(&prefix).await?;
+        let metas = self
+            .metas_in(&bucket, &prefix, &objects, &|m| location.owns(m))
+            .await?;
+        let sizes: HashMap<&str, u64> = objects.iter().map(|o| (o.name.as_str(), o.size)).collect();
+        Ok(metas
+            .into_iter()
+            .map(|m| {
+                let check = match sizes.get(format!("{}.db", m.name).as_str()) {
+                    Some(&size) if size == m.size => Ok(()),
+                    Some(&size) => Err(format!(
+                        "{size} bytes in the store; its meta says {}",
+                        m.size
+                    )),
+                    None => Err("its snapshot is gone from the store".into()),
+                };
+                (m, check)
+            })
+            .collect())
+    }
+
     /// The backups among `objects` (listed under `prefix`) that `keep`
     /// takes, newest first.
     pub(super) async fn metas_in(
@@ -313,6 +344,7 @@ impl ObjectBackups {
         }
         let path = self.fetch(location, meta, CHECKING).await?;
         let _ = std::fs::remove_file(&path);
+        let _ = std::fs::remove_file(path.with_extension("json"));
         Ok(())
     }
 
