@@ -36,7 +36,8 @@ pub async fn execute(
 
 /// `--cleanup`: removes what monkeys that are gone left behind (local:
 /// members and the operator left paused, resumed unless another monkey
-/// runs on the state folder; the
+/// runs on the state folder; the object stores they paused, from their
+/// records in STATE/chaos-monkey/; the
 /// kernel rules and cgroups recorded under /run/chaos-monkey and
 /// chains named after a gone pid, the clocks they shifted (original vDSO
 /// code written back), their slow-disk blkio cgroups; kube: every NetworkPolicy the monkey made
@@ -56,6 +57,7 @@ pub async fn cleanup(args: &crate::cli::Args) -> Result<Vec<String>, Error> {
             let others = crate::target::local::paused::other_monkeys(&args.state_dir);
             let layout = etcd_operator::platform::local::layout::Layout::new(&args.state_dir);
             done.extend(crate::target::local::paused::resume(&layout, &others));
+            done.extend(crate::target::local::store::cleanup(&args.state_dir));
             Ok(done)
         }
         crate::cli::Platform::Kube => {

@@ -92,13 +92,28 @@ pub struct Args {
     /// The object store --target store hits: the loopback address and port
     /// its server listens on (the `objectStore.endpoint` of the clusters'
     /// backups), such as 127.0.0.1:9000.
+    /// The store is the one process listening on exactly this address: a
+    /// process listening on every address (0.0.0.0:PORT, [::]:PORT) is
+    /// refused (it may be any server on that port), as are a socket
+    /// several processes share, the operator and etcd members; and a
+    /// store the monkey paused is recorded in STATE/chaos-monkey/ so that
+    /// --cleanup resumes it after a SIGKILL of the monkey.
     #[arg(long, env = "CHAOS_MONKEY_STORE_ADDR")]
     pub store_addr: Option<std::net::SocketAddrV4>,
 
+    /// Also take a process listening on every address (0.0.0.0:PORT or
+    /// [::]:PORT, the port of --store-addr) for the object store, when
+    /// none listens on --store-addr itself. Only when you know that
+    /// process is the store (a MinIO started without --address, say).
+    #[arg(long, env = "CHAOS_MONKEY_STORE_WILDCARD")]
+    pub store_wildcard: bool,
+
     /// Remove what a chaos-monkey that was killed (SIGKILL) left behind on
-    /// the local platform: its iptables chains and cgroups, the vDSO patches
-    /// of clock-skew (original code written back) and the blkio cgroups of
-    /// slow-disk (and, with --platform kube, its NetworkPolicies), then exit. Touches nothing of a monkey still
+    /// the local platform: members, the operator and the object store it
+    /// left paused (resumed), its iptables chains and cgroups, the vDSO
+    /// patches of clock-skew (original code written back) and the blkio
+    /// cgroups of slow-disk (and, with --platform kube, its
+    /// NetworkPolicies), then exit. Touches nothing of a monkey still
     /// running.
     #[arg(long, env = "CHAOS_MONKEY_CLEANUP")]
     pub cleanup: bool,

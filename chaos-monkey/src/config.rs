@@ -77,6 +77,7 @@ fn store_refusal(a: &Args) -> Option<&'static str> {
     match a.store_addr {
         None if store => Some("--store-addr is missing"),
         Some(_) if !store => Some("--store-addr is for --target store only"),
+        None if a.store_wildcard => Some("--store-wildcard is for --target store only"),
         Some(addr) if !addr.ip().is_loopback() => Some("the address is not a loopback one"),
         _ if store && a.chaos.fault != FaultKind::Pause => Some("only --fault pause hits a store"),
         _ if store && a.platform != Platform::Local => Some("--target store is local only"),
@@ -117,6 +118,9 @@ pub struct Config {
     pub target: Target,
     /// The object store's address (`--target store`).
     pub store_addr: Option<std::net::SocketAddrV4>,
+    /// A process listening on every address may be the store
+    /// (`--store-wildcard`).
+    pub store_wildcard: bool,
     /// What is done to them.
     pub fault: FaultKind,
     /// Time between ticks (> 0).
@@ -224,6 +228,7 @@ impl Config {
             clusters,
             target: a.chaos.target,
             store_addr: a.store_addr,
+            store_wildcard: a.store_wildcard,
             fault: a.chaos.fault,
             interval: a.chaos.kill_interval,
             start_after: a.chaos.start_after,
@@ -243,6 +248,15 @@ impl Config {
 }
 
 impl Config {
+    /// The object store `--target store` hits, as its flags give it.
+    pub fn store_at(&self) -> Option<crate::target::StoreAt> {
+        let addr = self.store_addr.filter(|_| self.target == Target::Store)?;
+        Some(crate::target::StoreAt {
+            addr,
+            wildcard: self.store_wildcard,
+        })
+    }
+
     /// One line saying what the run will do.
     pub fn describe(&self) -> String {
         let d = |d: Duration| humantime::format_duration(d).to_string();

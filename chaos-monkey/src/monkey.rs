@@ -266,8 +266,8 @@ impl<P: Platform> Run<'_, P> {
             let found = self.platform.operator().await;
             return self.hit_one(tick, found, "no operator is running").await;
         }
-        if let (Target::Store, Some(addr)) = (cfg.target, cfg.store_addr) {
-            let found = self.platform.store(addr).await;
+        if let Some(at) = cfg.store_at() {
+            let found = self.platform.store(at).await;
             return self
                 .hit_one(tick, found, "nothing listens on --store-addr")
                 .await;
@@ -422,6 +422,14 @@ impl<P: Platform> Run<'_, P> {
                 return Ok(());
             }
         };
+        if self
+            .paused
+            .iter()
+            .any(|p| p.key.0.is_empty() && p.key.1 == op.name)
+        {
+            tracing::info!(tick, "nothing to hit: {} is paused already", op.name);
+            return Ok(());
+        }
         let fault = fault_of(self.cfg.fault);
         let mut record = FaultRecord::now(fault, "", &op.name, Role::Unknown, "dry-run");
         if !self.cfg.dry_run {

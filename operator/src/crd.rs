@@ -364,7 +364,9 @@ pub struct RecoverySpec {
 }
 
 mod backup_spec;
+mod bounds;
 pub mod reference;
 pub use backup_spec::*;
+pub use bounds::{field_bounds, spec_field_bounds};
 mod status;
 pub use status::*;

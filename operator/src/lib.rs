@@ -6,6 +6,7 @@
 //! -> `controller::status`; `platform` says where members run.
 
 pub mod backup;
+pub mod child_env;
 pub mod cli;
 pub mod controller;
 pub mod crd;

@@ -45,6 +45,15 @@ fn bad_manifests_are_reported_and_left_alone() {
     );
     env.write_manifest("zero.yaml", &manifest("zero", 0, "3.4.23"));
     env.write_manifest("ten.yaml", &manifest("ten", 10, "3.4.23"));
+    env.write_manifest(
+        "negative.yaml",
+        &manifest("negative", 1, "3.4.23").replace("size: 1", "size: -1"),
+    );
+    // Past every 64-bit number: the range said is the field's, not i64's.
+    env.write_manifest(
+        "huge.yaml",
+        &manifest("huge", 1, "3.4.23").replace("size: 1", "size: 99999999999999999999"),
+    );
     env.write_manifest("nobinary.yaml", &manifest("nobinary", 3, "3.9.9"));
     // A backup every 100000000h: the scheduler panicked formatting a
     // year past 9999, and no backup followed.
@@ -85,6 +94,19 @@ fn bad_manifests_are_reported_and_left_alone() {
         &["zero.yaml", "spec.size", "between 1 and 9, got 0"],
     );
     assert_rejected(&env, "ten", &["ten.yaml", "spec.size", "got 10"]);
+    assert_rejected(
+        &env,
+        "negative",
+        &["negative.yaml", "spec.size", "between 1 and 9, got -1"],
+    );
+    assert_rejected(
+        &env,
+        "huge",
+        &[
+            "huge.yaml",
+            "spec.size: 99999999999999999999 is out of range: a whole number from 1 to 9",
+        ],
+    );
     assert_rejected(
         &env,
         "forever",

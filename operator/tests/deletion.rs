@@ -143,3 +143,88 @@ fn a_replaced_manifests_folder_deletes_nothing() {
     assert!(alive(&env, "a"));
     assert_eq!(get(&env, "a", "a-key"), "kept");
 }
+
+/// The message of `cluster`'s DeletionPending condition, while it has one.
+fn pending(env: &Env, cluster: &str) -> Option<String> {
+    let s = env.status(cluster)?.status?;
+    let c = s.condition("DeletionPending")?;
+    (c.status == "True").then(|| c.message.clone())
+}
+
+#[test]
+fn a_manifest_back_within_the_grace_keeps_the_only_cluster_running_with_its_data() {
+    let mut env = Env::new();
+    // A grace no test run outlasts: the manifest comes back within it.
+    env.operator_args
+        .extend(["--delete-grace".to_string(), "10m".to_string()]);
+    env.write_manifest("solo.yaml", &manifest("solo", 1, "3.4.23"));
+    env.start_operator();
+    env.wait_running("solo", 1);
+    put(&env, "solo", "solo-key");
+    let pid = env.pid("solo", "solo-0").expect("the member runs");
+
+    // The only manifest gone (an editor's delete-then-write, a tool
+    // rewriting the folder): the deletion waits, and says until when.
+    env.remove_manifest("solo.yaml");
+    let message = env.wait_for("solo's deletion pending", || pending(&env, "solo"));
+    assert!(
+        message.contains("it is deleted at") && message.contains("--delete-grace 10m"),
+        "{message}"
+    );
+    let out = cli(&env, &["status"]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains("deletion pending: no manifest names solo"),
+        "{table}"
+    );
+    assert_eq!(env.pid("solo", "solo-0"), Some(pid), "still running");
+    assert_eq!(get(&env, "solo", "solo-key"), "kept");
+
+    // Back: the deletion is cancelled; the member never stopped.
+    env.write_manifest("solo.yaml", &manifest("solo", 1, "3.4.23"));
+    env.wait_for("solo's deletion cancelled", || {
+        pending(&env, "solo").is_none().then_some(())
+    });
+    env.wait_running("solo", 1);
+    assert_eq!(env.pid("solo", "solo-0"), Some(pid), "the same process");
+    assert_eq!(get(&env, "solo", "solo-key"), "kept");
+    let out = cli(&env, &["deleted"]);
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("solo-"),
+        "nothing was deleted: {out:?}"
+    );
+}
+
+#[test]
+fn after_the_grace_the_only_cluster_is_deleted_and_kept_aside() {
+    let mut env = Env::new();
+    env.operator_args
+        .extend(["--delete-grace".to_string(), "1s".to_string()]);
+    env.write_manifest("solo.yaml", &manifest("solo", 1, "3.4.23"));
+    env.start_operator();
+    env.wait_running("solo", 1);
+    put(&env, "solo", "solo-key");
+    let member = env.member("solo", "solo-0").and_then(|m| m.process);
+    let member = member.expect("the member runs");
+
+    env.remove_manifest("solo.yaml");
+    let entry = env.wait_for("solo deleted and kept aside", || {
+        let out = cli(&env, &["deleted"]);
+        String::from_utf8_lossy(&out.stdout)
+            .contains("solo-")
+            .then(|| kept_entry(&env, "solo"))
+    });
+    assert!(
+        !etcd_operator::platform::local::process::alive(&member),
+        "its member stopped"
+    );
+    assert!(!env.layout().cluster_dir("solo").exists());
+    assert!(
+        env.state
+            .join("deleted")
+            .join(&entry)
+            .join("members/solo-0/data")
+            .is_dir(),
+        "the data is kept"
+    );
+}

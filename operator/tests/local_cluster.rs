@@ -301,3 +301,51 @@ fn a_member_that_cannot_start_says_why_in_status() {
     assert!(message.contains(&member), "{message}");
     eprintln!("status says: {message}");
 }
+
+/// The variables of process `pid` (`/proc/PID/environ`).
+fn environ(pid: i32) -> Vec<String> {
+    let raw = std::fs::read(format!("/proc/{pid}/environ")).expect("read environ");
+    raw.split(|b| *b == 0)
+        .filter(|v| !v.is_empty())
+        .map(|v| String::from_utf8_lossy(v).into_owned())
+        .collect()
+}
+
+#[test]
+fn members_get_none_of_the_operators_credentials() {
+    let secret = etcd_operator::testing::s3::SECRET_KEY;
+    let mut env = Env::new();
+    env.operator_env = [
+        ("AWS_SECRET_ACCESS_KEY", secret),
+        ("AWS_SESSION_TOKEN", "a-session-token-no-member-gets"),
+        // etcd would take it for --log-level: only the operator's flags count.
+        ("ETCD_LOG_LEVEL", "debug"),
+        ("GOMAXPROCS", "2"),
+        ("LC_TIME", "C"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    env.write_manifest("env.yaml", &manifest("env", 1, "3.4.23"));
+    env.start_operator();
+    env.wait_running("env", 1);
+    let member = env.pid("env", "env-0").expect("the member runs");
+    let vars = environ(member);
+    for v in &vars {
+        assert!(
+            !v.starts_with("AWS_") && !v.starts_with("ETCD") && !v.contains(secret),
+            "the member was given {v}"
+        );
+    }
+    for kept in ["GOMAXPROCS=2", "LC_TIME=C"] {
+        assert!(vars.iter().any(|v| v == kept), "{kept} not in {vars:?}");
+    }
+    // The operator itself keeps them: it reaches the object store.
+    let operator = env.operator_process().expect("the operator runs");
+    let own = environ(operator.pid);
+    assert!(
+        own.iter()
+            .any(|v| *v == format!("AWS_SECRET_ACCESS_KEY={secret}")),
+        "the operator's own environment"
+    );
+}

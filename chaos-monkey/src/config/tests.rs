@@ -117,6 +117,21 @@ fn a_store_is_paused_at_a_loopback_address_only() {
     assert!(matches!(at("127.0.0.1:9000", "kill"), Err(Error::Store(m)) if m.contains("pause")));
     let stray = parse(&["--store-addr", "127.0.0.1:9000"]);
     assert!(matches!(stray, Err(Error::Store(m)) if m.contains("--target store only")));
+    let stray = parse(&["--store-wildcard"]);
+    assert!(matches!(stray, Err(Error::Store(m)) if m.contains("--store-wildcard is for")));
+    let at = c.store_at().expect("a store");
+    assert!(!at.wildcard, "only an exact listener unless asked");
+    let c = parse(&[
+        "--target",
+        "store",
+        "--fault",
+        "pause",
+        "--store-addr",
+        "127.0.0.1:9000",
+        "--store-wildcard",
+    ])
+    .expect("a store that may listen on every address");
+    assert!(c.store_at().is_some_and(|a| a.wildcard));
 }
 
 #[test]

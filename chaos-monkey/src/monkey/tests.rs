@@ -177,6 +177,7 @@ fn config() -> Config {
         clusters: Vec::new(),
         target: Target::Random,
         store_addr: None,
+        store_wildcard: false,
         fault: FaultKind::Kill,
         interval: Duration::from_secs(30),
         start_after: Duration::ZERO,

@@ -6,7 +6,7 @@
 
 use std::collections::HashSet;
 use std::io;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddrV4};
 
 /// One open TCP connection, as the process sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -40,20 +40,105 @@ pub fn connections_to(pid: i32, remotes: &[Ipv4Addr]) -> io::Result<Vec<Conn>> {
         .collect())
 }
 
-/// The process listening on TCP `addr` (a socket of the machine's network
-/// namespace in state LISTEN), if any: its socket's inode looked up among
-/// every process's open files.
-pub fn listener(addr: SocketAddrV4) -> Option<i32> {
-    let table = std::fs::read_to_string("/proc/net/tcp").ok()?;
-    let (_, _, inode) = parse_tcp(&table).into_iter().find(|(conn, state, _)| {
-        let ip = *conn.local.ip();
-        state == LISTEN
-            && conn.local.port() == addr.port()
-            && (ip == *addr.ip() || ip.is_unspecified())
-    })?;
-    let pids = std::fs::read_dir("/proc").ok()?.flatten();
-    pids.filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .find(|&pid| socket_inodes(pid).is_ok_and(|i| i.contains(&inode)))
+/// The sockets in state LISTEN on the port of an address, by where they
+/// listen (inodes, from the kernel's tables).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Listening {
+    /// Listening on exactly that address (also as `::ffff:A.B.C.D`).
+    pub exact: Vec<u64>,
+    /// Listening on every address of the machine (`0.0.0.0:PORT` or
+    /// `[::]:PORT`, as written here): they answer at that address too
+    /// when no exact listener does, whatever they are.
+    pub wildcard: Vec<(String, u64)>,
+}
+
+/// The sockets listening at `addr`, from the text of `/proc/net/tcp` and
+/// `/proc/net/tcp6`.
+pub fn listening(tcp: &str, tcp6: &str, addr: SocketAddrV4) -> Listening {
+    let mut out = Listening::default();
+    for (conn, state, inode) in parse_tcp(tcp) {
+        if state != LISTEN || conn.local.port() != addr.port() {
+            continue;
+        }
+        if conn.local.ip() == addr.ip() {
+            out.exact.push(inode);
+        } else if conn.local.ip().is_unspecified() {
+            out.wildcard
+                .push((format!("0.0.0.0:{}", addr.port()), inode));
+        }
+    }
+    for (ip, port, state, inode) in parse_tcp6(tcp6) {
+        if state != LISTEN || port != addr.port() {
+            continue;
+        }
+        if ip.to_ipv4_mapped().as_ref() == Some(addr.ip()) {
+            out.exact.push(inode);
+        } else if ip.is_unspecified() {
+            out.wildcard.push((format!("[::]:{port}"), inode));
+        }
+    }
+    out
+}
+
+/// The sockets listening at `addr` on this machine (its network
+/// namespace).
+pub fn listening_now(addr: SocketAddrV4) -> io::Result<Listening> {
+    let read = |f: &str| match std::fs::read_to_string(f) {
+        Ok(t) => Ok(t),
+        // No IPv6 on this machine: no table.
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(String::new()),
+        Err(e) => Err(e),
+    };
+    Ok(listening(
+        &read("/proc/net/tcp")?,
+        &read("/proc/net/tcp6")?,
+        addr,
+    ))
+}
+
+/// The processes (pids) holding any of the sockets `inodes` open, in
+/// ascending order; several when a socket is shared (a server that forks
+/// its workers after listening).
+pub fn holders(inodes: &[u64]) -> Vec<i32> {
+    if inodes.is_empty() {
+        return Vec::new();
+    }
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut pids: Vec<i32> = dir
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| socket_inodes(pid).is_ok_and(|i| inodes.iter().any(|n| i.contains(n))))
+        .collect();
+    pids.sort_unstable();
+    pids
+}
+
+/// The rows of a `/proc/net/tcp6` table: local address and port, state
+/// (hex), inode. Rows that do not parse are skipped.
+fn parse_tcp6(table: &str) -> Vec<(Ipv6Addr, u16, String, u64)> {
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let (addr, port) = f.get(1)?.split_once(':')?;
+            if addr.len() != 32 {
+                return None;
+            }
+            // Four 32-bit words, each printed as a host integer.
+            let mut bytes = [0u8; 16];
+            for (i, chunk) in bytes.chunks_mut(4).enumerate() {
+                let word = u32::from_str_radix(addr.get(i * 8..i * 8 + 8)?, 16).ok()?;
+                chunk.copy_from_slice(&word.to_ne_bytes());
+            }
+            let port = u16::from_str_radix(port, 16).ok()?;
+            let state = (*f.get(3)?).to_string();
+            let inode = f.get(9)?.parse().ok()?;
+            Some((Ipv6Addr::from(bytes), port, state, inode))
+        })
+        .collect()
 }
 
 /// TCP state LISTEN.
@@ -121,9 +206,60 @@ mod tests {
             panic!("an IPv4 address");
         };
         let me = i32::try_from(std::process::id()).expect("a pid");
-        assert_eq!(listener(addr), Some(me));
+        let found = listening_now(addr).expect("the tables");
+        assert_eq!(found.wildcard, Vec::new());
+        assert_eq!(holders(&found.exact), vec![me]);
+        let elsewhere = SocketAddrV4::new(Ipv4Addr::new(127, 0, 0, 2), addr.port());
+        assert_eq!(
+            listening_now(elsewhere).expect("tables"),
+            Listening::default()
+        );
         drop(l);
-        assert_eq!(listener(addr), None, "nothing listens any more");
+        assert_eq!(
+            listening_now(addr).expect("tables"),
+            Listening::default(),
+            "nothing listens any more"
+        );
+    }
+
+    /// Written as the kernel writes them on a little-endian machine.
+    #[test]
+    fn exact_and_wildcard_listeners_are_told_apart() {
+        if !cfg!(target_endian = "little") {
+            return;
+        }
+        let head = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n";
+        let row = |local: &str, st: &str, inode: u64| {
+            format!(
+                "   0: {local} 00000000:0000 {st} 00000000:00000000 00:00000000 00000000     0        0 {inode} 1 0\n"
+            )
+        };
+        // 127.0.0.1:9000 (0x2328) exact, 0.0.0.0:9000, 127.0.0.2:9000,
+        // 127.0.0.1:9001, and a connection (not LISTEN) from 9000.
+        let tcp = [
+            row("0100007F:2328", "0A", 1),
+            row("00000000:2328", "0A", 2),
+            row("0200007F:2328", "0A", 3),
+            row("0100007F:2329", "0A", 4),
+            row("0100007F:2328", "01", 5),
+        ]
+        .concat();
+        let tcp6 = [
+            row("00000000000000000000000000000000:2328", "0A", 6),
+            row("0000000000000000FFFF00000100007F:2328", "0A", 7),
+            row("00000000000000000000000001000000:2328", "0A", 8),
+        ]
+        .concat();
+        let addr: SocketAddrV4 = "127.0.0.1:9000".parse().expect("addr");
+        let found = listening(&format!("{head}{tcp}"), &format!("{head}{tcp6}"), addr);
+        assert_eq!(found.exact, vec![1, 7]);
+        assert_eq!(
+            found.wildcard,
+            vec![
+                ("0.0.0.0:9000".to_string(), 2),
+                ("[::]:9000".to_string(), 6)
+            ]
+        );
     }
 
     #[test]

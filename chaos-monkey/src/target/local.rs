@@ -30,6 +30,7 @@ use crate::select::MemberView;
 mod faults;
 mod member;
 pub mod paused;
+pub mod store;
 
 pub use faults::{Lasting, NetLasting};
 
@@ -59,6 +60,9 @@ pub struct Handle {
     pub ip: Option<std::net::Ipv4Addr>,
     /// The member's client URL (`None` for the operator).
     pub client_url: Option<String>,
+    /// Where it listens, when it is the object store (`--target store`):
+    /// its pause is recorded for `--cleanup` ([`store::Record`]).
+    pub store: Option<std::net::SocketAddrV4>,
 }
 
 impl Local {
@@ -119,6 +123,7 @@ impl Local {
                     data_dir: Some(self.layout.data_dir(cluster, &name)),
                     ip: Some(record.ip),
                     client_url: Some(record.config.addr.client_url.clone()),
+                    store: None,
                 }),
                 role_source: None,
             });
@@ -238,6 +243,32 @@ async fn destroy(h: &Handle) -> Result<(), Error> {
     }
 }
 
+impl Local {
+    /// SIGSTOPs the process; a store's pause is recorded first, so that
+    /// `--cleanup` resumes it if this monkey is killed.
+    fn pause(&self, h: &Handle) -> Result<(), Error> {
+        let Some(addr) = h.store else {
+            return send(h, Signal::STOP);
+        };
+        let record = store::Record::mine(h.process, addr)?;
+        record.write(self.state_dir())?;
+        let sent = send(h, Signal::STOP);
+        if sent.is_err() {
+            record.remove(self.state_dir());
+        }
+        sent
+    }
+
+    /// SIGCONTs the process, and forgets a store's pause.
+    fn resume_process(&self, h: &Handle) -> Result<(), Error> {
+        let sent = send(h, Signal::CONT);
+        if let (Some(addr), Ok(_) | Err(Error::Gone(_))) = (h.store, &sent) {
+            store::Record::mine(h.process, addr)?.remove(self.state_dir());
+        }
+        sent
+    }
+}
+
 impl Platform for Local {
     type Handle = Handle;
 
@@ -272,8 +303,8 @@ impl Platform for Local {
                 wait_gone(h).await
             }
             Fault::Destroy => destroy(h).await,
-            Fault::Pause => send(h, Signal::STOP),
-            Fault::Resume => send(h, Signal::CONT),
+            Fault::Pause => self.pause(h),
+            Fault::Resume => self.resume_process(h),
             other => Err(Error::Unsupported(format!(
                 "{} is not injected by inject()",
                 other.as_str()
@@ -282,12 +313,19 @@ impl Platform for Local {
     }
 
     async fn resume(&self, h: &Handle) -> Result<(), Error> {
-        send(h, Signal::CONT)
+        self.resume_process(h)
     }
 
     type Lasting = Lasting;
 
     async fn prepare(&self, cfg: &Config) -> Result<Option<String>, Error> {
+        if let Some(at) = cfg.store_at() {
+            // A process there that is not the store is refused at once.
+            store::identify(&self.layout, at).map_err(|e| match e {
+                Error::Refused(m) => Error::Setup(m),
+                other => other,
+            })?;
+        }
         faults::prepare(self, cfg)
     }
 
@@ -340,24 +378,26 @@ impl Platform for Local {
                 data_dir: None,
                 ip: None,
                 client_url: None,
+                store: None,
             },
         }))
     }
 
-    /// The process listening on `addr`, named in the fault log
-    /// `store@ADDR`.
-    async fn store(&self, addr: std::net::SocketAddrV4) -> Result<Option<Operator<Handle>>, Error> {
-        let Some(process) = crate::net::sockets::listener(addr).and_then(ProcessId::of) else {
-            tracing::debug!("no process listens on {addr}");
+    /// The process listening on exactly `at` (see [`store`] for what is
+    /// refused), named in the fault log `store@ADDR`.
+    async fn store(&self, at: store::StoreAt) -> Result<Option<Operator<Handle>>, Error> {
+        let Some(process) = store::identify(&self.layout, at)? else {
+            tracing::debug!("no process listens on {}", at.addr);
             return Ok(None);
         };
         Ok(Some(Operator {
-            name: format!("store@{addr}"),
+            name: format!("store@{}", at.addr),
             handle: Handle {
                 process,
                 data_dir: None,
                 ip: None,
                 client_url: None,
+                store: Some(at.addr),
             },
         }))
     }

@@ -21,6 +21,8 @@ use crate::select::{ClusterView, MemberView};
 pub mod kube;
 pub mod local;
 
+pub use local::store::StoreAt;
+
 /// What went wrong on the platform.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -53,6 +55,10 @@ pub enum Error {
     /// tools, leftovers of a killed run): exit code 2 at start.
     #[error("{0}")]
     Setup(String),
+    /// The process found is not one the monkey may take for its target
+    /// (a store it cannot identify): nothing is hit; exit code 2 at start.
+    #[error("{0}")]
+    Refused(String),
 }
 
 /// A lasting fault to start on one cluster (it runs for a while and is
@@ -172,13 +178,14 @@ pub trait Platform: Send + Sync {
         &self,
     ) -> impl Future<Output = Result<Option<Operator<Self::Handle>>, Error>> + Send;
 
-    /// The process of the object store listening on `addr` (a loopback
-    /// address), if one is found; none on a platform that cannot reach it.
+    /// The process of the object store at `at` (a loopback address), if
+    /// one is found; `Refused` when the process there cannot be taken for
+    /// the store; none on a platform that cannot reach it.
     fn store(
         &self,
-        addr: std::net::SocketAddrV4,
+        at: StoreAt,
     ) -> impl Future<Output = Result<Option<Operator<Self::Handle>>, Error>> + Send {
-        let _ = addr;
+        let _ = at;
         async { Ok(None) }
     }
 

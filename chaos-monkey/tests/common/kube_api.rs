@@ -251,6 +251,7 @@ pub fn config(fault: FaultKind, target: Target, max_faults: usize) -> Config {
         clusters: Vec::new(),
         target,
         store_addr: None,
+        store_wildcard: false,
         fault,
         interval: Duration::from_millis(10),
         start_after: Duration::ZERO,

@@ -173,10 +173,16 @@ pub fn table(
     ]];
     for c in clusters {
         let s = c.status.clone().unwrap_or_default();
+        let pending = crate::controller::local::pending::CONDITION;
         let degraded = s
-            .condition("Degraded")
+            .condition(pending)
             .filter(|d| d.status == "True")
-            .map(|d| d.message.clone())
+            .map(|d| format!("deletion pending: {}", d.message))
+            .or_else(|| {
+                s.condition("Degraded")
+                    .filter(|d| d.status == "True")
+                    .map(|d| d.message.clone())
+            })
             .or_else(|| {
                 let b = s.backup.as_ref()?;
                 let e = b.last_error.as_ref()?;
@@ -306,6 +312,28 @@ mod tests {
         assert!(
             t.lines()
                 .any(|l| l.starts_with("demo-0") && l.contains("yes")),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn a_pending_deletion_shows_in_the_table() {
+        let mut c = EtcdCluster::new("demo", EtcdClusterSpec::minimal(1, "3.4.23"));
+        c.status = Some(EtcdClusterStatus {
+            phase: Phase::Running,
+            ready_members: 1,
+            conditions: vec![crate::controller::local::pending::condition(
+                "demo",
+                SystemTime::UNIX_EPOCH,
+                Duration::from_secs(10),
+            )],
+            ..EtcdClusterStatus::default()
+        });
+        let t = table(&[c], false, SystemTime::now(), STALE_LIVE);
+        assert!(
+            t.contains("Running  1/1")
+                && t.contains("deletion pending: no manifest names demo since")
+                && t.contains("deleted at 1970-01-01T00:00:10Z"),
             "{t}"
         );
     }

@@ -53,10 +53,13 @@ pub fn socket_path(state_dir: &Path) -> PathBuf {
 /// until the task is dropped. Returns `None`, with a warning, when the
 /// socket cannot be made (a path longer than a unix socket allows, say):
 /// `status` then reads the files.
+/// Each cluster whose deletion is pending gets the condition of
+/// `deletions` ([`super::local::pending`]).
 pub fn serve(
     state_dir: &Path,
     platform: Arc<LocalPlatform>,
     problems: Arc<Mutex<Vec<FileProblem>>>,
+    deletions: super::local::pending::Shown,
 ) -> Option<tokio::task::JoinHandle<()>> {
     let path = socket_path(state_dir);
     let _ = std::fs::remove_file(&path);
@@ -75,9 +78,16 @@ pub fn serve(
             let Ok((mut stream, _)) = listener.accept().await else {
                 continue;
             };
+            let mut clusters = platform.statuses();
+            {
+                let shown = deletions.lock().unwrap_or_else(|e| e.into_inner());
+                for c in &mut clusters {
+                    super::local::pending::decorate(c, &shown);
+                }
+            }
             let answer = Answer {
                 pid: std::process::id(),
-                clusters: platform.statuses(),
+                clusters,
                 problems: problems.lock().unwrap_or_else(|e| e.into_inner()).clone(),
             };
             let body = serde_json::to_vec(&answer).unwrap_or_default();

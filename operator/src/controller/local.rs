@@ -2,11 +2,13 @@
 //!
 //! The folder is watched (inotify) and also rescanned every few seconds as a
 //! backstop. A cluster is deleted only when no manifest mentions it for
-//! [`DELETE_GRACE`] (an editor that saves by delete-then-write must not
-//! delete a cluster), and never because the folder could not be read.
+//! `--delete-grace` ([`pending`]: an editor that saves by delete-then-write,
+//! a tool that rewrites the folder, must not delete a cluster), and never
+//! because the folder could not be read.
 
 mod desired;
 pub mod folder;
+pub mod pending;
 mod restore_check;
 mod worker;
 
@@ -34,8 +36,6 @@ use self::worker::{Msg, Worker, fingerprint, work};
 
 pub use self::restore_check::{RestoreChecks, Verdict};
 
-/// How long a cluster's manifest must be gone before the cluster is deleted.
-pub const DELETE_GRACE: Duration = Duration::from_millis(500);
 /// Rescan interval when no file event comes.
 pub const RESCAN: Duration = Duration::from_secs(3);
 /// How often kept deleted clusters are looked at for purging.
@@ -85,6 +85,9 @@ pub struct Options {
     /// How long a deleted cluster's folder is kept aside before it is
     /// purged ([`deleted`]).
     pub keep_deleted: Duration,
+    /// How long a cluster's manifest must be gone before the cluster is
+    /// deleted ([`pending`]).
+    pub delete_grace: Duration,
 }
 
 /// Where the local controller writes the address it serves `/metrics` on
@@ -116,7 +119,13 @@ pub async fn run(
     let clients = Arc::new(Clients::new(STATUS_TIMEOUT));
     crate::metrics::server::record_addr(&metrics_addr_path(&opts.state_dir), opts.metrics_addr);
     let problems = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let server = super::live::serve(&opts.state_dir, platform.clone(), problems.clone());
+    let deletions = pending::Deletions::new(opts.delete_grace);
+    let server = super::live::serve(
+        &opts.state_dir,
+        platform.clone(),
+        problems.clone(),
+        deletions.shown(),
+    );
     let (fs_tx, mut fs_events) = mpsc::unbounded_channel();
     let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
         // Reading the manifests ourselves raises access events: only
@@ -148,7 +157,7 @@ pub async fn run(
         platform,
         clients,
         workers: HashMap::new(),
-        missing_since: HashMap::new(),
+        deletions,
         problems_written: None,
         logged: HashSet::new(),
         problems,
@@ -160,8 +169,11 @@ pub async fn run(
     tokio::pin!(shutdown);
     let mut tick = tokio::time::interval(RESCAN);
     loop {
+        // A pending deletion is carried out when its grace is over.
+        let due = ctl.deletions.next().map(tokio::time::Instant::from_std);
         tokio::select! {
             () = &mut shutdown => break,
+            () = until(due) => ctl.rescan().await,
             Some(()) = fs_events.recv() => {
                 // Let a burst of file events (an editor's save) settle.
                 tokio::time::sleep(Duration::from_millis(20)).await;
@@ -194,6 +206,14 @@ pub async fn run(
     Ok(())
 }
 
+/// Completes at `at`, never without one.
+async fn until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
 struct Local {
     /// Checks of restore sources, off this loop.
     restores: RestoreChecks,
@@ -201,7 +221,8 @@ struct Local {
     platform: Arc<LocalPlatform>,
     clients: Arc<Clients>,
     workers: HashMap<String, Worker>,
-    missing_since: HashMap<String, Instant>,
+    /// Clusters whose manifest is gone, waiting out `--delete-grace`.
+    deletions: pending::Deletions,
     /// What the problems file holds, to rewrite it only on change.
     problems_written: Option<String>,
     /// The manifest problems logged, to log each once while it lasts.
@@ -265,20 +286,31 @@ impl Local {
         }
         self.restores.retain(|c| wanted.contains_key(c));
         for (name, spec) in wanted.iter() {
-            self.missing_since.remove(name);
             self.send(name, spec.clone()).await;
         }
         // A held cluster's grace starts again when it is let go.
-        self.missing_since.retain(|n, _| verdict.delete.contains(n));
-        for name in verdict.delete {
-            let since = *self
-                .missing_since
-                .entry(name.clone())
-                .or_insert_with(Instant::now);
-            if since.elapsed() < DELETE_GRACE {
-                continue;
-            }
-            self.missing_since.remove(&name);
+        let step = self.deletions.step(
+            &verdict.delete,
+            &requested,
+            Instant::now(),
+            std::time::SystemTime::now(),
+        );
+        for (name, at) in &step.started {
+            tracing::info!(
+                cluster = %name,
+                "no manifest names the cluster: it is deleted at {} (--delete-grace {}) unless a \
+                 manifest names it again before; it keeps running meanwhile",
+                humantime::format_rfc3339_seconds(*at),
+                humantime::format_duration(self.opts.delete_grace)
+            );
+        }
+        for name in step.cancelled.iter().filter(|n| wanted.contains_key(*n)) {
+            tracing::info!(
+                cluster = %name,
+                "a manifest names the cluster again: its deletion is cancelled (it never stopped)"
+            );
+        }
+        for name in step.due {
             self.delete(&name).await;
             let _ = std::fs::remove_file(folder::requests_dir(&self.opts.state_dir).join(&name));
         }

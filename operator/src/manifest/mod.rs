@@ -194,7 +194,8 @@ pub fn parse(text: &str) -> Result<Vec<EtcdCluster>, (Vec<String>, String)> {
             })
             .unwrap_or_default()
     };
-    let docs: Vec<Doc> = crate::yaml::from_multiple(text).map_err(|e| (names(), e))?;
+    let docs: Vec<Doc> = crate::yaml::from_multiple_bounded(text, crate::crd::field_bounds)
+        .map_err(|e| (names(), e))?;
     if docs.is_empty() {
         return Err((Vec::new(), "the file holds no EtcdCluster document".into()));
     }

@@ -345,11 +345,23 @@ fn messages_name_the_field_and_say_what_is_wrong_in_words() {
         ),
         (
             "spec: {size: 99999999999999999999, version: \"3.4.23\"}",
-            "spec.size: 99999999999999999999 is out of range: a whole number from",
+            "spec.size: 99999999999999999999 is out of range: a whole number from 1 to 9",
+        ),
+        (
+            "spec: {size: -99999999999999999999, version: \"3.4.23\"}",
+            "spec.size: -99999999999999999999 is out of range: a whole number from 1 to 9",
+        ),
+        (
+            "spec: {size: 1, version: \"3.4.23\", backup: {interval: 1h, maxBackups: 1e99}}",
+            "spec.backup.maxBackups: not a whole number",
+        ),
+        (
+            "spec: {size: 1, version: \"3.4.23\", backup: {interval: 1h, maxBackups: 99999999999999999999}}",
+            "spec.backup.maxBackups: 99999999999999999999 is out of range: a whole number from 1 to 10000",
         ),
         (
             "spec: {size: .inf, version: \"3.4.23\"}",
-            "spec.size: not a whole number: .inf is not a number",
+            "spec.size: not a whole number: .inf is not a number one can count with (from 1 to 9)",
         ),
         (
             "spec: {size: .nan, version: \"3.4.23\"}",

@@ -39,13 +39,35 @@ pub fn options() -> Options {
     options
 }
 
+/// The range a whole-number field allows when it is narrower than its
+/// type's, by the field's path in the document (`spec.size`): the least
+/// and the greatest value, either unbounded (`None`). A number too large
+/// for its type is then refused with the range a user may write, not the
+/// type's 64-bit one.
+pub type Bounds = fn(&str) -> (Option<i128>, Option<i128>);
+
+/// [`Bounds`] for documents whose fields allow their whole type.
+pub fn no_bounds(_: &str) -> (Option<i128>, Option<i128>) {
+    (None, None)
+}
+
 /// Every document of `text` as a `T`, refusing values whose YAML type is
 /// not the field's (see [`strict`]). The error names the line, column and
 /// field of each problem.
 pub fn from_multiple<T: DeserializeOwned + Serialize>(text: &str) -> Result<Vec<T>, String> {
-    let docs: Vec<T> = serde_saphyr::from_multiple_with_options(text, options())
-        .map_err(|e| describe(&e, text))?;
-    let trees = trees(text).map_err(|e| describe(&e, text))?;
+    from_multiple_bounded(text, no_bounds)
+}
+
+/// [`from_multiple`], a number out of range saying the range `bounds`
+/// gives its field.
+pub fn from_multiple_bounded<T: DeserializeOwned + Serialize>(
+    text: &str,
+    bounds: Bounds,
+) -> Result<Vec<T>, String> {
+    let say = |e: &Error| describe_bounded(e, text, bounds);
+    let docs: Vec<T> =
+        serde_saphyr::from_multiple_with_options(text, options()).map_err(|e| say(&e))?;
+    let trees = trees(text).map_err(|e| say(&e))?;
     let mut problems = Vec::new();
     for (doc, tree) in docs.iter().zip(&trees) {
         let value = serde_json::to_value(doc).map_err(|e| e.to_string())?;
@@ -60,10 +82,19 @@ pub fn from_multiple<T: DeserializeOwned + Serialize>(text: &str) -> Result<Vec<
 
 /// The one document of `text` as a `T`, as strict as [`from_multiple`].
 pub fn from_str<T: DeserializeOwned + Serialize>(text: &str) -> Result<T, String> {
-    let doc: T =
-        serde_saphyr::from_str_with_options(text, options()).map_err(|e| describe(&e, text))?;
+    from_str_bounded(text, no_bounds)
+}
+
+/// [`from_str`], a number out of range saying the range `bounds` gives
+/// its field.
+pub fn from_str_bounded<T: DeserializeOwned + Serialize>(
+    text: &str,
+    bounds: Bounds,
+) -> Result<T, String> {
+    let say = |e: &Error| describe_bounded(e, text, bounds);
+    let doc: T = serde_saphyr::from_str_with_options(text, options()).map_err(|e| say(&e))?;
     let tree: Spanned<Node> =
-        serde_saphyr::from_str_with_options(text, options()).map_err(|e| describe(&e, text))?;
+        serde_saphyr::from_str_with_options(text, options()).map_err(|e| say(&e))?;
     let value = serde_json::to_value(&doc).map_err(|e| e.to_string())?;
     let problems = strict::mismatches(&value, &tree, text);
     if problems.is_empty() {
@@ -183,9 +214,16 @@ fn scalar_at(source: &str, line: u64, column: u64) -> Option<&str> {
 }
 
 /// A better word for a scalar of a whole-number type that did not parse:
-/// a whole number out of the type's range, or a non-finite float.
-fn whole_number_problem(ty: &str, token: &str) -> Option<String> {
+/// a whole number out of range, or a non-finite float. The range said is
+/// the type's narrowed by the field's `bounds`.
+fn whole_number_problem(
+    ty: &str,
+    token: &str,
+    bounds: (Option<i128>, Option<i128>),
+) -> Option<String> {
     let (lo, hi) = range_of(ty)?;
+    let lo = bounds.0.map_or(lo, |b| b.max(lo));
+    let hi = bounds.1.map_or(hi, |b| b.min(hi));
     let range = format!("from {lo} to {hi}");
     let digits = token.trim_start_matches('+').replace('_', "");
     let unsigned = digits.strip_prefix('-').unwrap_or(&digits);
@@ -219,6 +257,12 @@ fn kind_of(ty: &str) -> String {
 /// One line for a parse error: `line L column C: FIELD: what is wrong (at
 /// `the source line`)`, every part cut to a readable length.
 pub fn describe(e: &Error, source: &str) -> String {
+    describe_bounded(e, source, no_bounds)
+}
+
+/// [`describe`], a number out of range saying the range `bounds` gives
+/// its field.
+pub fn describe_bounded(e: &Error, source: &str, bounds: Bounds) -> String {
     let inner = e.without_snippet();
     let message: String = Friendly
         .format_message(inner)
@@ -229,15 +273,18 @@ pub fn describe(e: &Error, source: &str) -> String {
     let Some(at) = e.location().filter(|l| l.line() > 0) else {
         return message;
     };
-    let message = match inner {
-        Error::InvalidScalar { ty, .. } => scalar_at(source, at.line(), at.column())
-            .and_then(|token| whole_number_problem(ty, token))
-            .unwrap_or(message),
-        _ => message,
-    };
     let field = trees(source)
         .ok()
         .and_then(|docs| docs.iter().find_map(|d| tree::field_at(d, &at)));
+    let message = match inner {
+        Error::InvalidScalar { ty, .. } => scalar_at(source, at.line(), at.column())
+            .and_then(|token| {
+                let field_bounds = field.as_deref().map_or((None, None), bounds);
+                whole_number_problem(ty, token, field_bounds)
+            })
+            .unwrap_or(message),
+        _ => message,
+    };
     let line = usize::try_from(at.line())
         .ok()
         .and_then(|n| source.lines().nth(n.checked_sub(1)?))

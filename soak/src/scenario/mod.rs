@@ -305,10 +305,29 @@ pub fn load(file: &Path) -> Result<Scenario, Error> {
 /// strict as the operator's manifests (`size: "3"` is refused) and the
 /// operator's messages (line, column and field of each problem).
 pub fn parse(file: &Path, text: &str) -> Result<Scenario, Error> {
-    etcd_operator::yaml::from_str::<Scenario>(text).map_err(|message| Error::Parse {
-        file: file.into(),
-        message,
+    etcd_operator::yaml::from_str_bounded::<Scenario>(text, field_bounds).map_err(|message| {
+        Error::Parse {
+            file: file.into(),
+            message,
+        }
     })
+}
+
+/// The range a scenario's whole-number field allows when it is narrower
+/// than its type's: the spec's own for the spec fields under `cluster`
+/// and a change's `size` (`cluster.size` from 1 to 9).
+fn field_bounds(path: &str) -> (Option<i128>, Option<i128>) {
+    use etcd_operator::crd::spec_field_bounds;
+    if let Some(field) = path.strip_prefix("cluster.") {
+        return spec_field_bounds(field);
+    }
+    match path
+        .strip_prefix("changes[")
+        .and_then(|p| p.split_once("]."))
+    {
+        Some((_, "size")) => spec_field_bounds("size"),
+        _ => (None, None),
+    }
 }
 
 #[cfg(test)]

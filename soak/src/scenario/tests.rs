@@ -60,6 +60,24 @@ fn bad_values_name_the_field_and_what_is_allowed() {
 }
 
 #[test]
+fn a_size_past_every_number_says_the_spec_range() {
+    let e = parse_error(&SMOKE.replace("size: 3", "size: 99999999999999999999"));
+    assert!(
+        e.contains(
+            "cluster.size: 99999999999999999999 is out of range: a whole number from 1 to 9"
+        ),
+        "{e}"
+    );
+    let e = parse_error(&format!(
+        "{SMOKE}changes: [{{after: 10s, size: 99999999999999999999}}]\n"
+    ));
+    assert!(
+        e.contains("changes[0].size") && e.contains("from 1 to 9"),
+        "{e}"
+    );
+}
+
+#[test]
 fn impossible_bounds_are_rejected() {
     let p = problems(&SMOKE.replace("availability: 0.95", "availability: 1.5"));
     assert!(

@@ -25,6 +25,22 @@ pub(crate) fn keep_deleted(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// The longest `--delete-grace` (a day).
+const GRACE_MAX: Duration = Duration::from_secs(86_400);
+
+/// Parses `--delete-grace`: a Go-style duration from 0s to a day.
+pub(crate) fn delete_grace(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s)
+        .map_err(|e| format!("{s:?} is not a duration such as 10s or 1m: {e}"))?;
+    if d > GRACE_MAX {
+        return Err(format!(
+            "{s} is longer than a day: a cluster whose manifest is gone would run on that long; \
+             give at most 24h"
+        ));
+    }
+    Ok(d)
+}
+
 /// `deleted`, `undelete`, `purge` and `delete`'s state folder.
 #[derive(clap::Args, Debug)]
 pub(crate) struct StateArg {
@@ -109,8 +125,8 @@ pub(crate) fn undelete(args: &UndeleteArgs) -> anyhow::Result<ExitCode> {
         }
         None => println!(
             "cluster {cluster} is back in {} with its data; no manifest was kept: write one named \
-             {cluster} into the manifests folder within half a second, or the operator takes it \
-             for deleted again",
+             {cluster} into the manifests folder within the operator's --delete-grace (10s by \
+             default), or the operator takes it for deleted again",
             layout.cluster_dir(&cluster).display()
         ),
     }
@@ -126,10 +142,27 @@ pub(crate) fn purge(args: &PurgeArgs) -> anyhow::Result<ExitCode> {
 pub(crate) fn delete(args: &DeleteArgs) -> anyhow::Result<ExitCode> {
     let file = folder::request_delete(&args.state.state_dir, &args.cluster)?;
     println!(
-        "asked the running operator to delete cluster {} ({}); it does so at its next scan if no \
-         manifest names the cluster, and keeps its folder aside (see `etcd-operator deleted`)",
+        "asked the running operator to delete cluster {} ({}); it does so at its next scan, \
+         without waiting for --delete-grace, if no manifest names the cluster, and keeps its \
+         folder aside (see `etcd-operator deleted`)",
         args.cluster,
         file.display()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_delete_grace_is_a_duration_up_to_a_day() {
+        assert_eq!(delete_grace("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(delete_grace("0s"), Ok(Duration::ZERO));
+        assert_eq!(delete_grace("24h"), Ok(GRACE_MAX));
+        let e = delete_grace("25h").expect_err("too long");
+        assert!(e.contains("at most 24h"), "{e}");
+        let e = delete_grace("10").expect_err("no unit");
+        assert!(e.contains("not a duration such as 10s"), "{e}");
+    }
 }

@@ -31,7 +31,7 @@ pub(crate) struct RunArgs {
     platform: PlatformKind,
     /// Folder of EtcdCluster YAML files (local platform). Adding a file
     /// creates a cluster, editing it changes the cluster, deleting it
-    /// deletes the cluster.
+    /// deletes the cluster (after --delete-grace).
     #[arg(long, env = "ETCD_OPERATOR_MANIFESTS")]
     manifests: Option<PathBuf>,
     /// Folder for members' data and logs, and the operator's records
@@ -76,6 +76,15 @@ pub(crate) struct RunArgs {
     /// `undelete` puts one back). At most ten years.
     #[arg(long, default_value = "7d", value_parser = deleted::keep_deleted, env = "ETCD_OPERATOR_KEEP_DELETED")]
     keep_deleted: std::time::Duration,
+    /// Local platform: how long a cluster's manifest must be gone before
+    /// the cluster is deleted. Meanwhile it keeps running as its last
+    /// manifest said, `status` shows the condition DeletionPending with
+    /// the time the deletion takes effect, and a manifest naming it again
+    /// (an editor's save that deletes and writes the file, a tool that
+    /// rewrites the folder) cancels the deletion. `etcd-operator delete
+    /// NAME` waits for no grace. 0s to 24h.
+    #[arg(long, default_value = "10s", value_parser = deleted::delete_grace, env = "ETCD_OPERATOR_DELETE_GRACE")]
+    delete_grace: std::time::Duration,
     /// Leader election between operator replicas (kube platform): only
     /// the replica holding the coordination.k8s.io Lease reconciles; the
     /// others wait, not ready. `false` only for a single replica.
@@ -137,6 +146,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             health,
             metrics_addr,
             keep_deleted: args.keep_deleted,
+            delete_grace: args.delete_grace,
         };
         match local::run(opts, shutdown_signal()).await {
             Ok(()) => Ok(ExitCode::SUCCESS),

@@ -13,7 +13,8 @@
 //!   user asks for their deletion by name (`etcd-operator delete NAME`,
 //!   a request file in `STATE/delete-requests/`).
 //! * A single manifest removed (others still there, or the only cluster's)
-//!   deletes its cluster, whose folder is kept aside
+//!   deletes its cluster once `--delete-grace` is over ([`super::pending`]:
+//!   a manifest back before then cancels it), whose folder is kept aside
 //!   ([`crate::platform::local::deleted`]).
 
 use std::collections::HashSet;

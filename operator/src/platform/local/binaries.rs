@@ -145,7 +145,12 @@ fn which(name: &str) -> Option<PathBuf> {
 
 /// The version an etcd binary reports (`etcd Version: 3.4.23`).
 pub fn binary_version(etcd: &Path) -> Option<Version> {
-    let out = Command::new(etcd).arg("--version").output().ok()?;
+    let out = Command::new(etcd)
+        .arg("--version")
+        .env_clear()
+        .envs(crate::child_env::vars())
+        .output()
+        .ok()?;
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .find_map(|l| l.strip_prefix("etcd Version:"))

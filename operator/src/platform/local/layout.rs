@@ -10,6 +10,7 @@
 //! STATE/backups/NAME/                       backups (kept when a cluster is deleted)
 //! STATE/deleted/NAME-STAMP/                 a deleted cluster's folder, kept aside (deleted.rs)
 //! STATE/delete-requests/NAME                `etcd-operator delete NAME` (controller/local/folder.rs)
+//! STATE/chaos-monkey/                      chaos-monkey's records of what it paused (not the operator's)
 //! ```
 //!
 //! Records are JSON, written to a temporary file, fsynced and renamed, so a

@@ -35,7 +35,8 @@ impl ProcessId {
 }
 
 /// Starts `bin` with `args`, detached: stdin closed, stdout and stderr
-/// appended to `log`, in a process group of its own.
+/// appended to `log`, in a process group of its own, with only the
+/// variables of the operator's environment [`crate::child_env`] keeps.
 pub fn spawn(bin: &Path, args: &[String], log: &Path) -> io::Result<ProcessId> {
     let log = OpenOptions::new().create(true).append(true).open(log)?;
     let mut cmd = Command::new(bin);
@@ -44,12 +45,7 @@ pub fn spawn(bin: &Path, args: &[String], log: &Path) -> io::Result<ProcessId> {
         .stdout(log.try_clone()?)
         .stderr(log)
         .process_group(0);
-    // etcd reads ETCD_* variables as flags; only our flags count.
-    for (key, _) in std::env::vars_os() {
-        if key.to_string_lossy().starts_with("ETCD") {
-            cmd.env_remove(key);
-        }
-    }
+    cmd.env_clear().envs(crate::child_env::vars());
     // The child is reaped by `wait_exit` (waitpid on its pid) once its pidfd
     // reports the exit; std's handle is not needed for that.
     #[allow(clippy::zombie_processes)]
