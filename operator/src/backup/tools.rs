@@ -83,7 +83,9 @@ async fn output(mut cmd: Command, label: &str) -> Result<Output> {
 /// `snapshot status` of `file` by `tool`.
 pub async fn status(tool: &Tool, file: &Path) -> Result<SnapshotStatus> {
     let mut cmd = Command::new(&tool.path);
-    cmd.env("ETCDCTL_API", "3")
+    cmd.env_clear()
+        .envs(crate::child_env::vars())
+        .env("ETCDCTL_API", "3")
         .args(["snapshot", "status"])
         .arg(file)
         .args(["-w", "json"]);
@@ -197,7 +199,9 @@ pub async fn restore(
 ) -> Result<()> {
     let Tool { path: tool, label } = tool_for(binaries, version)?;
     let mut cmd = Command::new(&tool);
-    cmd.env("ETCDCTL_API", "3")
+    cmd.env_clear()
+        .envs(crate::child_env::vars())
+        .env("ETCDCTL_API", "3")
         .args(["snapshot", "restore"])
         .arg(snapshot)
         .args(["--name", target.name])

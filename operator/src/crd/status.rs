@@ -316,7 +316,10 @@ impl Phase {
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Condition {
-    /// `Available`, `Progressing` or `Degraded`.
+    /// `Available`, `Progressing` or `Degraded`; with backups,
+    /// `BackupsFailing` and, with continuous backups, `BackupChainBehind`;
+    /// on the local platform, `DeletionPending` while a removed manifest's
+    /// deletion waits out its grace.
     #[serde(rename = "type")]
     pub type_: String,
     /// `True`, `False` or `Unknown`.
