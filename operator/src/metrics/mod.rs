@@ -145,6 +145,8 @@ fn register_all(m: &Metrics, r: &mut Registry) {
     reg(r, "backup_interval", "spec.backup.interval, while backups are on", Some(Unit::Seconds), &m.status.backup_interval);
     reg(r, "last_restore_check", "1 for the result of the last restore check", None, &m.status.restore_check);
     reg(r, "tls_not_after_timestamp", "When the cluster's CA (ca) and its earliest member certificate (member) end, Unix time", Some(Unit::Seconds), &m.status.tls_not_after);
+    reg(r, "backup_chain_behind", "With continuous backups: 1 while condition BackupChainBehind is true (the store lags the cluster's changes, or the chain ended), else 0", None, &m.status.chain_behind);
+    reg(r, "backup_chain_synced_timestamp", "With continuous backups: when the store last held every change of the cluster, Unix time", Some(Unit::Seconds), &m.status.chain_synced);
 }
 
 /// Registers one family under `name` (a Family is a handle: the clone

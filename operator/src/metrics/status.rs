@@ -11,6 +11,8 @@
 //! | `etcd_operator_backup_interval_seconds` | | `spec.backup.interval`, while backups are on |
 //! | `etcd_operator_last_restore_check` | result | 1 for the last restore check's result (`verified`, `mismatch`, `unverifiable`, `failed`) |
 //! | `etcd_operator_tls_not_after_timestamp_seconds` | certificate | when the cluster's CA (`ca`) and the earliest member certificate (`member`) end |
+//! | `etcd_operator_backup_chain_behind` | | with continuous backups: 1 while condition `BackupChainBehind` is true (the store lags the cluster, or the chain ended), else 0 |
+//! | `etcd_operator_backup_chain_synced_timestamp_seconds` | | with continuous backups: when the store last held every change of the cluster (`status.backup.continuous.syncedTime`) |
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -56,6 +58,8 @@ pub(super) struct StatusFamilies {
     pub(super) backup_interval: Family<ClusterLabels, Seconds>,
     pub(super) restore_check: Family<CheckLabels, Gauge>,
     pub(super) tls_not_after: Family<CertLabels, Seconds>,
+    pub(super) chain_behind: Family<ClusterLabels, Gauge>,
+    pub(super) chain_synced: Family<ClusterLabels, Seconds>,
     shown: Mutex<HashMap<ClusterLabels, Shown>>,
 }
 
@@ -97,6 +101,8 @@ impl StatusFamilies {
     pub(super) fn forget(&self, l: &ClusterLabels) {
         self.available.remove(l);
         self.backup_interval.remove(l);
+        self.chain_behind.remove(l);
+        self.chain_synced.remove(l);
         let shown = self
             .shown
             .lock()
@@ -164,6 +170,31 @@ impl ClusterMetrics {
             shown.result = check;
         }
 
+        match condition("BackupChainBehind") {
+            Some(c) => {
+                f.chain_behind
+                    .get_or_create(l)
+                    .set(i64::from(c.status == "True"));
+            }
+            None => {
+                f.chain_behind.remove(l);
+            }
+        }
+        let synced = status
+            .backup
+            .as_ref()
+            .and_then(|b| b.continuous.as_ref()?.synced_time.as_deref())
+            .and_then(|t| humantime::parse_rfc3339_weak(t).ok())
+            .and_then(|t| t.duration_since(UNIX_EPOCH).ok());
+        match synced {
+            Some(at) => {
+                f.chain_synced.get_or_create(l).set(at.as_secs_f64());
+            }
+            None => {
+                f.chain_synced.remove(l);
+            }
+        }
+
         let tls = status.tls.as_ref();
         for (name, at) in [
             ("ca", tls.and_then(|t| t.ca_not_after.as_deref())),
@@ -203,10 +234,15 @@ pub(super) fn everything() -> EtcdClusterStatus {
         conditions: vec![
             cond("Available", "True", "QuorumAvailable"),
             cond("Degraded", "True", "NoSpaceAlarm"),
+            cond("BackupChainBehind", "True", "StoreBehind"),
         ],
         backup: Some(crate::crd::BackupStatus {
             last_restore_check: Some(crate::crd::RestoreCheckStatus {
                 result: "mismatch".into(),
+                ..Default::default()
+            }),
+            continuous: Some(crate::crd::ChainStatus {
+                synced_time: Some("2030-01-01T00:00:00.000Z".into()),
                 ..Default::default()
             }),
             ..Default::default()
@@ -241,6 +277,8 @@ mod tests {
             r#"etcd_operator_backup_interval_seconds{namespace="",cluster="demo"} 60"#,
             r#"etcd_operator_last_restore_check{namespace="",cluster="demo",result="mismatch"} 1"#,
             r#"etcd_operator_tls_not_after_timestamp_seconds{namespace="",cluster="demo",certificate="ca"} 1893456000"#,
+            r#"etcd_operator_backup_chain_behind{namespace="",cluster="demo"} 1"#,
+            r#"etcd_operator_backup_chain_synced_timestamp_seconds{namespace="",cluster="demo"} 1893456000"#,
         ] {
             assert!(text.contains(line), "{line} missing in\n{text}");
         }
@@ -262,7 +300,7 @@ mod family_tests {
     #[test]
     fn family_names_lists_every_registered_family() {
         let names = crate::metrics::family_names();
-        assert_eq!(names.len(), 17, "{names:?}");
+        assert_eq!(names.len(), 19, "{names:?}");
         assert!(
             names
                 .iter()
