@@ -249,3 +249,88 @@ fn a_segment_changed_in_the_store_is_healed_and_one_nothing_heals_ends_the_chain
         "{text}"
     );
 }
+
+#[test]
+fn a_multipart_upload_cut_off_by_a_crash_is_aborted_when_the_operator_starts_again() {
+    let s3 = S3Server::start();
+    s3.create_bucket(BUCKET);
+    let net = Blackhole::start(s3.addr());
+    let place = Place {
+        endpoint: net.endpoint(),
+        ..Place::s3(&s3)
+    };
+    let direct = Place::s3(&s3);
+    let mut env = env_with(&place);
+    // A database past one part (16 MiB), before backups are on.
+    env.write_manifest("big.yaml", &manifest("big", 3, "3.4.23"));
+    env.start_operator();
+    let c = env.wait_running("big", 3);
+    let urls = client_urls(&c);
+    rt().block_on(async {
+        let mut client = etcd_client::Client::connect(&urls, None)
+            .await
+            .expect("connect");
+        for i in 0..48 {
+            let value = vec![b'v'; 1 << 20];
+            client
+                .put(format!("big/{i}"), value, None)
+                .await
+                .expect("put");
+        }
+    });
+    let mut m = manifest("big", 3, "3.4.23");
+    m.push_str("  backup:\n    interval: 1h\n    maxBackups: 2\n    location:\n");
+    m.push_str(&object_store(&place, "      "));
+    env.write_manifest("big.yaml", &m);
+    // The first backup's multipart upload begins: its marker appears. The
+    // network drops everything then and the operator is killed mid-upload.
+    let bucket = direct.bucket();
+    let marker = env.wait_for("an upload's marker in the bucket", || {
+        let objects = rt().block_on(bucket.list("prod/big")).ok()?;
+        objects.into_iter().find(|o| o.name.ends_with(".db.upload"))
+    });
+    net.drop_all();
+    env.kill_operator();
+    net.heal();
+    let unfinished = s3.unfinished_uploads(BUCKET);
+    assert!(
+        !unfinished.is_empty(),
+        "the crash left an upload unfinished (marker {})",
+        marker.name
+    );
+    println!("left unfinished: {unfinished:?}, marker {}", marker.name);
+    // Started again, the operator aborts it and deletes the marker, and
+    // takes its backup.
+    env.start_operator();
+    env.wait_for("the unfinished upload aborted and its marker gone", || {
+        let objects = rt().block_on(bucket.list("prod/big")).ok()?;
+        let marked = objects.iter().any(|o| o.name == marker.name);
+        (!marked && s3.unfinished_uploads(BUCKET).is_empty()).then_some(())
+    });
+    let reader = reader(&env, &direct, "big");
+    let backup = env.wait_for("a whole backup in the bucket", || {
+        reader.list().first().cloned()
+    });
+    assert!(backup.size > 16 << 20, "{backup:?}");
+}
+
+#[test]
+fn a_bucket_that_does_not_exist_is_said_so_with_the_fix() {
+    let s3 = S3Server::start();
+    let place = Place {
+        url: "s3://no-such-bucket/prod".into(),
+        ..Place::s3(&s3)
+    };
+    let bucket = place.bucket();
+    for e in [
+        rt().block_on(bucket.list("prod/x")).map(|_| ()),
+        rt().block_on(bucket.put("prod/x/a.json", b"{}".to_vec()))
+            .map(|_| ()),
+    ] {
+        let text = e.expect_err("no bucket").to_string();
+        assert!(
+            text.contains("\"no-such-bucket\" does not exist") && text.contains("create it"),
+            "{text}"
+        );
+    }
+}

@@ -70,6 +70,9 @@ pub struct RunData {
     pub watch: Option<watch::check::Report>,
     /// Client throughput and latency per second.
     pub series: Vec<Second>,
+    /// The chains of continuous backups read back from the run's object
+    /// store at the end (`None`: no store, or no continuous backups).
+    pub store_chains: Option<StoreChains>,
     /// Things that made the run itself fail.
     pub errors: Vec<String>,
     /// The operator's `/metrics` at the end of the run, or why it was not
@@ -105,8 +108,35 @@ impl RunData {
             linearizability: None,
             watch: None,
             series: Vec::new(),
+            store_chains: None,
             errors: Vec::new(),
             operator_metrics: Err("the run ended before it was read".into()),
+        }
+    }
+}
+
+/// The chains of delta segments in the run's object store, as a restore
+/// from the store would read them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StoreChains {
+    /// Full backups read.
+    pub bases: usize,
+    /// Intact segments after them.
+    pub segments: usize,
+    /// Each hole or damaged segment found, or why the store could not be read.
+    pub problems: Vec<String>,
+}
+
+impl StoreChains {
+    /// What was found, in words for the report's row.
+    pub fn measured(&self) -> String {
+        let found = format!(
+            "{} chains, {} segments read back from the store",
+            self.bases, self.segments
+        );
+        match self.problems.len() {
+            0 => found,
+            n => format!("{found}; {n} problems"),
         }
     }
 }

@@ -87,6 +87,11 @@ pub struct Published {
     pub backup_revision: Option<i64>,
     /// status.backup.lastError.
     pub backup_error: Option<String>,
+    /// status.backup.continuous.syncedTime, in unix ms.
+    pub chain_synced: Option<Ms>,
+    /// Why the continuous chain is behind, as status says it (its problem,
+    /// else the follower's last error).
+    pub chain_problem: Option<String>,
     /// status.lastRecovery: when the last rebuild from a backup started, and
     /// the revision that backup holds.
     pub restore: Option<Restore>,

@@ -347,6 +347,15 @@ pub fn published(c: &EtcdCluster) -> Published {
         members: s.members.len(),
         backup_time: backup.last_backup_time.as_deref().and_then(ms),
         backup_revision: backup.last_backup_revision,
+        chain_synced: backup
+            .continuous
+            .as_ref()
+            .and_then(|c| c.synced_time.as_deref())
+            .and_then(ms),
+        chain_problem: backup
+            .continuous
+            .as_ref()
+            .and_then(|c| c.problem.clone().or_else(|| c.last_error.clone())),
         backup_error: backup.last_error,
         restore_check: backup
             .last_restore_check

@@ -131,6 +131,16 @@ impl S3Server {
         self.server.resume();
     }
 
+    /// The multipart uploads begun and neither completed nor aborted in
+    /// `bucket` (S3's ListMultipartUploads), as their keys.
+    pub fn unfinished_uploads(&self, bucket: &str) -> Vec<String> {
+        let body = get(self.addr, &format!("/{bucket}?uploads")).unwrap_or_default();
+        body.split("<Key>")
+            .skip(1)
+            .filter_map(|rest| rest.split_once("</Key>").map(|(k, _)| k.to_string()))
+            .collect()
+    }
+
     /// Stops the server (the store goes away; its data with it).
     pub fn stop(&mut self) {
         self.server.stop();
@@ -150,4 +160,15 @@ fn request(addr: SocketAddr, method: &str, path: &str) -> Option<u16> {
     let mut head = [0u8; 12];
     s.read_exact(&mut head).ok()?;
     std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
+}
+
+/// The body of a GET of `path` from `addr`, when it answered 200.
+fn get(addr: SocketAddr, path: &str) -> Option<String> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).ok()?;
+    let (head, body) = answer.split_once("\r\n\r\n")?;
+    (head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200")).then(|| body.to_string())
 }

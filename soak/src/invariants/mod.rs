@@ -9,12 +9,14 @@
 //! | revisions never go back, reads are not stale | [`revisions`] |
 //! | KV hashes equal at checkpoints | [`hash`] |
 //! | backup age | [`backup`] |
+//! | the continuous backup chain's age, no hole in the store's chains | [`chain`] |
 //! | restore checks ran and verified | [`restore_check`] |
 //! | no acknowledged write lost | [`lost`] |
 //! | the history is linearizable | [`crate::lin`] |
 //! | watches are ordered, complete, match the history and the end | [`crate::watch::check`] |
 
 pub mod backup;
+pub mod chain;
 pub mod hash;
 pub mod health;
 pub mod leaders;
@@ -50,6 +52,9 @@ pub enum Check {
     KvHash,
     /// The newest backup got older than maxBackupAge.
     BackupAge,
+    /// The store lagged the cluster's changes longer than maxChainAge, or
+    /// a chain in the store has a hole.
+    ChainAge,
     /// A scheduled restore check did not verify its backup, or fewer ran
     /// than bounds.restoreChecks.min.
     RestoreCheck,
@@ -79,6 +84,7 @@ impl Check {
             Check::StaleRead => "stale-read",
             Check::KvHash => "kv-hash",
             Check::BackupAge => "backup-age",
+            Check::ChainAge => "chain-age",
             Check::RestoreCheck => "restore-check",
             Check::LostWrites => "lost-writes",
             Check::Faults => "faults",

@@ -9,7 +9,7 @@ use super::RunData;
 pub use super::checked::Percentiles;
 use crate::history::rfc3339;
 use crate::invariants::recovery::{self, FaultEvent, Recovery, Span, Stats, fmt_ms};
-use crate::invariants::{Check, Violation, backup, hash, restore_check};
+use crate::invariants::{Check, Violation, backup, chain, hash, restore_check};
 
 /// One row of the summary table.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -223,6 +223,29 @@ pub fn evaluate(d: &RunData) -> (Summary, Derived) {
             pass: o.violations.is_empty(),
         });
         v.extend(o.violations);
+    }
+    if let Some(bound) = b.max_chain_age {
+        let o = chain::check(&d.samples, d.started, bound.get());
+        rows.push(Row {
+            check: "backup chain age".into(),
+            bound: format!("<= {bound}"),
+            measured: format!("max {}", fmt_ms(o.max_age_ms)),
+            pass: o.violations.is_empty(),
+        });
+        v.extend(o.violations);
+    }
+    if let Some(c) = &d.store_chains {
+        rows.push(Row {
+            check: "chains in the store".into(),
+            bound: "no hole".into(),
+            measured: c.measured(),
+            pass: c.problems.is_empty(),
+        });
+        v.extend(
+            c.problems
+                .iter()
+                .map(|p| Violation::new(d.run_end, Check::ChainAge, p.clone())),
+        );
     }
     if let Some(rc) = b.restore_checks {
         let o = restore_check::check(&d.samples, rc.min, d.run_end);

@@ -186,6 +186,7 @@ pub(super) async fn drive(
         if let Some((_, rev)) = &back {
             obs.catch_up(*rev).await;
         }
+        data.store_chains = platform.store_chains().await;
     }
     let traces = obs.stop().await;
     progress.update(&tally(

@@ -119,6 +119,13 @@ impl Local {
         Ok(self)
     }
 
+    /// The chains of continuous backups in the run's object store, read
+    /// back (`None`: no store, or no continuous backups).
+    pub async fn store_chains(&self) -> Option<crate::data::StoreChains> {
+        let store = self.store.as_ref()?;
+        super::store_check::read_back(store, &self.cluster).await
+    }
+
     /// Where the run's object store listens, when there is one.
     pub fn store_addr(&self) -> Option<std::net::SocketAddr> {
         self.store.as_ref().map(super::store::Store::addr)

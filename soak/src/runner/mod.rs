@@ -16,6 +16,7 @@ mod preflight;
 pub mod procs;
 mod steps;
 pub mod store;
+mod store_check;
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -35,6 +35,15 @@ impl Platform {
         self.create(paused).await
     }
 
+    /// The chains of continuous backups in the run's object store, read
+    /// back as a restore would read them (local platform with `store:`).
+    pub(super) async fn store_chains(&self) -> Option<crate::data::StoreChains> {
+        match self {
+            Platform::Local(l) => l.store_chains().await,
+            Platform::Kube(_) => None,
+        }
+    }
+
     pub(super) fn status(&self) -> probe::StatusSource {
         match self {
             Platform::Local(l) => l.status_source(),

@@ -236,6 +236,11 @@ pub struct Bounds {
     /// Oldest the newest backup may get (needs cluster.backup).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_backup_age: Option<Dur>,
+    /// With continuous backups: the longest the store may lag the
+    /// cluster's changes (status.backup.continuous.syncedTime); needs
+    /// cluster.backup.continuous.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_chain_age: Option<Dur>,
     /// Restores proven during the run (needs
     /// cluster.backup.restoreCheck): at least `min` scheduled restore
     /// checks ran, and every one verified its backup.

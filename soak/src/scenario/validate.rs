@@ -327,6 +327,31 @@ pub fn validate(s: &Scenario) -> Result<(), Vec<String>> {
             _ => {}
         }
     }
+    if let Some(age) = b.max_chain_age {
+        let segments = s
+            .cluster
+            .spec
+            .backup
+            .as_ref()
+            .and_then(|bk| bk.continuous.as_ref())
+            .and_then(|c| spec_check::parse_duration(&c.segment_interval).ok());
+        match segments {
+            None => err(
+                "bounds.maxChainAge",
+                "needs cluster.backup.continuous: without continuous backups there is no chain"
+                    .into(),
+            ),
+            Some(i) if age.get() <= i => err(
+                "bounds.maxChainAge",
+                format!(
+                    "must be more than cluster.backup.continuous.segmentInterval ({}): the \
+                     store is up to one interval behind before the next segment, got {age}",
+                    humantime::format_duration(i)
+                ),
+            ),
+            _ => {}
+        }
+    }
     if let Some(rc) = b.restore_checks {
         restore_checks(s, rc.min, &mut err);
     }
@@ -384,6 +409,7 @@ pub fn validate(s: &Scenario) -> Result<(), Vec<String>> {
         ("bounds.recoveryP99", Some(b.recovery_p99)),
         ("bounds.recoveryMax", Some(b.recovery_max)),
         ("bounds.maxBackupAge", b.max_backup_age),
+        ("bounds.maxChainAge", b.max_chain_age),
         ("bounds.maxLossWindow", b.max_loss_window),
         ("bounds.hashDivergenceMax", b.hash_divergence_max),
     ];
