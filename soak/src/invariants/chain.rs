@@ -40,18 +40,15 @@ pub fn check(samples: &[Sample], start: Ms, bound: Duration) -> Outcome {
                 .and_then(|p| p.chain_problem.as_deref())
                 .map(|e| format!("; status says: {e}"))
                 .unwrap_or_default();
+            let bound = humantime::format_duration(bound);
             let what = match synced {
                 Some(t) => format!(
-                    "the store held the cluster's changes only up to {}, more than",
+                    "the store held the cluster's changes only up to {}, more than {bound} ago",
                     rfc3339(t)
                 ),
-                None => "the store has not held the cluster's changes in".to_string(),
+                None => format!("the store has not held the cluster's changes for {bound}"),
             };
-            out.violations.push(Violation::new(
-                s.at,
-                Check::ChainAge,
-                format!("{what} {} ago{why}", humantime::format_duration(bound)),
-            ));
+            out.violations.push(Violation::new(s.at, Check::ChainAge, format!("{what}{why}")));
         }
         stale = true;
     }
