@@ -127,6 +127,10 @@ pub struct EtcdClusterSpec {
     /// the leader last), carried out by the operator.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub defrag: Option<DefragSpec>,
+    /// A standby of another cluster, kept up from its backups until
+    /// promoted (local platform for now).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub standby: Option<StandbySpec>,
 }
 
 impl EtcdClusterSpec {
@@ -146,6 +150,7 @@ impl EtcdClusterSpec {
             quota_backend_bytes: None,
             compaction: None,
             defrag: None,
+            standby: None,
         }
     }
 }
@@ -364,6 +369,8 @@ pub struct RecoverySpec {
 }
 
 mod backup_spec;
+mod standby_spec;
+pub use standby_spec::StandbySpec;
 mod bounds;
 pub mod reference;
 pub use backup_spec::*;

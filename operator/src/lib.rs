@@ -21,6 +21,7 @@ pub mod names;
 pub mod observe;
 pub mod plan;
 pub mod platform;
+pub mod standby;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod tls;

@@ -17,6 +17,7 @@ use crate::version::Version;
 
 pub mod continuous;
 mod restore;
+pub mod standby;
 mod tls;
 pub use self::continuous::ContinuousPolicy;
 use self::tls::check_tls;
@@ -70,6 +71,8 @@ pub struct ValidSpec {
     pub backend: Backend,
     /// Scheduled defragmentation, if any.
     pub defrag: Option<DefragPolicy>,
+    /// A standby of another cluster (`spec.standby`), if it is one.
+    pub standby: Option<standby::Standby>,
 }
 
 /// Where a backup named in `spec.restore` is: whose it is and in which
@@ -303,6 +306,7 @@ pub fn validate(
             until: restore::point_in_time(r).ok().flatten(),
         })
         .unwrap_or_default();
+    let standby = standby::check(name, spec, &mut err);
     let restore_from_backup = spec
         .recovery
         .as_ref()
@@ -355,6 +359,7 @@ pub fn validate(
             backend,
             defrag,
             from_survivor,
+            standby,
         }),
         _ => Err(Invalid(errors)),
     }

@@ -7,7 +7,9 @@
 //! again and every [`RECHECK`], and a segment counts once the store took
 //! it. On a failure it reconnects (to the next ready member) and resumes
 //! after the last revision the store holds. When a newer full backup
-//! appears, the segments follow it. When etcd answers that the history is
+//! appears, the chain goes on until it holds that backup's revision (so
+//! chains overlap and every revision is in one), then the segments follow
+//! the new backup. When etcd answers that the history is
 //! compacted, or the chain is found cut, the chain ends: the schedule is
 //! asked for a full backup, which starts a new one.
 //!
@@ -407,10 +409,16 @@ async fn follow<S: BackupStore>(
                     return w.flush_then(format!("{member}: progress request: {e}")).await;
                 }
                 let listed = store.list(location).await.unwrap_or_default();
-                let now_newest = listed.first().map(|m| m.name.clone());
-                if now_newest != *newest && now_newest.is_some() {
-                    let _ = w.flush().await;
-                    return Outcome::NewBase;
+                if let Some(newer) = listed.first().filter(|m| Some(&m.name) != newest.as_ref()) {
+                    // A newer full backup: this chain goes on until it holds
+                    // the new backup's revision, so that every revision is in
+                    // some chain (a standby or a point-in-time restore never
+                    // meets a gap between two chains); then the segments
+                    // follow the new backup.
+                    let flushed = w.flush().await;
+                    if flushed.is_ok() && w.chain.last_revision() >= newer.revision {
+                        return Outcome::NewBase;
+                    }
                 }
                 if started.elapsed() >= RECHECK {
                     return match w.flush().await {

@@ -14,8 +14,26 @@ use super::chain::Chain;
 use super::delta::Event;
 use super::{Error, Result, Source};
 
-/// Most operations in one transaction (etcd's default `--max-txn-ops`).
-const MAX_TXN_OPS: usize = 128;
+/// Most operations in one replayed transaction: the members a chain is
+/// replayed into (scratch members, standbys) run with it as
+/// `--max-txn-ops` ([`member_flags`]), so one original revision stays one
+/// transaction however many keys it changed (a delete of a prefix is one
+/// revision of many deletes; etcd's default of 128 would split it).
+pub const MAX_TXN_OPS: usize = 1 << 20;
+/// The largest replayed transaction, as `--max-request-bytes`: a
+/// revision's events may weigh more replayed than they did as written (a
+/// prefix delete names every key).
+pub const MAX_REQUEST_BYTES: usize = 32 << 20;
+
+/// The etcd flags of a member a chain is replayed into.
+pub fn member_flags() -> [String; 4] {
+    [
+        "--max-txn-ops".into(),
+        MAX_TXN_OPS.to_string(),
+        "--max-request-bytes".into(),
+        MAX_REQUEST_BYTES.to_string(),
+    ]
+}
 /// Longest wait for one answer.
 const TIMEOUT: Duration = Duration::from_secs(10);
 

@@ -151,6 +151,16 @@ impl<P: Platform> Cluster<P> {
         if self.record.restore_from.is_some() || !self.record.initial.is_empty() {
             return Ok(self.record.restore_from.clone());
         }
+        // A new standby starts from its source's newest backup (never
+        // again once it was promoted: it is a cluster of its own then).
+        let promoted = self
+            .record
+            .standby
+            .as_ref()
+            .is_some_and(|s| s.state == crate::standby::state::PROMOTED);
+        if let Some(standby) = spec.standby.as_ref().filter(|s| !s.promote && !promoted) {
+            return self.standby_source(standby).await.map(Some);
+        }
         let Some(name) = &spec.restore else {
             return Ok(None);
         };

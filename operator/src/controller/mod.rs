@@ -16,6 +16,7 @@ pub mod local;
 mod maintenance;
 mod recovery;
 mod remember;
+mod standby;
 pub mod status;
 #[cfg(test)]
 mod tests;
@@ -123,6 +124,8 @@ pub struct Cluster<P> {
     replacing: bool,
     published: Option<(EtcdClusterStatus, Instant)>,
     schedule: Option<Schedule>,
+    /// The applier of a standby (`spec.standby`), while it follows.
+    standby: Option<crate::standby::Applier>,
     revision_saved: Option<Instant>,
     tls: tls::Tls,
     /// Hand a leader's leadership over before restarting or removing it.
@@ -178,6 +181,7 @@ impl<P: Platform> Cluster<P> {
             replacing: false,
             published: None,
             schedule: None,
+            standby: None,
             revision_saved: None,
             tls: tls::Tls::default(),
             handover: true,
@@ -371,6 +375,8 @@ impl<P: Platform> Cluster<P> {
             None => None,
         };
         self.offer_backup_sources(&obs);
+        self.sync_standby().await;
+        self.offer_standby_members(&obs);
         self.publish(&obs, step.as_ref()).await;
         let Some(step) = step else {
             return Outcome {

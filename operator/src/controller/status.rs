@@ -182,6 +182,7 @@ pub(super) fn build<P>(
         revision: (c.record.last_revision > 0).then_some(c.record.last_revision),
         last_recovery: c.record.last_recovery.clone(),
         restore: c.record.restored.clone(),
+        standby: c.standby_status(),
         tls: c
             .tls
             .status

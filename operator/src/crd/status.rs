@@ -47,6 +47,9 @@ pub struct EtcdClusterStatus {
     /// from: the backup, and the delta segments replayed on it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restore: Option<RestoreStatus>,
+    /// A standby (`spec.standby`): where it stands against its source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub standby: Option<StandbyStatus>,
     /// TLS, when `spec.tls` is set or members still use it: where a
     /// client finds the CA and a client certificate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -176,6 +179,50 @@ pub struct RestoreStatus {
     /// segment, a replay that failed), if it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replay_problem: Option<String>,
+}
+
+/// Where a standby stands against its source (`spec.standby`).
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StandbyStatus {
+    /// `Following` (applying the source's changes as they appear),
+    /// `Stopped` (it cannot go on: `message` says why), `Diverged`
+    /// (something other than the standby's applier changed it: it applies
+    /// nothing more), `Promoting` or `Promoted` (a cluster of its own).
+    pub state: String,
+    /// The source cluster.
+    pub source: String,
+    /// The source's uid, as its backups carry it: a source re-created under
+    /// the same name is another cluster and is not followed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_uid: Option<String>,
+    /// The last source revision applied here: this cluster's revision.
+    #[serde(default)]
+    pub applied_revision: i64,
+    /// When the source wrote it (the time of the segment that holds it,
+    /// RFC 3339, ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied_time: Option<String>,
+    /// The newest source revision known (in the store).
+    #[serde(default)]
+    pub source_revision: i64,
+    /// When the source wrote it (RFC 3339, ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_time: Option<String>,
+    /// Source revisions known and not applied yet.
+    #[serde(default)]
+    pub lag_revisions: i64,
+    /// How long ago the source wrote the first revision not applied yet, in
+    /// ms (0 when every known revision is applied).
+    #[serde(default)]
+    pub lag_ms: i64,
+    /// Why it is stopped or diverged, or the last failure (the store or a
+    /// member not answering), in words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// When it was promoted (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub promoted_at: Option<String>,
 }
 
 /// Where the backups of a cluster stand.

@@ -37,6 +37,10 @@ pub struct Backend {
     /// `--auto-compaction-mode` and `--auto-compaction-retention`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compaction: Option<Compaction>,
+    /// A standby (`spec.standby`): each source revision is applied as one
+    /// transaction, however large ([`crate::backup::replay::member_flags`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub standby: bool,
 }
 
 /// Auto-compaction as etcd takes it.
@@ -79,6 +83,9 @@ impl Backend {
                 c.retention.clone(),
             ]);
         }
+        if self.standby {
+            out.extend(crate::backup::replay::member_flags());
+        }
         out
     }
 }
@@ -105,7 +112,10 @@ pub fn check(
             message,
         })
     };
-    let mut backend = Backend::default();
+    let mut backend = Backend {
+        standby: spec.standby.is_some(),
+        ..Backend::default()
+    };
     if let Some(q) = spec.quota_backend_bytes {
         if (MIN_QUOTA..=MAX_QUOTA).contains(&q) {
             backend.quota_backend_bytes = Some(q);

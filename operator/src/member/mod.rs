@@ -167,7 +167,7 @@ pub struct Settings {
 
 impl Settings {
     /// The spec fields (`spec.version`, `spec.tuning`,
-    /// `spec.quotaBackendBytes`, `spec.compaction`) whose values differ
+    /// `spec.quotaBackendBytes`, `spec.compaction`, `spec.standby`) whose values differ
     /// between these settings and `wanted`: empty exactly when they are
     /// equal, since every field is named here (destructured, so a new one
     /// does not compile until it is).
@@ -179,6 +179,7 @@ impl Settings {
                 Backend {
                     quota_backend_bytes,
                     compaction,
+                    standby,
                 },
         } = self;
         [
@@ -189,6 +190,7 @@ impl Settings {
                 *quota_backend_bytes == wanted.backend.quota_backend_bytes,
             ),
             ("spec.compaction", *compaction == wanted.backend.compaction),
+            ("spec.standby", *standby == wanted.backend.standby),
         ]
         .into_iter()
         .filter(|(_, same)| !same)

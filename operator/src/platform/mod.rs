@@ -216,6 +216,10 @@ pub struct ClusterRecord {
     /// What the cluster was created from (`spec.restore`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restored: Option<crate::crd::RestoreStatus>,
+    /// A standby (`spec.standby`): whose, from what it was created and,
+    /// once promoted, the last revision it applied (kept for status).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub standby: Option<crate::crd::StandbyStatus>,
     /// The member a rebuild from a survivor started with
     /// `--force-new-cluster`, until it serves and the flag is cleared.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -47,41 +47,48 @@ pub(super) fn check(r: &crate::crd::RestoreSpec, err: &mut impl FnMut(&str, Stri
         );
     }
     if let Some(l) = &r.location {
-        let places = [
-            l.path.is_some(),
-            l.persistent_volume_claim.is_some(),
-            l.object_store.is_some(),
-        ];
-        if places.iter().filter(|p| **p).count() > 1 {
-            err(
-                "spec.restore.location",
-                "names a folder (path, local platform), a claim (persistentVolumeClaim, \
-                 Kubernetes) or an object store (objectStore), only one"
-                    .into(),
-            );
+        location(l, "spec.restore.location", err);
+    }
+}
+
+/// A location of another cluster's backups (`spec.restore.location`,
+/// `spec.standby.location`) at `field`: one place, each checked.
+pub(super) fn location(
+    l: &crate::crd::RestoreLocation,
+    field: &str,
+    err: &mut impl FnMut(&str, String),
+) {
+    let places = [
+        l.path.is_some(),
+        l.persistent_volume_claim.is_some(),
+        l.object_store.is_some(),
+    ];
+    if places.iter().filter(|p| **p).count() > 1 {
+        err(
+            field,
+            "names a folder (path, local platform), a claim (persistentVolumeClaim, \
+             Kubernetes) or an object store (objectStore), only one"
+                .into(),
+        );
+    }
+    if let Some(Err(problems)) = l
+        .object_store
+        .as_ref()
+        .map(|o| ObjectLocation::parse(o, &format!("{field}.objectStore")))
+    {
+        for (f, m) in problems {
+            err(&f, m);
         }
-        if let Some(Err(problems)) = l
-            .object_store
-            .as_ref()
-            .map(|o| ObjectLocation::parse(o, "spec.restore.location.objectStore"))
-        {
-            for (field, m) in problems {
-                err(&field, m);
-            }
-        }
-        if let Some(p) = &l.path
-            && (p.trim().is_empty() || p.contains('\0'))
-        {
-            err(
-                "spec.restore.location.path",
-                "must be a folder's path".into(),
-            );
-        }
-        if let Some(c) = &l.persistent_volume_claim
-            && let Err(e) = crate::kube_names::check_object_name(c)
-        {
-            err("spec.restore.location.persistentVolumeClaim", e);
-        }
+    }
+    if let Some(p) = &l.path
+        && (p.trim().is_empty() || p.contains('\0'))
+    {
+        err(&format!("{field}.path"), "must be a folder's path".into());
+    }
+    if let Some(c) = &l.persistent_volume_claim
+        && let Err(e) = crate::kube_names::check_object_name(c)
+    {
+        err(&format!("{field}.persistentVolumeClaim"), e);
     }
 }
 

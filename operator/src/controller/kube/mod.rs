@@ -133,6 +133,14 @@ pub fn kube_checks(resource: &EtcdCluster) -> Vec<String> {
                 .to_string(),
         );
     }
+    if spec.standby.is_some() {
+        errors.push(
+            "spec.standby: standby clusters run on the local platform for now (their applier \
+             reads the source's backups from the operator's process); on Kubernetes create \
+             the cluster from the source's backup with spec.restore instead"
+                .to_string(),
+        );
+    }
     let restores = spec.restore.is_some()
         || spec
             .recovery

@@ -195,6 +195,7 @@ pub(super) fn desired(size: usize, version: Version, storage: StoragePolicy) -> 
         backend: Backend {
             quota_backend_bytes: Some(QUOTA),
             compaction: None,
+            standby: false,
         },
         handover: true,
         db: DbPolicy {

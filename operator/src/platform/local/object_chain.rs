@@ -44,6 +44,9 @@ impl ObjectBackups {
     pub async fn chain(&self, location: &Location, base: &BackupMeta) -> Result<Chain> {
         let (bucket, prefix) = self.bucket(location).await?;
         let dir = self.local_dir(location, SEGMENTS)?;
+        // Another cluster's backups (a restore's, a standby's source) are
+        // only read: what is staged here is only what was read from there.
+        let read_only = location.source.is_some();
         let objects = bucket.list(&prefix).await?;
         let stored: BTreeMap<u64, &backup::object::client::Object> = objects
             .iter()
@@ -112,8 +115,9 @@ impl ObjectBackups {
                 continue;
             };
             // The store lacks it, or holds it damaged: an intact staged
-            // copy that links is uploaded, before anything newer.
-            if let Some(bytes) = kept
+            // copy that links is uploaded, before anything newer (never
+            // into another cluster's backups, which are only read).
+            if let Some(bytes) = kept.filter(|_| !read_only)
                 && chain.link(seq, &file, &bytes).is_ok()
             {
                 let stored = bucket.upload(&staged, &key).await?;
@@ -140,7 +144,7 @@ impl ObjectBackups {
         // before them is nowhere): they go, so the follower can write
         // those numbers anew.
         for (b, n, path) in chain::segment_files(&dir) {
-            if b == base.name && n >= seq && !stored.contains_key(&n) {
+            if b == base.name && n >= seq && !stored.contains_key(&n) && !read_only {
                 let _ = std::fs::remove_file(path);
             }
         }

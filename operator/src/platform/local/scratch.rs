@@ -112,6 +112,7 @@ impl Scratch {
         ]
         .iter()
         .map(|s| s.to_string())
+        .chain(crate::backup::replay::member_flags())
         .collect();
         let id = process::spawn(&etcd, &args, &scratch.log)
             .map_err(io(format!("cannot start the {what} member")))?;

@@ -1,0 +1,174 @@
+//! The controller's side of a standby (`spec.standby`,
+//! [`crate::standby`]): its bootstrap from the source's newest good full
+//! backup with the chain replayed, the applier started once the cluster
+//! formed and offered the ready members, promotion, and what status says.
+
+use std::time::SystemTime;
+
+use super::act::Error;
+use super::{Cluster, SpecState};
+use crate::backup::{BackupStore, Location, RestoreSource};
+use crate::crd::{RestoreStatus, StandbyStatus};
+use crate::observe::Observation;
+use crate::platform::Platform;
+use crate::standby::{Applier, state};
+use crate::validate::standby::Standby;
+
+/// Where the source's backups are, as `standby` says, read for `cluster`.
+fn source_location(cluster: &str, standby: &Standby) -> Location {
+    let mut l = Location::restore(cluster, standby.source(), &standby.from);
+    l.source = Some(standby.source().to_string());
+    l
+}
+
+impl<P: Platform> Cluster<P> {
+    /// The snapshot a new standby's members restore from: the source's
+    /// newest good full backup with its chain replayed on it, the source's
+    /// identity pinned in the record.
+    pub(super) async fn standby_source(
+        &mut self,
+        standby: &Standby,
+    ) -> Result<RestoreSource, Error> {
+        let store = self.platform.backups();
+        let location = source_location(&self.name, standby);
+        let (meta, skipped) = store.newest_good(&location).await?;
+        for p in &skipped {
+            tracing::error!("standby: skipping a damaged backup of the source: {p}");
+        }
+        let meta = meta.ok_or_else(|| {
+            Error::Backup(crate::backup::Error::NotFound {
+                name: "(the source's newest good backup)".into(),
+                dir: format!(
+                    "{} (backups of {})",
+                    store.describe(&location),
+                    standby.source()
+                ),
+                known: if skipped.is_empty() {
+                    "none: the source has taken no backup there yet".into()
+                } else {
+                    format!("only damaged ones: {}", skipped.join("; "))
+                },
+            })
+        })?;
+        let restored = store.open_chain_for_restore(&location, &meta).await?;
+        let replayed = restored.replayed;
+        let revision = replayed.revision.max(meta.revision);
+        tracing::info!(
+            source = %standby.source(), backup = %meta.name, segments = replayed.segments,
+            revision, "creating a standby from the source's newest backup"
+        );
+        let written = replayed.last_unix_ms.unwrap_or(meta.unix_ms);
+        self.record.restored = Some(RestoreStatus {
+            backup: meta.name.clone(),
+            restored_at: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
+            replayed_segments: i64::try_from(replayed.segments).unwrap_or(i64::MAX),
+            replayed_revision: revision,
+            last_segment_time: replayed.last_unix_ms.map(crate::units::rfc3339_ms),
+            replay_problem: restored.problem,
+        });
+        self.record.standby = Some(StandbyStatus {
+            state: state::FOLLOWING.into(),
+            source: standby.source().to_string(),
+            source_uid: meta.uid.clone(),
+            applied_revision: revision,
+            applied_time: Some(crate::units::rfc3339_ms(written)),
+            source_revision: revision,
+            source_time: Some(crate::units::rfc3339_ms(written)),
+            ..StandbyStatus::default()
+        });
+        self.record.created_from = Some(meta.name.clone());
+        self.record.restore_from = Some(restored.source.clone());
+        Ok(restored.source)
+    }
+
+    /// Starts, keeps or stops the applier to match the spec; asks it to
+    /// promote when the spec says so (or no longer names a source), and
+    /// keeps its final word in the record once it is promoted.
+    pub(super) async fn sync_standby(&mut self) {
+        let standby = match &self.spec {
+            SpecState::Valid { spec, .. } => spec.standby.clone(),
+            SpecState::Invalid { .. } => return,
+        };
+        let promoted = |r: &Option<StandbyStatus>| {
+            r.as_ref().is_some_and(|s| s.state == state::PROMOTED)
+        };
+        if let Some(applier) = &self.standby
+            && applier.promoted()
+        {
+            self.record.standby = Some(applier.status());
+            self.standby = None;
+            self.save_record().await;
+        }
+        if promoted(&self.record.standby) || !self.record.bootstrapped {
+            return;
+        }
+        let Some(record) = self.record.standby.clone() else {
+            return;
+        };
+        let Some(standby) = standby else {
+            // spec.standby removed: promote.
+            match &self.standby {
+                Some(a) => a.promote(),
+                None => {
+                    self.record.standby = Some(StandbyStatus {
+                        state: state::PROMOTED.into(),
+                        promoted_at: Some(crate::units::rfc3339_ms(
+                            crate::backup::follow::now_ms(),
+                        )),
+                        message: Some("spec.standby was removed before following began".into()),
+                        ..record
+                    });
+                    self.save_record().await;
+                }
+            }
+            return;
+        };
+        let location = source_location(&self.name, &standby);
+        if !self.standby.as_ref().is_some_and(|a| a.follows(&location)) {
+            let store = self.platform.backups();
+            self.standby = Some(Applier::start(store, location, record));
+        }
+        if standby.promote
+            && let Some(a) = &self.standby
+        {
+            a.promote();
+        }
+    }
+
+    /// Offers the ready members to the applier.
+    pub(super) fn offer_standby_members(&self, obs: &Observation) {
+        let Some(applier) = &self.standby else {
+            return;
+        };
+        let mut ready: Vec<_> = obs
+            .members
+            .iter()
+            .filter(|m| m.ready && obs.observed.membership_known && !m.learner)
+            .collect();
+        // The leader first: every transaction goes through it anyway.
+        ready.sort_by_key(|m| !m.leader);
+        applier.offer(
+            ready
+                .iter()
+                .map(|m| {
+                    let tls = crate::tls::is_https(&m.client_url)
+                        .then(|| self.tls.client().cloned())
+                        .flatten();
+                    (m.name.clone(), m.client_url.clone(), tls)
+                })
+                .collect(),
+        );
+    }
+
+}
+
+impl<P> Cluster<P> {
+    /// What status says of the standby: the applier's word, else the
+    /// record's (before it starts, once promoted).
+    pub(super) fn standby_status(&self) -> Option<StandbyStatus> {
+        self.standby
+            .as_ref()
+            .map(Applier::status)
+            .or_else(|| self.record.standby.clone())
+    }
+}

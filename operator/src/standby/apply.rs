@@ -1,0 +1,233 @@
+//! One pass of the standby's applier: the standby's revision R from a
+//! member, the source's chain that holds R + 1, and its revisions applied
+//! in order, each as one transaction that must land at the source's
+//! revision.
+
+use std::time::Duration;
+
+use etcd_client::{Client, ConnectOptions, GetOptions, Txn, TxnOp};
+
+use super::source::{self, Found};
+use super::state;
+use crate::backup::delta::{Event, Revision};
+use crate::backup::{BackupStore, Candidate, Location};
+use crate::crd::StandbyStatus;
+use crate::units::rfc3339_ms;
+
+/// Longest wait for a connection or an answer.
+const TIMEOUT: Duration = Duration::from_secs(10);
+/// Most revisions applied in one pass (status is said between passes).
+const PER_PASS: usize = 2000;
+
+/// Why a pass failed (it is tried again, through another member).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The member did not answer.
+    #[error("{member}: {message}")]
+    Member {
+        /// The member.
+        member: String,
+        /// What failed.
+        message: String,
+    },
+    /// The store could not be read.
+    #[error("the source's backups cannot be read: {0}")]
+    Store(#[from] crate::backup::Error),
+}
+
+/// What one pass found and did.
+#[derive(Clone, Debug, Default)]
+pub struct Pass {
+    /// The standby's revision after the pass.
+    pub applied: i64,
+    /// When the source wrote it (ms), when known.
+    pub applied_ms: Option<u64>,
+    /// The newest source revision known, and when it was written.
+    pub newest: (i64, Option<u64>),
+    /// When the source wrote the first revision not applied (ms).
+    pub pending_ms: Option<u64>,
+    /// Why it cannot go on: the state to say and the reason.
+    pub stop: Option<(&'static str, String)>,
+}
+
+impl Pass {
+    /// Says this pass in `s`.
+    pub fn report(&self, s: &mut StandbyStatus) {
+        s.applied_revision = self.applied;
+        if let Some(ms) = self.applied_ms {
+            s.applied_time = Some(rfc3339_ms(ms));
+        }
+        s.source_revision = self.newest.0.max(self.applied);
+        s.source_time = self.newest.1.map(rfc3339_ms).or(s.source_time.take());
+        s.lag_revisions = (s.source_revision - self.applied).max(0);
+        let now = crate::backup::follow::now_ms();
+        s.lag_ms = match (s.lag_revisions, self.pending_ms) {
+            (0, _) => 0,
+            (_, Some(ms)) => i64::try_from(now.saturating_sub(ms)).unwrap_or(i64::MAX),
+            (_, None) => s.lag_ms,
+        };
+        match &self.stop {
+            Some((st, why)) => {
+                if s.state != state::PROMOTING {
+                    s.state = (*st).into();
+                }
+                s.message = Some(why.clone());
+            }
+            None => {
+                if s.state != state::PROMOTING {
+                    s.state = state::FOLLOWING.into();
+                }
+                s.message = None;
+            }
+        }
+    }
+}
+
+/// One pass through `member`: applies what the store holds past the
+/// standby's revision. `checked` says whether the standby's revision was
+/// checked against the source's since the last failure.
+pub async fn pass<S: BackupStore>(
+    store: &S,
+    source: &Location,
+    pinned: Option<&str>,
+    (member, url, tls): &Candidate,
+    checked: &mut bool,
+) -> Result<Pass, Error> {
+    let fail = |message: String| Error::Member {
+        member: member.clone(),
+        message,
+    };
+    let mut opts = ConnectOptions::new()
+        .with_connect_timeout(Duration::from_secs(5))
+        .with_timeout(TIMEOUT);
+    if let Some(tls) = tls.as_ref().filter(|_| crate::tls::is_https(url)) {
+        opts = opts.with_tls(tls.options());
+    }
+    let mut client = tokio::time::timeout(TIMEOUT, Client::connect([url.as_str()], Some(opts)))
+        .await
+        .map_err(|_| fail("no connection".into()))?
+        .map_err(|e| fail(e.to_string()))?;
+    let head = client
+        .get(vec![0u8], Some(GetOptions::new().with_count_only()))
+        .await
+        .map_err(|e| fail(e.to_string()))?;
+    let mut at = head.header().map_or(0, |h| h.revision());
+    let found: Found =
+        source::find(store, source, pinned, at, crate::backup::follow::now_ms()).await?;
+    let mut pass = Pass {
+        applied: at,
+        newest: (found.newest_revision, found.newest_ms),
+        stop: found.stop.map(|why| (state::STOPPED, why)),
+        ..Pass::default()
+    };
+    let Some(chain) = found.chain else {
+        return Ok(pass);
+    };
+    if !*checked {
+        let here = chain
+            .segments
+            .iter()
+            .flat_map(|s| s.revisions.iter().map(move |r| (s.unix_ms, r)))
+            .find(|(_, r)| r.revision == at);
+        if let Some((ms, rev)) = here {
+            if let Some(why) = differs(&mut client, rev).await.map_err(fail)? {
+                pass.stop = Some((state::DIVERGED, why));
+                return Ok(pass);
+            }
+            pass.applied_ms = Some(ms);
+        }
+        *checked = true;
+    }
+    let mut applied = 0;
+    let done = at;
+    for segment in &chain.segments {
+        for rev in segment.revisions.iter().filter(|r| r.revision > done) {
+            if applied == PER_PASS {
+                pass.pending_ms = Some(segment.unix_ms);
+                return Ok(pass);
+            }
+            if rev.revision != at + 1 {
+                pass.stop = Some((
+                    state::STOPPED,
+                    format!(
+                        "the source's chain of {} skips from revision {at} to {}: the standby \
+                         stops at {at}",
+                        chain.base, rev.revision
+                    ),
+                ));
+                pass.pending_ms = Some(segment.unix_ms);
+                return Ok(pass);
+            }
+            let landed = one(&mut client, rev).await.map_err(fail)?;
+            if landed != rev.revision {
+                pass.stop = Some((
+                    state::DIVERGED,
+                    format!(
+                        "source revision {} landed at revision {landed} here: something other \
+                         than the standby's applier wrote to it; nothing more is applied \
+                         (promote it, or create the standby again)",
+                        rev.revision
+                    ),
+                ));
+                return Ok(pass);
+            }
+            at = landed;
+            applied += 1;
+            pass.applied = at;
+            pass.applied_ms = Some(segment.unix_ms);
+        }
+    }
+    Ok(pass)
+}
+
+/// Applies `rev` as one transaction; the revision it landed at.
+async fn one(client: &mut Client, rev: &Revision) -> Result<i64, String> {
+    let ops: Vec<TxnOp> = rev
+        .events
+        .iter()
+        .map(|e| match e {
+            Event::Put { key, value } => TxnOp::put(key.clone(), value.clone(), None),
+            Event::Delete { key } => TxnOp::delete(key.clone(), None),
+        })
+        .collect();
+    let resp = client
+        .txn(Txn::new().and_then(ops))
+        .await
+        .map_err(|e| format!("applying revision {}: {e}", rev.revision))?;
+    resp.header()
+        .map(|h| h.revision())
+        .ok_or_else(|| format!("applying revision {}: no revision in the answer", rev.revision))
+}
+
+/// Whether the standby's data at its revision differs from what the
+/// source's revision `rev` wrote (said in words), or `None` when it holds
+/// it: each key `rev` put holds its value, written at that revision; each
+/// key it deleted is gone.
+async fn differs(client: &mut Client, rev: &Revision) -> Result<Option<String>, String> {
+    for e in &rev.events {
+        let key = match e {
+            Event::Put { key, .. } | Event::Delete { key } => key,
+        };
+        let got = client
+            .get(key.clone(), None)
+            .await
+            .map_err(|e| format!("reading a key back: {e}"))?;
+        let kv = got.kvs().first();
+        let same = match e {
+            Event::Put { value, .. } => {
+                kv.is_some_and(|kv| kv.value() == value.as_slice() && kv.mod_revision() == rev.revision)
+            }
+            Event::Delete { .. } => kv.is_none_or(|kv| kv.mod_revision() > rev.revision),
+        };
+        if !same {
+            return Ok(Some(format!(
+                "the standby is at revision {} but does not hold what the source wrote at it \
+                 (key {}): something other than the standby's applier wrote to it; nothing \
+                 more is applied (promote it, or create the standby again)",
+                rev.revision,
+                String::from_utf8_lossy(key)
+            )));
+        }
+    }
+    Ok(None)
+}
