@@ -31,7 +31,10 @@ pub fn details(cluster: &EtcdCluster, now: SystemTime) -> String {
             r.replayed_revision,
             r.replay_problem
                 .as_deref()
-                .map_or(String::new(), |p| format!("; replay stopped: {}", printable(p)))
+                .map_or(String::new(), |p| format!(
+                    "; replay stopped: {}",
+                    printable(p)
+                ))
         );
     }
     if let Some(r) = &s.last_recovery {
@@ -64,6 +67,15 @@ pub fn details(cluster: &EtcdCluster, now: SystemTime) -> String {
         }
         out.push('\n');
         out.push_str(&render(&rows));
+    }
+    out
+}
+
+/// What a status says of the backups ([`backups`]); empty without.
+pub fn backup_lines(status: Option<&EtcdClusterStatus>, now: SystemTime) -> String {
+    let mut out = String::new();
+    if let Some(s) = status {
+        backups(&mut out, s, now);
     }
     out
 }
@@ -196,7 +208,10 @@ mod tests {
             "restore check of demo.u-20261206-100000-000: verified 2026-12-06T10:05:00Z (7m ago): \
              hash 1 = 1",
         ] {
-            assert!(text.lines().any(|l| l == line), "{line:?} missing in\n{text}");
+            assert!(
+                text.lines().any(|l| l == line),
+                "{line:?} missing in\n{text}"
+            );
         }
         let available = text
             .lines()
