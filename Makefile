@@ -11,7 +11,7 @@
 #   make lint      rustfmt and clippy, as CI runs them
 #   make crds      regenerate deploy/base/crd.yaml and the guide's spec reference
 #   make docs      build the user guide (docs/, an mdBook) into docs/book/
-#   make man       man pages and shell completions of the three programs
+#   make man       man pages and shell completions of the programs
 #   make etcd      etcd 3.4.23 and 3.5.1 into .etcd/ (the tours run them)
 
 CARGO ?= cargo
@@ -61,7 +61,7 @@ crds: build
 	$(CARGO) run -q -p etcd-operator -- crd > deploy/base/crd.yaml
 	$(CARGO) run -q -p etcd-operator -- crd --reference > docs/src/reference/spec.md
 
-# Man pages and shell completions of the three programs, generated from
+# Man pages and shell completions of the programs (the kubectl plugin: completions), generated from
 # their clap definitions: target/man/*.1, target/completions/{bash,zsh,fish}/.
 man: build
 	target/debug/etcd-operator man target/man
@@ -70,7 +70,8 @@ man: build
 	@for sh in bash zsh fish; do mkdir -p target/completions/$$sh; \
 	  target/debug/etcd-operator completions $$sh > target/completions/$$sh/etcd-operator; \
 	  target/debug/soak completions $$sh > target/completions/$$sh/soak; \
-	  target/debug/chaos-monkey --completions $$sh > target/completions/$$sh/chaos-monkey; done
+	  target/debug/chaos-monkey --completions $$sh > target/completions/$$sh/chaos-monkey; \
+	  target/debug/kubectl-etcd completions $$sh > target/completions/$$sh/kubectl-etcd; done
 	@echo "man pages in target/man, completions in target/completions"
 
 # The user guide (mdBook, installed into .venv by ci/setup docs): docs/book/.
