@@ -1,4 +1,6 @@
-# Entry points. Each target installs what it needs through ci/setup first.
+# Entry points. Each target installs what it needs through ci/setup first
+# (`make build` only what building needs; the test servers come with
+# `make test` and `make soak`).
 #   make soak      the main job: a soak run on the local platform (real etcd
 #                  processes, the operator, the chaos monkey, client load)
 #   make test      the test suite (unit, property, real-etcd integration,
@@ -9,7 +11,8 @@
 #   make lint      rustfmt and clippy, as CI runs them
 #   make crds      regenerate deploy/base/crd.yaml and the guide's spec reference
 #   make docs      build the user guide (docs/, an mdBook) into docs/book/
-#   make man       man pages and shell completions of the three programs
+#   make man       man pages and shell completions of the programs
+#   make etcd      etcd 3.4.23 and 3.5.1 into .etcd/ (the tours run them)
 
 CARGO ?= cargo
 SCENARIO ?= scenarios/kill-one-every-30s.yaml
@@ -17,26 +20,34 @@ SCENARIO ?= scenarios/kill-one-every-30s.yaml
 KIND_SCENARIO ?= scenarios/kill-one-every-30s-kube.yaml
 SOAK_OUT ?= soak-out
 
-.PHONY: setup build release test lint bench crds docs man soak soak-kind kind-up
+.PHONY: setup setup-build etcd build release test lint bench crds docs man soak soak-kind kind-up
 
+# Everything the tests and soaks need (the test servers included).
 setup:
-	@bash ci/setup
+	@bash ci/setup build etcd test
 
-build: setup
+# What building needs (protoc), nothing more.
+setup-build:
+	@bash ci/setup build
+
+etcd:
+	@bash ci/setup etcd
+
+build: setup-build
 	$(CARGO) build --workspace
 
-release: setup
+release: setup-build
 	$(CARGO) build --workspace --release
 
 test: setup
 	$(CARGO) nextest run --workspace --no-fail-fast
 	@$(MAKE) --no-print-directory soak-smoke
 
-lint: setup
+lint: setup-build
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-bench: release
+bench: setup release
 	$(CARGO) bench -q -p etcd-operator --bench operator
 	$(CARGO) bench -q -p etcd-operator --bench snapshot
 	$(CARGO) bench -q -p etcd-operator --bench object_store
@@ -50,7 +61,7 @@ crds: build
 	$(CARGO) run -q -p etcd-operator -- crd > deploy/base/crd.yaml
 	$(CARGO) run -q -p etcd-operator -- crd --reference > docs/src/reference/spec.md
 
-# Man pages and shell completions of the three programs, generated from
+# Man pages and shell completions of the programs (the kubectl plugin: completions), generated from
 # their clap definitions: target/man/*.1, target/completions/{bash,zsh,fish}/.
 man: build
 	target/debug/etcd-operator man target/man
@@ -59,11 +70,13 @@ man: build
 	@for sh in bash zsh fish; do mkdir -p target/completions/$$sh; \
 	  target/debug/etcd-operator completions $$sh > target/completions/$$sh/etcd-operator; \
 	  target/debug/soak completions $$sh > target/completions/$$sh/soak; \
-	  target/debug/chaos-monkey --completions $$sh > target/completions/$$sh/chaos-monkey; done
+	  target/debug/chaos-monkey --completions $$sh > target/completions/$$sh/chaos-monkey; \
+	  target/debug/kubectl-etcd completions $$sh > target/completions/$$sh/kubectl-etcd; done
 	@echo "man pages in target/man, completions in target/completions"
 
-# The user guide (mdBook, installed into .venv by ci/setup): docs/book/.
-docs: setup
+# The user guide (mdBook, installed into .venv by ci/setup docs): docs/book/.
+docs: setup-build
+	@bash ci/setup docs
 	$(CARGO) run -q -p etcd-operator -- crd --reference > docs/src/reference/spec.md
 	.venv/bin/mdbook build docs
 
@@ -89,7 +102,7 @@ SOAK_FLAGS = $(if $(DURATION),--duration $(DURATION)) $(if $(SEED),--seed $(SEED
 
 .PHONY: soak-smoke
 
-soak: release
+soak: setup release
 	$(CARGO) run -q --release -p soak --bin soak -- run $(SCENARIO) \
 	  --out $(SOAK_OUT)/$(basename $(notdir $(SCENARIO))) $(SOAK_FLAGS)
 
@@ -115,7 +128,7 @@ kind-up: release
 	kubectl --context kind-$(KIND_CLUSTER) wait --for condition=established crd/etcdclusters.etcdoperator.dev --timeout=60s
 	kubectl --context kind-$(KIND_CLUSTER) rollout status deploy/etcd-operator --timeout=180s
 
-soak-kind: release
+soak-kind: setup release
 	$(CARGO) run -q --release -p soak --bin soak -- run $(KIND_SCENARIO) --platform kube \
 	  --namespace $(KIND_NAMESPACE) --no-progress \
 	  --out $(SOAK_OUT)/kind-$(basename $(notdir $(KIND_SCENARIO))) $(SOAK_FLAGS)

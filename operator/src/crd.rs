@@ -314,17 +314,17 @@ pub struct RestoreSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub location: Option<RestoreLocation>,
     /// Point-in-time restore: replay the backup's chain of delta segments
-    /// (continuous backups) up to exactly this revision (local platform).
-    /// Refused when the backup and its chain do not hold it (`etcd-operator
-    /// backups CLUSTER` shows each chain's window). Not with `toTime`.
+    /// (continuous backups) up to exactly this revision. Refused when the
+    /// backup and its chain do not hold it (`etcd-operator backups CLUSTER`
+    /// shows each chain's window). Not with `toTime`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub to_revision: Option<i64>,
     /// Point-in-time restore: replay the chain up to the last revision known
     /// to be committed at or before this instant (RFC 3339, such as
-    /// "2026-12-04T10:41:59Z"; local platform). Never a later revision; at
-    /// most one segment interval of revisions before it may be left out.
-    /// Not with `toRevision`.
+    /// "2026-12-04T10:41:59Z"). Never a later revision; at most one
+    /// segment interval of revisions before it may be left out. Not with
+    /// `toRevision`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub to_time: Option<String>,
 }
@@ -340,9 +340,8 @@ pub struct RestoreLocation {
     /// A volume claim of the cluster's namespace (Kubernetes), read only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub persistent_volume_claim: Option<String>,
-    /// An object store (local platform, for now), as
-    /// `spec.backup.location.objectStore` says; the backups of
-    /// `spec.restore.cluster` are under `PREFIX/CLUSTER/`.
+    /// An object store, as `spec.backup.location.objectStore` says; the
+    /// backups of `spec.restore.cluster` are under `PREFIX/CLUSTER/`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub object_store: Option<ObjectStoreSpec>,
 }

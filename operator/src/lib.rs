@@ -1,6 +1,7 @@
 //! etcd-operator: keeps etcd clusters in the state their `EtcdCluster` spec
-//! declares. The binaries `etcd-operator`, `chaos-monkey` and `soak` are thin
-//! shells around this library.
+//! declares. The binaries `etcd-operator`, `kubectl-etcd` (the kubectl
+//! plugin, [`kubectl`]), `chaos-monkey` and `soak` are thin shells around
+//! this library.
 //!
 //! The reconcile pipeline is `observe` -> `plan` (pure) -> `controller::act`
 //! -> `controller::status`; `platform` says where members run.
@@ -14,6 +15,7 @@ pub mod etcd;
 pub mod faults;
 pub mod fence;
 pub mod kube_names;
+pub mod kubectl;
 pub mod manifest;
 pub mod member;
 pub mod metrics;

@@ -446,4 +446,15 @@ mod tests {
             "no example at the end of --help: {missing:?}"
         );
     }
+
+    #[test]
+    fn bash_completes_subcommands_their_flags_and_values() {
+        let got = |words: &[&str]| {
+            etcd_operator::cli::docs::bash_complete(Cli::command(), words)
+                .unwrap_or_else(|e| panic!("{e}"))
+        };
+        assert_eq!(got(&["soak", "run", "--plat"]), ["--platform"]);
+        assert_eq!(got(&["soak", "run", "--platform", ""]), ["local", "kube"]);
+        assert_eq!(got(&["soak", "lin"]), ["lincheck"]);
+    }
 }

@@ -123,3 +123,13 @@ fn durations_past_a_year_are_refused_naming_the_flag() {
     );
     assert!(Args::try_parse_from(["chaos-monkey", "--kill-interval", "365d"]).is_ok());
 }
+
+#[test]
+fn bash_completes_flags_and_their_values() {
+    let got = |words: &[&str]| {
+        etcd_operator::cli::docs::bash_complete(Args::command(), words)
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+    assert_eq!(got(&["chaos-monkey", "--plat"]), ["--platform"]);
+    assert_eq!(got(&["chaos-monkey", "--platform", ""]), ["local", "kube"]);
+}

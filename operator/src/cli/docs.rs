@@ -8,9 +8,80 @@ use std::path::{Path, PathBuf};
 pub use clap_complete::Shell;
 
 /// Writes `shell`'s completion script for `cmd` to `out`.
+///
+/// clap_complete (4.6.12, the newest) spells a hyphenated program's bash
+/// function names two ways: its loop builds `etcd__operator__subcmd__run`
+/// from the name with `-` as `__`, its case labels read
+/// `etcd__subcmd__operator__subcmd__run` (`-` as `__subcmd__`), so no
+/// subcommand's flags complete. The bash script is therefore generated
+/// for the name with `_` for `-` (one spelling throughout) and registered
+/// for the real name.
 pub fn completions(mut cmd: clap::Command, shell: Shell, out: &mut dyn Write) {
     let name = cmd.get_name().to_string();
-    clap_complete::generate(shell, &mut cmd, name, out);
+    if shell != Shell::Bash || !name.contains('-') {
+        clap_complete::generate(shell, &mut cmd, name, out);
+        return;
+    }
+    let safe = name.replace('-', "_");
+    let mut buf = Vec::new();
+    clap_complete::generate(shell, &mut cmd, safe.clone(), &mut buf);
+    let script = String::from_utf8_lossy(&buf);
+    let suffix = format!(" {safe}");
+    let fixed: Vec<String> = script
+        .lines()
+        .map(|line| match line.strip_suffix(&suffix) {
+            Some(head) if line.trim_start().starts_with("complete -F ") => {
+                format!("{head} {name}")
+            }
+            _ => line.to_string(),
+        })
+        .collect();
+    let _ = writeln!(out, "{}", fixed.join("\n"));
+}
+
+/// What bash offers when `words[last]` is completed on the command line
+/// `words` (`words[0]` the program) with `cmd`'s completion script
+/// loaded: bash runs the script, `complete -p PROGRAM` names the function
+/// it registered, which is called as bash calls it (`COMP_WORDS`,
+/// `COMP_CWORD`, the program, the word and the one before) and
+/// `COMPREPLY` is read back. For the programs' tests.
+pub fn bash_complete(cmd: clap::Command, words: &[&str]) -> std::io::Result<Vec<String>> {
+    let mut script = Vec::new();
+    completions(cmd, Shell::Bash, &mut script);
+    let dir = tempfile::tempdir()?;
+    let file = dir.path().join("completion.bash");
+    std::fs::write(&file, &script)?;
+    const DRIVER: &str = r#"
+source "$0" || exit 3
+spec=$(complete -p "$1") || { echo "no completion registered for $1" >&2; exit 4; }
+fn=$(printf '%s\n' "$spec" | sed -n 's/.* -F \([^ ]*\) .*/\1/p')
+[ -n "$fn" ] || { echo "no function in: $spec" >&2; exit 5; }
+COMP_WORDS=("$@")
+COMP_CWORD=$(( $# - 1 ))
+COMP_LINE="$*"
+COMP_POINT=${#COMP_LINE}
+prev=""
+[ "$COMP_CWORD" -gt 0 ] && prev=${COMP_WORDS[COMP_CWORD-1]}
+"$fn" "$1" "${COMP_WORDS[COMP_CWORD]}" "$prev"
+printf '%s\n' "${COMPREPLY[@]}"
+"#;
+    let out = std::process::Command::new("bash")
+        .args(["--norc", "--noprofile", "-c", DRIVER])
+        .arg(&file)
+        .args(words)
+        .output()?;
+    if !out.status.success() {
+        return Err(std::io::Error::other(format!(
+            "bash completion of {words:?} failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        )));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect())
 }
 
 /// Writes a man page (section 1) for `cmd` and one for each of its visible
@@ -96,6 +167,25 @@ mod tests {
         let page = std::fs::read_to_string(dir.join("demo-good.1")).unwrap_or_default();
         assert!(page.contains(".TH demo-good 1"), "{page}");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn bash_completes_a_hyphenated_programs_subcommand_flags() {
+        let cmd = clap::Command::new("demo-tool").subcommand(
+            clap::Command::new("run-it").arg(
+                clap::Arg::new("platform")
+                    .long("platform")
+                    .value_parser(["local", "kube"]),
+            ),
+        );
+        let got =
+            |words: &[&str]| bash_complete(cmd.clone(), words).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(got(&["demo-tool", "run-it", "--plat"]), ["--platform"]);
+        assert_eq!(
+            got(&["demo-tool", "run-it", "--platform", ""]),
+            ["local", "kube"]
+        );
+        assert_eq!(got(&["demo-tool", "ru"]), ["run-it"]);
     }
 
     #[test]

@@ -1,10 +1,11 @@
 //! What the `status`, `backups` and `backup` commands print, kept out of
-//! `bin/etcd-operator` so it is testable.
+//! `bin/etcd-operator` (and `bin/kubectl-etcd`) so it is testable.
 
 pub mod backup;
 pub mod check_backup;
 pub mod docs;
 pub mod status;
+pub mod status_detail;
 pub mod store_listing;
 pub mod table;
 

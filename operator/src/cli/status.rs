@@ -153,7 +153,8 @@ pub fn file_problems(state_dir: &Path) -> Vec<FileProblem> {
         .unwrap_or_default()
 }
 
-/// A table of clusters, then (for one cluster) its members; an
+/// A table of clusters, then (for one cluster) its members and the rest
+/// of its status ([`super::status_detail::details`]); an
 /// `observedAt` older than `stale_after` is flagged
 /// ([`Source::stale_after`]).
 pub fn table(
@@ -254,6 +255,11 @@ pub fn table(
             out.push_str(&render(&rows));
             if let Some(a) = &s.last_action {
                 let _ = writeln!(out, "\nlast action: {}", printable(a));
+            }
+            let more = super::status_detail::details(c, now);
+            if !more.is_empty() {
+                out.push('\n');
+                out.push_str(&more);
             }
         }
     }

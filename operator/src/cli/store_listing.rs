@@ -178,3 +178,24 @@ pub fn heading(found: &Found, place: &ObjectLocation) -> String {
         newest.map_or(String::new(), |m| format!(", newest {}", m.name))
     )
 }
+
+/// What `backups --location` prints for `found` in `place`: per cluster
+/// identity its heading, its backups and their chains, then how to
+/// restore one.
+pub fn render(found: &[Found], place: &ObjectLocation) -> String {
+    let mut text = String::new();
+    for f in found {
+        text.push_str(&format!(
+            "{}\n{}\n{}",
+            heading(f, place),
+            super::backup::table(&f.backups),
+            f.chains
+        ));
+        text.push('\n');
+    }
+    text.push_str(
+        "CHECK compares each snapshot's size with its meta; `check-backup` verifies one whole. \
+         Restore one with spec.restore (backup: NAME, cluster: CLUSTER, location: this store).\n",
+    );
+    text
+}

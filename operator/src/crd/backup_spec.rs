@@ -32,8 +32,10 @@ pub struct BackupSpec {
     /// Kubernetes in a Deployment `NAME-backup-follow`) and writes them,
     /// every `segmentInterval`, as delta segments beside the newest full
     /// backup; a restore or a rebuild replays them, so it loses at most
-    /// about one interval of writes. Kubernetes refuses it for a cluster
-    /// whose clients use TLS. Off when unset.
+    /// about one interval of writes. With client TLS the follower
+    /// connects with the client certificate the operator issues for its
+    /// tools (on Kubernetes, the Secret `NAME-client-tls` mounted in its
+    /// pod). Off when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub continuous: Option<ContinuousSpec>,
 }

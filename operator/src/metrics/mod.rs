@@ -18,12 +18,22 @@
 //! and the metrics read off the published status ([`status`]: quorum,
 //! Degraded and its reason, the backup interval, the last restore check,
 //! certificate ends), which the alerts in `deploy/monitoring/` use.
+//!
+//! Counters a rate or an increase is taken of are exported at zero from a
+//! cluster's first pass, not from their first event, so that first event
+//! counts (`increase()` sees nothing in a series that starts at 1):
+//! `reconciles_total` for every [`OUTCOMES`], `leader_changes_total`, and
+//! while backups are on (`backup_interval_seconds` is set)
+//! `backups_total` for both results. Steps and errors are not: their kinds
+//! are many and open-ended, and a dashboard reads their rates by kind.
 
 pub mod scrape;
 pub mod server;
 mod status;
+#[cfg(test)]
+mod zero_tests;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -73,6 +83,12 @@ struct ResultLabels {
 
 type Seconds = Gauge<f64, std::sync::atomic::AtomicU64>;
 
+/// Every outcome of a reconcile pass (the controller's `reconcile`).
+pub const OUTCOMES: [&str; 5] = ["converged", "waiting", "acted", "failed", "invalid"];
+
+/// Both results of a backup.
+const BACKUP_RESULTS: [&str; 2] = ["taken", "failed"];
+
 fn duration_histogram() -> Histogram {
     // 1 ms to about 33 s.
     Histogram::new(exponential_buckets(0.001, 2.0, 16))
@@ -97,6 +113,9 @@ pub struct Metrics {
     /// When each cluster's newest backup was taken (its age is computed at
     /// each scrape).
     backup_times: Mutex<HashMap<ClusterLabels, SystemTime>>,
+    /// Clusters whose counters were exported at zero (at their first
+    /// pass), until they are forgotten.
+    zeroed: Mutex<HashSet<ClusterLabels>>,
     /// The families read off the published status ([`status`]).
     status: status::StatusFamilies,
 }
@@ -188,6 +207,7 @@ impl Metrics {
             backup_size: Family::default(),
             recovery: Family::default(),
             backup_times: Mutex::default(),
+            zeroed: Mutex::default(),
             status: status::StatusFamilies::default(),
             registry: Registry::default(),
         };
@@ -215,10 +235,27 @@ impl Metrics {
             self.backup_age.get_or_create(labels).set(age.as_secs_f64());
         }
         drop(times);
+        let zeroed = self.zeroed.lock().unwrap_or_else(|e| e.into_inner());
+        for labels in zeroed.iter() {
+            if self.status.backup_interval.get(labels).is_some() {
+                for result in BACKUP_RESULTS {
+                    drop(self.backups.get_or_create(&result_labels(labels, result)));
+                }
+            }
+        }
+        drop(zeroed);
         let mut out = String::new();
         // Writing to a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
+    }
+}
+
+fn result_labels(l: &ClusterLabels, result: &'static str) -> ResultLabels {
+    ResultLabels {
+        namespace: l.namespace.clone(),
+        cluster: l.cluster.clone(),
+        result,
     }
 }
 
@@ -239,6 +276,7 @@ impl ClusterMetrics {
 
     /// A reconcile pass ended with `outcome` after `took`.
     pub fn reconciled(&self, outcome: &'static str, took: Duration) {
+        self.zero_counters();
         let l = OutcomeLabels {
             namespace: self.labels.namespace.clone(),
             cluster: self.labels.cluster.clone(),
@@ -257,6 +295,24 @@ impl ClusterMetrics {
             kind,
         };
         self.metrics.steps.get_or_create(&l).inc();
+    }
+
+    /// The first time: the counters of every outcome, and of leader
+    /// changes, exported at zero.
+    fn zero_counters(&self) {
+        let m = &self.metrics;
+        let mut zeroed = m.zeroed.lock().unwrap_or_else(|e| e.into_inner());
+        if !zeroed.insert(self.labels.clone()) {
+            return;
+        }
+        for outcome in OUTCOMES {
+            drop(m.reconciles.get_or_create(&OutcomeLabels {
+                namespace: self.labels.namespace.clone(),
+                cluster: self.labels.cluster.clone(),
+                outcome,
+            }));
+        }
+        drop(m.leader_changes.get_or_create(&self.labels));
     }
 
     /// Something failed.
@@ -305,11 +361,7 @@ impl ClusterMetrics {
     }
 
     fn backup_result(&self, result: &'static str) {
-        let l = ResultLabels {
-            namespace: self.labels.namespace.clone(),
-            cluster: self.labels.cluster.clone(),
-            result,
-        };
+        let l = result_labels(&self.labels, result);
         self.metrics.backups.get_or_create(&l).inc();
     }
 
@@ -331,6 +383,9 @@ impl ClusterMetrics {
         }
         m.leader_changes.remove(&self.labels);
         m.status.forget(&self.labels);
+        let mut zeroed = m.zeroed.lock().unwrap_or_else(|e| e.into_inner());
+        zeroed.remove(&self.labels);
+        drop(zeroed);
         let mut times = m.backup_times.lock().unwrap_or_else(|e| e.into_inner());
         times.remove(&self.labels);
     }

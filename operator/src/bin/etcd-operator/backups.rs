@@ -152,7 +152,7 @@ pub(crate) fn backups(args: BackupsArgs) -> anyhow::Result<ExitCode> {
 
 /// `backups --location URL [CLUSTER]`.
 fn backups_at(args: &BackupsArgs, url: &str) -> anyhow::Result<ExitCode> {
-    use cli::store_listing::{heading, list_location, place_from_flags};
+    use cli::store_listing::{list_location, place_from_flags};
     let listed = place_from_flags(url, args.endpoint.as_deref(), args.region.as_deref())
         .and_then(|place| Ok((list_location(&place, args.cluster.as_deref())?, place)));
     let (found, place) = match listed {
@@ -170,20 +170,7 @@ fn backups_at(args: &BackupsArgs, url: &str) -> anyhow::Result<ExitCode> {
         out(&format!("no backups{whose} in {place}\n"))?;
         return Ok(ExitCode::SUCCESS);
     }
-    let mut text = String::new();
-    for f in &found {
-        text.push_str(&format!(
-            "{}\n{}\n{}",
-            heading(f, &place),
-            cli::backup::table(&f.backups),
-            f.chains
-        ));
-        text.push('\n');
-    }
-    text.push_str(
-        "CHECK compares each snapshot's size with its meta; `check-backup` verifies one whole. \
-         Restore one with spec.restore (backup: NAME, cluster: CLUSTER, location: this store).\n",
-    );
+    let text = cli::store_listing::render(&found, &place);
     out(&text)?;
     Ok(ExitCode::SUCCESS)
 }

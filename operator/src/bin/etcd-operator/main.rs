@@ -341,4 +341,24 @@ mod tests {
             "no example at the end of --help: {missing:?}"
         );
     }
+
+    #[test]
+    fn bash_completes_subcommands_their_flags_and_values() {
+        let got = |words: &[&str]| {
+            etcd_operator::cli::docs::bash_complete(Cli::command(), words)
+                .unwrap_or_else(|e| panic!("{e}"))
+        };
+        assert_eq!(got(&["etcd-operator", "run", "--plat"]), ["--platform"]);
+        assert_eq!(
+            got(&["etcd-operator", "run", "--platform", ""]),
+            ["local", "kube"]
+        );
+        assert_eq!(
+            got(&["etcd-operator", "status", "-o", ""]),
+            ["table", "json", "yaml"]
+        );
+        assert_eq!(got(&["etcd-operator", "check-b"]), ["check-backup"]);
+        let flags = got(&["etcd-operator", "backup-job", "--"]);
+        assert!(flags.iter().any(|f| f == "--cluster"), "{flags:?}");
+    }
 }

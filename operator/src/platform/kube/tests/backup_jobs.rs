@@ -21,7 +21,7 @@ use crate::platform::kube::jobs::jobs_selector;
 use crate::platform::kube::objects::selector_labels;
 use crate::platform::kube::pod::DEFAULT_IMAGE;
 
-const JOBS: &str = "/apis/batch/v1/namespaces/default/jobs";
+pub(crate) const JOBS: &str = "/apis/batch/v1/namespaces/default/jobs";
 const IMAGE: &str = "etcd-operator:test";
 
 fn location() -> Location {
@@ -43,7 +43,7 @@ fn with_image(client: kube::Client) -> KubePlatform {
 }
 
 /// The Job is created; returns its name and body.
-async fn expect_job(api: &mut ApiServer) -> (String, Value) {
+pub(crate) async fn expect_job(api: &mut ApiServer) -> (String, Value) {
     let create: Call = api.expect(Method::POST, JOBS).await;
     let body = create.body.clone();
     let name = body["metadata"]["name"]
@@ -56,7 +56,7 @@ async fn expect_job(api: &mut ApiServer) -> (String, Value) {
 
 /// The Job `name` is read with `status`, its pod found, its log read (it
 /// says `log`), and it is deleted.
-async fn expect_job_end(api: &mut ApiServer, name: &str, status: Value, log: &str) {
+pub(crate) async fn expect_job_end(api: &mut ApiServer, name: &str, status: Value, log: &str) {
     api.expect(Method::GET, &format!("{JOBS}/{name}"))
         .await
         .ok(&json!({"metadata": {"name": name}, "status": status}));

@@ -2,7 +2,7 @@
 //! members from them, and its requests against a mocked API server.
 
 pub(crate) mod api;
-mod backup_jobs;
+pub(crate) mod backup_jobs;
 mod backup_restore;
 mod builders;
 mod chain_restore;
