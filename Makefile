@@ -13,6 +13,8 @@
 #   make docs      build the user guide (docs/, an mdBook) into docs/book/
 #   make man       man pages and shell completions of the programs
 #   make etcd      etcd 3.4.23 and 3.5.1 into .etcd/ (the tours run them)
+#   make image     the operator's image (buildah, else docker)
+#   make release-manifest   dist/install.yaml: the install as one file
 
 CARGO ?= cargo
 SCENARIO ?= scenarios/kill-one-every-30s.yaml
@@ -20,7 +22,8 @@ SCENARIO ?= scenarios/kill-one-every-30s.yaml
 KIND_SCENARIO ?= scenarios/kill-one-every-30s-kube.yaml
 SOAK_OUT ?= soak-out
 
-.PHONY: setup setup-build etcd build release test lint bench crds docs man soak soak-kind kind-up
+.PHONY: setup setup-build etcd build release test lint bench crds docs man soak soak-kind kind-up \
+	image image-builder image-name release-manifest
 
 # Everything the tests and soaks need (the test servers included).
 setup:
@@ -74,6 +77,43 @@ man: build
 	  target/debug/kubectl-etcd completions $$sh > target/completions/$$sh/kubectl-etcd; done
 	@echo "man pages in target/man, completions in target/completions"
 
+# The operator's image, REGISTRY/OWNER/etcd-operator:VERSION, as its one
+# place says (the images: of deploy/base/kustomization.yaml); IMAGE=...
+# builds another name. From the release binary and the etcd tools
+# (kind-config/Dockerfile): with buildah when it is there (no daemon, no
+# root needed), else docker; BUILDER=docker or BUILDER=buildah picks one.
+# Neither runs on the development machine.
+IMAGE ?= $(shell sed -n 's/^ *newName: *//p' deploy/base/kustomization.yaml | head -1):$(shell \
+	sed -n 's/^ *newTag: *//p' deploy/base/kustomization.yaml | head -1)
+
+image-name:
+	@echo $(IMAGE)
+
+BUILDER ?= $(if $(shell command -v buildah),buildah,docker)
+
+# Says what is missing before the release build, not after.
+image-builder:
+	@if [ "$(BUILDER)" = buildah ] && command -v buildah >/dev/null; then :; \
+	elif [ "$(BUILDER)" = docker ] && docker info >/dev/null 2>&1; then :; \
+	else echo "make image: BUILDER=$(BUILDER) is not there: install buildah or start docker" >&2; \
+	  exit 2; fi
+
+image: image-builder release
+	@if [ "$(BUILDER)" = buildah ]; then \
+	  buildah bud --ignorefile kind-config/Dockerfile.dockerignore \
+	    -f kind-config/Dockerfile -t $(IMAGE) . ; \
+	else docker build -f kind-config/Dockerfile -t $(IMAGE) . ; fi
+	@echo "built $(IMAGE)"
+
+# The whole install as one file for a release (CRD, Namespace, RBAC, the
+# operator), the image as deploy/base/kustomization.yaml names it:
+#   kubectl apply --server-side -f dist/install.yaml
+#   kubectl -n etcd-operator-system rollout status deploy/etcd-operator
+release-manifest:
+	@mkdir -p dist
+	kubectl kustomize deploy > dist/install.yaml
+	@echo "dist/install.yaml: $$(grep -c '^kind:' dist/install.yaml) objects, image $(IMAGE)"
+
 # The user guide (mdBook, installed into .venv by ci/setup docs): docs/book/.
 docs: setup-build
 	@bash ci/setup docs
@@ -90,13 +130,15 @@ docs: setup-build
 #       binaries, into soak-out/smoke and soak-out/smoke-tls; prints the
 #       summary tables (make test runs it).
 #   make kind-up      a kind cluster from kind-config/, the operator image
-#       built and loaded, `kubectl apply -k deploy/`.
+#       built and loaded as etcd-operator:soak, the CRDs then
+#       deploy/overlays/kind (the operator in namespace default).
 #   make soak-kind [KIND_SCENARIO=...]   the soak against that cluster
 #       (--platform kube; default scenarios/kill-one-every-30s-kube.yaml).
 DURATION ?=
 SEED ?=
 KIND_CLUSTER ?= soak
 KIND_NAMESPACE ?= default
+# The image deploy/overlays/kind runs (loaded into kind, never pulled).
 OPERATOR_IMAGE ?= etcd-operator:soak
 SOAK_FLAGS = $(if $(DURATION),--duration $(DURATION)) $(if $(SEED),--seed $(SEED))
 
@@ -124,9 +166,10 @@ kind-up: release
 	  kind create cluster --name $(KIND_CLUSTER) --config kind-config/cluster.yaml --wait 120s
 	docker build -q -f kind-config/Dockerfile -t $(OPERATOR_IMAGE) .
 	kind load docker-image --name $(KIND_CLUSTER) $(OPERATOR_IMAGE)
-	kubectl --context kind-$(KIND_CLUSTER) apply -k deploy/
+	kubectl --context kind-$(KIND_CLUSTER) apply --server-side -k deploy/crds
 	kubectl --context kind-$(KIND_CLUSTER) wait --for condition=established crd/etcdclusters.etcdoperator.dev --timeout=60s
-	kubectl --context kind-$(KIND_CLUSTER) rollout status deploy/etcd-operator --timeout=180s
+	kubectl --context kind-$(KIND_CLUSTER) apply --server-side -k deploy/overlays/kind
+	kubectl --context kind-$(KIND_CLUSTER) -n default rollout status deploy/etcd-operator --timeout=180s
 
 soak-kind: setup release
 	$(CARGO) run -q --release -p soak --bin soak -- run $(KIND_SCENARIO) --platform kube \

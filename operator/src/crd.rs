@@ -73,13 +73,16 @@ pub fn member_selector(cluster: &str, member: &str) -> String {
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
-    )
+    ),
+    validation = admission::resource_rule()
 )]
+// What the API server refuses (bounds, patterns, CEL rules) is written in
+// from the operator's own validation: `admission`.
+#[schemars(transform = admission::transform_spec)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EtcdClusterSpec {
     /// Number of voting members, 1 to 9. A cluster of size N keeps working
     /// while (N-1)/2 members are down, so odd sizes (3, 5) are the useful ones.
-    #[schemars(range(min = 1, max = 9))]
     pub size: i64,
     /// etcd version to run, such as "3.4.23" or "3.5.1" (one leading "v", as
     /// in "v3.5.1", is allowed and dropped; spaces are refused). Locally it
@@ -318,7 +321,6 @@ pub struct RestoreSpec {
     /// backup and its chain do not hold it (`etcd-operator backups CLUSTER`
     /// shows each chain's window). Not with `toTime`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
     pub to_revision: Option<i64>,
     /// Point-in-time restore: replay the chain up to the last revision known
     /// to be committed at or before this instant (RFC 3339, such as
@@ -367,6 +369,7 @@ pub struct RecoverySpec {
     pub from_survivor: Option<bool>,
 }
 
+pub mod admission;
 mod backup_spec;
 mod standby_spec;
 pub use standby_spec::StandbySpec;

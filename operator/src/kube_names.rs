@@ -22,6 +22,10 @@ pub fn event_note(message: &str) -> String {
 /// Longest object name (a DNS subdomain, RFC 1123).
 pub const MAX_OBJECT_NAME_LEN: usize = 253;
 
+/// What [`check_object_name`] takes (with at most [`MAX_OBJECT_NAME_LEN`]
+/// characters), as a regular expression: no empty part between dots.
+pub const OBJECT_NAME_PATTERN: &str = r"^[a-z0-9](([-a-z0-9]|\.[-a-z0-9])*([a-z0-9]|\.[a-z0-9]))?$";
+
 /// Checks an object name as Kubernetes checks a DNS subdomain name:
 /// lowercase letters, digits, '-' and '.', starting and ending with a
 /// letter or digit, at most 253 characters. Says what is wrong.
@@ -59,6 +63,12 @@ pub fn check_object_name(name: &str) -> Result<(), String> {
 const SUFFIXES: [&str; 12] = [
     "Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "k", "M", "G", "T", "P", "E",
 ];
+
+/// The form [`check_size`] takes, as a regular expression; a zero passes
+/// it and is refused by the operator.
+pub fn size_pattern() -> String {
+    format!("^[0-9]{{1,18}}({})?$", SUFFIXES.join("|"))
+}
 
 /// Checks a storage size such as `10Gi` or `500M`: a positive whole number
 /// with an optional binary (Ki..Ei) or decimal (k..E) suffix.

@@ -18,6 +18,10 @@ use std::fmt;
 /// the 63 characters of a Kubernetes label.
 pub const MAX_CLUSTER_NAME_LEN: usize = 40;
 
+/// What [`check_cluster_name`] takes (with at most
+/// [`MAX_CLUSTER_NAME_LEN`] characters), as a regular expression.
+pub const CLUSTER_NAME_PATTERN: &str = "^[a-z]([-a-z0-9]*[a-z0-9])?$";
+
 /// How much of a bad name an error quotes.
 const QUOTE_CHARS: usize = 48;
 

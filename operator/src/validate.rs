@@ -20,14 +20,19 @@ mod restore;
 pub mod standby;
 mod tls;
 pub use self::continuous::ContinuousPolicy;
+pub use self::restore::{MIN_REVISION, TIME_PREFIX_PATTERN};
 use self::tls::check_tls;
-pub use self::tls::{TlsPolicy, TlsSource};
+pub use self::tls::{MAX_SECRET_NAME_LEN, SECRET_NAME_PATTERN, TlsPolicy, TlsSource};
 pub use crate::units::{FieldError, MAX_DURATION, MAX_INTERVAL, parse_duration, parse_interval};
 
+/// Smallest cluster the operator manages.
+pub const MIN_SIZE: i64 = 1;
 /// Largest cluster the operator manages.
 pub const MAX_SIZE: i64 = 9;
 /// Longest cluster name (see [`crate::names`]).
 pub const MAX_NAME_LEN: usize = crate::names::MAX_CLUSTER_NAME_LEN;
+/// Fewest backups kept (`spec.backup.maxBackups`).
+pub const MIN_BACKUPS: i64 = 1;
 /// Most backups kept (`spec.backup.maxBackups`).
 pub const MAX_BACKUPS: i64 = 10_000;
 /// Shortest backup interval.
@@ -153,10 +158,13 @@ pub fn validate(
     if let Err(m) = check_name(name) {
         err("metadata.name", m);
     }
-    if !(1..=MAX_SIZE).contains(&spec.size) {
+    if !(MIN_SIZE..=MAX_SIZE).contains(&spec.size) {
         err(
             "spec.size",
-            format!("must be between 1 and {MAX_SIZE}, got {}", spec.size),
+            format!(
+                "must be between {MIN_SIZE} and {MAX_SIZE}, got {}",
+                spec.size
+            ),
         );
     }
     let version = match spec.version.parse::<Version>() {
@@ -179,11 +187,11 @@ pub fn validate(
                 None
             }
         };
-        if !(1..=MAX_BACKUPS).contains(&b.max_backups) {
+        if !(MIN_BACKUPS..=MAX_BACKUPS).contains(&b.max_backups) {
             err(
                 "spec.backup.maxBackups",
                 format!(
-                    "must be at least 1 and at most {MAX_BACKUPS}, got {}",
+                    "must be at least {MIN_BACKUPS} and at most {MAX_BACKUPS}, got {}",
                     b.max_backups
                 ),
             );

@@ -48,6 +48,11 @@ impl Version {
     }
 }
 
+/// What [`Version::from_str`] reads, as a regular expression for the CRD's
+/// schema (`pattern`); numbers too large for a `u32` pass it and are
+/// refused by the operator.
+pub const PATTERN: &str = r"^v?[0-9]+\.[0-9]+\.[0-9]+$";
+
 impl FromStr for Version {
     type Err = Error;
 

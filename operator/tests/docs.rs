@@ -54,7 +54,9 @@ fn anchors(text: &str) -> BTreeSet<String> {
     out
 }
 
-/// `(target)` of every `[text](target)` outside code, with no scheme.
+/// `(target)` of every `[text](target)` outside code (blocks and inline
+/// spans, where `](` is a regular expression's, not a link), with no
+/// scheme.
 fn relative_links(text: &str) -> Vec<String> {
     let mut in_code = false;
     let mut out = Vec::new();
@@ -65,7 +67,8 @@ fn relative_links(text: &str) -> Vec<String> {
         if in_code {
             continue;
         }
-        let mut rest = line;
+        let prose: String = line.split('`').step_by(2).collect::<Vec<_>>().join(" ");
+        let mut rest = prose.as_str();
         while let Some(i) = rest.find("](") {
             rest = &rest[i + 2..];
             let Some(end) = rest.find(')') else { break };

@@ -6,6 +6,9 @@
 //! the CRD's own schema and by the operator's validation; the objects a TLS
 //! cluster adds (its pods' flags and volume, its Secrets) are validated too.
 //!
+//! Every kustomization renders and validates, and the install's image,
+//! namespaces and roles are as documented (`kube_manifests/install.rs`).
+//!
 //! The tool comes from `bash ci/setup` (into .venv/). Without it the tests
 //! fail when `CI` is set, and otherwise say how to install it and pass.
 
@@ -32,6 +35,9 @@ use kube::Resource;
 mod fixtures;
 #[path = "kube_manifests/tools.rs"]
 mod tools;
+// The install: every kustomization, the image, the namespaces and roles.
+#[path = "kube_manifests/install.rs"]
+mod install;
 
 use fixtures::{
     commented_block, config, example, examples, provided_variant, read_resource, resource,
@@ -46,11 +52,17 @@ fn every_deploy_manifest_is_valid() {
         .expect("deploy/base/")
         .map(|e| e.expect("entry").path())
         .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
-        .filter(|p| !p.ends_with("kustomization.yaml"))
+        .filter(|p| !p.ends_with("kustomization.yaml") && !p.ends_with("kustomizeconfig.yaml"))
         .collect();
     files.sort();
     let names: Vec<_> = files.iter().filter_map(|f| f.file_name()).collect();
-    for expected in ["crd.yaml", "operator.yaml", "rbac.yaml"] {
+    for expected in [
+        "crd.yaml",
+        "namespace.yaml",
+        "operator.yaml",
+        "rbac.yaml",
+        "user-roles.yaml",
+    ] {
         assert!(
             names.iter().any(|n| *n == expected),
             "deploy/base/{expected} missing: {names:?}"
@@ -81,9 +93,12 @@ fn the_kustomize_install_and_overlays_render() {
         kinds(&base),
         [
             "ClusterRole",
+            "ClusterRole",
+            "ClusterRole",
             "ClusterRoleBinding",
             "CustomResourceDefinition",
             "Deployment",
+            "Namespace",
             "Service",
             "ServiceAccount"
         ]

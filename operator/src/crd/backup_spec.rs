@@ -14,7 +14,6 @@ pub struct BackupSpec {
     pub interval: String,
     /// How many verified backups to keep (1 to 10000). The newest are
     /// kept; the last good backup is never deleted.
-    #[schemars(range(min = 1, max = 10000))]
     pub max_backups: i64,
     /// Where backups are written. Local platform: a folder, by default
     /// `<state-dir>/backups/<cluster>`.
@@ -51,7 +50,6 @@ pub struct ContinuousSpec {
     /// Also write a segment as soon as this many changes are waiting
     /// (1 to 1000000; default 10000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1, max = 1000000))]
     pub max_events: Option<i64>,
 }
 

@@ -37,7 +37,59 @@ pub fn markdown() -> String {
             let _ = writeln!(out, "| `{path}` | {ty} | {description} |");
         }
     }
+    admission_rules(&mut out);
     out
+}
+
+/// The section listing every admission rule ([`super::admission`]).
+fn admission_rules(out: &mut String) {
+    out.push_str(
+        "\n## Admission rules\n\n\
+         What the API server refuses before the operator sees the resource, written into \
+         the CRD from the operator's own validation (`operator/src/crd/admission.rs`): \
+         bounds and patterns (checked by every API server) and CEL rules \
+         (`x-kubernetes-validations`, Kubernetes 1.25 and later). The operator checks all of \
+         it again, and more (an Invalid condition and a Warning Event say what), so an API \
+         server without CEL, or the local platform, gets the same answer later. Rules marked \
+         *Kubernetes* are the operator's checks for that platform only.\n\n\
+         | rule | field | check | refused with |\n| --- | --- | --- | --- |\n",
+    );
+    for rule in super::admission::rules() {
+        let kube = if rule.kubernetes_only {
+            " (*Kubernetes*)"
+        } else {
+            ""
+        };
+        let (check, message) = match &rule.check {
+            super::admission::Check::Range { min, max } => {
+                let range = match (min, max) {
+                    (Some(a), Some(b)) => format!("{a} to {b}"),
+                    (Some(a), None) => format!("at least {a}"),
+                    (None, Some(b)) => format!("at most {b}"),
+                    (None, None) => "any".into(),
+                };
+                (range, "the API server's own message".to_string())
+            }
+            super::admission::Check::Pattern {
+                pattern,
+                max_length,
+            } => {
+                let mut check = format!("matches `{}`", cell(pattern));
+                if let Some(n) = max_length {
+                    let _ = write!(check, ", at most {n} characters");
+                }
+                (check, "the API server's own message".to_string())
+            }
+            super::admission::Check::Cel { rule, message } => {
+                (format!("CEL `{}`", cell(rule)), cell(message))
+            }
+        };
+        let _ = writeln!(
+            out,
+            "| `{}`{kube} | `{}` | {check} | {message} |",
+            rule.name, rule.field
+        );
+    }
 }
 
 /// One row per field below `schema`, depth first, in the schema's order.
@@ -150,6 +202,18 @@ mod tests {
             size.contains("integer") && size.contains("voting"),
             "{size}"
         );
+    }
+
+    #[test]
+    fn every_admission_rule_is_named() {
+        let page = markdown();
+        for rule in super::super::admission::rules() {
+            assert!(
+                page.contains(&format!("| `{}`", rule.name)),
+                "{} missing",
+                rule.name
+            );
+        }
     }
 
     #[test]

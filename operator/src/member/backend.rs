@@ -21,6 +21,12 @@ pub const MIN_QUOTA: i64 = 1 << 20;
 pub const MAX_QUOTA: i64 = 8 << 30;
 /// The shortest defragmentation interval.
 pub const MIN_DEFRAG_INTERVAL: Duration = Duration::from_secs(60);
+/// Least and greatest `defrag.fragmentationPercent`.
+pub const FRAGMENTATION_PERCENT: std::ops::RangeInclusive<i64> = 1..=99;
+/// Least revisions `compaction.retention` keeps in mode Revision.
+pub const MIN_REVISION_RETENTION: u64 = 1;
+/// Shortest `compaction.retention` in mode Periodic.
+pub const MIN_PERIODIC_RETENTION: Duration = Duration::from_secs(1);
 /// Most revisions `compaction.retention` keeps in mode Revision (a
 /// billion: more history than any etcd database holds within its quota).
 pub const MAX_REVISION_RETENTION: u64 = 1_000_000_000;
@@ -130,10 +136,10 @@ pub fn check(
         }
     }
     if let Some(c) = &spec.compaction {
-        let retention = c.retention.trim();
+        let retention = crate::units::trim_spaces(&c.retention);
         let checked = match c.mode {
             CompactionMode::Periodic => match parse_duration(retention) {
-                Ok(d) if d >= Duration::from_secs(1) => Ok(retention.to_string()),
+                Ok(d) if d >= MIN_PERIODIC_RETENTION => Ok(retention.to_string()),
                 Ok(_) => Err(format!(
                     "with mode Periodic, a duration of at least 1s such as \"1h\" or \"30m\", \
                      got {retention:?}"
@@ -141,7 +147,9 @@ pub fn check(
                 Err(m) => Err(format!("with mode Periodic, {m}")),
             },
             CompactionMode::Revision => match retention.parse::<u64>() {
-                Ok(n) if (1..=MAX_REVISION_RETENTION).contains(&n) => Ok(n.to_string()),
+                Ok(n) if (MIN_REVISION_RETENTION..=MAX_REVISION_RETENTION).contains(&n) => {
+                    Ok(n.to_string())
+                }
                 _ => Err(format!(
                     "with mode Revision, the number of revisions to keep: a whole number \
                      from 1 to {MAX_REVISION_RETENTION}, such as \"10000\", got {retention:?}"
@@ -170,11 +178,15 @@ pub fn check(
                     }
                 });
         let fragmentation = d.fragmentation_percent.and_then(|p| match u8::try_from(p) {
-            Ok(p) if (1..=99).contains(&p) => Some(Some(p)),
+            Ok(n) if FRAGMENTATION_PERCENT.contains(&p) => Some(Some(n)),
             _ => {
                 err(
                     "spec.defrag.fragmentationPercent",
-                    format!("must be between 1 and 99, got {p}"),
+                    format!(
+                        "must be between {} and {}, got {p}",
+                        FRAGMENTATION_PERCENT.start(),
+                        FRAGMENTATION_PERCENT.end()
+                    ),
                 );
                 None
             }

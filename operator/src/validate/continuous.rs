@@ -10,6 +10,8 @@ pub const MIN_SEGMENT_INTERVAL: Duration = Duration::from_millis(100);
 pub const MAX_SEGMENT_INTERVAL: Duration = Duration::from_secs(3600);
 /// Changes that make a segment due before its interval, by default.
 pub const DEFAULT_MAX_EVENTS: usize = 10_000;
+/// Fewest changes a segment may wait for.
+pub const MIN_MAX_EVENTS: i64 = 1;
 /// Most changes a segment may wait for.
 pub const MAX_MAX_EVENTS: i64 = 1_000_000;
 
@@ -30,7 +32,11 @@ pub fn check(spec: &ContinuousSpec) -> Result<ContinuousPolicy, Vec<(&'static st
         Ok(d) => {
             errors.push((
                 "spec.backup.continuous.segmentInterval",
-                format!("must be between 100ms and 1h, got {d:?}"),
+                format!(
+                    "must be between {} and {}, got {d:?}",
+                    humantime::format_duration(MIN_SEGMENT_INTERVAL),
+                    humantime::format_duration(MAX_SEGMENT_INTERVAL)
+                ),
             ));
             None
         }
@@ -41,11 +47,14 @@ pub fn check(spec: &ContinuousSpec) -> Result<ContinuousPolicy, Vec<(&'static st
     };
     let max_events = match spec.max_events {
         None => Some(DEFAULT_MAX_EVENTS),
-        Some(n) if (1..=MAX_MAX_EVENTS).contains(&n) => usize::try_from(n).ok(),
+        Some(n) if (MIN_MAX_EVENTS..=MAX_MAX_EVENTS).contains(&n) => usize::try_from(n).ok(),
         Some(n) => {
             errors.push((
                 "spec.backup.continuous.maxEvents",
-                format!("must be between 1 and {MAX_MAX_EVENTS}, got {n}; leave it out for {DEFAULT_MAX_EVENTS}"),
+                format!(
+                    "must be between {MIN_MAX_EVENTS} and {MAX_MAX_EVENTS}, got {n}; leave it out \
+                     for {DEFAULT_MAX_EVENTS}"
+                ),
             ));
             None
         }

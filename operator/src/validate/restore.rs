@@ -92,6 +92,16 @@ pub(super) fn location(
     }
 }
 
+/// The least `spec.restore.toRevision`.
+pub const MIN_REVISION: i64 = 1;
+
+/// The start of a `spec.restore.toTime` as [`point_in_time`] reads it
+/// (RFC 3339's date and time, `T` or a space between them), as a regular
+/// expression for the CRD's schema; what follows (fraction, `Z`) is left to
+/// the operator.
+pub const TIME_PREFIX_PATTERN: &str =
+    r"^[ \t\n\f\r]*[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}";
+
 /// `spec.restore.toRevision` / `toTime`, checked: at most one, a revision
 /// of at least 1, a time in RFC 3339.
 pub(super) fn point_in_time(
@@ -103,12 +113,12 @@ pub(super) fn point_in_time(
             "spec.restore.toRevision",
             "names a revision, and toTime a time: set one of them".into(),
         )),
-        (Some(rev), None) if rev < 1 => Err((
+        (Some(rev), None) if rev < MIN_REVISION => Err((
             "spec.restore.toRevision",
-            format!("must be a revision (at least 1), got {rev}"),
+            format!("must be a revision (at least {MIN_REVISION}), got {rev}"),
         )),
         (Some(rev), None) => Ok(Some(PointInTime::Revision(rev))),
-        (None, Some(t)) => humantime::parse_rfc3339_weak(t.trim())
+        (None, Some(t)) => humantime::parse_rfc3339_weak(crate::units::trim_spaces(t))
             .ok()
             .and_then(|at| at.duration_since(std::time::UNIX_EPOCH).ok())
             .and_then(|d| u64::try_from(d.as_millis()).ok())

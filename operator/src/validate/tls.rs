@@ -134,11 +134,17 @@ pub(super) fn check_tls(spec: &EtcdClusterSpec, err: &mut impl FnMut(&str, Strin
     policy
 }
 
+/// What a `secretName` may be ([`check_secret_name`]; at most 253
+/// characters), as a regular expression.
+pub const SECRET_NAME_PATTERN: &str = "^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$";
+/// Longest `secretName`.
+pub const MAX_SECRET_NAME_LEN: usize = 253;
+
 /// A Kubernetes object name (DNS subdomain): lowercase letters, digits,
 /// '-' and '.', at most 253 characters, starting and ending alphanumeric.
 fn check_secret_name(name: &str) -> Result<(), ()> {
     let ok = !name.is_empty()
-        && name.len() <= 253
+        && name.len() <= MAX_SECRET_NAME_LEN
         && name
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')

@@ -148,7 +148,7 @@ pub fn kube_checks(resource: &EtcdCluster) -> Vec<String> {
             .is_some_and(|r| r.restore_from_backup);
     if restores && spec.storage.policy == crate::crd::StoragePolicy::Ephemeral {
         errors.push(
-            "storage.policy: Ephemeral members cannot be restored from a backup on Kubernetes (the \
+            "spec.storage.policy: Ephemeral members cannot be restored from a backup on Kubernetes (the \
              data is restored into each member's volume claim before its pod starts); use \
              Persistent, or drop spec.restore and spec.recovery.restoreFromBackup"
                 .to_string(),
