@@ -247,11 +247,21 @@ impl Config {
     }
 }
 
+/// The store the monkey was told of, as `--store-addr` and
+/// `--store-wildcard` give it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StoreAt {
+    /// Where it listens.
+    pub addr: std::net::SocketAddrV4,
+    /// Whether a process listening on every address may be it.
+    pub wildcard: bool,
+}
+
 impl Config {
     /// The object store `--target store` hits, as its flags give it.
-    pub fn store_at(&self) -> Option<crate::target::StoreAt> {
+    pub fn store_at(&self) -> Option<StoreAt> {
         let addr = self.store_addr.filter(|_| self.target == Target::Store)?;
-        Some(crate::target::StoreAt {
+        Some(StoreAt {
             addr,
             wildcard: self.store_wildcard,
         })

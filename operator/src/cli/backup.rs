@@ -5,8 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+pub use super::backup_table::{Checked, chains, restore_check, table};
 use super::status;
-use super::table::render;
 use crate::backup::{self, BackupMeta, BackupStore, Location, Source};
 use crate::crd::EtcdCluster;
 use crate::platform::local::backups::LocalBackups;
@@ -28,9 +28,9 @@ pub enum Error {
     /// The client certificate the status names cannot be read.
     #[error("the cluster uses client TLS, but its client certificate cannot be read: {0}")]
     Tls(#[from] crate::tls::Error),
-    /// Flags that do not name a store.
-    #[error("{0}")]
-    Flags(String),
+    /// An object store could not be listed.
+    #[error(transparent)]
+    Listing(#[from] super::store_listing::Error),
 }
 
 /// Where a published cluster's backups are kept, and its retention.
@@ -59,9 +59,6 @@ pub(crate) fn location(cluster: &EtcdCluster) -> (Location, Option<usize>) {
     (location, keep)
 }
 
-/// A backup and the result of checking its file again now.
-pub type Checked = (BackupMeta, Result<(), String>);
-
 /// The backup folder of `cluster` and each backup in it, newest first. A
 /// deleted cluster's backups are kept: they are still listed from the
 /// default folder, `STATE/backups/NAME`. Only the cluster's own backups
@@ -73,7 +70,7 @@ pub fn list(state_dir: &Path, cluster: &str) -> Result<(PathBuf, Vec<Checked>), 
         Ok(mut found) => {
             let (location, _) = location(&found.remove(0));
             if location.object.is_some() {
-                return super::store_listing::list_in_store(&location);
+                return Ok(super::store_listing::list_in_store(&location)?);
             }
             let dir = backup::backup_dir(state_dir, cluster, location.path.as_deref());
             (dir, location.uid)
@@ -97,70 +94,6 @@ pub fn list(state_dir: &Path, cluster: &str) -> Result<(PathBuf, Vec<Checked>), 
     Ok((dir, out))
 }
 
-/// A table of backups.
-pub fn table(backups: &[Checked]) -> String {
-    let mut rows = vec![vec![
-        "NAME".to_string(),
-        "TIME".into(),
-        "REVISION".into(),
-        "KEYS".into(),
-        "SIZE".into(),
-        "FROM".into(),
-        "CHECK".into(),
-        "RESTORE CHECK".into(),
-    ]];
-    for (m, check) in backups {
-        rows.push(vec![
-            m.name.clone(),
-            m.time.clone(),
-            m.revision.to_string(),
-            m.total_keys.to_string(),
-            format!("{:.1} MiB", m.size as f64 / (1 << 20) as f64),
-            format!("{} ({})", m.member, m.etcd_version),
-            match check {
-                Ok(()) => "ok".into(),
-                Err(e) => format!("DAMAGED: {e}"),
-            },
-            restore_check(m),
-        ]);
-    }
-    render(&rows)
-}
-
-/// The chains of delta segments (continuous backups) of the backups in
-/// `dir`, a line each for those that have segments: how many are intact,
-/// the last revision and time they hold, and where the chain is cut.
-pub fn chains(dir: &Path, backups: &[Checked]) -> String {
-    let mut out = String::new();
-    for (m, _) in backups {
-        let chain = backup::chain::read(dir, m);
-        if chain.files == 0 {
-            continue;
-        }
-        let last = chain
-            .last_unix_ms()
-            .map_or("-".into(), backup::follow::rfc3339_ms);
-        out.push_str(&format!(
-            "chain of {}: {} segments, last revision {}, last written {last}; point-in-time \
-             restore (spec.restore.toRevision/toTime) from revision {} ({}) to {} ({last})",
-            m.name,
-            chain.segments.len(),
-            chain.last_revision(),
-            m.revision,
-            m.time,
-            chain.last_revision(),
-        ));
-        match &chain.cut {
-            Some(cut) => out.push_str(&format!(
-                "; CUT: {cut} ({} segment files after it are not used)\n",
-                chain.files - chain.segments.len()
-            )),
-            None => out.push('\n'),
-        }
-    }
-    out
-}
-
 /// [`chains`] of `cluster`'s backups wherever they are: from `dir`, or for
 /// an object store, from a temporary folder its segments are downloaded
 /// to (never the operator's own copies).
@@ -177,22 +110,6 @@ pub fn chains_for(state_dir: &Path, cluster: &str, dir: &Path, backups: &[Checke
     match super::store_listing::Reader::new() {
         Ok(reader) => reader.chains(&location, backups),
         Err(e) => format!("chains not read: {e}\n"),
-    }
-}
-
-/// The last restore check of a backup, in a few words (`check-backup`).
-pub fn restore_check(m: &BackupMeta) -> String {
-    use crate::backup::proof::Verdict;
-    match &m.restore_check {
-        None => "never".into(),
-        Some(c) => match (c.result, c.backup_hash, c.live_hash) {
-            (Verdict::Mismatch, Some(b), Some(l)) => {
-                format!("MISMATCH at {} (hash {b}, live {l})", c.time)
-            }
-            (Verdict::Mismatch, ..) => format!("MISMATCH at {}: {}", c.time, c.message),
-            (Verdict::Unverifiable, ..) => format!("unverifiable at {} (compacted)", c.time),
-            (Verdict::Verified, ..) => format!("verified at {}", c.time),
-        },
     }
 }
 

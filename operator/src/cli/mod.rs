@@ -2,6 +2,7 @@
 //! `bin/etcd-operator` (and `bin/kubectl-etcd`) so it is testable.
 
 pub mod backup;
+pub mod backup_table;
 pub mod check_backup;
 pub mod docs;
 pub mod status;

@@ -11,12 +11,26 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::backup::{Checked, Error};
+use super::backup_table::Checked;
 use crate::backup::object::ObjectLocation;
 use crate::backup::object::client::{Bucket, StoreEnv};
 use crate::backup::{self, BackupMeta, BackupStore, Location};
 use crate::platform::local::backups::LocalBackups;
 use crate::platform::local::binaries::Binaries;
+
+/// Why a store could not be listed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The store failed.
+    #[error(transparent)]
+    Backup(#[from] backup::Error),
+    /// A name given is no cluster name.
+    #[error(transparent)]
+    Name(#[from] crate::names::NameError),
+    /// Flags that do not name a store.
+    #[error("{0}")]
+    Flags(String),
+}
 
 /// A store given on the command line (`--location URL`, `--endpoint`,
 /// `--region`), checked as the spec's `objectStore` is, its problems
@@ -76,7 +90,7 @@ impl Reader {
     }
 
     /// The chains of `backups` (their segments downloaded into a folder
-    /// of this reader's), as [`super::backup::chains`] says them.
+    /// of this reader's), as [`super::backup_table::chains`] says them.
     pub(super) fn chains(&self, location: &Location, backups: &[Checked]) -> String {
         let Ok(tmp) = tempfile::tempdir() else {
             return String::new();
@@ -89,7 +103,7 @@ impl Reader {
                 return format!("chains not read: {e}\n");
             }
         }
-        super::backup::chains(tmp.path(), backups)
+        super::backup_table::chains(tmp.path(), backups)
     }
 }
 
@@ -188,7 +202,7 @@ pub fn render(found: &[Found], place: &ObjectLocation) -> String {
         text.push_str(&format!(
             "{}\n{}\n{}",
             heading(f, place),
-            super::backup::table(&f.backups),
+            super::backup_table::table(&f.backups),
             f.chains
         ));
         text.push('\n');

@@ -31,15 +31,7 @@ use super::paused::stopped;
 use crate::net::sockets;
 use crate::target::Error;
 
-/// The store the monkey was told of, as `--store-addr` and
-/// `--store-wildcard` give it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct StoreAt {
-    /// Where it listens.
-    pub addr: SocketAddrV4,
-    /// Whether a process listening on every address may be it.
-    pub wildcard: bool,
-}
+pub use crate::config::StoreAt;
 
 /// The process name of `pid` (`/proc/PID/comm`), `?` when unknown.
 fn comm(pid: i32) -> String {
