@@ -105,7 +105,7 @@ fn the_kustomize_install_and_overlays_render() {
     );
     let monitoring = kustomize("deploy/overlays/monitoring").expect("rendered");
     let mut expected = kinds(&base);
-    expected.extend(["ConfigMap", "PrometheusRule", "ServiceMonitor"].map(String::from));
+    expected.extend(["ConfigMap", "PodMonitor", "PrometheusRule", "ServiceMonitor"].map(String::from));
     expected.sort();
     assert_eq!(kinds(&monitoring), expected);
     let dashboard = monitoring
