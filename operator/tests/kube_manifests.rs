@@ -105,7 +105,15 @@ fn the_kustomize_install_and_overlays_render() {
     );
     let monitoring = kustomize("deploy/overlays/monitoring").expect("rendered");
     let mut expected = kinds(&base);
-    expected.extend(["ConfigMap", "PodMonitor", "PrometheusRule", "ServiceMonitor"].map(String::from));
+    expected.extend(
+        [
+            "ConfigMap",
+            "PodMonitor",
+            "PrometheusRule",
+            "ServiceMonitor",
+        ]
+        .map(String::from),
+    );
     expected.sort();
     assert_eq!(kinds(&monitoring), expected);
     let dashboard = monitoring
@@ -139,7 +147,8 @@ fn the_kustomize_install_and_overlays_render() {
     let core: Vec<&serde_json::Value> = monitoring
         .iter()
         .filter(|d| {
-            !["PrometheusRule", "ServiceMonitor"].contains(&d["kind"].as_str().unwrap_or(""))
+            !["PrometheusRule", "ServiceMonitor", "PodMonitor"]
+                .contains(&d["kind"].as_str().unwrap_or(""))
         })
         .collect();
     let mut files = Vec::new();
