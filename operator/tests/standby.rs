@@ -78,7 +78,12 @@ fn revision(urls: &[String]) -> i64 {
 
 /// Waits until the standby `name` applied revision `target`, and checks
 /// that its revision and `HashKV` at `target` are the primary's.
-fn assert_same_as_primary(env: &Env, name: &str, primary: &EtcdCluster, target: i64) -> EtcdCluster {
+fn assert_same_as_primary(
+    env: &Env,
+    name: &str,
+    primary: &EtcdCluster,
+    target: i64,
+) -> EtcdCluster {
     let s = env.wait_for(&format!("the standby at revision {target}"), || {
         let s = standby_status(env, name)?;
         (s.applied_revision == target).then_some(s)
@@ -86,7 +91,11 @@ fn assert_same_as_primary(env: &Env, name: &str, primary: &EtcdCluster, target: 
     assert_eq!(s.lag_revisions, 0, "{s:?}");
     let c = env.wait_running(name, env.status(name).map_or(1, |c| c.spec.size as usize));
     let here = client_urls(&c);
-    assert_eq!(revision(&here), target, "the standby's revision is the source's");
+    assert_eq!(
+        revision(&here),
+        target,
+        "the standby's revision is the source's"
+    );
     let (_, theirs, their_compact) = hash_at(&client_urls(primary)[0], target);
     for url in &here {
         let (_, ours, our_compact) = hash_at(url, target);
@@ -114,13 +123,18 @@ fn a_standby_follows_its_primary_from_a_folder_revision_for_revision_and_is_prom
         let s = standby_status(&env, "dr")?;
         (s.state == "Following" && s.applied_revision > 0).then_some(s)
     });
-    println!("standby created at revision {} ({:?})", first.applied_revision, first.source_uid);
+    println!(
+        "standby created at revision {} ({:?})",
+        first.applied_revision, first.source_uid
+    );
     // A standby member killed while it applies: healed as any member, and
     // applying resumes from the standby's own revision.
     let victim = dr.status.as_ref().expect("status").members[0].name.clone();
     let pid = env.pid("dr", &victim).expect("runs");
     kill9(pid);
-    env.wait_for("the killed member back", || env.pid("dr", &victim).filter(|p| *p != pid));
+    env.wait_for("the killed member back", || {
+        env.pid("dr", &victim).filter(|p| *p != pid)
+    });
     env.wait_for("applying past the kill", || {
         let s = standby_status(&env, "dr")?;
         (s.applied_revision > first.applied_revision + 100).then_some(())
@@ -129,7 +143,10 @@ fn a_standby_follows_its_primary_from_a_folder_revision_for_revision_and_is_prom
     let target = revision(&client_urls(&src));
     let dr = assert_same_as_primary(&env, "dr", &src, target);
     let found: HashMap<String, String> = read_prefix(&client_urls(&dr), "w/").into_iter().collect();
-    let missing = acked.iter().filter(|a| found.get(&a.key) != Some(&a.value)).count();
+    let missing = acked
+        .iter()
+        .filter(|a| found.get(&a.key) != Some(&a.value))
+        .count();
     assert_eq!(missing, 0, "every acknowledged write is on the standby");
 
     // Promoted: it says the last revision applied and takes writes.
@@ -138,9 +155,15 @@ fn a_standby_follows_its_primary_from_a_folder_revision_for_revision_and_is_prom
         standby_status(&env, "dr").filter(|s| s.state == "Promoted")
     });
     assert_eq!(promoted.applied_revision, target, "{promoted:?}");
-    assert!(promoted.promoted_at.is_some() && promoted.applied_time.is_some(), "{promoted:?}");
+    assert!(
+        promoted.promoted_at.is_some() && promoted.applied_time.is_some(),
+        "{promoted:?}"
+    );
     let out = env.etcdctl(&client_urls(&dr), &["put", "after-promotion", "1"]);
-    assert!(out.status.success(), "a promoted cluster takes writes: {out:?}");
+    assert!(
+        out.status.success(),
+        "a promoted cluster takes writes: {out:?}"
+    );
     // It never follows again: the primary's next writes do not arrive.
     let w = env.etcdctl(&client_urls(&src), &["put", "w/late", "1"]);
     assert!(w.status.success(), "{w:?}");
@@ -190,12 +213,23 @@ fn a_standby_follows_through_s3_finds_a_foreign_write_and_promotes_under_load() 
     let behind: Vec<_> = acked
         .iter()
         .filter(|a| a.revision <= promoted.applied_revision)
-        .filter(|a| found.get(&a.key).is_none_or(|v| {
-            // A later write of the same key up to the revision is fine.
-            v != &a.value && !acked.iter().any(|b| b.key == a.key && b.revision > a.revision && b.revision <= promoted.applied_revision)
-        }))
+        .filter(|a| {
+            found.get(&a.key).is_none_or(|v| {
+                // A later write of the same key up to the revision is fine.
+                v != &a.value
+                    && !acked.iter().any(|b| {
+                        b.key == a.key
+                            && b.revision > a.revision
+                            && b.revision <= promoted.applied_revision
+                    })
+            })
+        })
         .collect();
-    assert!(behind.is_empty(), "{} writes up to the promoted revision are missing", behind.len());
+    assert!(
+        behind.is_empty(),
+        "{} writes up to the promoted revision are missing",
+        behind.len()
+    );
 }
 
 #[test]
@@ -221,7 +255,10 @@ fn a_write_to_a_standby_is_found_and_nothing_more_is_applied() {
     });
     writer.stop();
     let message = diverged.message.clone().unwrap_or_default();
-    assert!(message.contains("something other than the standby's applier"), "{message}");
+    assert!(
+        message.contains("something other than the standby's applier"),
+        "{message}"
+    );
     assert!(diverged.applied_revision >= before.applied_revision);
     // Nothing more is applied: its revision stays.
     let here = revision(&client_urls(&b));
@@ -229,6 +266,10 @@ fn a_write_to_a_standby_is_found_and_nothing_more_is_applied() {
         let p = env.status("a")?.status?.backup?.continuous?;
         (p.last_revision > here + 10).then_some(())
     });
-    assert_eq!(revision(&client_urls(&b)), here, "nothing applied after the divergence");
+    assert_eq!(
+        revision(&client_urls(&b)),
+        here,
+        "nothing applied after the divergence"
+    );
     let _ = a;
 }

@@ -284,6 +284,9 @@ impl<P: Platform> Cluster<P> {
             ),
         };
         self.record.last_recovery = Some(recovery);
+        self.lost = Some(super::facts::Lost::Quorum {
+            from: format!("backup {}", meta.name),
+        });
         // The rebuilt cluster starts at the backup's revision: a later loss
         // is measured from there, not from the old cluster's history.
         self.record.last_revision = reached;

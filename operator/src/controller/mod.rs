@@ -10,10 +10,12 @@ pub mod alarm_poll;
 pub mod backup_conditions;
 pub mod backups;
 mod crashes;
+pub mod facts;
 pub mod kube;
 pub mod live;
 pub mod local;
 mod maintenance;
+mod outcome;
 mod recovery;
 mod remember;
 mod standby;
@@ -28,6 +30,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use self::crashes::Crashes;
+use self::facts::{Failed, Failure, Lost, Moves};
 use crate::backup::schedule::Schedule;
 use crate::crd::{EtcdCluster, EtcdClusterStatus};
 use crate::etcd::Clients;
@@ -118,10 +121,15 @@ pub struct Cluster<P> {
     spec: SpecState,
     record: ClusterRecord,
     crashes: Crashes,
-    last_error: Option<String>,
+    /// The last failure, until the same thing succeeds (or, for a step,
+    /// the plan chooses another).
+    failure: Option<Failure>,
     errors_in_row: u32,
-    /// A lost member was removed and its replacement is on its way.
-    replacing: bool,
+    /// What was lost (a member removed to be replaced, the quorum) that
+    /// the steps under way replace, until the plan converges.
+    lost: Option<Lost>,
+    /// Members moved on purpose that are not ready again yet.
+    moves: Moves,
     published: Option<(EtcdClusterStatus, Instant)>,
     schedule: Option<Schedule>,
     /// The applier of a standby (`spec.standby`), while it follows.
@@ -176,9 +184,10 @@ impl<P: Platform> Cluster<P> {
             },
             record,
             crashes: Crashes::default(),
-            last_error: None,
+            failure: None,
             errors_in_row: 0,
-            replacing: false,
+            lost: None,
+            moves: Moves::default(),
             published: None,
             schedule: None,
             standby: None,
@@ -320,11 +329,19 @@ impl<P: Platform> Cluster<P> {
         {
             Ok(o) => o,
             Err(e) => {
-                self.failed(e.category(), format!("cannot observe the cluster: {e}"));
+                let message = format!("cannot observe the cluster: {e}");
+                self.failed(Failed::Observe, e.category(), message, false);
                 self.publish(&Observation::default(), None).await;
                 return self.retry();
             }
         };
+        if self
+            .failure
+            .as_ref()
+            .is_some_and(|f| f.what == Failed::Observe)
+        {
+            self.failure = None;
+        }
         let mut obs = obs;
         for m in obs.observed.members.iter().filter(|m| m.healthy) {
             self.crashes.healthy(&m.name);
@@ -377,6 +394,15 @@ impl<P: Platform> Cluster<P> {
         self.offer_backup_sources(&obs);
         self.sync_standby().await;
         self.offer_standby_members(&obs);
+        self.moves.observed(&obs);
+        // A step's failure says nothing once the plan chooses another step.
+        if self
+            .failure
+            .as_ref()
+            .is_some_and(|f| !f.current(step.as_ref()))
+        {
+            self.failure = None;
+        }
         self.publish(&obs, step.as_ref()).await;
         let Some(step) = step else {
             return Outcome {
@@ -386,7 +412,7 @@ impl<P: Platform> Cluster<P> {
         };
         let next = match &step {
             Step::Converged => {
-                self.replacing = false;
+                self.lost = None;
                 IDLE_INTERVAL
             }
             Step::Wait(Wait::Forming | Wait::MemberNotReady { .. }) => STARTING_INTERVAL,
@@ -401,81 +427,6 @@ impl<P: Platform> Cluster<P> {
         Outcome {
             step: Some(step),
             next,
-        }
-    }
-
-    async fn act(&mut self, step: Step, obs: &Observation) -> Outcome {
-        let SpecState::Valid { spec, .. } = &self.spec else {
-            return self.retry();
-        };
-        let spec = spec.clone();
-        tracing::info!("{step}");
-        self.pass_acted = true;
-        // What it does may change the membership: the next pass reads it.
-        self.lists.forget();
-        self.metrics.step(step.kind());
-        match act::run(self, &step, obs, &spec).await {
-            Ok(()) => {
-                self.last_error = None;
-                self.errors_in_row = 0;
-                Outcome {
-                    step: Some(step),
-                    next: Duration::ZERO,
-                }
-            }
-            Err(e) => {
-                if let act::Error::Platform(p) = &e {
-                    self.note_storage(p);
-                }
-                let refused = e.is_refused();
-                self.failed(e.category(), format!("{step} failed: {e}"));
-                // etcd refuses membership changes for a few seconds after a
-                // member reconnects; it will accept soon, so ask often.
-                let next = if refused {
-                    REFUSED_RETRY
-                } else {
-                    self.retry().next
-                };
-                Outcome {
-                    step: Some(step),
-                    next,
-                }
-            }
-        }
-    }
-
-    fn failed(&mut self, category: &'static str, message: String) {
-        self.pass_failed = true;
-        self.metrics.error(category);
-        if self.last_error.as_deref() != Some(&message) {
-            tracing::warn!(category, "{message}");
-        }
-        self.last_error = Some(message);
-        self.errors_in_row += 1;
-    }
-
-    /// The longest hold-off of the initial members a bootstrap would start.
-    fn bootstrap_hold_off(&self) -> Duration {
-        let initial = self.record.initial.iter();
-        initial
-            .map(|a| self.crashes.hold_off(&a.name))
-            .max()
-            .unwrap_or_default()
-    }
-
-    /// Backoff after errors: 100 ms doubling to 2 s.
-    fn retry(&self) -> Outcome {
-        let n = self.errors_in_row.clamp(1, 6) - 1;
-        Outcome {
-            step: None,
-            next: Duration::from_millis(100 << n).min(Duration::from_secs(2)),
-        }
-    }
-
-    async fn save_record(&mut self) {
-        if let Err(e) = self.platform.save_record(&self.name, &self.record).await {
-            self.note_storage(&e);
-            self.failed(e.category(), format!("cannot save the cluster record: {e}"));
         }
     }
 

@@ -48,6 +48,9 @@ impl<P: Platform> Cluster<P> {
                 ..RecoveryStatus::default()
             });
             self.record.reseeding = Some(member.to_string());
+            self.lost = Some(super::facts::Lost::Quorum {
+                from: format!("member {member}, the most advanced survivor"),
+            });
             // The rebuilt cluster goes on from the survivor's revision: a
             // later loss is measured from there.
             self.record.last_revision = revision;

@@ -89,9 +89,8 @@ impl<P: Platform> Cluster<P> {
             SpecState::Valid { spec, .. } => spec.standby.clone(),
             SpecState::Invalid { .. } => return,
         };
-        let promoted = |r: &Option<StandbyStatus>| {
-            r.as_ref().is_some_and(|s| s.state == state::PROMOTED)
-        };
+        let promoted =
+            |r: &Option<StandbyStatus>| r.as_ref().is_some_and(|s| s.state == state::PROMOTED);
         if let Some(applier) = &self.standby
             && applier.promoted()
         {
@@ -112,9 +111,9 @@ impl<P: Platform> Cluster<P> {
                 None => {
                     self.record.standby = Some(StandbyStatus {
                         state: state::PROMOTED.into(),
-                        promoted_at: Some(crate::units::rfc3339_ms(
-                            crate::backup::follow::now_ms(),
-                        )),
+                        promoted_at: Some(
+                            crate::units::rfc3339_ms(crate::backup::follow::now_ms()),
+                        ),
                         message: Some("spec.standby was removed before following began".into()),
                         ..record
                     });
@@ -159,7 +158,6 @@ impl<P: Platform> Cluster<P> {
                 .collect(),
         );
     }
-
 }
 
 impl<P> Cluster<P> {

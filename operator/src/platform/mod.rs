@@ -150,6 +150,11 @@ pub struct PlatformMember {
     /// termination message). `None` locally, where a member failing at
     /// start has its log read instead ([`Platform::failure_hint`]).
     pub problem: Option<String>,
+    /// Why it is not ready though nothing is wrong: it is on its way to
+    /// the settings the operator moved it to (on Kubernetes the kubelet
+    /// still swapping a container changed in place; etcd still answering
+    /// as the version it ran). Status says it as progress, not trouble.
+    pub moving: Option<String>,
     /// Its TLS files and listeners (its URLs say `https://` or not).
     /// Whether the platform itself counts the member as serving, where
     /// it has a view of its own (Kubernetes: the pod's Ready condition,

@@ -194,9 +194,12 @@ async fn one(client: &mut Client, rev: &Revision) -> Result<i64, String> {
         .txn(Txn::new().and_then(ops))
         .await
         .map_err(|e| format!("applying revision {}: {e}", rev.revision))?;
-    resp.header()
-        .map(|h| h.revision())
-        .ok_or_else(|| format!("applying revision {}: no revision in the answer", rev.revision))
+    resp.header().map(|h| h.revision()).ok_or_else(|| {
+        format!(
+            "applying revision {}: no revision in the answer",
+            rev.revision
+        )
+    })
 }
 
 /// Whether the standby's data at its revision differs from what the
@@ -214,9 +217,9 @@ async fn differs(client: &mut Client, rev: &Revision) -> Result<Option<String>, 
             .map_err(|e| format!("reading a key back: {e}"))?;
         let kv = got.kvs().first();
         let same = match e {
-            Event::Put { value, .. } => {
-                kv.is_some_and(|kv| kv.value() == value.as_slice() && kv.mod_revision() == rev.revision)
-            }
+            Event::Put { value, .. } => kv.is_some_and(|kv| {
+                kv.value() == value.as_slice() && kv.mod_revision() == rev.revision
+            }),
             Event::Delete { .. } => kv.is_none_or(|kv| kv.mod_revision() > rev.revision),
         };
         if !same {

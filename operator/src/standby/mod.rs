@@ -66,9 +66,16 @@ impl Applier {
         let (candidates, offered) = watch::channel(Vec::new());
         let (promote, promoting) = watch::channel(false);
         let status = Arc::new(Mutex::new(status));
-        let span = tracing::info_span!("standby", cluster = %source.cluster, source = %source.owner());
+        let span =
+            tracing::info_span!("standby", cluster = %source.cluster, source = %source.owner());
         let task = tokio::spawn(tracing::Instrument::instrument(
-            run(store, source.clone(), offered, promoting, Arc::clone(&status)),
+            run(
+                store,
+                source.clone(),
+                offered,
+                promoting,
+                Arc::clone(&status),
+            ),
             span,
         ));
         Applier {
@@ -171,7 +178,11 @@ async fn run<S: BackupStore>(
                 }
             },
         };
-        let behind = status.lock().unwrap_or_else(|e| e.into_inner()).lag_revisions > 0;
+        let behind = status
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .lag_revisions
+            > 0;
         if promote && (stopped || !behind) {
             update(&status, |s| {
                 s.state = state::PROMOTED.into();

@@ -134,11 +134,21 @@ mod tests {
 
     #[test]
     fn only_the_pinned_identity_is_followed_and_a_new_one_is_said() {
-        let metas = vec![meta("b3", Some("new")), meta("b2", Some("old")), meta("b1", Some("old"))];
+        let metas = vec![
+            meta("b3", Some("new")),
+            meta("b2", Some("old")),
+            meta("b1", Some("old")),
+        ];
         let (mine, other) = ours(metas.clone(), Some("old"));
-        assert_eq!(mine.iter().map(|m| m.name.as_str()).collect::<Vec<_>>(), ["b2", "b1"]);
+        assert_eq!(
+            mine.iter().map(|m| m.name.as_str()).collect::<Vec<_>>(),
+            ["b2", "b1"]
+        );
         let said = other.expect("the new identity is said");
-        assert!(said.contains("re-created") && said.contains("uid new"), "{said}");
+        assert!(
+            said.contains("re-created") && said.contains("uid new"),
+            "{said}"
+        );
         let (mine, other) = ours(metas, Some("new"));
         assert_eq!(mine.len(), 1);
         assert!(other.is_none());

@@ -48,7 +48,11 @@ pub fn check(samples: &[Sample], start: Ms, bound: Duration) -> Outcome {
                 ),
                 None => format!("the store has not held the cluster's changes for {bound}"),
             };
-            out.violations.push(Violation::new(s.at, Check::ChainAge, format!("{what}{why}")));
+            out.violations.push(Violation::new(
+                s.at,
+                Check::ChainAge,
+                format!("{what}{why}"),
+            ));
         }
         stale = true;
     }

@@ -305,6 +305,7 @@ impl Platform for LocalPlatform {
                 crash_looping: false,
                 problem: None,
                 pod_ready: None,
+                moving: None,
                 tls: record.config.tls,
                 addr: record.config.addr,
             });
