@@ -274,15 +274,15 @@ impl<P: Platform> Cluster<P> {
         self.record.reseeding = None;
         self.record.initial.clear();
         self.record.restore_from = Some(staged);
-        let notice = Notice {
-            reason: "RestoredFromBackup",
-            message: format!(
+        let notice = Notice::warning(
+            "RestoredFromBackup",
+            format!(
                 "quorum was lost for good: rebuilt from backup {} taken at {} (revision \
                  {}){deltas}; the last revision seen was {last_seen}, so up to {lost} revisions \
                  written after it are lost{window}; the old members' data is kept: {}",
                 meta.name, meta.time, meta.revision, recovery.old_data
             ),
-        };
+        );
         self.record.last_recovery = Some(recovery);
         self.lost = Some(super::facts::Lost::Quorum {
             from: format!("backup {}", meta.name),

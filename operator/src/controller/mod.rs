@@ -20,6 +20,7 @@ mod recovery;
 mod remember;
 mod standby;
 pub mod status;
+mod story;
 #[cfg(test)]
 mod tests;
 mod tls;
@@ -130,6 +131,8 @@ pub struct Cluster<P> {
     lost: Option<Lost>,
     /// Members moved on purpose that are not ready again yet.
     moves: Moves,
+    /// What began and has not ended yet, for the Events.
+    story: story::Story,
     published: Option<(EtcdClusterStatus, Instant)>,
     schedule: Option<Schedule>,
     /// The applier of a standby (`spec.standby`), while it follows.
@@ -188,6 +191,7 @@ impl<P: Platform> Cluster<P> {
             errors_in_row: 0,
             lost: None,
             moves: Moves::default(),
+            story: story::Story::default(),
             published: None,
             schedule: None,
             standby: None,
@@ -331,7 +335,7 @@ impl<P: Platform> Cluster<P> {
             Err(e) => {
                 let message = format!("cannot observe the cluster: {e}");
                 self.failed(Failed::Observe, e.category(), message, false);
-                self.publish(&Observation::default(), None).await;
+                self.publish(&Observation::default(), None, &[]).await;
                 return self.retry();
             }
         };
@@ -394,7 +398,7 @@ impl<P: Platform> Cluster<P> {
         self.offer_backup_sources(&obs);
         self.sync_standby().await;
         self.offer_standby_members(&obs);
-        self.moves.observed(&obs);
+        let ended = self.moves.observed(&obs);
         // A step's failure says nothing once the plan chooses another step.
         if self
             .failure
@@ -403,7 +407,22 @@ impl<P: Platform> Cluster<P> {
         {
             self.failure = None;
         }
-        self.publish(&obs, step.as_ref()).await;
+        let failing = self.failing(&obs).await;
+        let backup = self.schedule.as_ref().map(|s| s.status());
+        let seen = story::Seen {
+            obs: &obs,
+            step: step.as_ref(),
+            size: valid.as_ref().map(|s| s.size),
+            formed: self.formed,
+            lost: self.lost.as_ref(),
+            ended: &ended,
+            failing: &failing,
+            moves: &self.moves,
+            backup: backup.as_ref(),
+        };
+        let notices = self.story.pass(&seen);
+        self.tell(notices).await;
+        self.publish(&obs, step.as_ref(), &failing).await;
         let Some(step) = step else {
             return Outcome {
                 step: None,

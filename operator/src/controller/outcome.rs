@@ -6,6 +6,7 @@
 use std::time::{Duration, Instant};
 
 use super::facts::{Failed, Failure};
+use super::story::Seen;
 use super::{Cluster, Outcome, REFUSED_RETRY, SpecState, act};
 use crate::observe::Observation;
 use crate::plan::Step;
@@ -27,6 +28,19 @@ impl<P: Platform> Cluster<P> {
             Ok(()) => {
                 let added = (step == Step::AddLearner).then_some(adding.as_str());
                 self.moves.acted(&step, obs, added, Instant::now());
+                let seen = Seen {
+                    obs,
+                    step: Some(&step),
+                    size: Some(spec.size),
+                    formed: self.formed,
+                    lost: self.lost.as_ref(),
+                    ended: &[],
+                    failing: &[],
+                    moves: &self.moves,
+                    backup: None,
+                };
+                let notices = self.story.acted(&step, &seen, added);
+                self.tell(notices).await;
                 if self
                     .failure
                     .as_ref()
@@ -47,6 +61,10 @@ impl<P: Platform> Cluster<P> {
                 let refused = e.is_refused();
                 let message = format!("{step} failed: {e}");
                 self.failed(Failed::Step(step.clone()), e.category(), message, refused);
+                let failure = self.failure.clone();
+                if let Some(n) = failure.as_ref().and_then(|f| self.story.failed(f)) {
+                    self.tell(vec![n]).await;
+                }
                 // etcd refuses membership changes for a few seconds after a
                 // member reconnects; it will accept soon, so ask often.
                 let next = if refused {

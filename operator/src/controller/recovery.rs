@@ -59,10 +59,7 @@ impl<P: Platform> Cluster<P> {
         self.crashes.started(member);
         self.platform.force_new_cluster(&self.name, member).await?;
         if fresh {
-            let notice = crate::platform::Notice {
-                reason: "RebuiltFromSurvivor",
-                message,
-            };
+            let notice = crate::platform::Notice::warning("RebuiltFromSurvivor", message);
             self.platform.announce(&self.name, &notice).await;
             self.new_backup_chain();
         }

@@ -25,8 +25,15 @@ impl<P: Platform> Cluster<P> {
     /// Builds the status and publishes it when it changed (or every
     /// [`STATUS_REFRESH`]); a write that fails for lack of space is noted
     /// and said in the status kept in memory at once.
-    pub(super) async fn publish(&mut self, obs: &Observation, step: Option<&Step>) {
-        let failing = self.failing_note(obs).await;
+    /// `failing` names the members failing at start or stuck, each with
+    /// why ([`Self::failing`]).
+    pub(super) async fn publish(
+        &mut self,
+        obs: &Observation,
+        step: Option<&Step>,
+        failing: &[(String, String)],
+    ) {
+        let failing = failing_note(failing);
         let resource = self.status_of(obs, step, failing.as_deref());
         let Some(status) = resource.status.clone() else {
             return;
@@ -56,7 +63,6 @@ impl<P: Platform> Cluster<P> {
                 self.note_storage(&e);
                 if first {
                     // The status kept in memory says so at once.
-                    let failing = self.failing_note(obs).await;
                     let resource = self.status_of(obs, step, failing.as_deref());
                     let _ = self.platform.save_status(&self.name, &resource).await;
                 }
@@ -150,18 +156,18 @@ impl<P: Platform> Cluster<P> {
         self.state_full = Some(e.to_string());
     }
 
-    /// A line for status about members failing at start, with the reason
-    /// from their log, and members not ready for a reason the platform
-    /// reports (a pod stuck Pending, a container the kubelet restarts).
-    async fn failing_note(&self, obs: &Observation) -> Option<String> {
+    /// Members failing at start, with the reason from their log, and
+    /// members not ready for a reason the platform reports (a pod stuck
+    /// Pending, a container the kubelet restarts): each with a line for
+    /// status.
+    pub(super) async fn failing(&self, obs: &Observation) -> Vec<(String, String)> {
         let failing = self.crashes.failing();
-        let mut parts = Vec::new();
+        let mut out = Vec::new();
         for (member, n) in &failing {
             let hint = self.platform.failure_hint(&self.name, member).await;
             let why = hint.map(|h| format!(": {h}")).unwrap_or_default();
-            parts.push(format!(
-                "member {member} failed {n} time(s) right after start{why}"
-            ));
+            let line = format!("member {member} failed {n} time(s) right after start{why}");
+            out.push((member.clone(), line));
         }
         let troubled = obs.platform.iter().filter_map(|p| {
             let name = &p.addr.name;
@@ -170,10 +176,16 @@ impl<P: Platform> Cluster<P> {
             (!ready && !failing.iter().any(|(f, _)| f == name)).then_some((name, problem))
         });
         for (member, problem) in troubled {
-            parts.push(format!("member {member}: {problem}"));
+            out.push((member.clone(), format!("member {member}: {problem}")));
         }
-        (!parts.is_empty()).then(|| parts.join("; "))
+        out
     }
+}
+
+/// The members failing, in one line for status.
+fn failing_note(failing: &[(String, String)]) -> Option<String> {
+    let lines: Vec<&str> = failing.iter().map(|(_, line)| line.as_str()).collect();
+    (!lines.is_empty()).then(|| lines.join("; "))
 }
 
 /// Whether two statuses say the same, ignoring when they were observed.

@@ -23,6 +23,7 @@ mod reseed;
 mod restart;
 mod restore_check;
 mod rollback;
+mod scale_events;
 mod scenario;
 mod tls_backups;
 mod trouble;
