@@ -133,6 +133,8 @@ pub struct Cluster<P> {
     moves: Moves,
     /// What began and has not ended yet, for the Events.
     story: story::Story,
+    /// A `spec.restore` whose backup was not found, for this spec.
+    restore_refused: Option<backups::RestoreRefusal>,
     published: Option<(EtcdClusterStatus, Instant)>,
     schedule: Option<Schedule>,
     /// The applier of a standby (`spec.standby`), while it follows.
@@ -192,6 +194,7 @@ impl<P: Platform> Cluster<P> {
             lost: None,
             moves: Moves::default(),
             story: story::Story::default(),
+            restore_refused: None,
             published: None,
             schedule: None,
             standby: None,
@@ -395,6 +398,7 @@ impl<P: Platform> Cluster<P> {
             }
             None => None,
         };
+        let step = step.map(|s| self.restore_wait(s));
         self.offer_backup_sources(&obs);
         self.sync_standby().await;
         self.offer_standby_members(&obs);
@@ -436,6 +440,7 @@ impl<P: Platform> Cluster<P> {
             }
             Step::Wait(Wait::Forming | Wait::MemberNotReady { .. }) => STARTING_INTERVAL,
             Step::Wait(Wait::RemoveWouldLoseQuorum { .. }) => LOSING_INTERVAL,
+            Step::Wait(Wait::RestoreNotFound { .. }) => IDLE_INTERVAL,
             Step::Wait(_) => PROBLEM_INTERVAL,
             Step::Start { member } if !self.crashes.hold_off(member).is_zero() => {
                 self.crashes.hold_off(member)

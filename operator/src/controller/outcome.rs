@@ -61,9 +61,20 @@ impl<P: Platform> Cluster<P> {
                 let refused = e.is_refused();
                 let message = format!("{step} failed: {e}");
                 self.failed(Failed::Step(step.clone()), e.category(), message, refused);
-                let failure = self.failure.clone();
-                if let Some(n) = failure.as_ref().and_then(|f| self.story.failed(f)) {
-                    self.tell(vec![n]).await;
+                match &e {
+                    // A restore whose backup is not there waits for the
+                    // spec to change (said as its own Warning).
+                    act::Error::Backup(b @ crate::backup::Error::NotFound { .. })
+                        if step == Step::Bootstrap =>
+                    {
+                        self.refuse_restore(b).await;
+                    }
+                    _ => {
+                        let failure = self.failure.clone();
+                        if let Some(n) = failure.as_ref().and_then(|f| self.story.failed(f)) {
+                            self.tell(vec![n]).await;
+                        }
+                    }
                 }
                 // etcd refuses membership changes for a few seconds after a
                 // member reconnects; it will accept soon, so ask often.

@@ -22,6 +22,7 @@ mod reconcile;
 mod reseed;
 mod restart;
 mod restore_check;
+mod restore_missing;
 mod rollback;
 mod scale_events;
 mod scenario;
