@@ -2,7 +2,8 @@
 //! story in the cluster's event log, which `etcd-operator status NAME`
 //! shows as `kubectl describe` shows Events (the same words as on
 //! Kubernetes): the scale-up begun, each member added and promoted, the
-//! scale-up ended.
+//! scale-up ended; then a rolling upgrade begun, each member upgraded, the
+//! upgrade ended.
 
 use etcd_operator::platform::NoticeType;
 use etcd_operator::platform::local::events::{ClusterEvent, load};
@@ -31,7 +32,7 @@ fn in_order(events: &[ClusterEvent], want: &[&str]) -> bool {
 }
 
 #[test]
-fn a_scale_up_shows_begun_and_ended_in_the_event_log() {
+fn a_scale_up_and_an_upgrade_show_begun_and_ended_in_the_event_log() {
     let mut env = Env::new();
     env.write_manifest("demo.yaml", &manifest("demo", 3, "3.4.23"));
     env.start_operator();
@@ -99,4 +100,29 @@ fn a_scale_up_shows_begun_and_ended_in_the_event_log() {
     assert!(at("ScalingUp") < at("MemberPromoted"), "{text}");
     assert!(at("MemberPromoted") < at("ScaledUp"), "{text}");
     assert!(at("scaling up from 3 to 5 members") > 0, "{text}");
+
+    // A rolling upgrade tells its start, each member, and its end.
+    env.write_manifest("demo.yaml", &manifest("demo", 5, "3.5.1"));
+    let upgrade = [
+        "ScaledUp",
+        "UpgradeStarted",
+        "UpgradingMember",
+        "MemberUpgraded",
+        "UpgradeFinished",
+    ];
+    let events = env.wait_for("the upgrade's events", || {
+        let events = load(&path);
+        in_order(&events, &upgrade).then_some(events)
+    });
+    let finished = said_in(&events, "UpgradeFinished");
+    assert!(
+        finished[0].starts_with("every member runs 3.5.1 (was 3.4.23)"),
+        "{finished:?}"
+    );
+    assert_eq!(said_in(&events, "MemberUpgraded").len(), 5, "{events:#?}");
+}
+
+fn said_in(events: &[ClusterEvent], reason: &str) -> Vec<String> {
+    let of = events.iter().filter(|e| e.reason == reason);
+    of.map(|e| e.message.clone()).collect()
 }

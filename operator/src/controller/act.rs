@@ -94,9 +94,15 @@ pub(super) async fn run<P: Platform>(
         Step::Remove { member, id, why } => {
             c.clients.remove(&api()?, *id).await?;
             if *why != RemoveWhy::ScaleDown {
-                c.lost = Some(Lost::Member {
-                    member: member.clone(),
-                    why: *why,
+                c.lost = Some(match c.moves.get(member) {
+                    // Moved on purpose and gone with its pod.
+                    Some(_) => Lost::Recreated {
+                        member: member.clone(),
+                    },
+                    None => Lost::Member {
+                        member: member.clone(),
+                        why: *why,
+                    },
                 });
             }
             c.crashes.forget(member);

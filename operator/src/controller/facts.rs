@@ -250,15 +250,29 @@ pub enum Lost {
         /// From what ("member demo-0", "backup NAME").
         from: String,
     },
+    /// A member moved on purpose whose data lived in its pod (a
+    /// Kubernetes emptyDir member whose new settings need a new pod): it
+    /// was removed and a new member takes its place, as planned.
+    Recreated {
+        /// Its name.
+        member: String,
+    },
 }
 
 impl Lost {
-    /// The Degraded reason.
+    /// The Degraded reason (the Progressing one for a planned re-creation).
     pub fn reason(&self) -> &'static str {
         match self {
             Lost::Member { .. } => "ReplacingLostMember",
             Lost::Quorum { .. } => "RebuildingAfterQuorumLoss",
+            Lost::Recreated { .. } => "RecreatingMember",
         }
+    }
+
+    /// Whether the operator chose it (a planned re-creation): progress,
+    /// not trouble.
+    pub fn planned(&self) -> bool {
+        matches!(self, Lost::Recreated { .. })
     }
 
     /// What happened, in words.
@@ -276,6 +290,10 @@ impl Lost {
             Lost::Quorum { from } => format!(
                 "quorum was lost for good and the cluster was rebuilt from {from}; members are \
                  added back one at a time"
+            ),
+            Lost::Recreated { member } => format!(
+                "member {member} was removed to take the spec's settings (its data lived in its \
+                 pod); a new member takes its place"
             ),
         }
     }

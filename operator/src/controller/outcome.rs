@@ -27,7 +27,8 @@ impl<P: Platform> Cluster<P> {
         match act::run(self, &step, obs, &spec).await {
             Ok(()) => {
                 let added = (step == Step::AddLearner).then_some(adding.as_str());
-                self.moves.acted(&step, obs, added, Instant::now());
+                // Told with the moves before the step (a removal forgets its
+                // member's), then noted.
                 let seen = Seen {
                     obs,
                     step: Some(&step),
@@ -40,6 +41,7 @@ impl<P: Platform> Cluster<P> {
                     backup: None,
                 };
                 let notices = self.story.acted(&step, &seen, added);
+                self.moves.acted(&step, obs, added, Instant::now());
                 self.tell(notices).await;
                 if self
                     .failure

@@ -192,6 +192,17 @@ impl Story {
                 "RebuildFinished",
                 format!("the cluster rebuilt from {from} is whole again: {ready}"),
             )),
+            Some(Lost::Recreated { member }) => {
+                let by = self
+                    .added
+                    .take()
+                    .map(|a| format!(" as {a}"))
+                    .unwrap_or_default();
+                out.push(Notice::normal(
+                    "MemberRecreated",
+                    format!("member {member} was re-created{by} with the spec's settings: {ready}"),
+                ));
+            }
             None => {}
         }
     }
@@ -246,7 +257,9 @@ impl Story {
         }
         match step {
             Step::AddLearner => self.added = added.map(str::to_string),
-            Step::Start { member } if !newcomer(obs, member) => {
+            Step::Start { member }
+                if !newcomer(obs, member) && seen.moves.get(member).is_none() =>
+            {
                 self.down.insert(member.clone());
             }
             _ => {}
@@ -307,6 +320,7 @@ fn begun(step: &Step, seen: &Seen, added: Option<&str>) -> Option<Notice> {
             let why = match seen.lost {
                 Some(Lost::Member { member, .. }) => format!(" to replace {member}"),
                 Some(Lost::Quorum { .. }) => " to the rebuilt cluster".into(),
+                Some(Lost::Recreated { member }) => format!(" to take the place of {member}"),
                 None => String::new(),
             };
             Notice::normal(
@@ -326,6 +340,13 @@ fn begun(step: &Step, seen: &Seen, added: Option<&str>) -> Option<Notice> {
             "MemberRemoved",
             format!("member {member} removed: the spec asks for fewer members"),
         ),
+        Step::Remove { member, .. } if seen.moves.get(member).is_some() => Notice::normal(
+            "MemberRemoved",
+            Lost::Recreated {
+                member: member.clone(),
+            }
+            .message(),
+        ),
         Step::Remove { member, why, .. } => Notice::warning(
             "MemberLost",
             Lost::Member {
@@ -334,7 +355,11 @@ fn begun(step: &Step, seen: &Seen, added: Option<&str>) -> Option<Notice> {
             }
             .message(),
         ),
-        Step::Start { member } if newcomer(obs, member) => return None,
+        // A new member's first start, or a moved one's pod made again
+        // (whose failure, if any, is told as it fails).
+        Step::Start { member } if newcomer(obs, member) || seen.moves.get(member).is_some() => {
+            return None;
+        }
         Step::Start { member } => Notice::warning(
             "MemberStopped",
             format!(

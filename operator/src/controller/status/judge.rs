@@ -237,7 +237,7 @@ fn degraded(f: &Facts, unready: &[Unready]) -> Condition {
             format!("not ready: {}", listed(&trouble)),
         );
     }
-    if let Some(lost) = f.lost {
+    if let Some(lost) = f.lost.filter(|l| !l.planned()) {
         let doing = f.step.map(|s| format!("; {s}")).unwrap_or_default();
         return yes(lost.reason(), format!("{}{doing}", lost.message()));
     }
@@ -299,11 +299,11 @@ fn progress(f: &Facts, step: &Step, unready: &[Unready]) -> (Phase, Condition) {
 /// gives for it.
 fn activity(f: &Facts, step: &Step) -> (Phase, &'static str) {
     let obs = f.obs;
-    let repairing = f.lost.is_some();
-    let grow = if repairing {
-        (Phase::Recovering, "ReplacingMember")
-    } else {
-        (Phase::Scaling, "ScalingUp")
+    let repairing = f.lost.is_some_and(|l| !l.planned());
+    let grow = match f.lost {
+        Some(l) if l.planned() => (Phase::Upgrading, l.reason()),
+        Some(_) => (Phase::Recovering, "ReplacingMember"),
+        None => (Phase::Scaling, "ScalingUp"),
     };
     let moved = |member: &str| f.moves.on_its_way(member, f.now).map(|m| &m.kind);
     match step {
@@ -367,6 +367,9 @@ fn activity(f: &Facts, step: &Step) -> (Phase, &'static str) {
             why: RemoveWhy::Corrupt,
             ..
         } => (Phase::Recovering, "ReplacingCorruptMember"),
+        Step::Remove { member, .. } if moved(member).is_some() => {
+            (Phase::Upgrading, "RecreatingMember")
+        }
         Step::Remove { .. } => (Phase::Recovering, "ReplacingMember"),
         Step::DeleteStray { .. } => (Phase::Recovering, "DeletingStrayMember"),
         Step::RestoreFromBackup => (Phase::Recovering, "RestoringFromBackup"),
@@ -376,6 +379,10 @@ fn activity(f: &Facts, step: &Step) -> (Phase, &'static str) {
         Step::AddLearner | Step::Promote { .. } => grow,
         Step::Start { member } => match moved(member) {
             Some(MoveKind::Added) => (grow.0, "StartingNewMember"),
+            // Its new pod cannot run yet (an image being pulled again).
+            Some(MoveKind::Upgraded { .. } | MoveKind::Restarted | MoveKind::Reconfigured) => {
+                (Phase::Upgrading, "RestartingMember")
+            }
             _ if crate::controller::facts::newcomer(obs, member) => (grow.0, "StartingNewMember"),
             _ => (Phase::Recovering, "RestartingMember"),
         },
