@@ -209,7 +209,7 @@ pub async fn observe<P: Platform>(
         });
         let moving = status.as_ref().and_then(|s| not_yet(m.version, &s.version));
         if let Some(note) = &moving {
-            m.problem.get_or_insert_with(|| note.clone());
+            m.moving.get_or_insert_with(|| note.clone());
         }
         let healthy = status.as_ref().is_some_and(|s| s.leader != 0)
             && (!known || entry.is_some())

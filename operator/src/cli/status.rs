@@ -3,6 +3,7 @@
 //! in memory, see [`crate::controller::live`]), else read from the files it
 //! publishes in its state folder.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
@@ -10,6 +11,7 @@ use std::time::{Duration, SystemTime};
 use super::table::{printable, render};
 use crate::controller::local::{FileProblem, problems_path};
 use crate::crd::EtcdCluster;
+use crate::platform::local::events::ClusterEvent;
 use crate::platform::local::layout::{Layout, read_json};
 use crate::platform::local::status_file::STATUS_FILE_REFRESH;
 
@@ -73,18 +75,42 @@ impl std::fmt::Display for Source {
     }
 }
 
-/// The statuses (all, or the one named) and the manifest problems that
-/// name no cluster: from the running operator when one answers, else from
-/// the files.
-pub fn load_live(
-    state_dir: &Path,
-    name: Option<&str>,
-) -> Result<(Vec<EtcdCluster>, Vec<FileProblem>, Source), Error> {
+/// What `status` shows.
+#[derive(Debug)]
+pub struct Loaded {
+    /// The statuses (all, or the one named).
+    pub clusters: Vec<EtcdCluster>,
+    /// Manifest problems that name no cluster.
+    pub problems: Vec<FileProblem>,
+    /// Where they came from.
+    pub source: Source,
+    /// What was announced about each cluster, oldest first.
+    pub events: BTreeMap<String, Vec<ClusterEvent>>,
+}
+
+/// The statuses (all, or the one named), the manifest problems that name
+/// no cluster and the clusters' events: from the running operator when one
+/// answers, else from the files.
+pub fn load_live(state_dir: &Path, name: Option<&str>) -> Result<Loaded, Error> {
     let answer = match crate::controller::live::ask(state_dir) {
         Ok(a) => a,
         Err(why) => {
             let clusters = load(state_dir, name)?;
-            return Ok((clusters, file_problems(state_dir), Source::Files(why)));
+            let layout = Layout::new(state_dir);
+            let events = clusters
+                .iter()
+                .filter_map(|c| c.metadata.name.clone())
+                .map(|n| {
+                    let events = crate::platform::local::events::load(&layout.events_path(&n));
+                    (n, events)
+                })
+                .collect();
+            return Ok(Loaded {
+                clusters,
+                problems: file_problems(state_dir),
+                source: Source::Files(why),
+                events,
+            });
         }
     };
     let known: Vec<String> = answer
@@ -110,7 +136,12 @@ pub fn load_live(
             },
         });
     }
-    Ok((clusters, answer.problems, Source::Operator(answer.pid)))
+    Ok(Loaded {
+        clusters,
+        problems: answer.problems,
+        source: Source::Operator(answer.pid),
+        events: answer.events,
+    })
 }
 
 /// Reads the published resources (all, or the one named).
@@ -264,6 +295,43 @@ pub fn table(
         }
     }
     out
+}
+
+/// How many of a cluster's events the table shows (the newest).
+pub const EVENTS_SHOWN: usize = 20;
+
+/// A cluster's newest events as a table, oldest first, as `kubectl
+/// describe` lists Events: type, reason, when (and how many times), what.
+pub fn events_table(events: &[ClusterEvent], now: SystemTime) -> String {
+    if events.is_empty() {
+        return "\nevents: none yet\n".into();
+    }
+    let mut rows = vec![vec![
+        "TYPE".to_string(),
+        "REASON".into(),
+        "AGE".into(),
+        "MESSAGE".into(),
+    ]];
+    let skip = events.len().saturating_sub(EVENTS_SHOWN);
+    for e in &events[skip..] {
+        let age = humantime::parse_rfc3339_weak(&e.last_time)
+            .ok()
+            .and_then(|t| now.duration_since(t).ok())
+            .map(|d| humantime::format_duration(Duration::from_secs(d.as_secs())).to_string())
+            .unwrap_or_else(|| e.last_time.clone());
+        let age = if e.count > 1 {
+            format!("{age} (x{})", e.count)
+        } else {
+            age
+        };
+        rows.push(vec![
+            e.type_.as_str().to_string(),
+            e.reason.clone(),
+            age,
+            printable(&e.message),
+        ]);
+    }
+    format!("\nevents (oldest first):\n{}", render(&rows))
 }
 
 fn yes(b: bool) -> &'static str {

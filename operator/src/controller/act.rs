@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use rand::Rng;
 
 use super::Cluster;
+use super::facts::Lost;
 use crate::etcd;
 use crate::observe::Observation;
 use crate::plan::tls::for_new_member;
@@ -92,7 +93,18 @@ pub(super) async fn run<P: Platform>(
         Step::Promote { id, .. } => Ok(c.clients.promote(&api()?, *id).await?),
         Step::Remove { member, id, why } => {
             c.clients.remove(&api()?, *id).await?;
-            c.replacing |= *why != RemoveWhy::ScaleDown;
+            if *why != RemoveWhy::ScaleDown {
+                c.lost = Some(match c.moves.get(member) {
+                    // Moved on purpose and gone with its pod.
+                    Some(_) => Lost::Recreated {
+                        member: member.clone(),
+                    },
+                    None => Lost::Member {
+                        member: member.clone(),
+                        why: *why,
+                    },
+                });
+            }
             c.crashes.forget(member);
             c.forget_db(member);
             if obs.platform.iter().any(|p| &p.addr.name == member) {
@@ -351,7 +363,7 @@ pub(super) async fn add_learner<P: Platform>(
     let name = match c.record.adding.clone() {
         Some(name) => name,
         None => {
-            let name = format!("{}-{}", c.name, c.record.next_index);
+            let name = c.next_member_name();
             c.record.next_index += 1;
             c.record.adding = Some(name.clone());
             c.save_record().await;

@@ -3,7 +3,7 @@
 //! quorum is lost for good. Every backup goes through the platform's
 //! [`BackupStore`]: nothing here touches files or etcd tools.
 
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 use super::act::Error;
 use super::{Cluster, SpecState};
@@ -11,8 +11,28 @@ use crate::backup::schedule::Schedule;
 use crate::backup::{BackupStore, Location, RestoreSource};
 use crate::crd::{RecoverySource, RecoveryStatus, RestoreStatus};
 use crate::observe::Observation;
+use crate::plan::{Step, Wait};
 use crate::platform::{Notice, Platform};
 use crate::validate::ValidSpec;
+
+/// How long a cluster whose `spec.restore` names a backup that is not
+/// there waits before it looks again, while the spec stays the same (the
+/// backup may be copied in by hand): a spec change looks again at once.
+pub const RESTORE_RETRY: Duration = Duration::from_secs(600);
+
+/// A `spec.restore` refused because its backup is not where it was
+/// looked for.
+#[derive(Clone, Debug)]
+pub(super) struct RestoreRefusal {
+    /// The spec's generation it was refused for.
+    generation: i64,
+    /// Where it was looked for and what is there.
+    why: String,
+    /// When it is looked for again.
+    retry: Instant,
+    /// The same, for status.
+    retry_at: SystemTime,
+}
 
 /// The uid of the resource of `spec` (Kubernetes), if it has one.
 pub(super) fn spec_uid(spec: &SpecState) -> Option<String> {
@@ -274,16 +294,19 @@ impl<P: Platform> Cluster<P> {
         self.record.reseeding = None;
         self.record.initial.clear();
         self.record.restore_from = Some(staged);
-        let notice = Notice {
-            reason: "RestoredFromBackup",
-            message: format!(
+        let notice = Notice::warning(
+            "RestoredFromBackup",
+            format!(
                 "quorum was lost for good: rebuilt from backup {} taken at {} (revision \
                  {}){deltas}; the last revision seen was {last_seen}, so up to {lost} revisions \
                  written after it are lost{window}; the old members' data is kept: {}",
                 meta.name, meta.time, meta.revision, recovery.old_data
             ),
-        };
+        );
         self.record.last_recovery = Some(recovery);
+        self.lost = Some(super::facts::Lost::Quorum {
+            from: format!("backup {}", meta.name),
+        });
         // The rebuilt cluster starts at the backup's revision: a later loss
         // is measured from there, not from the old cluster's history.
         self.record.last_revision = reached;
@@ -291,6 +314,58 @@ impl<P: Platform> Cluster<P> {
         self.new_backup_chain();
         self.platform.announce(&self.name, &notice).await;
         Ok(())
+    }
+
+    /// Notes that the bootstrap's restore found no backup by the name
+    /// `spec.restore` gives (`e` says where it looked, in the user's terms,
+    /// and what is there): the cluster is not created until the spec
+    /// changes or [`RESTORE_RETRY`] passes. Said once per spec as a
+    /// Warning.
+    pub(super) async fn refuse_restore(&mut self, e: &crate::backup::Error) {
+        let why = format!("spec.restore.backup: {e}");
+        let first = self
+            .restore_refused
+            .as_ref()
+            .is_none_or(|r| r.generation != self.record.generation || r.why != why);
+        self.restore_refused = Some(RestoreRefusal {
+            generation: self.record.generation,
+            why: why.clone(),
+            retry: Instant::now() + RESTORE_RETRY,
+            retry_at: SystemTime::now() + RESTORE_RETRY,
+        });
+        if first {
+            let message = format!(
+                "{why}; the cluster is not created until spec.restore names a backup that is there"
+            );
+            self.tell(vec![Notice::warning("RestoreRefused", message)])
+                .await;
+        }
+    }
+
+    /// `step`, or the wait a bootstrap becomes while the restore stays
+    /// refused for this spec (a new spec, or the retry's time, lets it
+    /// go on).
+    pub(super) fn restore_wait(&mut self, step: Step) -> Step {
+        let generation = self.record.generation;
+        if self
+            .restore_refused
+            .as_ref()
+            .is_some_and(|r| r.generation != generation)
+        {
+            self.restore_refused = None;
+        }
+        match &self.restore_refused {
+            Some(r) if step == Step::Bootstrap && Instant::now() < r.retry => {
+                let at = humantime::format_rfc3339_seconds(r.retry_at);
+                Step::Wait(Wait::RestoreNotFound {
+                    message: format!(
+                        "{}; the cluster is not created: name a backup that is there in                          spec.restore.backup (with spec.restore.cluster and location when it is                          another cluster's) and it is looked for again at once, else at {at}",
+                        r.why
+                    ),
+                })
+            }
+            _ => step,
+        }
     }
 
     /// Once a bootstrap from a snapshot formed, the copy set aside goes.

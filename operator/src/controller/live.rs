@@ -5,6 +5,7 @@
 //! disk). One connection, one answer: the server writes a JSON
 //! [`Answer`] and closes.
 
+use std::collections::BTreeMap;
 use std::io::Read;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -17,6 +18,7 @@ use tokio::net::UnixListener;
 
 use crate::crd::EtcdCluster;
 use crate::platform::local::LocalPlatform;
+use crate::platform::local::events::ClusterEvent;
 
 /// How long `status` waits for the operator's answer.
 pub const ASK_TIMEOUT: Duration = Duration::from_secs(2);
@@ -41,6 +43,10 @@ pub struct Answer {
     pub clusters: Vec<EtcdCluster>,
     /// Manifest problems that name no cluster.
     pub problems: Vec<FileProblem>,
+    /// What was announced about each cluster, oldest first
+    /// ([`crate::platform::local::events`]).
+    #[serde(default)]
+    pub events: BTreeMap<String, Vec<ClusterEvent>>,
 }
 
 /// The socket of the operator running on `state_dir`.
@@ -85,10 +91,20 @@ pub fn serve(
                     super::local::pending::decorate(c, &shown);
                 }
             }
+            let events = clusters
+                .iter()
+                .filter_map(|c| c.metadata.name.clone())
+                .map(|name| {
+                    let events = platform.events(&name);
+                    (name, events)
+                })
+                .filter(|(_, events)| !events.is_empty())
+                .collect();
             let answer = Answer {
                 pid: std::process::id(),
                 clusters,
                 problems: problems.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+                events,
             };
             let body = serde_json::to_vec(&answer).unwrap_or_default();
             tokio::spawn(async move {

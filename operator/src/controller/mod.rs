@@ -10,14 +10,17 @@ pub mod alarm_poll;
 pub mod backup_conditions;
 pub mod backups;
 mod crashes;
+pub mod facts;
 pub mod kube;
 pub mod live;
 pub mod local;
 mod maintenance;
+mod outcome;
 mod recovery;
 mod remember;
 mod standby;
 pub mod status;
+mod story;
 #[cfg(test)]
 mod tests;
 mod tls;
@@ -28,6 +31,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use self::crashes::Crashes;
+use self::facts::{Failed, Failure, Lost, Moves};
 use crate::backup::schedule::Schedule;
 use crate::crd::{EtcdCluster, EtcdClusterStatus};
 use crate::etcd::Clients;
@@ -118,10 +122,19 @@ pub struct Cluster<P> {
     spec: SpecState,
     record: ClusterRecord,
     crashes: Crashes,
-    last_error: Option<String>,
+    /// The last failure, until the same thing succeeds (or, for a step,
+    /// the plan chooses another).
+    failure: Option<Failure>,
     errors_in_row: u32,
-    /// A lost member was removed and its replacement is on its way.
-    replacing: bool,
+    /// What was lost (a member removed to be replaced, the quorum) that
+    /// the steps under way replace, until the plan converges.
+    lost: Option<Lost>,
+    /// Members moved on purpose that are not ready again yet.
+    moves: Moves,
+    /// What began and has not ended yet, for the Events.
+    story: story::Story,
+    /// A `spec.restore` whose backup was not found, for this spec.
+    restore_refused: Option<backups::RestoreRefusal>,
     published: Option<(EtcdClusterStatus, Instant)>,
     schedule: Option<Schedule>,
     /// The applier of a standby (`spec.standby`), while it follows.
@@ -176,9 +189,12 @@ impl<P: Platform> Cluster<P> {
             },
             record,
             crashes: Crashes::default(),
-            last_error: None,
+            failure: None,
             errors_in_row: 0,
-            replacing: false,
+            lost: None,
+            moves: Moves::default(),
+            story: story::Story::default(),
+            restore_refused: None,
             published: None,
             schedule: None,
             standby: None,
@@ -320,11 +336,19 @@ impl<P: Platform> Cluster<P> {
         {
             Ok(o) => o,
             Err(e) => {
-                self.failed(e.category(), format!("cannot observe the cluster: {e}"));
-                self.publish(&Observation::default(), None).await;
+                let message = format!("cannot observe the cluster: {e}");
+                self.failed(Failed::Observe, e.category(), message, false);
+                self.publish(&Observation::default(), None, &[]).await;
                 return self.retry();
             }
         };
+        if self
+            .failure
+            .as_ref()
+            .is_some_and(|f| f.what == Failed::Observe)
+        {
+            self.failure = None;
+        }
         let mut obs = obs;
         for m in obs.observed.members.iter().filter(|m| m.healthy) {
             self.crashes.healthy(&m.name);
@@ -374,10 +398,35 @@ impl<P: Platform> Cluster<P> {
             }
             None => None,
         };
+        let step = step.map(|s| self.restore_wait(s));
         self.offer_backup_sources(&obs);
         self.sync_standby().await;
         self.offer_standby_members(&obs);
-        self.publish(&obs, step.as_ref()).await;
+        let ended = self.moves.observed(&obs);
+        // A step's failure says nothing once the plan chooses another step.
+        if self
+            .failure
+            .as_ref()
+            .is_some_and(|f| !f.current(step.as_ref()))
+        {
+            self.failure = None;
+        }
+        let failing = self.failing(&obs).await;
+        let backup = self.schedule.as_ref().map(|s| s.status());
+        let seen = story::Seen {
+            obs: &obs,
+            step: step.as_ref(),
+            size: valid.as_ref().map(|s| s.size),
+            formed: self.formed,
+            lost: self.lost.as_ref(),
+            ended: &ended,
+            failing: &failing,
+            moves: &self.moves,
+            backup: backup.as_ref(),
+        };
+        let notices = self.story.pass(&seen);
+        self.tell(notices).await;
+        self.publish(&obs, step.as_ref(), &failing).await;
         let Some(step) = step else {
             return Outcome {
                 step: None,
@@ -386,11 +435,12 @@ impl<P: Platform> Cluster<P> {
         };
         let next = match &step {
             Step::Converged => {
-                self.replacing = false;
+                self.lost = None;
                 IDLE_INTERVAL
             }
             Step::Wait(Wait::Forming | Wait::MemberNotReady { .. }) => STARTING_INTERVAL,
             Step::Wait(Wait::RemoveWouldLoseQuorum { .. }) => LOSING_INTERVAL,
+            Step::Wait(Wait::RestoreNotFound { .. }) => IDLE_INTERVAL,
             Step::Wait(_) => PROBLEM_INTERVAL,
             Step::Start { member } if !self.crashes.hold_off(member).is_zero() => {
                 self.crashes.hold_off(member)
@@ -401,81 +451,6 @@ impl<P: Platform> Cluster<P> {
         Outcome {
             step: Some(step),
             next,
-        }
-    }
-
-    async fn act(&mut self, step: Step, obs: &Observation) -> Outcome {
-        let SpecState::Valid { spec, .. } = &self.spec else {
-            return self.retry();
-        };
-        let spec = spec.clone();
-        tracing::info!("{step}");
-        self.pass_acted = true;
-        // What it does may change the membership: the next pass reads it.
-        self.lists.forget();
-        self.metrics.step(step.kind());
-        match act::run(self, &step, obs, &spec).await {
-            Ok(()) => {
-                self.last_error = None;
-                self.errors_in_row = 0;
-                Outcome {
-                    step: Some(step),
-                    next: Duration::ZERO,
-                }
-            }
-            Err(e) => {
-                if let act::Error::Platform(p) = &e {
-                    self.note_storage(p);
-                }
-                let refused = e.is_refused();
-                self.failed(e.category(), format!("{step} failed: {e}"));
-                // etcd refuses membership changes for a few seconds after a
-                // member reconnects; it will accept soon, so ask often.
-                let next = if refused {
-                    REFUSED_RETRY
-                } else {
-                    self.retry().next
-                };
-                Outcome {
-                    step: Some(step),
-                    next,
-                }
-            }
-        }
-    }
-
-    fn failed(&mut self, category: &'static str, message: String) {
-        self.pass_failed = true;
-        self.metrics.error(category);
-        if self.last_error.as_deref() != Some(&message) {
-            tracing::warn!(category, "{message}");
-        }
-        self.last_error = Some(message);
-        self.errors_in_row += 1;
-    }
-
-    /// The longest hold-off of the initial members a bootstrap would start.
-    fn bootstrap_hold_off(&self) -> Duration {
-        let initial = self.record.initial.iter();
-        initial
-            .map(|a| self.crashes.hold_off(&a.name))
-            .max()
-            .unwrap_or_default()
-    }
-
-    /// Backoff after errors: 100 ms doubling to 2 s.
-    fn retry(&self) -> Outcome {
-        let n = self.errors_in_row.clamp(1, 6) - 1;
-        Outcome {
-            step: None,
-            next: Duration::from_millis(100 << n).min(Duration::from_secs(2)),
-        }
-    }
-
-    async fn save_record(&mut self) {
-        if let Err(e) = self.platform.save_record(&self.name, &self.record).await {
-            self.note_storage(&e);
-            self.failed(e.category(), format!("cannot save the cluster record: {e}"));
         }
     }
 

@@ -48,6 +48,9 @@ impl<P: Platform> Cluster<P> {
                 ..RecoveryStatus::default()
             });
             self.record.reseeding = Some(member.to_string());
+            self.lost = Some(super::facts::Lost::Quorum {
+                from: format!("member {member}, the most advanced survivor"),
+            });
             // The rebuilt cluster goes on from the survivor's revision: a
             // later loss is measured from there.
             self.record.last_revision = revision;
@@ -56,10 +59,7 @@ impl<P: Platform> Cluster<P> {
         self.crashes.started(member);
         self.platform.force_new_cluster(&self.name, member).await?;
         if fresh {
-            let notice = crate::platform::Notice {
-                reason: "RebuiltFromSurvivor",
-                message,
-            };
+            let notice = crate::platform::Notice::warning("RebuiltFromSurvivor", message);
             self.platform.announce(&self.name, &notice).await;
             self.new_backup_chain();
         }

@@ -135,7 +135,7 @@ async fn available_is_published_false_while_only_one_of_three_voters_is_ready() 
     let step = Step::Wait(Wait::MemberNotReady {
         member: "demo-1".into(),
     });
-    c.publish(&obs, Some(&step)).await;
+    c.publish(&obs, Some(&step), &[]).await;
     let published = fake
         .get(&format!("{}/demo", clusters_path()))
         .expect("the resource");

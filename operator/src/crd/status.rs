@@ -330,13 +330,23 @@ pub enum Phase {
     Creating,
     /// All members ready and the spec is met.
     Running,
-    /// Restarting or replacing failed members.
+    /// Restarting or replacing failed members, or rebuilding after a
+    /// quorum loss: the cluster is worse than its spec (see the Degraded
+    /// condition) and the operator repairs it.
     Recovering,
-    /// Adding or removing members to reach the spec's size.
+    /// Adding or removing members to reach the spec's size, as planned.
     Scaling,
+    /// Restarting members one at a time onto the spec's version, settings
+    /// or TLS (a rolling upgrade or restart), as planned.
+    Upgrading,
     /// Something is wrong that the operator cannot fix right now; see the
     /// Degraded condition.
     Degraded,
+    /// The cluster cannot be created as the spec says (a `spec.restore`
+    /// whose backup is not there): see the Degraded condition; it is tried
+    /// again when the spec changes, or after a long wait the condition
+    /// names.
+    Failed,
     /// `spec.paused` is true.
     Paused,
     /// The spec is invalid; nothing is done until it is fixed.
@@ -352,7 +362,9 @@ impl Phase {
             Phase::Running => "Running",
             Phase::Recovering => "Recovering",
             Phase::Scaling => "Scaling",
+            Phase::Upgrading => "Upgrading",
             Phase::Degraded => "Degraded",
+            Phase::Failed => "Failed",
             Phase::Paused => "Paused",
             Phase::Invalid => "Invalid",
         }

@@ -146,6 +146,7 @@ impl Wait {
             Wait::QuotaFull { .. } => "NoSpaceQuotaFull",
             Wait::SurvivorSilent { .. } => "SurvivorSilent",
             Wait::Reseeding { .. } => "RebuildingFromSurvivor",
+            Wait::RestoreNotFound { .. } => "RestoreSourceNotFound",
         }
     }
 
@@ -241,6 +242,7 @@ impl fmt::Display for Wait {
             Wait::TlsInvalid { message } => {
                 write!(f, "{message}; nothing is restarted until it is fixed")
             }
+            Wait::RestoreNotFound { message } => write!(f, "{message}"),
             Wait::CorruptUnconfirmed { member } => write!(
                 f,
                 "etcd raised a CORRUPT alarm about member {member}, but its KV hash does not \

@@ -34,7 +34,7 @@ mod describe;
 pub mod lost;
 mod maintenance;
 #[cfg(test)]
-mod props;
+pub(crate) mod props;
 mod roll;
 mod step;
 #[cfg(test)]

@@ -266,6 +266,14 @@ pub enum Wait {
         /// The seed.
         member: String,
     },
+    /// The backup `spec.restore` names is not where it was looked for (set
+    /// by the controller, not the plan): the cluster is not created until
+    /// the spec changes, or until the later try the message names.
+    RestoreNotFound {
+        /// Where it was looked for, what is there, and when it is looked
+        /// for again.
+        message: String,
+    },
 }
 
 /// Why a cluster that lost quorum is not rebuilt from a backup.

@@ -150,6 +150,11 @@ pub struct PlatformMember {
     /// termination message). `None` locally, where a member failing at
     /// start has its log read instead ([`Platform::failure_hint`]).
     pub problem: Option<String>,
+    /// Why it is not ready though nothing is wrong: it is on its way to
+    /// the settings the operator moved it to (on Kubernetes the kubelet
+    /// still swapping a container changed in place; etcd still answering
+    /// as the version it ran). Status says it as progress, not trouble.
+    pub moving: Option<String>,
     /// Its TLS files and listeners (its URLs say `https://` or not).
     /// Whether the platform itself counts the member as serving, where
     /// it has a view of its own (Kubernetes: the pod's Ready condition,
@@ -239,14 +244,57 @@ pub fn new_cluster_uid() -> String {
     format!("{:032x}", rand::rng().random::<u128>())
 }
 
-/// Something users should hear of about a cluster beyond its status.
+/// Whether a [`Notice`] tells of the operator's work or of a failure (an
+/// Event's type on Kubernetes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum NoticeType {
+    /// A step begun or ended, a backup taken: the story of the cluster.
+    Normal,
+    /// Something failed or was lost: a user may have to act.
+    Warning,
+}
+
+impl NoticeType {
+    /// `Normal` or `Warning`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NoticeType::Normal => "Normal",
+            NoticeType::Warning => "Warning",
+        }
+    }
+}
+
+/// Something users should hear of about a cluster beyond its status: a
+/// step the operator began or ended, a backup milestone, a failure.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Notice {
+    /// Normal (the operator's work) or Warning (a failure).
+    pub type_: NoticeType,
     /// A CamelCase word for what happened (an Event's reason on
     /// Kubernetes).
     pub reason: &'static str,
     /// What happened, in words a user can act on.
     pub message: String,
+}
+
+impl Notice {
+    /// A Normal notice.
+    pub fn normal(reason: &'static str, message: impl Into<String>) -> Self {
+        Notice {
+            type_: NoticeType::Normal,
+            reason,
+            message: message.into(),
+        }
+    }
+
+    /// A Warning notice.
+    pub fn warning(reason: &'static str, message: impl Into<String>) -> Self {
+        Notice {
+            type_: NoticeType::Warning,
+            reason,
+            message: message.into(),
+        }
+    }
 }
 
 /// Something that happened to a member without the operator asking.
@@ -390,10 +438,12 @@ pub trait Platform: TlsStore + Send + Sync + 'static {
         cluster: &str,
         resource: &EtcdCluster,
     ) -> impl Future<Output = Result<()>> + Send;
-    /// Tells users of something that happened to `cluster` that its status
-    /// keeps only until the next such thing (a rebuild from a backup, and
-    /// the writes it lost): a Warning Event on Kubernetes; nothing more
-    /// locally, where the controller's log already says it.
+    /// Tells users of something that happened to `cluster`, in the words
+    /// the controller chose, the same on every platform: an Event of the
+    /// notice's type on Kubernetes (`kubectl describe`), an entry in the
+    /// cluster's event log locally (`etcd-operator status NAME`). An
+    /// identical repeat counts as a repeat; distinct notices stay distinct.
+    /// Never fails the caller: a notice that cannot be kept is logged.
     fn announce(&self, cluster: &str, notice: &Notice) -> impl Future<Output = ()> + Send {
         let _ = (cluster, notice);
         async {}

@@ -51,7 +51,9 @@ enum Command {
     /// operator (its latest status, kept in memory, through the socket
     /// STATE/operator.sock), else read from the status files in the state
     /// folder; the output says which (the table's last line; on stderr
-    /// with -o json|yaml).
+    /// with -o json|yaml). For one cluster the table also lists its newest
+    /// events (steps begun and ended, failures), as `kubectl describe`
+    /// lists Events.
     #[command(
         after_long_help = "Examples:\n  etcd-operator status --state-dir .state\n  etcd-operator status demo --state-dir .state -o json"
     )]
@@ -229,19 +231,29 @@ fn init_tracing(format: LogFormat) {
 }
 
 fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
-    let (clusters, problems, source) =
-        match cli::status::load_live(&args.state_dir, args.cluster.as_deref()) {
-            Ok(c) => c,
-            Err(e) => {
-                eprintln!("error: {e}");
-                return Ok(ExitCode::from(2));
-            }
-        };
+    let loaded = match cli::status::load_live(&args.state_dir, args.cluster.as_deref()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let cli::status::Loaded {
+        clusters,
+        problems,
+        source,
+        events,
+    } = loaded;
     let single = args.cluster.is_some();
     match args.output {
         Output::Table => {
-            let mut text =
-                cli::status::table(&clusters, single, SystemTime::now(), source.stale_after());
+            let now = SystemTime::now();
+            let mut text = cli::status::table(&clusters, single, now, source.stale_after());
+            if let Some(name) = args.cluster.as_deref().filter(|_| single) {
+                let none = Vec::new();
+                let events = events.get(name).unwrap_or(&none);
+                text.push_str(&cli::status::events_table(events, now));
+            }
             for p in &problems {
                 text.push_str(&format!(
                     "\nmanifest problem: {}: {}\n",

@@ -58,7 +58,7 @@ const QUOTA: i64 = 64 << 20;
 const LIVE: i64 = 1 << 20;
 
 #[derive(Clone, Debug)]
-struct Model {
+pub(crate) struct Model {
     members: Vec<M>,
     bootstrapped: bool,
     next: u64,
@@ -461,6 +461,72 @@ impl Model {
         voters > 0 && alive >= quorum(voters)
     }
 }
+
+/// The model as other modules' property tests drive it (the status
+/// judgement's): a converged cluster, its steps, and a few faults.
+impl Model {
+    /// A cluster converged to `d`.
+    pub(crate) fn converged(d: &Desired) -> Result<Model, String> {
+        let mut model = Model::new(d.storage);
+        match rules::converge(&mut model, d)? {
+            Step::Converged => Ok(model),
+            other => Err(format!("did not converge: {other}")),
+        }
+    }
+
+    /// What the operator observes.
+    pub(crate) fn observed(&self) -> Observed {
+        self.observe()
+    }
+
+    /// Carries out `step`.
+    pub(crate) fn act(&mut self, d: &Desired, step: &Step) {
+        self.apply(d, step);
+    }
+
+    /// Every restarted pod is Ready again (the operator waits for it).
+    pub(crate) fn all_pods_ready(&mut self) {
+        self.pods_ready();
+    }
+
+    /// The name the next member added gets.
+    pub(crate) fn next_name(&self) -> String {
+        format!("c-{}", self.next)
+    }
+
+    /// Member names, oldest first.
+    pub(crate) fn names(&self) -> Vec<String> {
+        self.members.iter().map(|m| m.name.clone()).collect()
+    }
+
+    /// Member `name` answers nothing (`true`: starting, paused) or answers
+    /// again.
+    pub(crate) fn set_hung(&mut self, name: &str, hung: bool) {
+        if let Some(m) = self.members.iter_mut().find(|m| m.name == name) {
+            m.hung = hung;
+        }
+    }
+
+    /// Member `name`'s process stops (its data kept).
+    pub(crate) fn stop(&mut self, name: &str) {
+        if let Some(m) = self.members.iter_mut().find(|m| m.name == name) {
+            m.running = false;
+        }
+    }
+
+    /// etcd raises NOSPACE about member `name`.
+    pub(crate) fn raise_nospace(&mut self, name: &str) {
+        self.nospace = self.find_id(name);
+    }
+}
+
+/// A spec of `size` members of `version`, persistent.
+pub(crate) fn desired_for(size: usize, version: Version) -> Desired {
+    rules::desired(size, version, StoragePolicy::Persistent)
+}
+
+/// etcd 3.4.23 and 3.5.1.
+pub(crate) const VERSIONS: [Version; 2] = [V34, V35];
 
 mod db_rules;
 mod faults;

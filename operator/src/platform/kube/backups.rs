@@ -273,7 +273,10 @@ impl KubeBackups {
         let op = Op::OpenChain {
             backup: backup.into(),
         };
-        let report = self.run(location, op).await?;
+        let report = match self.run(location, op).await {
+            Ok(report) => report,
+            Err(e) => return Err(self.missing(location, backup, e).await),
+        };
         let path = report
             .source
             .ok_or_else(|| Error::Job("the backup job set no copy aside".into()))?;
@@ -297,7 +300,7 @@ impl BackupStore for KubeBackups {
             None => format!(
                 "persistentvolumeclaim {} (folder backups/{})",
                 Self::claim(location),
-                location.cluster
+                location.owner()
             ),
         }
     }

@@ -244,11 +244,15 @@ fn member(
                 .filter(|_| running && swapping.is_none())
                 .and_then(metrics_url),
             crash_looping: looping,
-            problem: swapping.or_else(|| {
-                let now = std::time::SystemTime::now();
-                pod.filter(|p| !ready && !binding_claim(p, now))
-                    .and_then(problem)
-            }),
+            problem: swapping
+                .is_none()
+                .then(|| {
+                    let now = std::time::SystemTime::now();
+                    pod.filter(|p| !ready && !binding_claim(p, now))
+                        .and_then(problem)
+                })
+                .flatten(),
+            moving: swapping,
             pod_ready: Some(ready),
             tls: config.tls.clone(),
         },

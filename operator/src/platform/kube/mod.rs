@@ -65,7 +65,7 @@ use self::objects::{RECORD_KEY, cluster_selector, member_host, record_config_map
 use crate::backup::RestoreSource;
 use crate::crd::{EtcdCluster, StoragePolicy};
 use crate::member::{CLIENT_PORT, MemberAddr, MemberConfig, PEER_PORT, Settings};
-use crate::platform::{ClusterRecord, Notice, Platform, PlatformMember, Result};
+use crate::platform::{ClusterRecord, Notice, NoticeType, Platform, PlatformMember, Result};
 use crate::validate::Versions;
 use crate::version::Version;
 
@@ -431,16 +431,20 @@ impl Platform for KubePlatform {
         };
         // kube-rs folds Events of the same reason and action into one
         // series that keeps the first one's words: an action of the
-        // reason and the words' hash makes each recovery its own Event
-        // (the same words again still count as a series).
+        // reason and the words' hash makes each notice with other words
+        // its own Event (the same words again count as a series).
         let words = {
             use std::hash::{Hash, Hasher};
             let mut h = std::collections::hash_map::DefaultHasher::new();
             notice.message.hash(&mut h);
             h.finish()
         };
+        let type_ = match notice.type_ {
+            NoticeType::Normal => EventType::Normal,
+            NoticeType::Warning => EventType::Warning,
+        };
         let event = KubeEvent {
-            type_: EventType::Warning,
+            type_,
             reason: notice.reason.into(),
             note: Some(crate::kube_names::event_note(&notice.message)),
             action: format!("{}-{words:016x}", notice.reason),

@@ -4,18 +4,19 @@
 //! member's data folder in its data claim, which is then marked with the
 //! snapshot it came from. A restore that fails leaves a data folder no one
 //! may use: the claim is deleted, and the next create restores again onto
-//! a new one.
+//! a new one. A restore whose backup is not there says where it looked in
+//! the user's terms ([`KubeBackups::missing`]).
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::ResourceExt;
 use kube::api::{DeleteParams, Patch};
 
-use super::backups::parse_source;
+use super::backups::{KubeBackups, parse_source};
 use super::config::started;
 use super::jobs::{Jobs, RESTORE_CONTAINER, job_name, restore_job};
 use super::objects::claim_name;
 use super::{Error, KubePlatform, Registration};
-use crate::backup::RestoreSource;
+use crate::backup::{BackupStore, Error as BackupError, Location, RestoreSource};
 use crate::member::MemberConfig;
 
 /// Annotation on a member's data claim: the snapshot its data was restored
@@ -80,5 +81,36 @@ impl KubePlatform {
         }}});
         self.merge::<PersistentVolumeClaim>(&claim, Patch::Merge(patch))
             .await
+    }
+}
+
+impl KubeBackups {
+    /// `e`, the failed open of `backup`; when it is not listed there, said
+    /// in the user's terms (the claim and folder, or bucket and prefix,
+    /// never a path in the Job's pod) with the backups that are there.
+    pub(super) async fn missing(
+        &self,
+        location: &Location,
+        backup: &str,
+        e: BackupError,
+    ) -> BackupError {
+        let Ok(list) = self.list(location).await else {
+            return e;
+        };
+        let names: Vec<&str> = list.iter().map(|m| m.name.as_str()).collect();
+        if matches!(e, BackupError::NotFound { .. }) || names.contains(&backup) {
+            return e;
+        }
+        let known = if names.is_empty() {
+            "none".into()
+        } else {
+            names.join(", ")
+        };
+        let dir = self.describe(location);
+        BackupError::NotFound {
+            name: backup.into(),
+            dir,
+            known,
+        }
     }
 }

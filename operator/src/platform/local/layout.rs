@@ -26,6 +26,9 @@ use serde::{Deserialize, Serialize};
 use super::process::ProcessId;
 use crate::member::MemberConfig;
 
+/// The file of a cluster's event log in its folder ([`super::events`]).
+pub const EVENTS_FILE: &str = "events.json";
+
 /// Paths inside a state folder.
 #[derive(Clone, Debug)]
 pub struct Layout {
@@ -85,6 +88,11 @@ impl Layout {
     /// A cluster's published status.
     pub fn status_path(&self, cluster: &str) -> PathBuf {
         self.cluster_dir(cluster).join("status.json")
+    }
+
+    /// A cluster's event log (what the controller announced about it).
+    pub fn events_path(&self, cluster: &str) -> PathBuf {
+        self.cluster_dir(cluster).join(EVENTS_FILE)
     }
 
     /// A member's folder.

@@ -14,6 +14,7 @@ pub mod binaries;
 #[cfg(test)]
 mod chain_tests;
 pub mod deleted;
+pub mod events;
 pub mod follow_job;
 pub mod layout;
 pub mod merge;
@@ -85,6 +86,8 @@ pub struct LocalPlatform {
     resources: Mutex<HashMap<String, EtcdCluster>>,
     /// How long a deleted cluster's folder is kept ([`deleted`]).
     keep_deleted: Duration,
+    /// What was announced about each cluster ([`events`]).
+    announced: events::EventLogs,
     _lock: File,
 }
 
@@ -116,6 +119,7 @@ impl LocalPlatform {
             kept: Kept::default(),
             resources: Mutex::default(),
             keep_deleted: DEFAULT_KEEP_DELETED,
+            announced: events::EventLogs::default(),
             _lock: lock,
         })
     }
@@ -137,6 +141,14 @@ impl LocalPlatform {
     pub fn statuses(&self) -> Vec<EtcdCluster> {
         let statuses = self.statuses.lock().unwrap_or_else(|e| e.into_inner());
         statuses.values().cloned().collect()
+    }
+
+    /// The events announced about `cluster`, oldest first ([`events`]).
+    pub fn events(&self, cluster: &str) -> Vec<events::ClusterEvent> {
+        match self.path(cluster, &[events::FILE]) {
+            Ok(path) => self.announced.get(cluster, &path),
+            Err(_) => Vec::new(),
+        }
     }
 
     /// The binaries in use.
@@ -305,6 +317,7 @@ impl Platform for LocalPlatform {
                 crash_looping: false,
                 problem: None,
                 pod_ready: None,
+                moving: None,
                 tls: record.config.tls,
                 addr: record.config.addr,
             });
@@ -440,7 +453,15 @@ impl Platform for LocalPlatform {
     }
 
     async fn delete_cluster(&self, cluster: &str) -> Result<()> {
+        self.announced.forget(cluster);
         self.set_cluster_aside(cluster).await
+    }
+
+    async fn announce(&self, cluster: &str, notice: &super::Notice) {
+        match self.path(cluster, &[events::FILE]) {
+            Ok(path) => self.announced.announce(cluster, &path, notice),
+            Err(e) => tracing::warn!(%cluster, "cannot keep an event ({}): {e}", notice.reason),
+        }
     }
 
     async fn load_record(&self, cluster: &str) -> Result<Option<ClusterRecord>> {

@@ -6,6 +6,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::net::Ipv4Addr;
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -51,6 +52,10 @@ pub struct EtcdPods {
     pub tls: Option<ClientTls>,
     procs: Vec<Option<Child>>,
     dir: tempfile::TempDir,
+    /// Addresses kept for members [`Self::join`] starts, and the hosts
+    /// file every member sees, where the pods' DNS names resolve
+    /// ([`Self::start_resolving`]).
+    resolving: Option<(Vec<Ipv4Addr>, PathBuf)>,
 }
 
 impl EtcdPods {
@@ -67,14 +72,53 @@ impl EtcdPods {
         Self::start_with(seed, version, n, true).await
     }
 
-    async fn start_with(seed: &str, version: &str, n: usize, tls: bool) -> EtcdPods {
+    /// [`Self::start`], with room for `total` members: each member sees a
+    /// hosts file where the pod DNS names `demo-I.demo.default.svc` of all
+    /// `total` resolve to their addresses, as cluster DNS would (a mount
+    /// namespace of its own, as root), so members the operator adds under
+    /// those names can be started by [`Self::join`] and reached.
+    pub async fn start_resolving(seed: &str, version: &str, n: usize, total: usize) -> EtcdPods {
         let dir = tempfile::tempdir().expect("a temporary folder");
         let mut taken = HashSet::new();
-        let ips: Vec<Ipv4Addr> = (0..n)
+        let reserved: Vec<Ipv4Addr> = (0..total)
             .map(|i| {
                 let ip = free_loopback(&format!("{seed}/demo-{i}"), &taken);
                 taken.insert(ip);
                 ip
+            })
+            .collect();
+        let mut hosts = std::fs::read_to_string("/etc/hosts").unwrap_or_default();
+        for (i, ip) in reserved.iter().enumerate() {
+            hosts.push_str(&format!("\n{ip} demo-{i}.demo.default.svc\n"));
+        }
+        let path = dir.path().join("hosts");
+        std::fs::write(&path, hosts).expect("a hosts file");
+        Self::start_in(dir, seed, version, n, false, Some((reserved, path))).await
+    }
+
+    async fn start_with(seed: &str, version: &str, n: usize, tls: bool) -> EtcdPods {
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        Self::start_in(dir, seed, version, n, tls, None).await
+    }
+
+    async fn start_in(
+        dir: tempfile::TempDir,
+        seed: &str,
+        version: &str,
+        n: usize,
+        tls: bool,
+        resolving: Option<(Vec<Ipv4Addr>, PathBuf)>,
+    ) -> EtcdPods {
+        let mut taken = HashSet::new();
+        let reserved = resolving.as_ref().map(|(ips, _)| ips.clone());
+        let ips: Vec<Ipv4Addr> = (0..n)
+            .map(|i| match &reserved {
+                Some(r) => r[i],
+                None => {
+                    let ip = free_loopback(&format!("{seed}/demo-{i}"), &taken);
+                    taken.insert(ip);
+                    ip
+                }
             })
             .collect();
         let initial_cluster = (0..n)
@@ -96,6 +140,7 @@ impl EtcdPods {
             tls,
             procs: Vec::new(),
             dir,
+            resolving,
         };
         for i in 0..n {
             pods.clients.set_tls(&pods.url(i), pods.tls.clone());
@@ -150,6 +195,70 @@ impl EtcdPods {
         (platform, fake, kubelet)
     }
 
+    /// etcd of `version`, in a mount namespace that sees the hosts file
+    /// when members resolve the pods' names.
+    fn etcd(&self, version: &str) -> tokio::process::Command {
+        match &self.resolving {
+            Some((_, hosts)) => {
+                // unshare execs sh, which execs etcd: one process, killed
+                // on drop.
+                let mut cmd = tokio::process::Command::new("unshare");
+                cmd.args(["--mount", "--propagation", "private", "sh", "-c"])
+                    .arg(r#"mount --bind "$0" /etc/hosts && exec "$@""#)
+                    .arg(hosts)
+                    .arg(etcd_binary(version));
+                cmd
+            }
+            None => tokio::process::Command::new(etcd_binary(version)),
+        }
+    }
+
+    /// Starts the member the operator created with `config` (a pod its
+    /// kubelet would start), on the address kept for it; returns its
+    /// index and address. Needs [`Self::start_resolving`].
+    pub fn join(&mut self, config: &MemberConfig, version: &str) -> (usize, Ipv4Addr) {
+        let i: usize = config
+            .addr
+            .name
+            .rsplit('-')
+            .next()
+            .and_then(|n| n.parse().ok())
+            .expect("a member named demo-N");
+        let (reserved, _) = self.resolving.as_ref().expect("started resolving names");
+        let ip = reserved[i];
+        let name = &config.addr.name;
+        let log = std::fs::File::options()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join(format!("{name}.log")))
+            .expect("a log");
+        let child = self
+            .etcd(version)
+            .args(["--name", name])
+            .arg("--data-dir")
+            .arg(self.dir.path().join(name))
+            .args(["--listen-peer-urls", &format!("http://{ip}:2380")])
+            .args(["--initial-advertise-peer-urls", &config.addr.peer_url])
+            .args(["--listen-client-urls", &format!("http://{ip}:2379")])
+            .args(["--advertise-client-urls", &config.addr.client_url])
+            .args(["--initial-cluster", &config.initial_cluster])
+            .args(["--initial-cluster-state", "existing"])
+            .args(["--initial-cluster-token", &config.token])
+            .args(["--logger", "zap", "--log-outputs", "stderr"])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .kill_on_drop(true)
+            .spawn()
+            .expect("etcd starts");
+        while self.ips.len() <= i {
+            self.ips.push(ip);
+            self.procs.push(None);
+        }
+        self.ips[i] = ip;
+        self.procs[i] = Some(child);
+        (i, ip)
+    }
+
     fn spawn(&self, i: usize, version: &str) -> Child {
         let c = &self.configs[i];
         let dir = self.dir.path();
@@ -160,7 +269,7 @@ impl EtcdPods {
             .open(dir.join(format!("{name}.log")))
             .expect("a log");
         let client = self.url(i);
-        let mut cmd = tokio::process::Command::new(etcd_binary(version));
+        let mut cmd = self.etcd(version);
         if self.tls.is_some() {
             let file = |f: &str| dir.join(format!("{name}.{f}"));
             cmd.arg("--cert-file").arg(file("crt"));

@@ -138,6 +138,7 @@ async fn by_hand(client: kube::Client, fake: &Fake, demo: &EtcdCluster, eph: &Et
     p.announce(
         "demo",
         &crate::platform::Notice {
+            type_: crate::platform::NoticeType::Warning,
             reason: "RebuiltFromSurvivor",
             message: "rebuilt from demo-0".into(),
         },

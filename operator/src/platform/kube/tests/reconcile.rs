@@ -95,6 +95,17 @@ async fn scenario(mut api: ApiServer) -> ApiServer {
         assert_eq!(flag("--initial-cluster-token"), Some(record.token.clone()));
         pod.echo();
     }
+    // The step begun, as a Normal Event on the resource.
+    let event = api
+        .expect(
+            Method::POST,
+            "/apis/events.k8s.io/v1/namespaces/default/events",
+        )
+        .await;
+    assert_eq!(event.body["type"], "Normal");
+    assert_eq!(event.body["reason"], "Creating");
+    assert_eq!(event.body["regarding"]["name"], "demo");
+    event.echo();
     api
 }
 

@@ -210,6 +210,7 @@ async fn a_rebuild_is_reported_as_a_warning_event_on_the_resource() {
             p.announce(
                 "demo",
                 &crate::platform::Notice {
+                    type_: crate::platform::NoticeType::Warning,
                     reason: "RebuiltFromSurvivor",
                     message: "rebuilt from demo-0".into(),
                 },
@@ -255,6 +256,7 @@ async fn two_recoveries_are_two_events_each_with_its_own_words() {
                 p.announce(
                     "demo",
                     &crate::platform::Notice {
+                        type_: crate::platform::NoticeType::Warning,
                         reason: "RestoredFromBackup",
                         message: format!("rebuilt from a backup: {words}"),
                     },

@@ -67,13 +67,25 @@ async fn an_in_place_upgrade_waits_for_the_new_container_and_etcd_to_report_it()
         member: first.clone(),
     });
     assert_eq!(out.step, Some(waiting.clone()), "no second member moves");
-    let degraded = condition(&fake, "Degraded");
+    // A planned upgrade on its way: progress that says what it waits for,
+    // not trouble.
+    let progressing = condition(&fake, "Progressing");
+    assert_eq!(
+        progressing["reason"], "WaitingForUpgradedMember",
+        "{progressing:#}"
+    );
     assert!(
-        degraded["message"]
+        progressing["message"]
             .as_str()
             .is_some_and(|m| m.contains("the kubelet is replacing its container")),
-        "{degraded:#}"
+        "{progressing:#}"
     );
+    let degraded = condition(&fake, "Degraded");
+    assert_eq!(degraded["status"], "False", "{degraded:#}");
+    let phase = fake
+        .get(&super::trouble::resource_path())
+        .map(|r| r["status"]["phase"].clone());
+    assert_eq!(phase, Some(json!("Upgrading")));
 
     // The pod's status says the new image, but etcd still answers as the
     // old version (a status ahead of the process): still not moved.
@@ -85,13 +97,14 @@ async fn an_in_place_upgrade_waits_for_the_new_container_and_etcd_to_report_it()
     fake.change(&pod_path, &status);
     let out = cluster.reconcile().await;
     assert_eq!(out.step, Some(waiting), "etcd has not reported 3.5.1");
-    let degraded = condition(&fake, "Degraded");
+    let progressing = condition(&fake, "Progressing");
     assert!(
-        degraded["message"]
+        progressing["message"]
             .as_str()
             .is_some_and(|m| m.contains("etcd answers as 3.4.23, not yet as 3.5.1")),
-        "{degraded:#}"
+        "{progressing:#}"
     );
+    assert_eq!(condition(&fake, "Degraded")["status"], "False");
 
     // The new etcd runs on the member's data: now the next member moves.
     etcd.restart(index(&first), "3.5.1").await;
