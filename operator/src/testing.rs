@@ -293,8 +293,17 @@ impl Env {
                         || l.contains("retention deleted")
                 };
                 let tail: Vec<&str> = log.lines().rev().filter(|l| !routine(l)).take(60).collect();
+                // A failure is logged once when it starts: it may be far
+                // above the tail.
+                let mut trouble: Vec<&str> = log
+                    .lines()
+                    .filter(|l| l.contains(" WARN ") || l.contains(" ERROR "))
+                    .collect();
+                trouble.dedup();
+                let trouble = &trouble[trouble.len().saturating_sub(20)..];
                 panic!(
-                    "timed out after {WAIT:?} waiting for {what}\n--- operator log (last lines but idle passes and routine backups, newest first) ---\n{}",
+                    "timed out after {WAIT:?} waiting for {what}\n--- the operator's last warnings and errors ---\n{}\n--- operator log (last lines but idle passes and routine backups, newest first) ---\n{}",
+                    trouble.join("\n"),
                     tail.join("\n")
                 );
             }

@@ -36,6 +36,13 @@ pub enum Error {
     /// No verified backup to rebuild from.
     #[error("no verified backup to rebuild the cluster from")]
     NoBackup,
+    /// A standby's source has no good backup to create it from yet.
+    #[error(
+        "spec.standby: {0}; the standby is created from the source's newest good full backup \
+         once there is one (the source needs spec.backup, with continuous backups to be \
+         followed)"
+    )]
+    NoStandbySource(String),
     /// The provided certificates do not cover a member about to be added:
     /// it is not added (a learner that cannot talk to its peers would stay
     /// in etcd's member list and block every later change).
@@ -63,6 +70,7 @@ impl Error {
             Error::NoLeader => "no_leader",
             Error::Backup(e) => e.category(),
             Error::NoBackup => "no_backup",
+            Error::NoStandbySource(_) => "standby",
             Error::Handover { .. } => "handover",
             Error::NotCovered(_) => "tls",
         }

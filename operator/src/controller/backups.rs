@@ -359,7 +359,9 @@ impl<P: Platform> Cluster<P> {
                 let at = humantime::format_rfc3339_seconds(r.retry_at);
                 Step::Wait(Wait::RestoreNotFound {
                     message: format!(
-                        "{}; the cluster is not created: name a backup that is there in                          spec.restore.backup (with spec.restore.cluster and location when it is                          another cluster's) and it is looked for again at once, else at {at}",
+                        "{}; the cluster is not created: name a backup that is there in \
+                         spec.restore.backup (with spec.restore.cluster and location when it is \
+                         another cluster's) and it is looked for again at once, else at {at}",
                         r.why
                     ),
                 })

@@ -36,19 +36,16 @@ impl<P: Platform> Cluster<P> {
             tracing::error!("standby: skipping a damaged backup of the source: {p}");
         }
         let meta = meta.ok_or_else(|| {
-            Error::Backup(crate::backup::Error::NotFound {
-                name: "(the source's newest good backup)".into(),
-                dir: format!(
-                    "{} (backups of {})",
-                    store.describe(&location),
-                    standby.source()
-                ),
-                known: if skipped.is_empty() {
-                    "none: the source has taken no backup there yet".into()
+            Error::NoStandbySource(format!(
+                "no good backup of {} in {}{}",
+                standby.source(),
+                store.describe(&location),
+                if skipped.is_empty() {
+                    String::new()
                 } else {
-                    format!("only damaged ones: {}", skipped.join("; "))
-                },
-            })
+                    format!(" (only damaged ones: {})", skipped.join("; "))
+                }
+            ))
         })?;
         let restored = store.open_chain_for_restore(&location, &meta).await?;
         let replayed = restored.replayed;
@@ -76,7 +73,6 @@ impl<P: Platform> Cluster<P> {
             source_time: Some(crate::units::rfc3339_ms(written)),
             ..StandbyStatus::default()
         });
-        self.record.created_from = Some(meta.name.clone());
         self.record.restore_from = Some(restored.source.clone());
         Ok(restored.source)
     }

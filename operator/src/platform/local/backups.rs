@@ -443,8 +443,12 @@ impl BackupStore for LocalBackups {
 }
 
 /// The backups of `location`'s cluster in `dir`.
+/// The backups of `location`'s owner in `dir` ([`Location::owns`]: the
+/// cluster's own, or for another cluster's backups, any of that cluster's).
 fn own_list(dir: &std::path::Path, location: &Location) -> Result<Vec<BackupMeta>> {
-    backup::list_own(dir, &location.cluster, location.uid.as_deref())
+    let mut all = backup::list(dir)?;
+    all.retain(|m| location.owns(m));
+    Ok(all)
 }
 
 #[cfg(test)]
