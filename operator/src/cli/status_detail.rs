@@ -37,6 +37,27 @@ pub fn details(cluster: &EtcdCluster, now: SystemTime) -> String {
                 ))
         );
     }
+    if let Some(sb) = &s.standby {
+        let at = |t: &Option<String>| t.as_deref().map_or("?".into(), |t| when(t, now));
+        let _ = writeln!(
+            out,
+            "standby of {}: {}, at revision {} (written by the source {}); {} revisions known \
+             and not applied{}{}",
+            printable(&sb.source),
+            printable(&sb.state),
+            sb.applied_revision,
+            at(&sb.applied_time),
+            sb.lag_revisions,
+            if sb.lag_ms > 0 {
+                format!(", the first written {:.1} s ago", sb.lag_ms as f64 / 1000.0)
+            } else {
+                String::new()
+            },
+            sb.message
+                .as_deref()
+                .map_or(String::new(), |m| format!("; {}", printable(m)))
+        );
+    }
     if let Some(r) = &s.last_recovery {
         let _ = writeln!(
             out,
@@ -235,5 +256,28 @@ mod tests {
         });
         let text = details(&c, SystemTime::now());
         assert_eq!(text, "backups: none taken yet; 0 kept\n");
+    }
+
+    #[test]
+    fn a_standby_says_whose_where_and_how_far_behind() {
+        let mut c = EtcdCluster::new("dr", EtcdClusterSpec::minimal(1, "3.5.1"));
+        c.status = Some(EtcdClusterStatus {
+            standby: Some(crate::crd::StandbyStatus {
+                state: "Following".into(),
+                source: "prod".into(),
+                applied_revision: 120,
+                applied_time: Some("2026-12-06T10:00:00.000Z".into()),
+                lag_revisions: 4,
+                lag_ms: 1500,
+                ..Default::default()
+            }),
+            ..EtcdClusterStatus::default()
+        });
+        let text = details(&c, at("2026-12-06T10:00:02Z"));
+        assert_eq!(
+            text,
+            "standby of prod: Following, at revision 120 (written by the source 2026-12-06T10:00:00.000Z \
+             (2s ago)); 4 revisions known and not applied, the first written 1.5 s ago\n"
+        );
     }
 }

@@ -295,7 +295,12 @@ impl<P: Platform> Cluster<P> {
     pub async fn reconcile(&mut self) -> Outcome {
         let started = Instant::now();
         (self.pass_acted, self.pass_failed) = (false, false);
-        let out = self.pass().await;
+        let mut out = self.pass().await;
+        // A standby being promoted is looked at often: its promotion is
+        // said (and the cluster goes on alone) as soon as it is done.
+        if self.standby_promoting() {
+            out.next = out.next.min(STARTING_INTERVAL * 5);
+        }
         let outcome = match &out.step {
             _ if self.pass_failed => "failed",
             _ if self.pass_acted => "acted",

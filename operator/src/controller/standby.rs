@@ -157,6 +157,12 @@ impl<P: Platform> Cluster<P> {
 }
 
 impl<P> Cluster<P> {
+    /// Whether the standby is being promoted (its applier applies what is
+    /// left).
+    pub(super) fn standby_promoting(&self) -> bool {
+        self.standby.as_ref().is_some_and(Applier::promoting)
+    }
+
     /// What status says of the standby: the applier's word, else the
     /// record's (before it starts, once promoted).
     pub(super) fn standby_status(&self) -> Option<StandbyStatus> {
@@ -164,5 +170,105 @@ impl<P> Cluster<P> {
             .as_ref()
             .map(Applier::status)
             .or_else(|| self.record.standby.clone())
+    }
+}
+
+/// How far a standby may lag its source (the time since the source wrote
+/// the first revision not applied) before it counts as behind.
+pub const STANDBY_LAG: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// `StandbyBehind`, computed from `s` on each pass: True while the standby
+/// is stopped, diverged or lags its source by more than [`STANDBY_LAG`];
+/// False while it follows (or once promoted, saying what it applied).
+pub fn standby_behind(s: &StandbyStatus) -> crate::crd::Condition {
+    use super::status::cond;
+    const TYPE: &str = "StandbyBehind";
+    let applied = format!(
+        "revision {} of {} (written {})",
+        s.applied_revision,
+        s.source,
+        s.applied_time.as_deref().unwrap_or("at an unknown time")
+    );
+    let why = s.message.clone().unwrap_or_default();
+    match s.state.as_str() {
+        state::STOPPED => cond(TYPE, true, "Stopped", why),
+        state::DIVERGED => cond(TYPE, true, "Diverged", why),
+        state::PROMOTED => cond(
+            TYPE,
+            false,
+            "Promoted",
+            format!(
+                "promoted at {}: a cluster of its own; the last change applied was {applied}",
+                s.promoted_at.as_deref().unwrap_or("?")
+            ),
+        ),
+        state::PROMOTING => cond(
+            TYPE,
+            false,
+            "Promoting",
+            format!("applying what the store still holds before it goes on alone; at {applied}"),
+        ),
+        _ if u64::try_from(s.lag_ms).unwrap_or(0) > STANDBY_LAG.as_millis() as u64 => cond(
+            TYPE,
+            true,
+            "Lagging",
+            format!(
+                "{} source revisions not applied, the first written {:.1} s ago; at {applied}{}",
+                s.lag_revisions,
+                s.lag_ms as f64 / 1000.0,
+                if why.is_empty() {
+                    String::new()
+                } else {
+                    format!("; {why}")
+                }
+            ),
+        ),
+        _ => cond(
+            TYPE,
+            false,
+            "Following",
+            format!(
+                "at {applied}; {} source revisions known and not applied yet",
+                s.lag_revisions
+            ),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(state: &str, lag_ms: i64) -> StandbyStatus {
+        StandbyStatus {
+            state: state.into(),
+            source: "p".into(),
+            applied_revision: 40,
+            lag_revisions: 3,
+            lag_ms,
+            message: Some("why".into()),
+            ..StandbyStatus::default()
+        }
+    }
+
+    #[test]
+    fn a_standby_is_behind_when_stopped_diverged_or_lagging_and_clears_when_it_follows() {
+        let reason = |s: &StandbyStatus| {
+            let c = standby_behind(s);
+            (c.status, c.reason)
+        };
+        let t = |r: &str| ("True".to_string(), r.to_string());
+        let f = |r: &str| ("False".to_string(), r.to_string());
+        assert_eq!(reason(&status(state::FOLLOWING, 500)), f("Following"));
+        assert_eq!(reason(&status(state::FOLLOWING, 61_000)), t("Lagging"));
+        assert_eq!(reason(&status(state::STOPPED, 0)), t("Stopped"));
+        assert_eq!(reason(&status(state::DIVERGED, 0)), t("Diverged"));
+        assert_eq!(reason(&status(state::PROMOTING, 0)), f("Promoting"));
+        let promoted = standby_behind(&status(state::PROMOTED, 0));
+        assert!(
+            promoted.message.contains("revision 40 of p"),
+            "{}",
+            promoted.message
+        );
     }
 }

@@ -166,6 +166,9 @@ fn register_all(m: &Metrics, r: &mut Registry) {
     reg(r, "tls_not_after_timestamp", "When the cluster's CA (ca) and its earliest member certificate (member) end, Unix time", Some(Unit::Seconds), &m.status.tls_not_after);
     reg(r, "backup_chain_behind", "With continuous backups: 1 while condition BackupChainBehind is true (the store lags the cluster's changes, or the chain ended), else 0", None, &m.status.chain_behind);
     reg(r, "backup_chain_synced_timestamp", "With continuous backups: when the store last held every change of the cluster, Unix time", Some(Unit::Seconds), &m.status.chain_synced);
+    reg(r, "standby_behind", "A standby: 1 while condition StandbyBehind is true (stopped, diverged, or lagging its source), else 0", None, &m.status.standby_behind);
+    reg(r, "standby_lag_revisions", "A standby: source revisions known and not applied yet", None, &m.status.standby_lag_revisions);
+    reg(r, "standby_lag", "A standby: how long ago the source wrote the first revision not applied yet", Some(Unit::Seconds), &m.status.standby_lag);
 }
 
 /// Registers one family under `name` (a Family is a handle: the clone

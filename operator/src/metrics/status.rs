@@ -13,6 +13,9 @@
 //! | `etcd_operator_tls_not_after_timestamp_seconds` | certificate | when the cluster's CA (`ca`) and the earliest member certificate (`member`) end |
 //! | `etcd_operator_backup_chain_behind` | | with continuous backups: 1 while condition `BackupChainBehind` is true (the store lags the cluster, or the chain ended), else 0 |
 //! | `etcd_operator_backup_chain_synced_timestamp_seconds` | | with continuous backups: when the store last held every change of the cluster (`status.backup.continuous.syncedTime`) |
+//! | `etcd_operator_standby_behind` | | a standby: 1 while condition `StandbyBehind` is true (stopped, diverged, or lagging its source), else 0 |
+//! | `etcd_operator_standby_lag_revisions` | | a standby: source revisions known and not applied yet |
+//! | `etcd_operator_standby_lag_seconds` | | a standby: how long ago the source wrote the first revision not applied yet (0 when none) |
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -60,6 +63,9 @@ pub(super) struct StatusFamilies {
     pub(super) tls_not_after: Family<CertLabels, Seconds>,
     pub(super) chain_behind: Family<ClusterLabels, Gauge>,
     pub(super) chain_synced: Family<ClusterLabels, Seconds>,
+    pub(super) standby_behind: Family<ClusterLabels, Gauge>,
+    pub(super) standby_lag_revisions: Family<ClusterLabels, Gauge>,
+    pub(super) standby_lag: Family<ClusterLabels, Seconds>,
     shown: Mutex<HashMap<ClusterLabels, Shown>>,
 }
 
@@ -103,6 +109,9 @@ impl StatusFamilies {
         self.backup_interval.remove(l);
         self.chain_behind.remove(l);
         self.chain_synced.remove(l);
+        self.standby_behind.remove(l);
+        self.standby_lag_revisions.remove(l);
+        self.standby_lag.remove(l);
         let shown = self
             .shown
             .lock()
@@ -195,6 +204,23 @@ impl ClusterMetrics {
             }
         }
 
+        match (condition("StandbyBehind"), status.standby.as_ref()) {
+            (Some(c), Some(s)) => {
+                f.standby_behind
+                    .get_or_create(l)
+                    .set(i64::from(c.status == "True"));
+                f.standby_lag_revisions
+                    .get_or_create(l)
+                    .set(s.lag_revisions);
+                f.standby_lag.get_or_create(l).set(s.lag_ms as f64 / 1000.0);
+            }
+            _ => {
+                f.standby_behind.remove(l);
+                f.standby_lag_revisions.remove(l);
+                f.standby_lag.remove(l);
+            }
+        }
+
         let tls = status.tls.as_ref();
         for (name, at) in [
             ("ca", tls.and_then(|t| t.ca_not_after.as_deref())),
@@ -235,7 +261,13 @@ pub(super) fn everything() -> EtcdClusterStatus {
             cond("Available", "True", "QuorumAvailable"),
             cond("Degraded", "True", "NoSpaceAlarm"),
             cond("BackupChainBehind", "True", "StoreBehind"),
+            cond("StandbyBehind", "True", "Lagging"),
         ],
+        standby: Some(crate::crd::StandbyStatus {
+            lag_revisions: 7,
+            lag_ms: 90_000,
+            ..Default::default()
+        }),
         backup: Some(crate::crd::BackupStatus {
             last_restore_check: Some(crate::crd::RestoreCheckStatus {
                 result: "mismatch".into(),
@@ -279,6 +311,9 @@ mod tests {
             r#"etcd_operator_tls_not_after_timestamp_seconds{namespace="",cluster="demo",certificate="ca"} 1893456000"#,
             r#"etcd_operator_backup_chain_behind{namespace="",cluster="demo"} 1"#,
             r#"etcd_operator_backup_chain_synced_timestamp_seconds{namespace="",cluster="demo"} 1893456000"#,
+            r#"etcd_operator_standby_behind{namespace="",cluster="demo"} 1"#,
+            r#"etcd_operator_standby_lag_revisions{namespace="",cluster="demo"} 7"#,
+            r#"etcd_operator_standby_lag_seconds{namespace="",cluster="demo"} 90.0"#,
         ] {
             assert!(text.contains(line), "{line} missing in\n{text}");
         }
@@ -300,7 +335,7 @@ mod family_tests {
     #[test]
     fn family_names_lists_every_registered_family() {
         let names = crate::metrics::family_names();
-        assert_eq!(names.len(), 19, "{names:?}");
+        assert_eq!(names.len(), 22, "{names:?}");
         assert!(
             names
                 .iter()

@@ -97,6 +97,11 @@ impl Applier {
         self.status().state == state::PROMOTED
     }
 
+    /// Whether it was asked to promote and is not done yet.
+    pub fn promoting(&self) -> bool {
+        *self.promote.borrow() && !self.promoted()
+    }
+
     /// The members it may apply through, preferred first.
     pub fn offer(&self, candidates: Vec<Candidate>) {
         self.candidates.send_if_modified(|c| {
