@@ -102,6 +102,16 @@ pub async fn find<S: BackupStore>(
         }
         break;
     }
+    // Following an older chain (catching up): the newest one says how far
+    // the source is.
+    if let (Some(n), Some(c)) = (ours.first(), &found.chain)
+        && n.name != c.base
+        && let Ok(newest) = store.chain(source, n).await
+        && newest.last_revision() > found.newest_revision
+    {
+        found.newest_revision = newest.last_revision();
+        found.newest_ms = newest.last_unix_ms().or(Some(n.unix_ms));
+    }
     if found.chain.is_none() && found.stop.is_none() {
         if let Some(why) = other {
             found.stop = Some(why);
@@ -123,6 +133,127 @@ pub async fn find<S: BackupStore>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backup::chain::{self, Chain};
+    use crate::backup::delta::{Event, Revision, Segment};
+    use crate::platform::local::backups::LocalBackups;
+    use crate::platform::local::binaries::Binaries;
+
+    const MINUTE: u64 = 60_000;
+
+    /// A backup of `src` (uid `uid`) at `revision`, written at `at_ms`,
+    /// with a chain of one segment per `(first, last)` range.
+    fn backup(
+        dir: &std::path::Path,
+        uid: &str,
+        stamp: &str,
+        revision: i64,
+        at_ms: u64,
+        chain: &[(i64, i64)],
+    ) {
+        let name = format!("{}-{stamp}", crate::backup::name_prefix("src", Some(uid)));
+        let db = dir.join(format!("{name}.db"));
+        crate::backup::tests::fake_snapshot(&db, name.as_bytes());
+        let meta = BackupMeta {
+            cluster: "src".into(),
+            uid: Some(uid.into()),
+            revision,
+            ..crate::backup::tests::meta(&name, at_ms, "ab".into())
+        };
+        crate::backup::write_meta(dir, &meta).expect("meta");
+        let mut c = Chain::start(&meta);
+        for (first, last) in chain {
+            let s = Segment {
+                base: name.clone(),
+                seq: c.next_seq(),
+                unix_ms: at_ms,
+                revisions: (*first..=*last)
+                    .map(|r| Revision {
+                        revision: r,
+                        events: vec![Event::Put {
+                            key: b"k".to_vec(),
+                            value: vec![],
+                        }],
+                    })
+                    .collect(),
+                prev: c.next_prev,
+            };
+            chain::write(dir, &s).expect("segment");
+            let (_, hash) = crate::backup::delta::encode(&s);
+            c.next_prev = hash;
+            c.segments.push(s);
+        }
+    }
+
+    #[tokio::test]
+    async fn the_chain_holding_the_next_revision_is_found_across_overlapping_chains_and_a_gap_stops()
+     {
+        let state = tempfile::tempdir().expect("tempdir");
+        let dir = state.path().join("backups/src");
+        std::fs::create_dir_all(&dir).expect("dir");
+        let now = 100 * MINUTE;
+        backup(
+            &dir,
+            "aaaaaaaa1",
+            "20261206-100000-000",
+            10,
+            now - 10 * MINUTE,
+            &[(11, 15), (16, 20)],
+        );
+        backup(
+            &dir,
+            "aaaaaaaa1",
+            "20261206-100500-000",
+            18,
+            now - 5 * MINUTE,
+            &[(19, 25)],
+        );
+        let store = LocalBackups::new(state.path(), std::sync::Arc::new(Binaries::new(Vec::new())));
+        let mut source = Location::of("dr", None);
+        source.source = Some("src".into());
+        let pinned = Some("aaaaaaaa1");
+        let find = |after| {
+            let (store, source) = (&store, &source);
+            async move {
+                find(store, source, pinned, after, now)
+                    .await
+                    .expect("found")
+            }
+        };
+        let f = find(12).await;
+        let first = f.chain.as_ref().map(|c| c.base_revision);
+        assert_eq!(
+            (first, f.newest_revision, f.stop.is_none()),
+            (Some(10), 25, true)
+        );
+        // Past the first chain's end: the second one (it overlaps).
+        assert_eq!(find(20).await.chain.map(|c| c.base_revision), Some(18));
+        // Up to date: nothing to apply, nothing wrong.
+        let f = find(25).await;
+        assert!(f.chain.is_none() && f.stop.is_none(), "{f:?}");
+        // A newer backup no chain reaches: a gap once it is old enough.
+        backup(
+            &dir,
+            "aaaaaaaa1",
+            "20261206-101000-000",
+            40,
+            now - 2 * MINUTE,
+            &[],
+        );
+        let f = find(25).await;
+        let stop = f.stop.expect("a gap");
+        assert!(stop.contains("revisions 26 to 40"), "{stop}");
+        // The source re-created under its name: not followed.
+        backup(
+            &dir,
+            "bbbbbbbb2",
+            "20261206-101500-000",
+            3,
+            now - MINUTE,
+            &[],
+        );
+        let f = find(40).await;
+        assert!(f.stop.is_some_and(|s| s.contains("re-created")));
+    }
 
     fn meta(name: &str, uid: Option<&str>) -> BackupMeta {
         BackupMeta {
