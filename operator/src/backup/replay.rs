@@ -51,6 +51,32 @@ pub struct Replayed {
     pub last_unix_ms: Option<u64>,
 }
 
+/// A client of the member `source` for applying revisions (each call
+/// bounded by [`TIMEOUT`]).
+pub async fn connect(source: Source<'_>) -> std::result::Result<Client, String> {
+    let mut opts = ConnectOptions::new()
+        .with_connect_timeout(Duration::from_secs(5))
+        .with_timeout(TIMEOUT);
+    if let Some(tls) = source.tls.filter(|_| crate::tls::is_https(source.url)) {
+        opts = opts.with_tls(tls.options());
+    }
+    tokio::time::timeout(TIMEOUT, Client::connect([source.url], Some(opts)))
+        .await
+        .map_err(|_| "no connection".to_string())?
+        .map_err(|e| e.to_string())
+}
+
+/// The operations of revision `rev`, in its order: one transaction.
+pub fn ops(rev: &super::delta::Revision) -> Vec<TxnOp> {
+    rev.events
+        .iter()
+        .map(|e| match e {
+            Event::Put { key, value } => TxnOp::put(key.clone(), value.clone(), None),
+            Event::Delete { key } => TxnOp::delete(key.clone(), None),
+        })
+        .collect()
+}
+
 /// Applies the segments of `chain` through `source`.
 pub async fn apply(source: Source<'_>, chain: &Chain) -> Result<Replayed> {
     let fail = |message: String| Error::Snapshot {
@@ -58,16 +84,7 @@ pub async fn apply(source: Source<'_>, chain: &Chain) -> Result<Replayed> {
         url: source.url.into(),
         message: format!("replaying delta segments: {message}"),
     };
-    let mut opts = ConnectOptions::new()
-        .with_connect_timeout(Duration::from_secs(5))
-        .with_timeout(TIMEOUT);
-    if let Some(tls) = source.tls.filter(|_| crate::tls::is_https(source.url)) {
-        opts = opts.with_tls(tls.options());
-    }
-    let mut client = tokio::time::timeout(TIMEOUT, Client::connect([source.url], Some(opts)))
-        .await
-        .map_err(|_| fail("no connection".into()))?
-        .map_err(|e| fail(e.to_string()))?;
+    let mut client = connect(source).await.map_err(fail)?;
     let head = client
         .get(vec![0u8], Some(GetOptions::new().with_count_only()))
         .await
@@ -76,14 +93,7 @@ pub async fn apply(source: Source<'_>, chain: &Chain) -> Result<Replayed> {
     let mut out = Replayed::default();
     for segment in &chain.segments {
         for rev in &segment.revisions {
-            let ops: Vec<TxnOp> = rev
-                .events
-                .iter()
-                .map(|e| match e {
-                    Event::Put { key, value } => TxnOp::put(key.clone(), value.clone(), None),
-                    Event::Delete { key } => TxnOp::delete(key.clone(), None),
-                })
-                .collect();
+            let ops = ops(rev);
             for part in ops.chunks(MAX_TXN_OPS) {
                 let resp = client
                     .txn(Txn::new().and_then(part.to_vec()))

@@ -117,26 +117,33 @@ impl<P: Platform> Cluster<P> {
 
     /// Offers the ready members (followers first) to the schedule.
     pub(super) fn offer_backup_sources(&self, obs: &Observation) {
-        let Some(schedule) = &self.schedule else {
-            return;
-        };
+        if let Some(schedule) = &self.schedule {
+            schedule.offer(self.ready_candidates(obs, false));
+        }
+    }
+
+    /// The ready voting members as candidates to work through (with the
+    /// client certificate for `https://` URLs), the leader first or last.
+    pub(super) fn ready_candidates(
+        &self,
+        obs: &Observation,
+        leader_first: bool,
+    ) -> Vec<crate::backup::Candidate> {
         let mut ready: Vec<_> = obs
             .members
             .iter()
             .filter(|m| m.ready && obs.observed.membership_known && !m.learner)
             .collect();
-        ready.sort_by_key(|m| m.leader);
-        schedule.offer(
-            ready
-                .iter()
-                .map(|m| {
-                    let tls = crate::tls::is_https(&m.client_url)
-                        .then(|| self.tls.client().cloned())
-                        .flatten();
-                    (m.name.clone(), m.client_url.clone(), tls)
-                })
-                .collect(),
-        );
+        ready.sort_by_key(|m| m.leader != leader_first);
+        ready
+            .iter()
+            .map(|m| {
+                let tls = crate::tls::is_https(&m.client_url)
+                    .then(|| self.tls.client().cloned())
+                    .flatten();
+                (m.name.clone(), m.client_url.clone(), tls)
+            })
+            .collect()
     }
 
     /// The revision of the newest verified backup to rebuild from, if one

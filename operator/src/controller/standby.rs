@@ -130,29 +130,12 @@ impl<P: Platform> Cluster<P> {
         }
     }
 
-    /// Offers the ready members to the applier.
+    /// Offers the ready members to the applier, the leader first: every
+    /// transaction goes through it anyway.
     pub(super) fn offer_standby_members(&self, obs: &Observation) {
-        let Some(applier) = &self.standby else {
-            return;
-        };
-        let mut ready: Vec<_> = obs
-            .members
-            .iter()
-            .filter(|m| m.ready && obs.observed.membership_known && !m.learner)
-            .collect();
-        // The leader first: every transaction goes through it anyway.
-        ready.sort_by_key(|m| !m.leader);
-        applier.offer(
-            ready
-                .iter()
-                .map(|m| {
-                    let tls = crate::tls::is_https(&m.client_url)
-                        .then(|| self.tls.client().cloned())
-                        .flatten();
-                    (m.name.clone(), m.client_url.clone(), tls)
-                })
-                .collect(),
-        );
+        if let Some(applier) = &self.standby {
+            applier.offer(self.ready_candidates(obs, true));
+        }
     }
 }
 

@@ -3,19 +3,15 @@
 //! in order, each as one transaction that must land at the source's
 //! revision.
 
-use std::time::Duration;
-
-use etcd_client::{Client, ConnectOptions, GetOptions, Txn, TxnOp};
+use etcd_client::{Client, GetOptions, Txn};
 
 use super::source::{self, Found};
 use super::state;
 use crate::backup::delta::{Event, Revision};
-use crate::backup::{BackupStore, Candidate, Location};
+use crate::backup::{BackupStore, Candidate, Location, replay};
 use crate::crd::StandbyStatus;
 use crate::units::rfc3339_ms;
 
-/// Longest wait for a connection or an answer.
-const TIMEOUT: Duration = Duration::from_secs(10);
 /// Most revisions applied in one pass (status is said between passes).
 const PER_PASS: usize = 2000;
 
@@ -97,16 +93,12 @@ pub async fn pass<S: BackupStore>(
         member: member.clone(),
         message,
     };
-    let mut opts = ConnectOptions::new()
-        .with_connect_timeout(Duration::from_secs(5))
-        .with_timeout(TIMEOUT);
-    if let Some(tls) = tls.as_ref().filter(|_| crate::tls::is_https(url)) {
-        opts = opts.with_tls(tls.options());
-    }
-    let mut client = tokio::time::timeout(TIMEOUT, Client::connect([url.as_str()], Some(opts)))
-        .await
-        .map_err(|_| fail("no connection".into()))?
-        .map_err(|e| fail(e.to_string()))?;
+    let source_member = crate::backup::Source {
+        member,
+        url,
+        tls: tls.as_ref(),
+    };
+    let mut client = replay::connect(source_member).await.map_err(fail)?;
     let head = client
         .get(vec![0u8], Some(GetOptions::new().with_count_only()))
         .await
@@ -182,16 +174,8 @@ pub async fn pass<S: BackupStore>(
 
 /// Applies `rev` as one transaction; the revision it landed at.
 async fn one(client: &mut Client, rev: &Revision) -> Result<i64, String> {
-    let ops: Vec<TxnOp> = rev
-        .events
-        .iter()
-        .map(|e| match e {
-            Event::Put { key, value } => TxnOp::put(key.clone(), value.clone(), None),
-            Event::Delete { key } => TxnOp::delete(key.clone(), None),
-        })
-        .collect();
     let resp = client
-        .txn(Txn::new().and_then(ops))
+        .txn(Txn::new().and_then(replay::ops(rev)))
         .await
         .map_err(|e| format!("applying revision {}: {e}", rev.revision))?;
     resp.header().map(|h| h.revision()).ok_or_else(|| {
