@@ -1,4 +1,5 @@
-//! The conditions of a cluster's backups, computed on each pass from
+//! The conditions of a cluster's backups, and of a standby (fed by its
+//! source's backups): `StandbyBehind` ([`standby_behind`]). Computed on each pass from
 //! `status.backup` (what the schedule and the follower found in the store)
 //! and the time: never remembered from an earlier pass, so each clears as
 //! soon as its cause is gone. Neither ever makes the cluster `Degraded`: a
@@ -15,7 +16,8 @@
 
 use std::time::{Duration, SystemTime};
 
-use crate::crd::{BackupStatus, ChainStatus, Condition};
+use crate::crd::{BackupStatus, ChainStatus, Condition, StandbyStatus};
+use crate::standby::state;
 
 /// How long the store may go without holding every change before the
 /// chain counts as behind: five segment intervals, at least 15 s (the
@@ -133,6 +135,67 @@ pub fn chain_behind(
     })
 }
 
+/// How far a standby may lag its source (the time since the source wrote
+/// the first revision not applied) before it counts as behind.
+pub const STANDBY_LAG: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// `StandbyBehind`, computed from `s` on each pass: True while the standby
+/// is stopped, diverged or lags its source by more than [`STANDBY_LAG`];
+/// False while it follows (or once promoted, saying what it applied).
+pub fn standby_behind(s: &StandbyStatus) -> crate::crd::Condition {
+    const TYPE: &str = "StandbyBehind";
+    let applied = format!(
+        "revision {} of {} (written {})",
+        s.applied_revision,
+        s.source,
+        s.applied_time.as_deref().unwrap_or("at an unknown time")
+    );
+    let why = s.message.clone().unwrap_or_default();
+    match s.state.as_str() {
+        state::STOPPED => cond(TYPE, true, "Stopped", why),
+        state::DIVERGED => cond(TYPE, true, "Diverged", why),
+        state::PROMOTED => cond(
+            TYPE,
+            false,
+            "Promoted",
+            format!(
+                "promoted at {}: a cluster of its own; the last change applied was {applied}",
+                s.promoted_at.as_deref().unwrap_or("?")
+            ),
+        ),
+        state::PROMOTING => cond(
+            TYPE,
+            false,
+            "Promoting",
+            format!("applying what the store still holds before it goes on alone; at {applied}"),
+        ),
+        _ if u64::try_from(s.lag_ms).unwrap_or(0) > STANDBY_LAG.as_millis() as u64 => cond(
+            TYPE,
+            true,
+            "Lagging",
+            format!(
+                "{} source revisions not applied, the first written {:.1} s ago; at {applied}{}",
+                s.lag_revisions,
+                s.lag_ms as f64 / 1000.0,
+                if why.is_empty() {
+                    String::new()
+                } else {
+                    format!("; {why}")
+                }
+            ),
+        ),
+        _ => cond(
+            TYPE,
+            false,
+            "Following",
+            format!(
+                "at {applied}; {} source revisions known and not applied yet",
+                s.lag_revisions
+            ),
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -226,5 +289,38 @@ mod tests {
         assert_eq!(backups_failing(&b).reason, "SegmentsFailing");
         b.last_error = Some("backup failed".into());
         assert_eq!(backups_failing(&b).reason, "BackupFailed");
+    }
+
+    fn status(state: &str, lag_ms: i64) -> StandbyStatus {
+        StandbyStatus {
+            state: state.into(),
+            source: "p".into(),
+            applied_revision: 40,
+            lag_revisions: 3,
+            lag_ms,
+            message: Some("why".into()),
+            ..StandbyStatus::default()
+        }
+    }
+
+    #[test]
+    fn a_standby_is_behind_when_stopped_diverged_or_lagging_and_clears_when_it_follows() {
+        let reason = |s: &StandbyStatus| {
+            let c = standby_behind(s);
+            (c.status, c.reason)
+        };
+        let t = |r: &str| ("True".to_string(), r.to_string());
+        let f = |r: &str| ("False".to_string(), r.to_string());
+        assert_eq!(reason(&status(state::FOLLOWING, 500)), f("Following"));
+        assert_eq!(reason(&status(state::FOLLOWING, 61_000)), t("Lagging"));
+        assert_eq!(reason(&status(state::STOPPED, 0)), t("Stopped"));
+        assert_eq!(reason(&status(state::DIVERGED, 0)), t("Diverged"));
+        assert_eq!(reason(&status(state::PROMOTING, 0)), f("Promoting"));
+        let promoted = standby_behind(&status(state::PROMOTED, 0));
+        assert!(
+            promoted.message.contains("revision 40 of p"),
+            "{}",
+            promoted.message
+        );
     }
 }

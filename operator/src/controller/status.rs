@@ -257,7 +257,9 @@ pub fn build(
         .as_ref()
         .zip(segment_interval)
         .and_then(|(b, i)| chain_behind(b, i, at));
-    let standby_cond = standby.as_ref().map(super::standby::standby_behind);
+    let standby_cond = standby
+        .as_ref()
+        .map(super::backup_conditions::standby_behind);
     let conditions = [
         Some(available),
         Some(progressing),
