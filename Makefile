@@ -56,6 +56,7 @@ bench: setup release
 	$(CARGO) bench -q -p etcd-operator --bench object_store
 	$(CARGO) bench -q -p etcd-operator --bench handover
 	$(CARGO) bench -q -p etcd-operator --bench recovery
+	$(CARGO) bench -q -p etcd-operator --bench standby
 	$(CARGO) bench -q -p chaos-monkey --bench faults
 	$(CARGO) run --release -q -p soak --bin soak -- bench
 	$(CARGO) bench -q -p soak --bench checker

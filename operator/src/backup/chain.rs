@@ -97,25 +97,25 @@ pub fn segment_files(dir: &Path) -> Vec<(String, u64, PathBuf)> {
 
 /// Reads the chain of `base` in `dir`, up to its first bad segment.
 pub fn read(dir: &Path, base: &BackupMeta) -> Chain {
-    read_below(dir, base, u64::MAX)
+    read_on(dir, Chain::start(base))
 }
 
-/// [`read`] of the segments numbered below `end` only (the files of the
-/// others are left out, as if there were none).
-pub fn read_below(dir: &Path, base: &BackupMeta, end: u64) -> Chain {
-    let mut chain = Chain::start(base);
+/// `chain` (read before) extended with the segments of `dir` numbered
+/// after its last one, up to the first bad one: only those are read.
+pub fn read_on(dir: &Path, mut chain: Chain) -> Chain {
+    let from = chain.next_seq();
     let files: Vec<_> = segment_files(dir)
         .into_iter()
-        .filter(|(b, seq, _)| *b == base.name && *seq < end)
+        .filter(|(b, seq, _)| *b == chain.base && *seq >= from)
         .collect();
     chain.files = files.len();
-    for (expected, (_, seq, path)) in (1u64..).zip(files) {
+    for (expected, (_, seq, path)) in (from..).zip(files) {
         let name = path.file_name().map(|n| n.to_string_lossy().to_string());
         let name = name.unwrap_or_default();
         if seq != expected {
             chain.cut = Some(format!(
                 "segment {expected} of {} is missing (the next file is {name})",
-                base.name
+                chain.base
             ));
             break;
         }
@@ -124,7 +124,7 @@ pub fn read_below(dir: &Path, base: &BackupMeta, end: u64) -> Chain {
             Ok(bytes) => chain.link(seq, &name, &bytes),
         };
         if let Err(p) = linked {
-            chain.cut = Some(format!("the chain of {} is cut at {p}", base.name));
+            chain.cut = Some(format!("the chain of {} is cut at {p}", chain.base));
             break;
         }
     }
@@ -132,6 +132,18 @@ pub fn read_below(dir: &Path, base: &BackupMeta, end: u64) -> Chain {
 }
 
 impl Chain {
+    /// This chain with only its last segment kept (what is needed to read
+    /// it on: [`read_on`], [`super::BackupStore::chain_on`]).
+    #[must_use]
+    pub fn tail(&self) -> Self {
+        Chain {
+            segments: self.segments.last().cloned().into_iter().collect(),
+            cut: None,
+            files: 0,
+            ..self.clone()
+        }
+    }
+
     /// The chain of `base` with no segment yet.
     pub fn start(base: &BackupMeta) -> Self {
         Chain {

@@ -299,6 +299,19 @@ pub trait BackupStore: Send + Sync + 'static {
         }
     }
 
+    /// [`Self::chain`] read on from `chain` (read before): only the
+    /// segments numbered after its last one are read. Stores that cannot
+    /// read a part read it whole.
+    fn chain_on(
+        &self,
+        location: &Location,
+        base: &BackupMeta,
+        chain: super::chain::Chain,
+    ) -> impl Future<Output = Result<super::chain::Chain>> + Send {
+        let _ = chain;
+        self.chain(location, base)
+    }
+
     /// Writes a delta segment beside its base backup.
     fn append(
         &self,

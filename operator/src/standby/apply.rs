@@ -87,7 +87,7 @@ pub async fn pass<S: BackupStore>(
     source: &Location,
     pinned: Option<&str>,
     (member, url, tls): &Candidate,
-    checked: &mut bool,
+    (checked, cache): (&mut bool, &mut Option<source::Cached>),
 ) -> Result<Pass, Error> {
     let fail = |message: String| Error::Member {
         member: member.clone(),
@@ -104,8 +104,12 @@ pub async fn pass<S: BackupStore>(
         .await
         .map_err(|e| fail(e.to_string()))?;
     let mut at = head.header().map_or(0, |h| h.revision());
-    let found: Found =
-        source::find(store, source, pinned, at, crate::backup::follow::now_ms()).await?;
+    if !*checked {
+        // The check needs the segment holding revision `at`: read whole.
+        *cache = None;
+    }
+    let now = crate::backup::follow::now_ms();
+    let found: Found = source::find(store, source, pinned, (at, now), cache).await?;
     let mut pass = Pass {
         applied: at,
         newest: (found.newest_revision, found.newest_ms),

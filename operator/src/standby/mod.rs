@@ -32,8 +32,9 @@ use tokio::task::JoinHandle;
 use crate::backup::{BackupStore, Candidate, Location, task};
 use crate::crd::StandbyStatus;
 
-/// How often the store is looked at while the standby is up to date.
-pub const POLL: Duration = Duration::from_secs(1);
+/// How often the store is looked at while the standby is up to date (a
+/// listing of the source's backups each time).
+pub const POLL: Duration = Duration::from_millis(500);
 
 /// The states a standby is in ([`StandbyStatus::state`]).
 pub mod state {
@@ -149,6 +150,8 @@ async fn run<S: BackupStore>(
     // Set once the standby's revision was checked against the source's
     // through the member in use (again after each failure).
     let mut checked = false;
+    // The end of the chain read last (only what follows is read next).
+    let mut cache = None;
     loop {
         let promote = *promoting.borrow_and_update();
         if promote {
@@ -165,7 +168,8 @@ async fn run<S: BackupStore>(
             let Some(member) = sources.pick().await else {
                 continue;
             };
-            Some(apply::pass(&*store, &source, pinned.as_deref(), &member, &mut checked).await)
+            let state = (&mut checked, &mut cache);
+            Some(apply::pass(&*store, &source, pinned.as_deref(), &member, state).await)
         };
         let stopped = match pass {
             None => true,

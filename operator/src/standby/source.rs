@@ -16,6 +16,18 @@ use crate::backup::{BackupMeta, BackupStore, Location, Result};
 /// its next segment, a few seconds later).
 pub const GAP_GRACE: Duration = Duration::from_secs(60);
 
+/// How often the chain being followed is read whole again (checked from
+/// its first segment on); between, only its new segments are read.
+pub const FULL_READ: Duration = Duration::from_secs(30);
+
+/// The end of the chain read last, so that the next pass reads only what
+/// came after it.
+#[derive(Clone, Debug)]
+pub struct Cached {
+    tail: Chain,
+    read_whole_at: std::time::Instant,
+}
+
 /// What the store holds past revision `after`.
 #[derive(Clone, Debug, Default)]
 pub struct Found {
@@ -58,8 +70,8 @@ pub async fn find<S: BackupStore>(
     store: &S,
     source: &Location,
     pinned: Option<&str>,
-    after: i64,
-    now_ms: u64,
+    (after, now_ms): (i64, u64),
+    cache: &mut Option<Cached>,
 ) -> Result<Found> {
     let (ours, other) = ours(store.list(source).await?, pinned);
     let mut found = Found::default();
@@ -71,7 +83,35 @@ pub async fn find<S: BackupStore>(
             found.newest_ms = found.newest_ms.max(Some(meta.unix_ms));
             continue;
         }
-        let chain = store.chain(source, meta).await?;
+        // Read on only from a tail that holds the next revision to apply
+        // (a standby set back, e.g. re-created, reads the chain whole).
+        let reuse = cache.take().filter(|c| {
+            let tail_from = c
+                .tail
+                .segments
+                .first()
+                .map_or(c.tail.base_revision, |s| s.first_revision() - 1);
+            c.tail.base == meta.name && tail_from <= after && c.read_whole_at.elapsed() < FULL_READ
+        });
+        let chain = match reuse {
+            Some(c) => {
+                let read_whole_at = c.read_whole_at;
+                let chain = store.chain_on(source, meta, c.tail).await?;
+                *cache = Some(Cached {
+                    tail: chain.tail(),
+                    read_whole_at,
+                });
+                chain
+            }
+            None => {
+                let chain = store.chain(source, meta).await?;
+                *cache = Some(Cached {
+                    tail: chain.tail(),
+                    read_whole_at: std::time::Instant::now(),
+                });
+                chain
+            }
+        };
         if chain.last_revision() > found.newest_revision {
             found.newest_revision = chain.last_revision();
             found.newest_ms = chain.last_unix_ms().or(Some(meta.unix_ms));
@@ -214,7 +254,8 @@ mod tests {
         let find = |after| {
             let (store, source) = (&store, &source);
             async move {
-                find(store, source, pinned, after, now)
+                let mut fresh = None;
+                super::find(store, source, pinned, (after, now), &mut fresh)
                     .await
                     .expect("found")
             }
@@ -230,6 +271,28 @@ mod tests {
         // Up to date: nothing to apply, nothing wrong.
         let f = find(25).await;
         assert!(f.chain.is_none() && f.stop.is_none(), "{f:?}");
+        // Read on from what was read before: the same answer, reading only
+        // what follows.
+        let mut cache = None;
+        let whole = super::find(&store, &source, pinned, (12, now), &mut cache)
+            .await
+            .expect("found");
+        let on = super::find(&store, &source, pinned, (16, now), &mut cache)
+            .await
+            .expect("found");
+        assert_eq!(whole.chain.map(|c| c.last_revision()), Some(20));
+        let on = on.chain.expect("the same chain");
+        assert_eq!(
+            (on.segments.len(), on.last_revision()),
+            (1, 20),
+            "only the tail is kept"
+        );
+        // Set back below the tail: read whole again, from the first segment.
+        let back = super::find(&store, &source, pinned, (12, now), &mut cache)
+            .await
+            .expect("found");
+        let back = back.chain.expect("the chain");
+        assert!(back.segments.len() > 1, "read whole: {back:?}");
         // A newer backup no chain reaches: a gap once it is old enough.
         backup(
             &dir,

@@ -270,6 +270,24 @@ impl BackupStore for LocalBackups {
             .map_err(|e| Error::Tool(format!("reading the chain failed: {e}")))
     }
 
+    async fn chain_on(
+        &self,
+        location: &Location,
+        base: &BackupMeta,
+        chain: chain::Chain,
+    ) -> Result<chain::Chain> {
+        if chain.base != base.name {
+            return self.chain(location, base).await;
+        }
+        if location.object.is_some() {
+            return self.object.chain_on(location, chain).await;
+        }
+        let dir = self.dir(location);
+        tokio::task::spawn_blocking(move || chain::read_on(&dir, chain))
+            .await
+            .map_err(|e| Error::Tool(format!("reading the chain failed: {e}")))
+    }
+
     async fn append(&self, location: &Location, segment: &delta::Segment) -> Result<()> {
         if location.object.is_some() {
             return self.object.append(location, segment).await;

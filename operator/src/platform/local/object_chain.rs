@@ -42,24 +42,31 @@ impl ObjectBackups {
     /// otherwise the chain ends there, cut when the store holds segments
     /// after it.
     pub async fn chain(&self, location: &Location, base: &BackupMeta) -> Result<Chain> {
+        self.chain_on(location, Chain::start(base)).await
+    }
+
+    /// [`Self::chain`] from `chain` on (a chain read before: only the
+    /// segments numbered after its last one are walked).
+    pub async fn chain_on(&self, location: &Location, chain: Chain) -> Result<Chain> {
         let (bucket, prefix) = self.bucket(location).await?;
         let dir = self.local_dir(location, SEGMENTS)?;
         // Another cluster's backups (a restore's, a standby's source) are
         // only read: what is staged here is only what was read from there.
         let read_only = location.source.is_some();
         let objects = bucket.list(&prefix).await?;
+        let base_name = chain.base.clone();
         let stored: BTreeMap<u64, &backup::object::client::Object> = objects
             .iter()
             .filter_map(|o| {
                 let (b, seq) = chain::parse_file_name(&o.name)?;
-                (b == base.name).then_some((seq, o))
+                (b == base_name).then_some((seq, o))
             })
             .collect();
-        let mut chain = Chain::start(base);
+        let mut chain = chain;
         chain.files = stored.len();
-        let mut seq = 1u64;
+        let mut seq = chain.next_seq();
         loop {
-            let file = chain::segment_file(&base.name, seq);
+            let file = chain::segment_file(&base_name, seq);
             let key = format!("{prefix}/{file}");
             let staged = dir.join(&file);
             let kept = tokio::fs::read(&staged).await.ok();
@@ -106,7 +113,7 @@ impl ObjectBackups {
                 },
                 None => Some(format!(
                     "segment {seq} of {} is missing in {}",
-                    base.name,
+                    base_name,
                     bucket.describe(&format!("{prefix}/"))
                 )),
             };
@@ -123,7 +130,7 @@ impl ObjectBackups {
                 let stored = bucket.upload(&staged, &key).await?;
                 self.remember(&key, Seen::uploaded(&stored));
                 tracing::warn!(
-                    segment = seq, base = %base.name,
+                    segment = seq, base = %base_name,
                     "{problem}: uploaded the copy staged here (an upload cut off, or a store that \
                      lost or changed it), before anything newer"
                 );
@@ -135,7 +142,7 @@ impl ObjectBackups {
                 chain.cut = Some(format!(
                     "the chain of {} is cut at {problem} ({after} segment files after it are \
                      not used)",
-                    base.name
+                    base_name
                 ));
             }
             break;
@@ -144,7 +151,7 @@ impl ObjectBackups {
         // before them is nowhere): they go, so the follower can write
         // those numbers anew.
         for (b, n, path) in chain::segment_files(&dir) {
-            if b == base.name && n >= seq && !stored.contains_key(&n) && !read_only {
+            if b == base_name && n >= seq && !stored.contains_key(&n) && !read_only {
                 let _ = std::fs::remove_file(path);
             }
         }

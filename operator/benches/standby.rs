@@ -1,0 +1,198 @@
+//! A standby's lag (issue 36), beside `etcdctl make-mirror` on the same
+//! load in the same run. One operator runs a 3-member primary with
+//! continuous backups (`segmentInterval: 1s`) into an S3 bucket (moto's
+//! server, started here) and a 1-member standby of it through that bucket;
+//! `make-mirror` copies the primary into a plain 1-member cluster of its own
+//! (the floor: a live copy over the network, with none of the standby's
+//! guarantees). A sequential writer writes to the primary for
+//! `BENCH_STANDBY_SECS` (default 30); every 20th acknowledged write is
+//! looked up on both copies (every 20 ms) until it is there: its lag is
+//! from its acknowledgement to then. Then the standby is promoted: the time
+//! from `promote: true` to the first write it accepts.
+//!
+//! Prints numbers and ratios; never passes or fails on time. Needs
+//! `.venv/bin/moto_server` and etcd 3.5's `etcdctl` (ci/setup).
+
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use etcd_operator::testing::acked::Writer;
+use etcd_operator::testing::s3::S3Server;
+use etcd_operator::testing::{Env, binaries, client_urls, manifest};
+
+const BUCKET: &str = "bench";
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Probes while the load runs: a probe key written to the primary, then
+/// looked up on each copy every 10 ms until there (at most `within`); its
+/// lag on each copy is from the probe's acknowledgement to then. Probes
+/// follow each other for `for_`.
+fn probe_lags(
+    primary: &[String],
+    copies: &[Vec<String>],
+    for_: Duration,
+    within: Duration,
+) -> Vec<Vec<Duration>> {
+    rt().block_on(async {
+        let mut p = etcd_client::Client::connect(primary, None).await.unwrap();
+        let mut cs = Vec::new();
+        for urls in copies {
+            cs.push(
+                etcd_client::Client::connect(urls.as_slice(), None)
+                    .await
+                    .unwrap(),
+            );
+        }
+        let mut out = vec![Vec::new(); copies.len()];
+        let end = Instant::now() + for_;
+        let mut i = 0u64;
+        while Instant::now() < end {
+            let (key, value) = (format!("probe/{i}"), format!("{i}"));
+            p.put(key.as_str(), value.as_str(), None).await.unwrap();
+            let at = Instant::now();
+            // Each copy is looked at in turn every 10 ms until each has it.
+            let mut found: Vec<Option<Duration>> = vec![None; cs.len()];
+            while found.iter().any(Option::is_none) {
+                for (c, f) in cs.iter_mut().zip(found.iter_mut()) {
+                    if f.is_some() {
+                        continue;
+                    }
+                    let got = c.get(key.as_str(), None).await.ok();
+                    let there = got
+                        .as_ref()
+                        .and_then(|g| g.kvs().first())
+                        .is_some_and(|kv| kv.value() == value.as_bytes());
+                    if there || at.elapsed() > within {
+                        *f = Some(at.elapsed());
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            for (lags, f) in out.iter_mut().zip(found) {
+                lags.extend(f);
+            }
+            i += 1;
+        }
+        out
+    })
+}
+
+fn main() {
+    etcd_operator::tls::install_crypto_provider();
+    let secs: u64 = std::env::var("BENCH_STANDBY_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(30);
+    let s3 = S3Server::start();
+    s3.create_bucket(BUCKET);
+    for (k, v) in s3.credentials() {
+        // SAFETY: set before any thread of this process starts.
+        #[allow(unsafe_code)]
+        unsafe {
+            std::env::set_var(k, v)
+        };
+    }
+    let mut env = Env::new();
+    env.operator_env.extend(s3.credentials());
+    let store = format!(
+        "      objectStore:\n        url: s3://{BUCKET}/b\n        endpoint: {}\n",
+        s3.endpoint()
+    );
+    let mut p = manifest("p", 3, "3.4.23");
+    p.push_str("  backup:\n    interval: 1h\n    maxBackups: 2\n");
+    p.push_str("    continuous:\n      segmentInterval: 1s\n    location:\n");
+    p.push_str(&store);
+    let standby = |promote: bool| {
+        let mut s = manifest("s", 1, "3.4.23");
+        s.push_str("  standby:\n    cluster: p\n    location:\n");
+        s.push_str(&store.replace("      ", "        "));
+        if promote {
+            s.push_str("    promote: true\n");
+        }
+        s
+    };
+    env.write_manifest("p.yaml", &p);
+    env.write_manifest("m.yaml", &manifest("m", 1, "3.4.23"));
+    env.start_operator();
+    let primary = env.wait_running("p", 3);
+    let mirror = env.wait_running("m", 1);
+    env.wait_for("a full backup of the primary", || {
+        env.status("p")?.status?.backup?.last_backup
+    });
+    env.write_manifest("s.yaml", &standby(false));
+    let copy = env.wait_running("s", 1);
+    env.wait_for("the standby following", || {
+        (env.status("s")?.status?.standby?.state == "Following").then_some(())
+    });
+    // The floor: make-mirror from the primary into the plain cluster.
+    let mut mm = Command::new(binaries().join("3.5.1/etcdctl"))
+        .env("ETCDCTL_API", "3")
+        .args([
+            "make-mirror",
+            "--endpoints",
+            &client_urls(&primary).join(","),
+        ])
+        .arg(&client_urls(&mirror)[0])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let writer = Writer::start(client_urls(&primary), "w/");
+    let lags = probe_lags(
+        &client_urls(&primary),
+        &[client_urls(&copy), client_urls(&mirror)],
+        Duration::from_secs(secs),
+        Duration::from_secs(30),
+    );
+    let acked = writer.stop();
+    let _ = mm.kill();
+    let _ = mm.wait();
+    let rate = acked.len() as f64 / secs as f64;
+    println!(
+        "standby lag beside a writer at {rate:.0} writes/s ({} probes), segmentInterval 1s \
+         through S3 (moto):",
+        lags[0].len()
+    );
+    let late = |l: &[Duration]| {
+        let (m, p) = support::stats(l);
+        let max = l.iter().max().copied().unwrap_or_default();
+        format!("median {m:.3}s p99 {p:.3}s max {:.3}s", max.as_secs_f64())
+    };
+    println!(
+        "  the standby (revision for revision):   {}",
+        late(&lags[0])
+    );
+    println!(
+        "  etcdctl make-mirror (floor, live copy): {}",
+        late(&lags[1])
+    );
+    let s = env.status("s").and_then(|c| c.status?.standby).unwrap();
+    println!(
+        "  the standby at revision {}, the primary's newest in the store {}",
+        s.applied_revision, s.source_revision
+    );
+    // Promote: from the spec change to the first write it accepts.
+    let t0 = Instant::now();
+    env.write_manifest("s.yaml", &standby(true));
+    env.wait_for("the standby promoted", || {
+        (env.status("s")?.status?.standby?.state == "Promoted").then_some(())
+    });
+    let promoted = t0.elapsed();
+    let out = env.etcdctl(&client_urls(&copy), &["put", "own", "1"]);
+    assert!(out.status.success(), "{out:?}");
+    println!(
+        "  promote -> promoted in status {:.3}s, first write accepted {:.3}s",
+        promoted.as_secs_f64(),
+        t0.elapsed().as_secs_f64()
+    );
+}
