@@ -4,7 +4,8 @@
 //! server, started here) and a 1-member standby of it through that bucket;
 //! `make-mirror` copies the primary into a plain 1-member cluster of its own
 //! (the floor: a live copy over the network, with none of the standby's
-//! guarantees). A sequential writer writes to the primary for
+//! guarantees), and a second standby follows the primary's members live
+//! (`spec.standby.stream`). A sequential writer writes to the primary for
 //! `BENCH_STANDBY_SECS` (default 30); every 20th acknowledged write is
 //! looked up on both copies (every 20 ms) until it is there: its lag is
 //! from its acknowledgement to then. Then the standby is promoted: the time
@@ -130,9 +131,20 @@ fn main() {
         env.status("p")?.status?.backup?.last_backup
     });
     env.write_manifest("s.yaml", &standby(false));
+    let mut l = manifest("l", 1, "3.4.23");
+    l.push_str("  standby:\n    cluster: p\n    location:\n");
+    l.push_str(&store.replace("      ", "        "));
+    l.push_str("    stream:\n      endpoints:\n");
+    for u in client_urls(&primary) {
+        l.push_str(&format!("        - {u}\n"));
+    }
+    env.write_manifest("l.yaml", &l);
     let copy = env.wait_running("s", 1);
-    env.wait_for("the standby following", || {
-        (env.status("s")?.status?.standby?.state == "Following").then_some(())
+    let live = env.wait_running("l", 1);
+    env.wait_for("the standbys following", || {
+        let s = env.status("s")?.status?.standby?;
+        let l = env.status("l")?.status?.standby?;
+        (s.state == "Following" && l.via.as_deref() == Some("stream")).then_some(())
     });
     // The floor: make-mirror from the primary into the plain cluster.
     let mut mm = Command::new(binaries().join("3.5.1/etcdctl"))
@@ -150,7 +162,7 @@ fn main() {
     let writer = Writer::start(client_urls(&primary), "w/");
     let lags = probe_lags(
         &client_urls(&primary),
-        &[client_urls(&copy), client_urls(&mirror)],
+        &[client_urls(&copy), client_urls(&live), client_urls(&mirror)],
         Duration::from_secs(secs),
         Duration::from_secs(30),
     );
@@ -169,12 +181,23 @@ fn main() {
         format!("median {m:.3}s p99 {p:.3}s max {:.3}s", max.as_secs_f64())
     };
     println!(
-        "  the standby (revision for revision):   {}",
+        "  the standby through the store:          {}",
         late(&lags[0])
     );
     println!(
-        "  etcdctl make-mirror (floor, live copy): {}",
+        "  the standby following live (stream):    {}",
         late(&lags[1])
+    );
+    println!(
+        "  etcdctl make-mirror (floor, live copy): {}",
+        late(&lags[2])
+    );
+    let (live_p50, live_p99) = support::stats(&lags[1]);
+    let (mm_p50, mm_p99) = support::stats(&lags[2]);
+    println!(
+        "  live standby / make-mirror: p50 {:.2}x, p99 {:.2}x",
+        live_p50 / mm_p50.max(1e-9),
+        live_p99 / mm_p99.max(1e-9)
     );
     let s = env.status("s").and_then(|c| c.status?.standby).unwrap();
     println!(

@@ -372,7 +372,7 @@ pub struct RecoverySpec {
 pub mod admission;
 mod backup_spec;
 mod standby_spec;
-pub use standby_spec::StandbySpec;
+pub use standby_spec::{StandbySpec, StandbyStream};
 mod bounds;
 pub mod reference;
 pub use backup_spec::*;

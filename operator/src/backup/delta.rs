@@ -66,6 +66,30 @@ pub struct Revision {
     pub events: Vec<Event>,
 }
 
+/// Adds a watched event to `revisions` (grouped by revision, in order):
+/// its revision, or `None` for an event without a key-value.
+pub fn push_watched(revisions: &mut Vec<Revision>, ev: &etcd_client::Event) -> Option<i64> {
+    let kv = ev.kv()?;
+    let rev = kv.mod_revision();
+    let event = match ev.event_type() {
+        etcd_client::EventType::Put => Event::Put {
+            key: kv.key().to_vec(),
+            value: kv.value().to_vec(),
+        },
+        etcd_client::EventType::Delete => Event::Delete {
+            key: kv.key().to_vec(),
+        },
+    };
+    match revisions.last_mut() {
+        Some(r) if r.revision == rev => r.events.push(event),
+        _ => revisions.push(Revision {
+            revision: rev,
+            events: vec![event],
+        }),
+    }
+    Some(rev)
+}
+
 /// One delta segment.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Segment {

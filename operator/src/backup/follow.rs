@@ -24,12 +24,12 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use etcd_client::{Client, ConnectOptions, EventType, WatchOptions};
+use etcd_client::{Client, ConnectOptions, WatchOptions};
 use tokio::sync::{Notify, watch};
 
 use super::Candidate;
 use super::chain::Chain;
-use super::delta::{self, Event, Revision, Segment};
+use super::delta::{self, Revision, Segment};
 use super::{BackupMeta, BackupStore, Location, task};
 use crate::crd::{BackupStatus, ChainStatus};
 use crate::validate::ContinuousPolicy;
@@ -42,7 +42,7 @@ const TIMEOUT: Duration = Duration::from_secs(5);
 /// default): far past tonic's default of 4 MiB, which made the follower
 /// fail on the same response forever once large values were written.
 /// etcd's own Go client takes up to `math.MaxInt32`, as here.
-const MAX_WATCH_MESSAGE: usize = (1 << 31) - 1;
+pub const MAX_WATCH_MESSAGE: usize = (1 << 31) - 1;
 /// How often the chain is read back from the store and checked: a segment
 /// damaged or deleted after it was written ends the chain there.
 const RECHECK: Duration = Duration::from_secs(10);
@@ -381,19 +381,11 @@ async fn follow<S: BackupStore>(
                     w.heard_all(now_ms());
                 }
                 for ev in msg.events() {
-                    let Some(kv) = ev.kv() else { continue };
-                    let rev = kv.mod_revision();
+                    let Some(rev) = ev.kv().map(etcd_client::KeyValue::mod_revision) else { continue };
                     if rev <= w.chain.last_revision() || w.pending.last().is_some_and(|p| rev < p.revision) {
                         continue;
                     }
-                    let event = match ev.event_type() {
-                        EventType::Put => Event::Put { key: kv.key().to_vec(), value: kv.value().to_vec() },
-                        EventType::Delete => Event::Delete { key: kv.key().to_vec() },
-                    };
-                    match w.pending.last_mut() {
-                        Some(p) if p.revision == rev => p.events.push(event),
-                        _ => w.pending.push(Revision { revision: rev, events: vec![event] }),
-                    }
+                    delta::push_watched(&mut w.pending, ev);
                     waiting += 1;
                 }
                 waiting >= policy.max_events

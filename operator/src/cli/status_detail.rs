@@ -41,9 +41,14 @@ pub fn details(cluster: &EtcdCluster, now: SystemTime) -> String {
         let at = |t: &Option<String>| t.as_deref().map_or("?".into(), |t| when(t, now));
         let _ = writeln!(
             out,
-            "standby of {}: {}, at revision {} (written by the source {}); {} revisions known \
-             and not applied{}{}",
+            "standby of {}{}: {}, at revision {} (written by the source {}); {} revisions \
+             known and not applied{}{}",
             printable(&sb.source),
+            match sb.via.as_deref() {
+                Some(crate::standby::VIA_STREAM) => " (live, from its members)",
+                Some(crate::standby::VIA_STORE) => " (from its backups)",
+                _ => "",
+            },
             printable(&sb.state),
             sb.applied_revision,
             at(&sb.applied_time),

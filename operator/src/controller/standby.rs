@@ -119,9 +119,15 @@ impl<P: Platform> Cluster<P> {
             return;
         };
         let location = source_location(&self.name, &standby);
-        if !self.standby.as_ref().is_some_and(|a| a.follows(&location)) {
+        let stream = standby.stream.as_ref();
+        if !self
+            .standby
+            .as_ref()
+            .is_some_and(|a| a.follows(&location, stream))
+        {
             let store = self.platform.backups();
-            self.standby = Some(Applier::start(store, location, record));
+            let how = (location, standby.stream.clone());
+            self.standby = Some(Applier::start(store, how, record));
         }
         if standby.promote
             && let Some(a) = &self.standby

@@ -1,4 +1,5 @@
-//! `spec.standby`: a standby of another cluster, kept up from its backups.
+//! `spec.standby`: a standby of another cluster, kept up from its backups
+//! or from a live watch of its members.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -11,8 +12,10 @@ use super::RestoreLocation;
 /// (`spec.backup.continuous` on the source), as they appear in the source's
 /// backup location; no network path to the source is needed. Each source
 /// revision is one transaction here, so this cluster's revision is the
-/// source's at the point applied. Leases are not carried. Local platform
-/// for now.
+/// source's at the point applied. Leases are not carried. With `stream`,
+/// the source's changes are applied as its members send them (a watch),
+/// the store's chain taking over whenever the watch cannot go on. Local
+/// platform for now.
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct StandbySpec {
@@ -29,4 +32,28 @@ pub struct StandbySpec {
     /// the same. A promoted cluster never follows again.
     #[serde(default)]
     pub promote: bool,
+    /// Follow the source live: a watch of its members from the standby's
+    /// revision on, each source revision applied as it arrives (lag: the
+    /// time to carry it over the network). When the watch cannot reach
+    /// back (the source compacted past the standby's revision) or no
+    /// member answers, the store's chain takes over until the watch can
+    /// go on. The source's backups are still needed: the standby is
+    /// created from them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<StandbyStream>,
+}
+
+/// Where the source's members answer, for [`StandbySpec::stream`].
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StandbyStream {
+    /// The source members' client URLs (`http://HOST:PORT` or
+    /// `https://HOST:PORT`), as `etcd-operator status SOURCE` lists them;
+    /// 1 to 9.
+    pub endpoints: Vec<String>,
+    /// For `https://` endpoints: an absolute path to a folder with
+    /// `ca.crt` (the CAs the source's members are checked against),
+    /// `tls.crt` and `tls.key` (a client certificate they accept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_path: Option<String>,
 }

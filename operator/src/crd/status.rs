@@ -196,11 +196,16 @@ pub struct StandbyStatus {
     /// the same name is another cluster and is not followed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source_uid: Option<String>,
+    /// How the source's changes arrive: `stream` (a live watch of its
+    /// members, `spec.standby.stream`) or `store` (the chain of its
+    /// backups).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
     /// The last source revision applied here: this cluster's revision.
     #[serde(default)]
     pub applied_revision: i64,
     /// When the source wrote it (the time of the segment that holds it,
-    /// RFC 3339, ms).
+    /// RFC 3339, ms; streaming: when it arrived).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub applied_time: Option<String>,
     /// The newest source revision known (in the store).

@@ -13,7 +13,7 @@ use crate::crd::StandbyStatus;
 use crate::units::rfc3339_ms;
 
 /// Most revisions applied in one pass (status is said between passes).
-const PER_PASS: usize = 2000;
+pub const PER_PASS: usize = 2000;
 
 /// Why a pass failed (it is tried again, through another member).
 #[derive(Debug, thiserror::Error)]
@@ -44,12 +44,16 @@ pub struct Pass {
     pub pending_ms: Option<u64>,
     /// Why it cannot go on: the state to say and the reason.
     pub stop: Option<(&'static str, String)>,
+    /// How the source's changes arrived ([`super::VIA_STORE`],
+    /// [`super::VIA_STREAM`]).
+    pub via: &'static str,
 }
 
 impl Pass {
     /// Says this pass in `s`.
     pub fn report(&self, s: &mut StandbyStatus) {
         s.applied_revision = self.applied;
+        s.via = Some(self.via.to_string());
         if let Some(ms) = self.applied_ms {
             s.applied_time = Some(rfc3339_ms(ms));
         }
@@ -112,6 +116,7 @@ pub async fn pass<S: BackupStore>(
     let found: Found = source::find(store, source, pinned, (at, now), cache).await?;
     let mut pass = Pass {
         applied: at,
+        via: super::VIA_STORE,
         newest: (found.newest_revision, found.newest_ms),
         stop: found.stop.map(|why| (state::STOPPED, why)),
         ..Pass::default()
@@ -156,15 +161,7 @@ pub async fn pass<S: BackupStore>(
             }
             let landed = one(&mut client, rev).await.map_err(fail)?;
             if landed != rev.revision {
-                pass.stop = Some((
-                    state::DIVERGED,
-                    format!(
-                        "source revision {} landed at revision {landed} here: something other \
-                         than the standby's applier wrote to it; nothing more is applied \
-                         (promote it, or create the standby again)",
-                        rev.revision
-                    ),
-                ));
+                pass.stop = Some((state::DIVERGED, landed_elsewhere(rev, landed)));
                 return Ok(pass);
             }
             at = landed;
@@ -176,8 +173,18 @@ pub async fn pass<S: BackupStore>(
     Ok(pass)
 }
 
+/// Why a revision that landed at `landed` here means the standby diverged.
+pub fn landed_elsewhere(rev: &Revision, landed: i64) -> String {
+    format!(
+        "source revision {} landed at revision {landed} here: something other than the \
+         standby's applier wrote to it; nothing more is applied (promote it, or create the \
+         standby again)",
+        rev.revision
+    )
+}
+
 /// Applies `rev` as one transaction; the revision it landed at.
-async fn one(client: &mut Client, rev: &Revision) -> Result<i64, String> {
+pub async fn one(client: &mut Client, rev: &Revision) -> Result<i64, String> {
     let resp = client
         .txn(Txn::new().and_then(replay::ops(rev)))
         .await
@@ -194,7 +201,7 @@ async fn one(client: &mut Client, rev: &Revision) -> Result<i64, String> {
 /// source's revision `rev` wrote (said in words), or `None` when it holds
 /// it: each key `rev` put holds its value, written at that revision; each
 /// key it deleted is gone.
-async fn differs(client: &mut Client, rev: &Revision) -> Result<Option<String>, String> {
+pub async fn differs(client: &mut Client, rev: &Revision) -> Result<Option<String>, String> {
     for e in &rev.events {
         let key = match e {
             Event::Put { key, .. } | Event::Delete { key } => key,

@@ -22,6 +22,7 @@
 
 pub mod apply;
 pub mod source;
+pub mod stream;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -31,10 +32,23 @@ use tokio::task::JoinHandle;
 
 use crate::backup::{BackupStore, Candidate, Location, task};
 use crate::crd::StandbyStatus;
+use crate::validate::standby::Stream;
 
 /// How often the store is looked at while the standby is up to date (a
 /// listing of the source's backups each time).
 pub const POLL: Duration = Duration::from_millis(500);
+
+/// How long the store's chain is followed after the watch failed before
+/// the watch is tried again (`spec.standby.stream`).
+pub const LIVE_RETRY: Duration = Duration::from_secs(5);
+/// Failed passes in a row after which a promotion goes on without the
+/// source (neither the store nor its members answer).
+pub const PROMOTE_AFTER_FAILURES: u32 = 3;
+
+/// [`StandbyStatus::via`]: the source's changes come from its backups.
+pub const VIA_STORE: &str = "store";
+/// [`StandbyStatus::via`]: from a live watch of its members.
+pub const VIA_STREAM: &str = "stream";
 
 /// The states a standby is in ([`StandbyStatus::state`]).
 pub mod state {
@@ -54,6 +68,7 @@ pub mod state {
 #[derive(Debug)]
 pub struct Applier {
     source: Location,
+    stream: Option<Stream>,
     candidates: watch::Sender<Vec<Candidate>>,
     promote: watch::Sender<bool>,
     status: Arc<Mutex<StandbyStatus>>,
@@ -61,9 +76,14 @@ pub struct Applier {
 }
 
 impl Applier {
-    /// Starts following `source` (the source cluster's backups) into the
-    /// members offered, from `status` (the source's uid pinned in it).
-    pub fn start<S: BackupStore>(store: Arc<S>, source: Location, status: StandbyStatus) -> Self {
+    /// Starts following `source` (the source cluster's backups, and its
+    /// members live when `stream` names them) into the members offered,
+    /// from `status` (the source's uid pinned in it).
+    pub fn start<S: BackupStore>(
+        store: Arc<S>,
+        (source, stream): (Location, Option<Stream>),
+        status: StandbyStatus,
+    ) -> Self {
         let (candidates, offered) = watch::channel(Vec::new());
         let (promote, promoting) = watch::channel(false);
         let status = Arc::new(Mutex::new(status));
@@ -72,7 +92,7 @@ impl Applier {
         let task = tokio::spawn(tracing::Instrument::instrument(
             run(
                 store,
-                source.clone(),
+                (source.clone(), stream.clone()),
                 offered,
                 promoting,
                 Arc::clone(&status),
@@ -81,6 +101,7 @@ impl Applier {
         ));
         Applier {
             source,
+            stream,
             candidates,
             promote,
             status,
@@ -88,9 +109,10 @@ impl Applier {
         }
     }
 
-    /// Whether this applier follows `source` (a promoted one is done).
-    pub fn follows(&self, source: &Location) -> bool {
-        self.source == *source
+    /// Whether this applier follows `source` the way `stream` says (a
+    /// promoted one is done).
+    pub fn follows(&self, source: &Location, stream: Option<&Stream>) -> bool {
+        self.source == *source && self.stream.as_ref() == stream
     }
 
     /// Whether it is done: promoted.
@@ -141,7 +163,7 @@ fn update(status: &Mutex<StandbyStatus>, f: impl FnOnce(&mut StandbyStatus)) {
 /// The applier's loop, until promoted (or aborted).
 async fn run<S: BackupStore>(
     store: Arc<S>,
-    source: Location,
+    (source, stream): (Location, Option<Stream>),
     offered: watch::Receiver<Vec<Candidate>>,
     mut promoting: watch::Receiver<bool>,
     status: Arc<Mutex<StandbyStatus>>,
@@ -152,6 +174,10 @@ async fn run<S: BackupStore>(
     let mut checked = false;
     // The end of the chain read last (only what follows is read next).
     let mut cache = None;
+    let mut live = stream.map(stream::Live::new);
+    // Why the watch is not followed now, and when to try it again.
+    let mut live_failed: Option<(String, tokio::time::Instant)> = None;
+    let mut failures = 0u32;
     loop {
         let promote = *promoting.borrow_and_update();
         if promote {
@@ -168,21 +194,59 @@ async fn run<S: BackupStore>(
             let Some(member) = sources.pick().await else {
                 continue;
             };
-            let state = (&mut checked, &mut cache);
-            Some(apply::pass(&*store, &source, pinned.as_deref(), &member, state).await)
+            let now = tokio::time::Instant::now();
+            let live_now = live_failed.as_ref().is_none_or(|(_, retry)| now >= *retry);
+            let mut streamed = None;
+            if let Some(l) = live.as_mut().filter(|_| live_now) {
+                match l.pass(&member, &mut checked).await {
+                    Ok(p) => {
+                        live_failed = None;
+                        streamed = Some(Ok(p));
+                    }
+                    Err(stream::Error::Member { member, message }) => {
+                        streamed = Some(Err(format!("{member}: {message}")));
+                    }
+                    Err(stream::Error::Source(why)) => {
+                        tracing::warn!("{why}; following the store's chain meanwhile");
+                        live_failed = Some((why, now + LIVE_RETRY));
+                        checked = false;
+                    }
+                }
+            }
+            let pass = match streamed {
+                Some(p) => p,
+                None => {
+                    let state = (&mut checked, &mut cache);
+                    apply::pass(&*store, &source, pinned.as_deref(), &member, state)
+                        .await
+                        .map_err(|e| e.to_string())
+                }
+            };
+            Some(pass)
         };
         let stopped = match pass {
             None => true,
             Some(pass) => match pass {
                 Ok(p) => {
-                    update(&status, |s| p.report(s));
+                    failures = 0;
+                    update(&status, |s| {
+                        p.report(s);
+                        if let Some((why, _)) = live_failed.as_ref().filter(|_| s.message.is_none())
+                        {
+                            s.message = Some(why.clone());
+                        }
+                    });
                     p.stop.is_some()
                 }
                 Err(e) => {
+                    failures += 1;
                     sources.failed();
                     checked = false;
+                    if let Some(l) = live.as_mut() {
+                        l.reset();
+                    }
                     tracing::warn!("following the source failed (will retry): {e}");
-                    update(&status, |s| s.message = Some(e.to_string()));
+                    update(&status, |s| s.message = Some(e.clone()));
                     false
                 }
             },
@@ -192,10 +256,19 @@ async fn run<S: BackupStore>(
             .unwrap_or_else(|e| e.into_inner())
             .lag_revisions
             > 0;
-        if promote && (stopped || !behind) {
+        let unreachable = failures >= PROMOTE_AFTER_FAILURES;
+        if promote && (stopped || !behind || unreachable) {
             update(&status, |s| {
                 s.state = state::PROMOTED.into();
                 s.promoted_at = Some(crate::units::rfc3339_ms(crate::backup::follow::now_ms()));
+                if unreachable {
+                    s.message = Some(format!(
+                        "promoted without the source's last changes: {} ({failures} tries \
+                         failed); this cluster holds the source's revisions up to {}",
+                        s.message.clone().unwrap_or_default(),
+                        s.applied_revision
+                    ));
+                }
             });
             let s = status.lock().unwrap_or_else(|e| e.into_inner()).clone();
             tracing::info!(
@@ -204,7 +277,9 @@ async fn run<S: BackupStore>(
             );
             return;
         }
-        if behind && !stopped {
+        // The watch waits within its pass; the store is polled.
+        let streaming = live.is_some() && live_failed.is_none() && failures == 0;
+        if (behind && !stopped) || streaming {
             continue;
         }
         tokio::select! {
