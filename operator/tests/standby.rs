@@ -6,125 +6,24 @@
 //! healed and applying resumes with nothing applied twice; a write to the
 //! standby by anything else is found (`Diverged`) and nothing more is
 //! applied; promoting under load keeps every write the primary acknowledged
-//! up to the revision status reports. Streaming (`spec.standby.stream`):
-//! the same, from a live watch of the primary's members, the store's chain
-//! taking over while no member answers.
+//! up to the revision status reports. Following live: `standby_live.rs`.
 
 #[allow(dead_code)]
 #[path = "common/store.rs"]
 mod store;
 
+#[allow(dead_code)]
+#[path = "common/standby.rs"]
+mod standby;
+
 use std::collections::HashMap;
 use std::time::Instant;
 
-use etcd_operator::crd::{EtcdCluster, StandbyStatus};
 use etcd_operator::testing::acked::{Writer, read_prefix};
 use etcd_operator::testing::s3::S3Server;
-use etcd_operator::testing::{Env, client_urls, kill9, manifest};
-use store::{BUCKET, Place, env_with, object_store, rt};
-
-/// The primary: backups (to `location`, a manifest block at 6 spaces, or
-/// the default folder) with 1 s delta segments.
-fn primary(name: &str, location: Option<String>) -> String {
-    let mut m = manifest(name, 3, "3.4.23");
-    m.push_str("  backup:\n    interval: 1h\n    maxBackups: 2\n");
-    m.push_str("    continuous:\n      segmentInterval: 1s\n");
-    if let Some(l) = location {
-        m.push_str("    location:\n");
-        m.push_str(&l);
-    }
-    m
-}
-
-/// A standby of `source` (its backups at `location`, a block at 6 spaces).
-fn standby(name: &str, size: u32, source: &str, location: Option<String>, promote: bool) -> String {
-    live_standby(name, size, source, (location, &[]), promote)
-}
-
-/// A standby of `source` following its members at `endpoints` live (none:
-/// from the store only).
-fn live_standby(
-    name: &str,
-    size: u32,
-    source: &str,
-    (location, endpoints): (Option<String>, &[String]),
-    promote: bool,
-) -> String {
-    let mut m = manifest(name, size, "3.4.23");
-    m.push_str(&format!("  standby:\n    cluster: {source}\n"));
-    if !endpoints.is_empty() {
-        m.push_str("    stream:\n      endpoints:\n");
-        for e in endpoints {
-            m.push_str(&format!("        - {e}\n"));
-        }
-    }
-    if let Some(l) = location {
-        m.push_str("    location:\n");
-        m.push_str(&l);
-    }
-    if promote {
-        m.push_str("    promote: true\n");
-    }
-    m
-}
-
-/// The standby status of `cluster`.
-fn standby_status(env: &Env, cluster: &str) -> Option<StandbyStatus> {
-    env.status(cluster)?.status?.standby
-}
-
-/// The revision and `HashKV` at `revision` of the member at `url`.
-fn hash_at(url: &str, revision: i64) -> (i64, u32, i64) {
-    rt().block_on(async {
-        let mut c = etcd_client::Client::connect([url], None)
-            .await
-            .expect("connect");
-        let h = c.hash_kv(revision).await.expect("hash_kv");
-        let head = h.header().map_or(0, |h| h.revision());
-        (head, h.hash(), h.compact_version())
-    })
-}
-
-/// The revision the cluster at `urls` is at.
-fn revision(urls: &[String]) -> i64 {
-    rt().block_on(async {
-        let mut c = etcd_client::Client::connect(urls, None)
-            .await
-            .expect("connect");
-        let r = c.get("x", None).await.expect("get");
-        r.header().map_or(0, |h| h.revision())
-    })
-}
-
-/// Waits until the standby `name` applied revision `target`, and checks
-/// that its revision and `HashKV` at `target` are the primary's.
-fn assert_same_as_primary(
-    env: &Env,
-    name: &str,
-    primary: &EtcdCluster,
-    target: i64,
-) -> EtcdCluster {
-    let s = env.wait_for(&format!("the standby at revision {target}"), || {
-        let s = standby_status(env, name)?;
-        (s.applied_revision == target).then_some(s)
-    });
-    assert_eq!(s.lag_revisions, 0, "{s:?}");
-    let c = env.wait_running(name, env.status(name).map_or(1, |c| c.spec.size as usize));
-    let here = client_urls(&c);
-    assert_eq!(
-        revision(&here),
-        target,
-        "the standby's revision is the source's"
-    );
-    let (_, theirs, their_compact) = hash_at(&client_urls(primary)[0], target);
-    for url in &here {
-        let (_, ours, our_compact) = hash_at(url, target);
-        assert_eq!(our_compact, their_compact, "no compaction on either side");
-        assert_eq!(ours, theirs, "HashKV at {target} of {url} is the primary's");
-    }
-    println!("MEASURED: standby {name} at revision {target}, HashKV {theirs:#x} as the primary's");
-    c
-}
+use etcd_operator::testing::{Env, client_urls, kill9};
+use standby::{assert_same_as_primary, primary, revision, standby, standby_status};
+use store::{BUCKET, Place, env_with, object_store};
 
 #[test]
 fn a_standby_follows_its_primary_from_a_folder_revision_for_revision_and_is_promoted() {
@@ -273,7 +172,6 @@ fn a_write_to_a_standby_is_found_and_nothing_more_is_applied() {
     let diverged = env.wait_for("the standby diverged", || {
         standby_status(&env, "b").filter(|s| s.state == "Diverged")
     });
-    writer.stop();
     let message = diverged.message.clone().unwrap_or_default();
     assert!(
         message.contains("something other than the standby's applier"),
@@ -286,97 +184,11 @@ fn a_write_to_a_standby_is_found_and_nothing_more_is_applied() {
         let p = env.status("a")?.status?.backup?.continuous?;
         (p.last_revision > here + 10).then_some(())
     });
+    writer.stop();
     assert_eq!(
         revision(&client_urls(&b)),
         here,
         "nothing applied after the divergence"
     );
     let _ = a;
-}
-
-#[test]
-fn a_standby_follows_its_primary_live_and_the_store_takes_over_while_no_member_answers() {
-    let mut env = Env::new();
-    env.write_manifest("lp.yaml", &primary("lp", None));
-    env.start_operator();
-    let lp = env.wait_running("lp", 3);
-    env.wait_for("a full backup of the primary", || {
-        env.status("lp")?.status?.backup?.last_backup
-    });
-    let urls = client_urls(&lp);
-    let writer = Writer::start(urls.clone(), "w/");
-    let live =
-        |endpoints: &[String], promote| live_standby("ls", 1, "lp", (None, endpoints), promote);
-    env.write_manifest("ls.yaml", &live(&urls, false));
-    let ls = env.wait_running("ls", 1);
-    let first = env.wait_for("the standby following live", || {
-        let s = standby_status(&env, "ls")?;
-        (s.via.as_deref() == Some("stream") && s.applied_revision > 100).then_some(s)
-    });
-    // A probe written to the primary, looked for on the standby: the lag
-    // of the live path (printed, never judged).
-    let probe = Instant::now();
-    let put = env.etcdctl(&urls, &["put", "probe", "1"]);
-    assert!(put.status.success(), "{put:?}");
-    env.wait_for("the probe on the standby", || {
-        let found = read_prefix(&client_urls(&ls), "probe");
-        (!found.is_empty()).then_some(())
-    });
-    println!(
-        "MEASURED: a write on the primary reached the live standby in {} ms (from revision {})",
-        probe.elapsed().as_millis(),
-        first.applied_revision
-    );
-
-    // A primary member killed: the watch goes on through the others.
-    let victim = lp.status.as_ref().expect("status").members[0].name.clone();
-    let pid = env.pid("lp", &victim).expect("runs");
-    kill9(pid);
-    let after_kill = standby_status(&env, "ls").map_or(0, |s| s.applied_revision);
-    env.wait_for("applying live past the kill", || {
-        let s = standby_status(&env, "ls")?;
-        (s.via.as_deref() == Some("stream") && s.applied_revision > after_kill + 100).then_some(())
-    });
-
-    // No member answers where the stream points: the store's chain takes
-    // over, and says why.
-    let nowhere = vec!["http://127.0.0.1:1".to_string()];
-    env.write_manifest("ls.yaml", &live(&nowhere, false));
-    let fell_back = env.wait_for("the standby following from the store, saying why", || {
-        let s = standby_status(&env, "ls")?;
-        let why = s.message.as_deref().unwrap_or_default();
-        (s.via.as_deref() == Some("store") && why.contains("127.0.0.1:1")).then_some(s)
-    });
-    env.wait_for("applying from the store", || {
-        let s = standby_status(&env, "ls")?;
-        (s.applied_revision > fell_back.applied_revision + 100).then_some(())
-    });
-    // Back to the members: live again.
-    env.write_manifest("ls.yaml", &live(&urls, false));
-    env.wait_for("the standby following live again", || {
-        let s = standby_status(&env, "ls")?;
-        (s.via.as_deref() == Some("stream") && s.message.is_none()).then_some(())
-    });
-    let acked = writer.stop();
-    let target = revision(&urls);
-    let ls = assert_same_as_primary(&env, "ls", &lp, target);
-    let found: HashMap<String, String> = read_prefix(&client_urls(&ls), "w/").into_iter().collect();
-    let missing = acked
-        .iter()
-        .filter(|a| found.get(&a.key) != Some(&a.value))
-        .count();
-    assert_eq!(missing, 0, "every acknowledged write is on the standby");
-
-    let promoting = Instant::now();
-    env.write_manifest("ls.yaml", &live(&urls, true));
-    let promoted = env.wait_for("the standby promoted", || {
-        standby_status(&env, "ls").filter(|s| s.state == "Promoted")
-    });
-    let out = env.etcdctl(&client_urls(&ls), &["put", "own", "1"]);
-    assert!(out.status.success(), "{out:?}");
-    println!(
-        "MEASURED: live standby promoted to first write accepted in {} ms",
-        promoting.elapsed().as_millis()
-    );
-    assert_eq!(promoted.applied_revision, target, "{promoted:?}");
 }

@@ -1,0 +1,117 @@
+//! What the standby tests share: the primary's and the standby's
+//! manifests, the standby's status, and the proof that a standby holds the
+//! primary's revision with its `HashKV`.
+
+use etcd_operator::crd::{EtcdCluster, StandbyStatus};
+use etcd_operator::testing::{Env, client_urls, manifest};
+
+use crate::store::rt;
+
+/// The primary: backups (to `location`, a manifest block at 6 spaces, or
+/// the default folder) with 1 s delta segments.
+pub fn primary(name: &str, location: Option<String>) -> String {
+    let mut m = manifest(name, 3, "3.4.23");
+    m.push_str("  backup:\n    interval: 1h\n    maxBackups: 2\n");
+    m.push_str("    continuous:\n      segmentInterval: 1s\n");
+    if let Some(l) = location {
+        m.push_str("    location:\n");
+        m.push_str(&l);
+    }
+    m
+}
+
+/// A standby of `source` (its backups at `location`, a block at 6 spaces).
+pub fn standby(
+    name: &str,
+    size: u32,
+    source: &str,
+    location: Option<String>,
+    promote: bool,
+) -> String {
+    live_standby(name, size, source, (location, &[]), promote)
+}
+
+/// A standby of `source` following its members at `endpoints` live (none:
+/// from the store only).
+pub fn live_standby(
+    name: &str,
+    size: u32,
+    source: &str,
+    (location, endpoints): (Option<String>, &[String]),
+    promote: bool,
+) -> String {
+    let mut m = manifest(name, size, "3.4.23");
+    m.push_str(&format!("  standby:\n    cluster: {source}\n"));
+    if !endpoints.is_empty() {
+        m.push_str("    stream:\n      endpoints:\n");
+        for e in endpoints {
+            m.push_str(&format!("        - {e}\n"));
+        }
+    }
+    if let Some(l) = location {
+        m.push_str("    location:\n");
+        m.push_str(&l);
+    }
+    if promote {
+        m.push_str("    promote: true\n");
+    }
+    m
+}
+
+/// The standby status of `cluster`.
+pub fn standby_status(env: &Env, cluster: &str) -> Option<StandbyStatus> {
+    env.status(cluster)?.status?.standby
+}
+
+/// The revision and `HashKV` at `revision` of the member at `url`.
+pub fn hash_at(url: &str, revision: i64) -> (i64, u32, i64) {
+    rt().block_on(async {
+        let mut c = etcd_client::Client::connect([url], None)
+            .await
+            .expect("connect");
+        let h = c.hash_kv(revision).await.expect("hash_kv");
+        let head = h.header().map_or(0, |h| h.revision());
+        (head, h.hash(), h.compact_version())
+    })
+}
+
+/// The revision the cluster at `urls` is at.
+pub fn revision(urls: &[String]) -> i64 {
+    rt().block_on(async {
+        let mut c = etcd_client::Client::connect(urls, None)
+            .await
+            .expect("connect");
+        let r = c.get("x", None).await.expect("get");
+        r.header().map_or(0, |h| h.revision())
+    })
+}
+
+/// Waits until the standby `name` applied revision `target`, and checks
+/// that its revision and `HashKV` at `target` are the primary's.
+pub fn assert_same_as_primary(
+    env: &Env,
+    name: &str,
+    primary: &EtcdCluster,
+    target: i64,
+) -> EtcdCluster {
+    let s = env.wait_for(&format!("the standby at revision {target}"), || {
+        let s = standby_status(env, name)?;
+        (s.applied_revision == target).then_some(s)
+    });
+    assert_eq!(s.lag_revisions, 0, "{s:?}");
+    let c = env.wait_running(name, env.status(name).map_or(1, |c| c.spec.size as usize));
+    let here = client_urls(&c);
+    assert_eq!(
+        revision(&here),
+        target,
+        "the standby's revision is the source's"
+    );
+    let (_, theirs, their_compact) = hash_at(&client_urls(primary)[0], target);
+    for url in &here {
+        let (_, ours, our_compact) = hash_at(url, target);
+        assert_eq!(our_compact, their_compact, "no compaction on either side");
+        assert_eq!(ours, theirs, "HashKV at {target} of {url} is the primary's");
+    }
+    println!("MEASURED: standby {name} at revision {target}, HashKV {theirs:#x} as the primary's");
+    c
+}
