@@ -159,7 +159,7 @@ fn the_watch_applies_revision_for_revision_and_hands_over_past_a_compaction() {
             .header()
             .map_or(0, |h| h.revision());
 
-        let mut live = Live::new(stream());
+        let mut live = Live::new(stream(), None);
         let mut checked = false;
         let to = candidate(&dst);
         let mut applied = 0;
@@ -180,10 +180,18 @@ fn the_watch_applies_revision_for_revision_and_hands_over_past_a_compaction() {
         assert_eq!(ours.header().map(|h| h.revision()), Some(head));
         assert_eq!(ours.hash(), theirs, "HashKV at {head} is the source's");
 
+        // Pinned to another etcd cluster: the source's members are not
+        // followed.
+        let mut other = Live::new(stream(), Some("1234"));
+        match other.pass(&to, &mut checked).await {
+            Err(Error::Source(why)) => assert!(why.contains("another etcd cluster"), "{why}"),
+            other => panic!("another cluster is said: {other:?}"),
+        }
+        assert!(live.cluster_id().is_some(), "the source's id is known");
         // The source compacts: a standby at an older revision cannot be
         // followed live from there.
         c.compact(head, None).await.expect("compact");
-        let mut past = Live::new(stream());
+        let mut past = Live::new(stream(), None);
         let mut checked = false;
         match past.pass(&candidate(&late), &mut checked).await {
             Err(Error::Source(why)) => assert!(why.contains("compacted"), "{why}"),

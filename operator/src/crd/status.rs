@@ -196,6 +196,11 @@ pub struct StandbyStatus {
     /// the same name is another cluster and is not followed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source_uid: Option<String>,
+    /// The etcd cluster id of the source's members, as the standby first
+    /// followed them live (hex): members of another cluster answering at
+    /// `spec.standby.stream.endpoints` are never followed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_cluster_id: Option<String>,
     /// How the source's changes arrive: `stream` (a live watch of its
     /// members, `spec.standby.stream`) or `store` (the chain of its
     /// backups).

@@ -174,7 +174,12 @@ async fn run<S: BackupStore>(
     let mut checked = false;
     // The end of the chain read last (only what follows is read next).
     let mut cache = None;
-    let mut live = stream.map(stream::Live::new);
+    let pinned_id = status
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .source_cluster_id
+        .clone();
+    let mut live = stream.map(|s| stream::Live::new(s, pinned_id.as_deref()));
     // Why the watch is not followed now, and when to try it again.
     let mut live_failed: Option<(String, tokio::time::Instant)> = None;
     let mut failures = 0u32;
@@ -201,6 +206,8 @@ async fn run<S: BackupStore>(
                 match l.pass(&member, &mut checked).await {
                     Ok(p) => {
                         live_failed = None;
+                        let id = l.cluster_id();
+                        update(&status, |s| s.source_cluster_id = id);
                         streamed = Some(Ok(p));
                     }
                     Err(stream::Error::Member { member, message }) => {

@@ -81,13 +81,20 @@ impl std::fmt::Debug for Live {
 }
 
 impl Live {
-    /// A follower of the members `spec` names (not connected yet).
-    pub fn new(spec: Stream) -> Self {
+    /// A follower of the members `spec` names (not connected yet), of the
+    /// etcd cluster `pinned` (hex, as [`Live::cluster_id`] said before)
+    /// when known.
+    pub fn new(spec: Stream, pinned: Option<&str>) -> Self {
         Live {
             spec,
             conn: None,
-            cluster_id: None,
+            cluster_id: pinned.and_then(|p| u64::from_str_radix(p, 16).ok()),
         }
+    }
+
+    /// The source's etcd cluster id (hex), once a member answered.
+    pub fn cluster_id(&self) -> Option<String> {
+        self.cluster_id.map(|id| format!("{id:x}"))
     }
 
     /// Drops the watch (after a failure; the next pass opens a new one).
