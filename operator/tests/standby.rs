@@ -129,26 +129,8 @@ fn a_standby_follows_through_s3_finds_a_foreign_write_and_promotes_under_load() 
     );
     let acked = writer.stop();
     let found: HashMap<String, String> = read_prefix(&client_urls(&s), "w/").into_iter().collect();
-    let behind: Vec<_> = acked
-        .iter()
-        .filter(|a| a.revision <= promoted.applied_revision)
-        .filter(|a| {
-            found.get(&a.key).is_none_or(|v| {
-                // A later write of the same key up to the revision is fine.
-                v != &a.value
-                    && !acked.iter().any(|b| {
-                        b.key == a.key
-                            && b.revision > a.revision
-                            && b.revision <= promoted.applied_revision
-                    })
-            })
-        })
-        .collect();
-    assert!(
-        behind.is_empty(),
-        "{} writes up to the promoted revision are missing",
-        behind.len()
-    );
+    let behind = standby::missing_up_to(&acked, &found, promoted.applied_revision);
+    assert_eq!(behind, 0, "writes up to the promoted revision are missing");
 }
 
 #[test]

@@ -164,7 +164,7 @@ fn the_watch_applies_revision_for_revision_and_hands_over_past_a_compaction() {
         let to = candidate(&dst);
         let mut applied = 0;
         for _ in 0..200 {
-            let pass = live.pass(&to, &mut checked).await.expect("a pass");
+            let pass = live.pass(&to, &mut checked, None).await.expect("a pass");
             assert!(pass.stop.is_none(), "{:?}", pass.stop);
             applied = pass.applied;
             if applied == head {
@@ -183,7 +183,7 @@ fn the_watch_applies_revision_for_revision_and_hands_over_past_a_compaction() {
         // Pinned to another etcd cluster: the source's members are not
         // followed.
         let mut other = Live::new(stream(), Some("1234"));
-        match other.pass(&to, &mut checked).await {
+        match other.pass(&to, &mut checked, None).await {
             Err(Error::Source(why)) => assert!(why.contains("another etcd cluster"), "{why}"),
             other => panic!("another cluster is said: {other:?}"),
         }
@@ -193,7 +193,7 @@ fn the_watch_applies_revision_for_revision_and_hands_over_past_a_compaction() {
         c.compact(head, None).await.expect("compact");
         let mut past = Live::new(stream(), None);
         let mut checked = false;
-        match past.pass(&candidate(&late), &mut checked).await {
+        match past.pass(&candidate(&late), &mut checked, None).await {
             Err(Error::Source(why)) => assert!(why.contains("compacted"), "{why}"),
             other => panic!("a compaction past the standby is said: {other:?}"),
         }
@@ -202,11 +202,75 @@ fn the_watch_applies_revision_for_revision_and_hands_over_past_a_compaction() {
         let mut checked = true;
         let mut applied = head;
         for _ in 0..200 {
-            applied = live.pass(&to, &mut checked).await.expect("a pass").applied;
+            applied = live
+                .pass(&to, &mut checked, None)
+                .await
+                .expect("a pass")
+                .applied;
             if applied > head {
                 break;
             }
         }
         assert_eq!(applied, head + 1, "the write after the compaction applied");
     });
+}
+
+/// The primary's place lost at once (every member killed, nothing tends
+/// it) while a live standby follows it under a writer: promoted, the
+/// standby holds every write the primary acknowledged up to the revision
+/// its status reports; what it misses is counted (printed).
+#[test]
+fn the_primary_lost_the_live_standby_is_promoted_with_every_write_up_to_its_revision() {
+    let mut env = Env::new();
+    env.write_manifest("gone.yaml", &primary("gone", None));
+    env.start_operator();
+    let gone = env.wait_running("gone", 3);
+    env.wait_for("a full backup of the primary", || {
+        env.status("gone")?.status?.backup?.last_backup
+    });
+    let urls = client_urls(&gone);
+    let writer = Writer::start(urls.clone(), "w/");
+    let kept = |promote| live_standby("kept", 1, "gone", (None, &urls), promote);
+    env.write_manifest("kept.yaml", &kept(false));
+    let standby = env.wait_running("kept", 1);
+    env.wait_for("the standby following live", || {
+        let s = standby_status(&env, "kept")?;
+        (s.via.as_deref() == Some("stream") && s.applied_revision > 200).then_some(())
+    });
+    // The primary's place is lost: nothing tends it, every member dies.
+    let paused = format!("{}  paused: true\n", primary("gone", None));
+    env.write_manifest("gone.yaml", &paused);
+    env.wait_for("the primary's operator paused", || {
+        (env.status("gone")?.status?.phase.as_str() == "Paused").then_some(())
+    });
+    for m in &gone.status.as_ref().expect("status").members {
+        if let Some(pid) = env.pid("gone", &m.name) {
+            kill9(pid);
+        }
+    }
+    let acked = writer.stop();
+
+    let promoting = Instant::now();
+    env.write_manifest("kept.yaml", &kept(true));
+    let promoted = env.wait_for("the standby promoted", || {
+        standby_status(&env, "kept").filter(|s| s.state == "Promoted")
+    });
+    let out = env.etcdctl(&client_urls(&standby), &["put", "own", "1"]);
+    assert!(out.status.success(), "{out:?}");
+    let found: HashMap<String, String> = read_prefix(&client_urls(&standby), "w/")
+        .into_iter()
+        .collect();
+    let up_to = promoted.applied_revision;
+    let missing = standby::missing_up_to(&acked, &found, up_to);
+    assert_eq!(
+        missing, 0,
+        "writes acknowledged up to revision {up_to} missing"
+    );
+    let after = acked.iter().filter(|a| a.revision > up_to).count();
+    println!(
+        "MEASURED: primary lost; live standby promoted in {} ms at revision {up_to}; {after} of \
+         {} acknowledged writes were past it (lost with the primary)",
+        promoting.elapsed().as_millis(),
+        acked.len()
+    );
 }

@@ -83,15 +83,37 @@ impl Pass {
     }
 }
 
+/// Why the standby's revision `at`, read at the start of a pass, says that
+/// something other than the applier wrote to it since the applier left it
+/// at `left_at` (its last pass's end, `None` after a failure or a restart:
+/// then the standby's revision is checked against the source's instead).
+/// A revision below `left_at` (the standby lost revisions: rebuilt from a
+/// survivor) asks for that check again.
+pub fn moved(at: i64, left_at: Option<i64>, checked: &mut bool) -> Option<String> {
+    match left_at {
+        Some(left) if at > left => Some(format!(
+            "the standby is at revision {at}, past revision {left} where its applier left it: \
+             something other than the standby's applier wrote to it; nothing more is applied \
+             (promote it, or create the standby again)"
+        )),
+        Some(left) if at < left => {
+            *checked = false;
+            None
+        }
+        _ => None,
+    }
+}
+
 /// One pass through `member`: applies what the store holds past the
 /// standby's revision. `checked` says whether the standby's revision was
-/// checked against the source's since the last failure.
+/// checked against the source's since the last failure; `left_at` where
+/// the last pass left it ([`moved`]).
 pub async fn pass<S: BackupStore>(
     store: &S,
     source: &Location,
     pinned: Option<&str>,
     (member, url, tls): &Candidate,
-    (checked, cache): (&mut bool, &mut Option<source::Cached>),
+    (checked, cache, left_at): (&mut bool, &mut Option<source::Cached>, Option<i64>),
 ) -> Result<Pass, Error> {
     let fail = |message: String| Error::Member {
         member: member.clone(),
@@ -108,6 +130,14 @@ pub async fn pass<S: BackupStore>(
         .await
         .map_err(|e| fail(e.to_string()))?;
     let mut at = head.header().map_or(0, |h| h.revision());
+    if let Some(why) = moved(at, left_at, checked) {
+        return Ok(Pass {
+            applied: at,
+            via: super::VIA_STORE,
+            stop: Some((state::DIVERGED, why)),
+            ..Pass::default()
+        });
+    }
     if !*checked {
         // The check needs the segment holding revision `at`: read whole.
         *cache = None;
@@ -228,4 +258,25 @@ pub async fn differs(client: &mut Client, rev: &Revision) -> Result<Option<Strin
         }
     }
     Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::moved;
+
+    #[test]
+    fn a_standby_past_where_its_applier_left_it_was_written_by_something_else() {
+        let mut checked = true;
+        // Where it was left: nothing to say.
+        assert!(moved(10, Some(10), &mut checked).is_none() && checked);
+        // Past it, between two passes: a foreign write.
+        let why = moved(11, Some(10), &mut checked).expect("diverged");
+        assert!(why.contains("past revision 10"), "{why}");
+        // Below it (revisions lost, the standby rebuilt): checked again.
+        assert!(moved(8, Some(10), &mut checked).is_none());
+        assert!(!checked, "checked against the source again");
+        // Not known (a restart, a failed pass): the check decides.
+        let mut checked = false;
+        assert!(moved(99, None, &mut checked).is_none() && !checked);
+    }
 }

@@ -183,6 +183,9 @@ async fn run<S: BackupStore>(
     // Why the watch is not followed now, and when to try it again.
     let mut live_failed: Option<(String, tokio::time::Instant)> = None;
     let mut failures = 0u32;
+    // Where the last pass left the standby (`None` after a failure: a pass
+    // may have applied part of its revisions before it failed).
+    let mut left_at: Option<i64> = None;
     loop {
         let promote = *promoting.borrow_and_update();
         if promote {
@@ -203,7 +206,7 @@ async fn run<S: BackupStore>(
             let live_now = live_failed.as_ref().is_none_or(|(_, retry)| now >= *retry);
             let mut streamed = None;
             if let Some(l) = live.as_mut().filter(|_| live_now) {
-                match l.pass(&member, &mut checked).await {
+                match l.pass(&member, &mut checked, left_at).await {
                     Ok(p) => {
                         live_failed = None;
                         let id = l.cluster_id();
@@ -217,13 +220,15 @@ async fn run<S: BackupStore>(
                         tracing::warn!("{why}; following the store's chain meanwhile");
                         live_failed = Some((why, now + LIVE_RETRY));
                         checked = false;
+                        // It may have applied part of what it read.
+                        left_at = None;
                     }
                 }
             }
             let pass = match streamed {
                 Some(p) => p,
                 None => {
-                    let state = (&mut checked, &mut cache);
+                    let state = (&mut checked, &mut cache, left_at);
                     apply::pass(&*store, &source, pinned.as_deref(), &member, state)
                         .await
                         .map_err(|e| e.to_string())
@@ -236,6 +241,7 @@ async fn run<S: BackupStore>(
             Some(pass) => match pass {
                 Ok(p) => {
                     failures = 0;
+                    left_at = Some(p.applied);
                     update(&status, |s| {
                         p.report(s);
                         if let Some((why, _)) = live_failed.as_ref().filter(|_| s.message.is_none())
@@ -247,6 +253,7 @@ async fn run<S: BackupStore>(
                 }
                 Err(e) => {
                     failures += 1;
+                    left_at = None;
                     sources.failed();
                     checked = false;
                     if let Some(l) = live.as_mut() {

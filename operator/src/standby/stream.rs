@@ -107,12 +107,28 @@ impl Live {
     /// revision was checked against the source's since the last failure.
     /// A watch that breaks (the source's member it went to stopped) is
     /// opened again at once through the others before the pass fails.
-    pub async fn pass(&mut self, member: &Candidate, checked: &mut bool) -> Result<Pass, Error> {
+    /// `left_at`: where the applier's last pass left the standby
+    /// ([`apply::moved`]).
+    pub async fn pass(
+        &mut self,
+        member: &Candidate,
+        checked: &mut bool,
+        left_at: Option<i64>,
+    ) -> Result<Pass, Error> {
         let mut opened = false;
         if self.conn.as_ref().is_none_or(|c| c.member != member.0) {
             self.conn = None;
             *checked = false;
-            self.conn = Some(self.connect(member).await?);
+            let conn = self.connect(member).await?;
+            if let Some(why) = apply::moved(conn.at, left_at, checked) {
+                return Ok(Pass {
+                    applied: conn.at,
+                    via: super::VIA_STREAM,
+                    stop: Some((state::DIVERGED, why)),
+                    ..Pass::default()
+                });
+            }
+            self.conn = Some(conn);
             opened = true;
         }
         loop {

@@ -115,3 +115,25 @@ pub fn assert_same_as_primary(
     println!("MEASURED: standby {name} at revision {target}, HashKV {theirs:#x} as the primary's");
     c
 }
+
+/// How many of the writes in `acked` up to revision `up_to` are not in
+/// `found` (a later acknowledged write of the same key up to `up_to`
+/// stands for an earlier one).
+pub fn missing_up_to(
+    acked: &[etcd_operator::testing::acked::Acked],
+    found: &std::collections::HashMap<String, String>,
+    up_to: i64,
+) -> usize {
+    acked
+        .iter()
+        .filter(|a| a.revision <= up_to)
+        .filter(|a| {
+            found.get(&a.key).is_none_or(|v| {
+                v != &a.value
+                    && !acked
+                        .iter()
+                        .any(|b| b.key == a.key && b.revision > a.revision && b.revision <= up_to)
+            })
+        })
+        .count()
+}
