@@ -41,6 +41,12 @@ impl Version {
         self >= Version::new(3, 5, 0) && self < Version::new(3, 5, 3)
     }
 
+    /// Raft's pre-vote is off unless `--pre-vote` is given: etcd 3.4 (and
+    /// older); 3.5 turned it on by default.
+    pub fn pre_vote_off_by_default(self) -> bool {
+        self < Version::new(3, 5, 0)
+    }
+
     /// Whether a running member may move from `self` to `to` in one rolling
     /// step: same major, no downgrade of the minor, at most one minor ahead.
     pub fn can_upgrade_to(self, to: Version) -> bool {

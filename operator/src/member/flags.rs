@@ -19,6 +19,16 @@ pub const METRICS_PORT: u16 = 2381;
 /// [`Version::skips_entries_after_crash`]): a commit after every write.
 pub const COMMIT_EVERY_WRITE: &str = "--backend-batch-limit=1";
 
+/// Raft's pre-vote, given to members of versions where it is off by
+/// default ([`Version::pre_vote_off_by_default`]: 3.4). A member that
+/// lost touch with the leader (cut off, or restarted and not yet reached)
+/// first asks its peers whether they would vote for it, and raises its
+/// term only if a majority would: peers that still hear a leader say no.
+/// Without it, such a member raises its term at every election timeout,
+/// and when it is heard again its higher term deposes the leader (an
+/// election the cluster did not need).
+pub const PRE_VOTE: &str = "--pre-vote=true";
+
 /// etcd's initial corruption check: a member that restarts on its data
 /// compares its hash with its peers' before it serves.
 pub const INITIAL_CORRUPT_CHECK: &str = "--experimental-initial-corrupt-check=true";
@@ -127,6 +137,9 @@ pub fn etcd_args(
     }
     if tls.client {
         flags.push("--client-cert-auth=true".into());
+    }
+    if config.version.pre_vote_off_by_default() {
+        flags.push(PRE_VOTE.into());
     }
     // A member whose data disagrees with its peers' at the same revision
     // refuses to start (and, failing by itself, is replaced as a crash
@@ -272,6 +285,34 @@ mod tests {
         ] {
             assert_eq!(limit(v), want, "{v}");
         }
+    }
+
+    /// 3.4 members get pre-vote from the version alone: a record written
+    /// before the flag existed (the same JSON) starts with it, and no
+    /// setting changes, so no restart is planned for it.
+    #[test]
+    fn members_of_etcd_3_4_run_with_pre_vote() {
+        let pre_vote = |v: Version| {
+            let mut c = config();
+            c.version = v;
+            let args = etcd_args(&c, Path::new("/d"), Path::new("/t"), Listen::Everywhere);
+            args.iter().any(|a| a == PRE_VOTE)
+        };
+        for (v, want) in [
+            (Version::new(3, 4, 0), true),
+            (Version::new(3, 4, 23), true),
+            (Version::new(3, 5, 0), false),
+            (Version::new(3, 5, 1), false),
+            (Version::new(3, 6, 0), false),
+        ] {
+            assert_eq!(pre_vote(v), want, "{v}");
+        }
+        let json = serde_json::to_value(config()).expect("json");
+        assert!(!json.to_string().contains("pre"), "not recorded: {json}");
+        let old: MemberConfig = serde_json::from_value(json).expect("a record");
+        assert_eq!(old.settings(), config().settings());
+        let args = etcd_args(&old, Path::new("/d"), Path::new("/t"), Listen::Advertised);
+        assert!(args.iter().any(|a| a == PRE_VOTE), "{args:?}");
     }
 
     #[test]

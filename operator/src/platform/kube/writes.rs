@@ -22,7 +22,7 @@ use super::trouble::image_unavailable;
 use super::{Error, FIELD_MANAGER, KubePlatform, Registration};
 use crate::backup::RestoreSource;
 use crate::crd::StoragePolicy;
-use crate::member::flags::COMMIT_EVERY_WRITE;
+use crate::member::flags::{COMMIT_EVERY_WRITE, PRE_VOTE};
 use crate::member::{MemberConfig, Settings};
 use crate::version::Version;
 
@@ -341,12 +341,14 @@ impl KubePlatform {
         let before = recorded.clone();
         settings.apply(&mut recorded);
         let (from, version) = (before.version, recorded.version);
-        // The flag etcd 3.5.0-3.5.2 need (see member::flags) is not worth
-        // an emptyDir member's data: the member keeps its command line and
-        // runs without it until its pod is re-created.
+        // The flags that come with a version alone are not worth an
+        // emptyDir member's data: the one etcd 3.5.0-3.5.2 need (see
+        // member::flags) is missing until the pod is re-created, and 3.4's
+        // `--pre-vote=true` stays in a pod upgraded to 3.5 (where it is
+        // etcd's default anyway).
         let args = |c: &MemberConfig| -> Vec<String> {
             let mut a = pod_args(c);
-            a.retain(|f| f != COMMIT_EVERY_WRITE);
+            a.retain(|f| f != COMMIT_EVERY_WRITE && f != PRE_VOTE);
             a
         };
         let same_args = args(&before) == args(&recorded);
