@@ -75,6 +75,18 @@ fn member_pod_runs_etcd_with_the_local_flags_on_its_dns_name() {
     assert_eq!(c["terminationMessagePolicy"], "FallbackToLogsOnError");
 }
 
+/// A 3.4 member's pod runs with raft's pre-vote, as a local 3.4 member
+/// does (3.5 has it on by default).
+#[test]
+fn a_3_4_member_pod_runs_with_pre_vote() {
+    for (version, want) in [("3.4.23", true), ("3.5.1", false)] {
+        let p = pod(version, StoragePolicy::Persistent);
+        let args = etcd(&p)["args"].as_array().cloned().unwrap_or_default();
+        let pre_vote = crate::member::flags::PRE_VOTE;
+        assert_eq!(args.iter().any(|a| a == pre_vote), want, "{version}");
+    }
+}
+
 #[test]
 fn member_pod_labels_owner_and_config() {
     let p = pod("3.5.1", StoragePolicy::Persistent);
