@@ -1,8 +1,12 @@
 //! A fake API server for tests that care about what is asked, not in which
 //! order: an in-memory store answering every request the operator makes
 //! (applies and merge patches as JSON merges, gets, lists filtered by
-//! label equality, creates, replaces, deletes; watches are held open and never
-//! answered, unless told to expire), and a log of every request.
+//! label equality and `metadata.name`, creates, replaces, deletes; every
+//! change gets a resourceVersion, and watches are answered with the
+//! changes they select ([`watch`]), unless told to expire), and a log of
+//! every request.
+
+mod watch;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -11,7 +15,7 @@ use http::{Method, Request, Response, StatusCode};
 use kube::Client;
 use kube::client::Body;
 use serde_json::{Value, json};
-use tower_test::mock::{self, Handle, SendResponse};
+use tower_test::mock::{self, Handle};
 
 /// One request as the server saw it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -110,7 +114,37 @@ pub fn verbs(seen: &Seen, target: &Target) -> Vec<&'static str> {
     }
 }
 
-type Store = Arc<Mutex<BTreeMap<String, Value>>>;
+/// The objects by path, and their changes.
+#[derive(Debug, Default)]
+struct Inner {
+    objects: BTreeMap<String, Value>,
+    changes: watch::Changes,
+}
+
+impl Inner {
+    /// Stores `object` at `key` with the next resourceVersion; returns it
+    /// as stored.
+    fn write(&mut self, key: &str, mut object: Value) -> Value {
+        self.changes.stamp(&mut object);
+        let kind = match self.objects.contains_key(key) {
+            true => "MODIFIED",
+            false => "ADDED",
+        };
+        self.objects.insert(key.to_string(), object.clone());
+        self.changes.record(key, kind, &object);
+        object
+    }
+
+    /// Takes the object at `key` away.
+    fn delete(&mut self, key: &str) -> Option<Value> {
+        let mut object = self.objects.remove(key)?;
+        self.changes.stamp(&mut object);
+        self.changes.record(key, "DELETED", &object);
+        Some(object)
+    }
+}
+
+type Store = Arc<Mutex<Inner>>;
 type Log = Arc<Mutex<Vec<Seen>>>;
 
 /// The fake server; it serves until every client is dropped.
@@ -167,7 +201,7 @@ fn decode(s: &str) -> String {
 }
 
 /// Whether `labels` match an equality selector (`k=v,k2=v2`, bare `k`).
-fn selects(selector: &str, labels: &Value) -> bool {
+pub(super) fn selects(selector: &str, labels: &Value) -> bool {
     selector
         .split(',')
         .filter(|t| !t.trim().is_empty())
@@ -199,28 +233,30 @@ impl Fake {
     pub fn put(&self, collection: &str, object: Value) {
         let name = object["metadata"]["name"].as_str().unwrap_or_default();
         let key = format!("{collection}/{name}");
-        lock(&self.store).insert(key, object);
+        lock(&self.store).write(&key, object);
     }
 
     /// Whether there is an object at `path`.
     pub fn has(&self, path: &str) -> bool {
-        lock(&self.store).contains_key(path)
+        lock(&self.store).objects.contains_key(path)
     }
 
     /// The object at `path`.
     pub fn get(&self, path: &str) -> Option<Value> {
-        lock(&self.store).get(path).cloned()
+        lock(&self.store).objects.get(path).cloned()
     }
 
     /// Takes the object at `path` away.
     pub fn remove(&self, path: &str) -> Option<Value> {
-        lock(&self.store).remove(path)
+        lock(&self.store).delete(path)
     }
 
     /// Changes the object at `path` with a merge patch.
     pub fn change(&self, path: &str, patch: &Value) {
-        if let Some(o) = lock(&self.store).get_mut(path) {
-            merge(o, patch);
+        let mut store = lock(&self.store);
+        if let Some(mut o) = store.objects.get(path).cloned() {
+            merge(&mut o, patch);
+            store.write(path, o);
         }
     }
 
@@ -240,7 +276,7 @@ impl Fake {
     /// Every object whose path starts with `prefix`, with its path.
     pub fn all(&self, prefix: &str) -> Vec<(String, Value)> {
         let store = lock(&self.store);
-        let found = store.iter().filter(|(k, _)| k.starts_with(prefix));
+        let found = store.objects.iter().filter(|(k, _)| k.starts_with(prefix));
         found.map(|(k, v)| (k.clone(), v.clone())).collect()
     }
 
@@ -257,27 +293,20 @@ impl Fake {
         let mut store = lock(&self.store);
         match (&seen.method, &target.name) {
             (&Method::GET, None) => {
-                let selector = seen.query.get("labelSelector").cloned().unwrap_or_default();
                 let items: Vec<Value> = store
+                    .objects
                     .iter()
-                    .filter(|(k, _)| {
-                        let t = Target::parse(k);
-                        t.as_ref().is_some_and(|t| {
-                            t.prefix == target.prefix
-                                && t.resource == target.resource
-                                && (target.namespace.is_none() || t.namespace == target.namespace)
-                        })
-                    })
+                    .filter(|(k, v)| watch::selected(&seen.path, &seen.query, k, v))
                     .map(|(_, v)| v.clone())
-                    .filter(|v| selects(&selector, &v["metadata"]["labels"]))
                     .collect();
+                let version = store.changes.version().to_string();
                 let list = json!({
                     "kind": "List", "apiVersion": "v1",
-                    "metadata": {"resourceVersion": "1"}, "items": items,
+                    "metadata": {"resourceVersion": version}, "items": items,
                 });
                 (200, list)
             }
-            (&Method::GET, Some(name)) => match store.get(&target.key(&ns, name)) {
+            (&Method::GET, Some(name)) => match store.objects.get(&target.key(&ns, name)) {
                 Some(o) if target.sub.is_none() || target.sub.as_deref() == Some("status") => {
                     (200, o.clone())
                 }
@@ -285,53 +314,50 @@ impl Fake {
             },
             (&Method::POST, None) => {
                 let mut object = body.clone();
+                let count = store.objects.len();
                 let name = match object["metadata"]["name"].as_str() {
                     Some(n) => n.to_string(),
                     None => {
                         let base = object["metadata"]["generateName"].as_str().unwrap_or("x");
-                        format!("{base}{}", store.len())
+                        format!("{base}{count}")
                     }
                 };
                 object["metadata"]["name"] = json!(name);
                 object["metadata"]["namespace"] = json!(ns);
-                object["metadata"]["uid"] = json!(format!("uid-{}", store.len()));
-                store.insert(target.key(&ns, &name), object.clone());
-                (201, object)
+                object["metadata"]["uid"] = json!(format!("uid-{count}"));
+                (201, store.write(&target.key(&ns, &name), object))
             }
             (&Method::PATCH, Some(name)) => {
                 let key = target.key(&ns, name);
                 let apply = seen.content_type.starts_with("application/apply-patch");
-                let next_uid = format!("uid-{}", store.len());
-                let object = match store.get_mut(&key) {
-                    Some(o) => o,
+                let next_uid = format!("uid-{}", store.objects.len());
+                let mut object = match store.objects.get(&key) {
+                    Some(o) => o.clone(),
                     None if apply && target.sub.is_none() => {
                         let mut o = json!({"metadata": {
                             "name": name, "namespace": ns, "uid": next_uid,
                         }});
                         merge(&mut o, body);
                         o["metadata"]["name"] = json!(name);
-                        store.insert(key.clone(), o);
-                        return (201, store.get(&key).cloned().unwrap_or_default());
+                        return (201, store.write(&key, o));
                     }
                     None => return (404, status(404, "NotFound")),
                 };
                 match target.sub.as_deref() {
                     Some("status") => merge(&mut object["status"], &body["status"]),
-                    _ => merge(object, body),
+                    _ => merge(&mut object, body),
                 }
-                (200, object.clone())
+                (200, store.write(&key, object))
             }
             // A replace: the whole object, as sent (no resourceVersion check).
             (&Method::PUT, Some(name)) if target.sub.is_none() => {
-                match store.get_mut(&target.key(&ns, name)) {
-                    Some(o) => {
-                        *o = body.clone();
-                        (200, o.clone())
-                    }
-                    None => (404, status(404, "NotFound")),
+                let key = target.key(&ns, name);
+                match store.objects.contains_key(&key) {
+                    true => (200, store.write(&key, body.clone())),
+                    false => (404, status(404, "NotFound")),
                 }
             }
-            (&Method::DELETE, Some(name)) => match store.remove(&target.key(&ns, name)) {
+            (&Method::DELETE, Some(name)) => match store.delete(&target.key(&ns, name)) {
                 Some(_) => (200, status(200, "")),
                 None => (404, status(404, "NotFound")),
             },
@@ -349,24 +375,7 @@ fn status(code: u16, reason: &str) -> Value {
     })
 }
 
-/// A watch answered with one ERROR event, 410 Gone, and its end.
-fn expired_watch() -> Response<Body> {
-    let event = json!({"type": "ERROR", "object": {
-        "kind": "Status", "apiVersion": "v1", "status": "Failure",
-        "message": "too old resource version: 1 (42)", "reason": "Expired", "code": 410,
-    }});
-    let mut line = serde_json::to_vec(&event).unwrap_or_default();
-    line.push(b'\n');
-    Response::builder()
-        .status(StatusCode::OK)
-        .header(http::header::CONTENT_TYPE, "application/json")
-        .body(Body::from(line))
-        .unwrap_or_else(|_| Response::new(Body::empty()))
-}
-
 async fn serve(mut handle: std::pin::Pin<Box<Handle<Request<Body>, Response<Body>>>>, fake: Fake) {
-    // Watches are held here, unanswered, until the server ends.
-    let mut held: Vec<SendResponse<Response<Body>>> = Vec::new();
     while let Some((request, send)) = handle.as_mut().next_request().await {
         let (parts, body) = request.into_parts();
         let bytes = body.collect_bytes().await.unwrap_or_default();
@@ -404,9 +413,11 @@ async fn serve(mut handle: std::pin::Pin<Box<Handle<Request<Body>, Response<Body
                 at.map(|i| paths.remove(i)).is_some()
             };
             if expire {
-                send.send_response(expired_watch());
+                send.send_response(watch::expired());
             } else {
-                held.push(send);
+                lock(&fake.store)
+                    .changes
+                    .watch(&seen.path, &seen.query, send);
             }
             continue;
         }

@@ -11,6 +11,7 @@ mod continuous;
 mod etcd_pods;
 pub(crate) mod fake;
 pub(crate) mod fixtures;
+mod idle;
 mod kubelet;
 mod members;
 mod object_store;
