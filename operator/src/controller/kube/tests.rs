@@ -155,6 +155,7 @@ fn context(client: Client) -> Arc<Context> {
         platforms: Mutex::default(),
         clusters: Mutex::default(),
         failures: Mutex::default(),
+        watched: Arc::default(),
     })
 }
 

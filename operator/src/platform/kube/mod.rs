@@ -40,8 +40,10 @@ pub mod proof;
 mod reseed;
 mod restore;
 mod shared;
+pub mod status;
 pub mod tls;
 pub mod trouble;
+pub mod watched;
 mod writes;
 
 #[cfg(test)]
@@ -50,10 +52,10 @@ pub(crate) mod tests;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::core::v1::ObjectReference;
-use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, PatchParams};
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
 use kube::{Client, Resource};
 
@@ -61,7 +63,7 @@ use self::backups::KubeBackups;
 pub use self::config::{ANNOTATION_CONFIG, ANNOTATION_STARTED};
 pub use self::error::Error;
 use self::members::owned_by;
-use self::objects::{RECORD_KEY, cluster_selector, member_host, record_config_map, record_name};
+use self::objects::{RECORD_KEY, member_host, record_config_map, record_name};
 use crate::backup::RestoreSource;
 use crate::crd::{EtcdCluster, StoragePolicy};
 use crate::member::{CLIENT_PORT, MemberAddr, MemberConfig, PEER_PORT, Settings};
@@ -114,6 +116,10 @@ pub struct KubePlatform {
     followers: Mutex<HashMap<String, Option<String>>>,
     /// What is known of etcd images ([`image_check`]).
     images: Mutex<HashMap<String, image_check::Known>>,
+    /// The pods and claims each cluster's last pass listed ([`watched`]).
+    lists: watched::Lists,
+    /// The status last written per cluster ([`status`]).
+    written: status::Written,
 }
 
 impl std::fmt::Debug for KubePlatform {
@@ -139,7 +145,16 @@ impl KubePlatform {
             clusters: Mutex::default(),
             followers: Mutex::default(),
             images: Mutex::default(),
+            lists: watched::Lists::default(),
+            written: status::Written::default(),
         }
+    }
+
+    /// Lists of pods and claims are reused while `watched` (fed by the
+    /// controller's watches) says nothing changed ([`watched`]).
+    pub fn with_watched(mut self, watched: Arc<watched::Watched>) -> Self {
+        self.lists = watched::Lists::watched(watched);
+        self
     }
 
     /// Backups run as Jobs of `image`, the operator's own (see
@@ -211,42 +226,9 @@ impl KubePlatform {
         PatchParams::apply(FIELD_MANAGER).force()
     }
 
-    /// The pods and claims of `cluster` that its resource owns.
-    async fn owned(
-        &self,
-        cluster: &str,
-        uid: &str,
-    ) -> Result<(Vec<Pod>, Vec<PersistentVolumeClaim>), Error> {
-        let lp = ListParams::default().labels(&cluster_selector(cluster));
-        let ns = &self.namespace;
-        let pods = self
-            .api::<Pod>()
-            .list(&lp)
-            .await
-            .map_err(Error::api(format!(
-                "cannot list the pods of {cluster} in {ns}"
-            )))?;
-        let claims = self
-            .api::<PersistentVolumeClaim>()
-            .list(&lp)
-            .await
-            .map_err(Error::api(format!(
-                "cannot list the volume claims of {cluster} in {ns}"
-            )))?;
-        let pods = pods
-            .items
-            .into_iter()
-            .filter(|p| owned_by(&p.metadata, uid));
-        let claims = claims
-            .items
-            .into_iter()
-            .filter(|c| owned_by(&c.metadata, uid));
-        Ok((pods.collect(), claims.collect()))
-    }
-
     async fn members_of(&self, cluster: &str) -> Result<Vec<PlatformMember>, Error> {
         let reg = self.registration(cluster)?;
-        let (pods, claims) = self.owned(cluster, &reg.owner.uid).await?;
+        let (pods, claims) = self.owned_now(cluster, &reg.owner.uid).await?;
         let mut out = Vec::new();
         for found in members::join(&pods, &claims)? {
             let mut member = found.member;
@@ -295,26 +277,6 @@ impl KubePlatform {
         let cm = record_config_map(cluster, json, &reg.owner);
         self.apply(&record_name(cluster), &cm).await
     }
-
-    async fn status(&self, name: &str, resource: &EtcdCluster) -> Result<(), Error> {
-        let mut status = resource.status.clone().unwrap_or_default();
-        // The resource's own generation, as kubectl users expect (the
-        // record counts spec changes its own way).
-        if let Some(g) = resource.metadata.generation {
-            status.observed_generation = Some(g);
-        }
-        let patch = serde_json::json!({
-            "apiVersion": crate::crd::API_VERSION,
-            "kind": crate::crd::KIND,
-            "status": status,
-        });
-        crate::fence::check()?;
-        self.api::<EtcdCluster>()
-            .patch_status(name, &Self::apply_params(), &Patch::Apply(&patch))
-            .await
-            .map_err(Error::api(format!("cannot apply the status of {name}")))?;
-        Ok(())
-    }
 }
 
 impl Platform for KubePlatform {
@@ -348,6 +310,8 @@ impl Platform for KubePlatform {
         let mut followers = self.followers.lock().unwrap_or_else(|e| e.into_inner());
         followers.remove(cluster);
         self.backups.forget(cluster);
+        self.lists.forget(cluster);
+        self.written.forget(cluster);
     }
 
     async fn members(&self, cluster: &str) -> Result<Vec<PlatformMember>> {

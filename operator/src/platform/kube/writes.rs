@@ -4,11 +4,13 @@
 //! fails as busy, and the next reconcile tries again.
 
 use std::fmt::Debug;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
+use kube::runtime::wait::{self, await_condition, conditions};
+use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -28,10 +30,19 @@ use crate::version::Version;
 
 /// How long a deleted pod may take to go before the call gives up as busy.
 pub const POD_GONE_WAIT: Duration = Duration::from_secs(45);
-/// How often a deleted pod is looked for meanwhile.
-const POLL: Duration = Duration::from_millis(500);
 
 type Namespaced = k8s_openapi::NamespaceResourceScope;
+
+/// The error of a watch that could not say whether pod `name` is gone.
+fn watch_failed(name: &str, e: watcher::Error) -> Error {
+    let what = format!("cannot watch pod {name} go");
+    match e {
+        watcher::Error::InitialListFailed(e)
+        | watcher::Error::WatchStartFailed(e)
+        | watcher::Error::WatchFailed(e) => Error::api(what)(e),
+        other => Error::Busy(format!("{what}: {other}")),
+    }
+}
 
 impl KubePlatform {
     pub(super) async fn get<K>(&self, name: &str) -> Result<Option<K>, Error>
@@ -57,10 +68,9 @@ impl KubePlatform {
         let what = format!("cannot apply {} {name}", K::kind(&()));
         let params = Self::apply_params();
         let patch = Patch::Apply(object);
-        self.api::<K>()
-            .patch(name, &params, &patch)
-            .await
-            .map_err(Error::api(what))?;
+        let done = self.api::<K>().patch(name, &params, &patch).await;
+        self.lists.wrote::<K>();
+        done.map_err(Error::api(what))?;
         Ok(())
     }
 
@@ -78,10 +88,9 @@ impl KubePlatform {
             field_manager: Some(FIELD_MANAGER.into()),
             ..PatchParams::default()
         };
-        self.api::<K>()
-            .patch(name, &params, &patch)
-            .await
-            .map_err(Error::api(what))?;
+        let done = self.api::<K>().patch(name, &params, &patch).await;
+        self.lists.wrote::<K>();
+        done.map_err(Error::api(what))?;
         Ok(())
     }
 
@@ -91,7 +100,9 @@ impl KubePlatform {
         K: Resource<Scope = Namespaced, DynamicType = ()> + Clone + DeserializeOwned + Debug,
     {
         crate::fence::check()?;
-        match self.api::<K>().delete(name, dp).await {
+        let done = self.api::<K>().delete(name, dp).await;
+        self.lists.wrote::<K>();
+        match done {
             Ok(_) => Ok(()),
             Err(e) if is_not_found(&e) => Ok(()),
             Err(e) => Err(Error::api(format!("cannot delete {} {name}", K::kind(&())))(e)),
@@ -111,7 +122,10 @@ impl KubePlatform {
     }
 
     /// Deletes a pod that does not run (gracefully, that very pod) and
-    /// waits until it is gone.
+    /// waits until it is gone: on a watch of that pod (kube-runtime's
+    /// `await_condition`), so the call returns as soon as the API server
+    /// says so, not at the next of a series of polls (every 500 ms
+    /// before), and asks nothing more meanwhile.
     pub(super) async fn clear_pod(&self, pod: &Pod) -> Result<(), Error> {
         let name = pod.name_any();
         if pod.metadata.deletion_timestamp.is_none() {
@@ -124,18 +138,15 @@ impl KubePlatform {
             };
             self.remove::<Pod>(&name, &dp).await?;
         }
-        let since = Instant::now();
-        loop {
-            match self.get::<Pod>(&name).await? {
-                Some(p) if p.uid() == pod.uid() => {}
-                _ => return Ok(()),
-            }
-            if since.elapsed() >= POD_GONE_WAIT {
-                return Err(Error::Busy(format!(
-                    "pod {name} is still terminating after {POD_GONE_WAIT:?}"
-                )));
-            }
-            tokio::time::sleep(POLL).await;
+        // Gone, or another pod (another uid) took its name.
+        let uid = pod.uid().unwrap_or_default();
+        let gone = await_condition(self.api::<Pod>(), &name, conditions::is_deleted(&uid));
+        match tokio::time::timeout(POD_GONE_WAIT, gone).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(wait::Error::ProbeFailed(e))) => Err(watch_failed(&name, e)),
+            Err(_) => Err(Error::Busy(format!(
+                "pod {name} is still terminating after {POD_GONE_WAIT:?}"
+            ))),
         }
     }
 

@@ -7,7 +7,8 @@ use serde_json::json;
 use super::api::{ApiServer, core, core_list, list, mock};
 use super::fixtures::{GENERATION, Seen, platform, platform_for, resource};
 use super::scenario::{
-    assert_owned, config_of, expect_graceful_delete, expect_member_read, expect_shared, play,
+    assert_owned, config_of, expect_graceful_delete, expect_member_read, expect_shared,
+    expect_watched_gone, play,
 };
 use crate::crd::{EtcdClusterStatus, Phase, StoragePolicy};
 use crate::member::{Settings, Tuning};
@@ -126,9 +127,7 @@ async fn an_empty_dir_member_with_new_timing_is_deleted_to_be_replaced() {
         let delete = api.expect(Method::DELETE, &core("pods", "demo-0")).await;
         assert_eq!(delete.body["preconditions"]["uid"], "pod-demo-0");
         delete.ok(&pod.clone().terminating().json());
-        api.expect(Method::GET, &core("pods", "demo-0"))
-            .await
-            .not_found();
+        expect_watched_gone(&mut api, "demo-0").await;
         api
     };
     let tuning = Tuning::new(None, Some(3000));

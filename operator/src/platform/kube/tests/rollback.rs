@@ -14,7 +14,7 @@ use super::api::{ApiServer, core, mock};
 use super::fake::fake;
 use super::fixtures::{Seen, platform_for, resource};
 use super::rbac::collection;
-use super::scenario::{config_of, expect_shared, play};
+use super::scenario::{config_of, expect_shared, expect_watched_gone, play};
 use crate::crd::StoragePolicy::Persistent;
 use crate::platform::{Platform, Settings};
 use crate::version::Version;
@@ -106,9 +106,7 @@ async fn rolling_back_a_failed_upgrade_re_creates_the_pod_from_its_claim() {
         let delete = api.expect(Method::DELETE, &core("pods", "demo-1")).await;
         assert_eq!(delete.body["preconditions"]["uid"], "pod-demo-1");
         delete.ok(&pod.clone().terminating().json());
-        api.expect(Method::GET, &core("pods", "demo-1"))
-            .await
-            .not_found();
+        expect_watched_gone(&mut api, "demo-1").await;
         expect_shared(&mut api, 2).await;
         let new = api.expect_apply(&core("pods", "demo-1")).await;
         let etcd = &new.body["spec"]["containers"][0];

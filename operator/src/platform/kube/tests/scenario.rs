@@ -6,7 +6,7 @@ use std::future::Future;
 use http::Method;
 use serde_json::Value;
 
-use super::api::{ApiServer, Call, core};
+use super::api::{ApiServer, Call, core, core_list, list};
 use super::fixtures::{Seen, UID};
 use crate::member::MemberConfig;
 use crate::platform::kube::KubePlatform;
@@ -123,7 +123,14 @@ pub async fn expect_graceful_delete(api: &mut ApiServer, pod: &Seen) {
     assert_eq!(delete.body["preconditions"]["uid"], format!("pod-{name}"));
     assert!(delete.body.get("gracePeriodSeconds").is_none(), "graceful");
     delete.ok(&pod.clone().terminating().json());
-    api.expect(Method::GET, &core("pods", &name))
-        .await
-        .not_found();
+    expect_watched_gone(api, &name).await;
+}
+
+/// A deleted pod `name` is waited for on a watch of that pod (here its
+/// first list, which finds it gone), not on a series of gets.
+pub async fn expect_watched_gone(api: &mut ApiServer, name: &str) {
+    let watch = api.expect(Method::GET, &core_list("pods")).await;
+    let by_name = format!("metadata.name%3D{name}");
+    assert_eq!(watch.query.get("fieldSelector"), Some(&by_name), "that pod");
+    watch.ok(&list("PodList", vec![]));
 }
