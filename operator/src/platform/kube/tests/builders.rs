@@ -272,3 +272,68 @@ fn a_member_pods_metrics_are_read_at_its_ip() {
     }
     assert_eq!(crate::platform::kube::members::metrics_url(&p), None);
 }
+
+/// etcd gets the kubelet's SIGTERM itself and the kubelet waits no longer
+/// than etcd's own stop can take: etcd is the container's command (PID 1,
+/// no shell that would swallow the signal), no hook runs before it, and
+/// the grace is twice etcd's request timeout (5 s plus two election
+/// timeouts: a leadership handover, then RPCs in flight) plus 2 s.
+#[test]
+fn etcd_gets_sigterm_itself_with_a_grace_of_its_own_stop_bound() {
+    use crate::member::Tuning;
+    use crate::platform::kube::pod::{ETCD_BINARY, termination_grace_secs};
+    for (election_ms, grace) in [
+        (None, 16),
+        (Some(1000), 16),
+        (Some(5000), 32),
+        (Some(250), 13),
+    ] {
+        let mut c = config("demo-1", "3.4.23");
+        c.tuning = Tuning::new(None, election_ms);
+        let p = Seen::pod_of(&c, StoragePolicy::Persistent).json();
+        let e = etcd(&p);
+        assert_eq!(e["command"], json!([ETCD_BINARY]), "etcd itself, no shell");
+        assert!(
+            e.get("lifecycle").is_none(),
+            "no preStop hook: {}",
+            e["lifecycle"]
+        );
+        assert_eq!(p["spec"]["containers"].as_array().map(Vec::len), Some(1));
+        assert!(
+            p["spec"].get("shareProcessNamespace").is_none(),
+            "etcd is PID 1"
+        );
+        assert_eq!(
+            p["spec"]["terminationGracePeriodSeconds"],
+            json!(grace),
+            "election timeout {election_ms:?}"
+        );
+        assert_eq!(termination_grace_secs(&c), grace);
+    }
+}
+
+#[test]
+fn readyz_only_where_etcd_serves_it() {
+    use crate::platform::kube::pod::readiness_path;
+    use crate::version::Version;
+    for (v, path) in [
+        (Version::new(3, 4, 23), "/health"),
+        (Version::new(3, 4, 29), "/health"),
+        (Version::new(3, 4, 40), "/health"),
+        (Version::new(3, 5, 1), "/health"),
+        (Version::new(3, 5, 11), "/readyz"),
+        (Version::new(3, 6, 0), "/readyz"),
+    ] {
+        assert_eq!(readiness_path(v), path, "{v}");
+    }
+}
+
+#[test]
+fn image_tag_is_v_and_the_version() {
+    use crate::platform::kube::pod::{DEFAULT_IMAGE, image};
+    use crate::version::Version;
+    assert_eq!(
+        image(DEFAULT_IMAGE, Version::new(3, 5, 1)),
+        "quay.io/coreos/etcd:v3.5.1"
+    );
+}
