@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use chaos_monkey::cli::duration_text;
 
-use crate::scenario::{Chaos, Dur};
+use crate::scenario::Chaos;
 
 /// Where the monkey finds the members.
 #[derive(Clone, Debug)]
@@ -48,11 +48,7 @@ pub fn args(
         }
     }
     flag("cluster", cluster.into());
-    // Whole milliseconds: the monkey prints its run's length.
-    let whole = Dur::whole_millis(duration)
-        .get()
-        .max(Duration::from_millis(1));
-    flag("duration", duration_text(whole));
+    flag("duration", duration_text(monkey_duration(duration)));
     flag("fault-log", fault_log.display().to_string());
     let chaos = Chaos {
         seed: seed.or(c.seed),
@@ -60,6 +56,17 @@ pub fn args(
     };
     a.extend(chaos.to_args());
     a
+}
+
+/// How long the monkey is told to run when `left` is what is left of the
+/// run: rounded up to whole seconds. The monkey prints its run's length on
+/// its first line, and a run of `--duration 5m` starts it a few
+/// milliseconds in: that line says `for 5m`, not `for 4m 59s 994ms`. Up,
+/// not down: the runner stops the monkey at the end of the run, and a
+/// monkey that ended first would be noted as having exited early.
+pub fn monkey_duration(left: Duration) -> Duration {
+    let secs = left.as_secs() + u64::from(left.subsec_nanos() > 0);
+    Duration::from_secs(secs.max(1))
 }
 
 #[cfg(test)]
@@ -103,7 +110,7 @@ mod tests {
         let odd = Duration::from_nanos(59_999_531_248);
         let at = Where::Local(Path::new("/s"));
         let cut = parsed(&args(&c, at, "demo", Path::new("f"), None, odd));
-        assert_eq!(cut.duration, Some(Duration::from_millis(59_999)));
+        assert_eq!(cut.duration, Some(Duration::from_secs(60)));
         assert_eq!(m.clusters, ["demo"]);
         assert_eq!(m.duration, Some(Duration::from_secs(60)));
         assert_eq!(m.state_dir, Path::new("/s"));
@@ -118,6 +125,30 @@ mod tests {
             Duration::from_secs(60),
         );
         assert_eq!(parsed(&line).chaos.seed, Some(9));
+    }
+
+    /// A run of `--duration 5m` starts the monkey a few milliseconds in;
+    /// its start line says the run's length as given.
+    #[test]
+    fn the_monkeys_start_line_says_the_duration_as_given() {
+        let c = Chaos::default();
+        let state = std::env::temp_dir();
+        let at = Where::Local(&state);
+        let left = Duration::from_secs(300) - Duration::from_millis(6);
+        let line = args(&c, at, "demo", Path::new("f"), Some(1), left);
+        let config = chaos_monkey::config::Config::from_args(parsed(&line)).expect("valid");
+        let said = config.describe();
+        assert!(said.ends_with("; for 5m"), "{said}");
+        // What is left after a longer start is said as it is, in seconds.
+        assert_eq!(
+            monkey_duration(Duration::from_millis(258_300)),
+            Duration::from_secs(259)
+        );
+        assert_eq!(
+            monkey_duration(Duration::from_millis(1)),
+            Duration::from_secs(1)
+        );
+        assert_eq!(monkey_duration(Duration::ZERO), Duration::from_secs(1));
     }
 
     #[test]
