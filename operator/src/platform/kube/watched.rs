@@ -7,9 +7,11 @@
 //! manages, to be woken by their changes; it tells [`Watched`] of each
 //! event before it wakes anyone, so the lists a pass read last are still
 //! good when, since they were asked for:
-//! * both watches have listed in full and not failed (a watch that
+//! * both watches have listed in full and not failed since (a watch that
 //!   restarts or fails puts every list in doubt until it has listed
-//!   again),
+//!   again, or, after a failure it resumes from (kube's watcher watches
+//!   again from the last version it got, losing nothing), until it
+//!   delivers a change: an idle namespace's passes list meanwhile),
 //! * no pod or claim of the namespace changed (a change of any is
 //!   counted for all the namespace's clusters: simpler than telling
 //!   whose a relabelled object was, and an idle namespace costs nothing
@@ -85,9 +87,17 @@ impl Watched {
                 s.synced[i] = true;
                 s.epoch += 1;
             }
-            Ok(
-                watcher::Event::InitApply(o) | watcher::Event::Apply(o) | watcher::Event::Delete(o),
-            ) => {
+            Ok(watcher::Event::InitApply(o)) => {
+                let ns = o.meta().namespace.clone().unwrap_or_default();
+                *s.changes.entry(ns).or_default() += 1;
+            }
+            Ok(watcher::Event::Apply(o) | watcher::Event::Delete(o)) => {
+                // Delivered by a watch that runs: past its list, or
+                // resumed after a failure from the last version it had.
+                if !s.synced[i] {
+                    s.synced[i] = true;
+                    s.epoch += 1;
+                }
                 let ns = o.meta().namespace.clone().unwrap_or_default();
                 *s.changes.entry(ns).or_default() += 1;
             }
@@ -255,5 +265,115 @@ impl super::KubePlatform {
                 "cannot list the volume claims of {cluster} in {ns}"
             )))?;
         Ok((pods.items, claims.items))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+    use kube::api::ObjectMeta;
+    use kube::runtime::watcher::{self, Event};
+
+    use super::{Lists, Watch, Watched};
+
+    fn pod(ns: &str) -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                name: Some("demo-0".into()),
+                namespace: Some(ns.into()),
+                ..ObjectMeta::default()
+            },
+            ..Pod::default()
+        }
+    }
+
+    fn saw(w: &Watched, watch: Watch, e: Event<Pod>) {
+        w.saw(watch, &Ok(e));
+    }
+
+    /// Both watches listed in full.
+    fn synced() -> Arc<Watched> {
+        let w = Arc::new(Watched::default());
+        for watch in [Watch::Pods, Watch::Claims] {
+            saw(&w, watch, Event::Init);
+            saw(&w, watch, Event::InitApply(pod("default")));
+            saw(&w, watch, Event::InitDone);
+        }
+        w
+    }
+
+    /// Whether a list kept now for `demo` in `default` is reused after `then`.
+    fn reused_after(w: &Arc<Watched>, then: impl FnOnce(&Watched, &Lists)) -> bool {
+        let lists = Lists::watched(w.clone());
+        let stamp = lists.stamp("default");
+        assert!(stamp.is_some(), "synced");
+        lists.keep("demo", stamp, &[pod("default")], &[]);
+        then(w, &lists);
+        lists.reuse("demo", lists.stamp("default")).is_some()
+    }
+
+    #[test]
+    fn a_list_is_reused_only_while_nothing_changed() {
+        let w = synced();
+        assert!(reused_after(&w, |_, _| {}), "nothing changed");
+        assert!(!reused_after(&w, |w, _| saw(
+            w,
+            Watch::Pods,
+            Event::Apply(pod("default"))
+        )));
+        assert!(!reused_after(&w, |w, _| saw(
+            w,
+            Watch::Claims,
+            Event::Delete(pod("default"))
+        )));
+        assert!(!reused_after(&w, |_, l| l.wrote::<Pod>()), "its own write");
+        assert!(!reused_after(&w, |_, l| l.wrote::<PersistentVolumeClaim>()));
+        assert!(!reused_after(&w, |_, l| l.forget("demo")));
+        // Another namespace's change, or a write of another kind, is not one.
+        assert!(reused_after(&w, |w, _| saw(
+            w,
+            Watch::Pods,
+            Event::Apply(pod("other"))
+        )));
+        assert!(reused_after(&w, |_, l| l.wrote::<k8s_openapi::api::core::v1::Secret>()));
+    }
+
+    #[test]
+    fn nothing_is_reused_without_watches_or_while_one_is_not_synced() {
+        let lists = Lists::default();
+        assert_eq!(lists.stamp("default"), None, "no watches: every pass lists");
+        let w = Arc::new(Watched::default());
+        saw(&w, Watch::Pods, Event::Init);
+        saw(&w, Watch::Pods, Event::InitDone);
+        assert_eq!(
+            Lists::watched(w.clone()).stamp("default"),
+            None,
+            "claims not listed"
+        );
+        let w = synced();
+        assert!(
+            !reused_after(&w, |w, _| saw(w, Watch::Pods, Event::Init)),
+            "re-listing"
+        );
+        assert_eq!(Lists::watched(w.clone()).stamp("default"), None);
+        saw(&w, Watch::Pods, Event::InitDone);
+        assert!(Lists::watched(w).stamp("default").is_some());
+    }
+
+    #[test]
+    fn a_failed_watch_counts_again_once_it_delivers() {
+        let w = synced();
+        let failed = |w: &Watched| {
+            let e = watcher::Error::NoResourceVersion;
+            w.saw::<Pod>(Watch::Claims, &Err(e));
+        };
+        assert!(!reused_after(&w, |w, _| failed(w)));
+        assert_eq!(Lists::watched(w.clone()).stamp("default"), None, "failed");
+        // Resumed from the last version it had: its next change shows it runs.
+        saw(&w, Watch::Claims, Event::Apply(pod("default")));
+        assert!(Lists::watched(w.clone()).stamp("default").is_some());
+        assert!(reused_after(&w, |_, _| {}));
     }
 }
