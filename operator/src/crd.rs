@@ -134,6 +134,13 @@ pub struct EtcdClusterSpec {
     /// promoted (local platform for now).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub standby: Option<StandbySpec>,
+    /// The etcd image (Kubernetes): its repository, for a mirror.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<ImageSpec>,
+    /// Member pods (Kubernetes): resources, nodes and zones, priority,
+    /// labels and annotations, image pull secrets, pod security.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<MemberPodSpec>,
 }
 
 impl EtcdClusterSpec {
@@ -154,6 +161,8 @@ impl EtcdClusterSpec {
             compaction: None,
             defrag: None,
             standby: None,
+            image: None,
+            pod: None,
         }
     }
 }
@@ -286,6 +295,21 @@ pub struct StorageSpec {
     /// so a dead member is always replaced by a new one.
     #[serde(default)]
     pub policy: StoragePolicy,
+    /// Size of each member's data volume claim (Kubernetes, `Persistent`),
+    /// such as "20Gi"; default 5Gi, which holds etcd's default quota.
+    /// Growing it expands the claims in place, one member at a time, where
+    /// the storage class allows it (`allowVolumeExpansion`); a claim never
+    /// shrinks, so a smaller size is refused. It must hold twice
+    /// `spec.quotaBackendBytes` (a follower receiving a snapshot keeps two
+    /// databases for a while) and etcd's log.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<String>,
+    /// Storage class of the members' data volume claims (Kubernetes);
+    /// default: the cluster's default class. Claims made from then on use
+    /// it; a claim's class never changes, so existing members keep theirs
+    /// until they are replaced (status.storage names them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_class_name: Option<String>,
 }
 
 /// Whether member data outlives the member's process.
@@ -371,6 +395,10 @@ pub struct RecoverySpec {
 
 pub mod admission;
 mod backup_spec;
+mod pod_spec;
+pub use pod_spec::{
+    ImageSpec, KUBERNETES_TYPES, MemberPodSpec, PodResources, PodSecurity, kubernetes_type,
+};
 mod standby_spec;
 pub use standby_spec::{StandbySpec, StandbyStream};
 mod bounds;

@@ -221,6 +221,7 @@ pub async fn observe<P: Platform>(
             version: m.version,
             tuning: m.tuning,
             backend: m.backend.clone(),
+            pod: m.pod.clone(),
             bootstrap: m.bootstrap,
             tls: TlsState {
                 files: m.tls.clone(),

@@ -16,11 +16,14 @@ use crate::member::tuning::check_tuning;
 use crate::version::Version;
 
 pub mod continuous;
+pub mod pod;
 mod restore;
 pub mod standby;
+pub mod storage;
 mod tls;
 pub use self::continuous::ContinuousPolicy;
 pub use self::restore::{MIN_REVISION, TIME_PREFIX_PATTERN};
+pub use self::storage::{VolumeSize, Volumes};
 use self::tls::check_tls;
 pub use self::tls::{MAX_SECRET_NAME_LEN, SECRET_NAME_PATTERN, TlsPolicy, TlsSource};
 pub use crate::units::{FieldError, MAX_DURATION, MAX_INTERVAL, parse_duration, parse_interval};
@@ -78,6 +81,12 @@ pub struct ValidSpec {
     pub defrag: Option<DefragPolicy>,
     /// A standby of another cluster (`spec.standby`), if it is one.
     pub standby: Option<standby::Standby>,
+    /// The members' data volume claims (`spec.storage.size`,
+    /// `storageClassName`; Kubernetes).
+    pub volumes: Volumes,
+    /// The image repository and pod settings members run with
+    /// (`spec.image`, `spec.pod`; Kubernetes).
+    pub pod: crate::member::PodSettings,
 }
 
 /// Where a backup named in `spec.restore` is: whose it is and in which
@@ -351,6 +360,8 @@ pub fn validate(
         Some(on) => on,
         None => restore_from_backup && persistent,
     };
+    let volumes = storage::check(spec, &mut err);
+    let pod = pod::check(spec, &mut err);
     let (backend, defrag) = backend::check(spec, &mut errors);
     match (version, tuning) {
         (Some(version), Some(tuning)) if errors.is_empty() => Ok(ValidSpec {
@@ -368,6 +379,8 @@ pub fn validate(
             defrag,
             from_survivor,
             standby,
+            volumes,
+            pod,
         }),
         _ => Err(Invalid(errors)),
     }

@@ -129,6 +129,7 @@ pub(super) async fn run<P: Platform>(
                 version: *to,
                 tuning: spec.tuning,
                 backend: spec.backend.clone(),
+                pod: spec.pod.clone(),
             };
             c.crashes.started(member);
             Ok(c.platform.restart(&c.name, member, &settings).await?)
@@ -139,6 +140,7 @@ pub(super) async fn run<P: Platform>(
                 version: on_platform.map_or(spec.version, |p| p.version),
                 tuning: spec.tuning,
                 backend: spec.backend.clone(),
+                pod: spec.pod.clone(),
             };
             c.crashes.started(member);
             Ok(c.platform.restart(&c.name, member, &settings).await?)
@@ -343,6 +345,7 @@ async fn bootstrap<P: Platform>(
                     tls: state.files.clone(),
                     tuning: spec.tuning,
                     backend: spec.backend.clone(),
+                    pod: spec.pod.clone(),
                     force_new_cluster: false,
                     fresh_restore: false,
                 };
@@ -422,6 +425,7 @@ pub(super) async fn add_learner<P: Platform>(
         tls: state.files.clone(),
         tuning: spec.tuning,
         backend: spec.backend.clone(),
+        pod: spec.pod.clone(),
         force_new_cluster: false,
         fresh_restore: false,
     };

@@ -92,8 +92,13 @@ fn admission_rules(out: &mut String) {
     }
 }
 
-/// One row per field below `schema`, depth first, in the schema's order.
+/// One row per field below `schema`, depth first, in the schema's order;
+/// an embedded Kubernetes type ([`super::KUBERNETES_TYPES`]) is one row,
+/// its insides are Kubernetes' API reference.
 fn walk(schema: &Value, path: &str, rows: &mut Vec<(String, String, String)>) {
+    if super::KUBERNETES_TYPES.contains(&path) {
+        return;
+    }
     let required: Vec<&str> = schema["required"]
         .as_array()
         .map(|r| r.iter().filter_map(Value::as_str).collect())

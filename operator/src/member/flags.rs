@@ -199,6 +199,7 @@ mod tests {
             tls: MemberTls::default(),
             tuning: Tuning::default(),
             backend: Default::default(),
+            pod: Default::default(),
             force_new_cluster: false,
             fresh_restore: false,
         }

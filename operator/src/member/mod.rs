@@ -11,11 +11,13 @@ pub mod crash;
 pub mod flags;
 pub mod hints;
 pub mod metrics;
+pub mod pod;
 pub mod tuning;
 
 use serde::{Deserialize, Serialize};
 
 pub use self::backend::Backend;
+pub use self::pod::PodSettings;
 pub use self::tuning::Tuning;
 use crate::version::Version;
 
@@ -79,6 +81,11 @@ pub struct MemberConfig {
     /// defaults, so records written before it existed stay the same).
     #[serde(default, skip_serializing_if = "Backend::is_default")]
     pub backend: Backend,
+    /// Its image repository and pod settings (Kubernetes; absent from the
+    /// JSON when the operator's defaults, so records written before it
+    /// existed stay the same).
+    #[serde(default, skip_serializing_if = "PodSettings::is_default")]
+    pub pod: PodSettings,
     /// Start it with `--force-new-cluster`: it keeps its data and member id
     /// and becomes a cluster of one, every other member dropped from its
     /// member list. Set only while a cluster whose quorum is lost for good
@@ -146,6 +153,7 @@ impl MemberConfig {
             version: self.version,
             tuning: self.tuning,
             backend: self.backend.clone(),
+            pod: self.pod.clone(),
         }
     }
 }
@@ -163,11 +171,14 @@ pub struct Settings {
     pub tuning: Tuning,
     /// Backend quota and auto-compaction.
     pub backend: Backend,
+    /// Image repository and pod settings (Kubernetes).
+    pub pod: PodSettings,
 }
 
 impl Settings {
     /// The spec fields (`spec.version`, `spec.tuning`,
-    /// `spec.quotaBackendBytes`, `spec.compaction`, `spec.standby`) whose values differ
+    /// `spec.quotaBackendBytes`, `spec.compaction`, `spec.standby`,
+    /// `spec.image.repository`, `spec.pod`) whose values differ
     /// between these settings and `wanted`: empty exactly when they are
     /// equal, since every field is named here (destructured, so a new one
     /// does not compile until it is).
@@ -181,6 +192,10 @@ impl Settings {
                     compaction,
                     standby,
                 },
+            pod: PodSettings {
+                repository,
+                template,
+            },
         } = self;
         [
             ("spec.version", *version == wanted.version),
@@ -191,6 +206,11 @@ impl Settings {
             ),
             ("spec.compaction", *compaction == wanted.backend.compaction),
             ("spec.standby", *standby == wanted.backend.standby),
+            (
+                "spec.image.repository",
+                *repository == wanted.pod.repository,
+            ),
+            ("spec.pod", *template == wanted.pod.template),
         ]
         .into_iter()
         .filter(|(_, same)| !same)
@@ -203,6 +223,7 @@ impl Settings {
         config.version = self.version;
         config.tuning = self.tuning;
         config.backend = self.backend.clone();
+        config.pod = self.pod.clone();
     }
 }
 
@@ -220,6 +241,7 @@ mod tests {
             version: "3.4.23".parse().expect("a version"),
             tuning: Tuning::default(),
             backend: Backend::default(),
+            pod: PodSettings::default(),
         };
         assert!(base.changed(&base.clone()).is_empty());
         let one = |f: fn(&mut Settings)| {
@@ -247,6 +269,19 @@ mod tests {
                 })
             }),
             ["spec.compaction"]
+        );
+        assert_eq!(
+            one(|s| s.pod.repository = Some("mirror.local/etcd".into())),
+            ["spec.image.repository"]
+        );
+        assert_eq!(
+            one(|s| {
+                s.pod.template = Some(crate::crd::MemberPodSpec {
+                    priority_class_name: Some("high".into()),
+                    ..Default::default()
+                })
+            }),
+            ["spec.pod"]
         );
     }
 }

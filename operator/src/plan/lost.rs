@@ -97,6 +97,7 @@ mod tests {
                 certs_due: false,
                 tuning: Default::default(),
                 backend: Default::default(),
+                pod: Default::default(),
             }),
             etcd: None,
             healthy: false,

@@ -4,7 +4,7 @@
 pub use super::maintenance::{Alarm, AlarmKind, ClusterDb, DbFacts, DbPolicy, DefragWhy, KvHash};
 use crate::crd::StoragePolicy;
 use crate::member::Tuning;
-use crate::member::{Backend, MemberTls, Settings};
+use crate::member::{Backend, MemberTls, PodSettings, Settings};
 use crate::validate::ValidSpec;
 use crate::version::Version;
 
@@ -25,6 +25,8 @@ pub struct Desired {
     pub tuning: Tuning,
     /// The backend quota and auto-compaction members run with.
     pub backend: Backend,
+    /// The image repository and pod settings members run with.
+    pub pod: PodSettings,
     /// Hand the leadership over before a planned restart or removal of
     /// the leader (on unless the operator runs with
     /// `--no-leader-handover`, a switch for benchmarks).
@@ -57,6 +59,7 @@ impl Desired {
             version: self.version,
             tuning: self.tuning,
             backend: self.backend.clone(),
+            pod: self.pod.clone(),
         }
     }
 }
@@ -68,6 +71,7 @@ impl Runtime {
             version: self.version,
             tuning: self.tuning,
             backend: self.backend.clone(),
+            pod: self.pod.clone(),
         }
     }
 }
@@ -87,6 +91,7 @@ impl From<&ValidSpec> for Desired {
             },
             tuning: s.tuning,
             backend: s.backend.clone(),
+            pod: s.pod.clone(),
             handover: true,
             db: DbPolicy {
                 quota: s.backend.quota(),
@@ -180,6 +185,8 @@ pub struct Runtime {
     pub tuning: Tuning,
     /// The backend quota and auto-compaction it runs (or will run) with.
     pub backend: Backend,
+    /// The image repository and pod settings it runs (or will run) with.
+    pub pod: PodSettings,
     /// One of the members the cluster was bootstrapped with.
     pub bootstrap: bool,
     /// Its TLS files and listeners, and its URLs' schemes.

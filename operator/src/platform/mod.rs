@@ -121,6 +121,8 @@ pub struct PlatformMember {
     pub tuning: Tuning,
     /// The backend quota and auto-compaction it runs (or will run) with.
     pub backend: crate::member::Backend,
+    /// The image repository and pod settings it runs (or will run) with.
+    pub pod: crate::member::PodSettings,
     /// One of the bootstrap members.
     pub bootstrap: bool,
     /// When it was last started.

@@ -22,6 +22,7 @@ pub fn bootstrap_config(
         tls: Default::default(),
         tuning: Default::default(),
         backend: Default::default(),
+        pod: Default::default(),
         force_new_cluster: false,
         fresh_restore: false,
     }

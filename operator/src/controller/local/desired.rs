@@ -94,6 +94,9 @@ impl Local {
     /// restore source exists and is a snapshot (only when creating; the
     /// slow part of that check runs off this loop, [`super::RestoreChecks`]).
     async fn local_checks(&self, name: &str, spec: &ValidSpec) -> Result<(), String> {
+        if let Some(refused) = kubernetes_members(spec) {
+            return Err(refused);
+        }
         let stores = [
             (
                 "backup",
@@ -175,6 +178,86 @@ impl Local {
                 }
             )),
             _ => Ok(()),
+        }
+    }
+}
+
+/// The first of the fields about member pods and their claims that only
+/// Kubernetes has (`spec.storage.size` and `storageClassName`,
+/// `spec.image`, `spec.pod.*`), refused by name: a local member is a
+/// process on this machine with its data in a folder of the state folder.
+pub(super) fn kubernetes_members(spec: &ValidSpec) -> Option<String> {
+    let claims = "volume claims exist on Kubernetes only; a local member's data is a folder \
+                  under the state folder, as large as its disk allows: drop it";
+    if spec.volumes.size.is_some() {
+        return Some(format!("spec.storage.size: {claims}"));
+    }
+    if spec.volumes.class.is_some() {
+        return Some(format!("spec.storage.storageClassName: {claims}"));
+    }
+    if spec.pod.repository.is_some() {
+        return Some(
+            "spec.image.repository: images are Kubernetes'; the local platform runs the etcd \
+             binary of spec.version (see `etcd-operator run --help` on where they are found): \
+             drop it"
+                .into(),
+        );
+    }
+    let pod = spec.pod.template.as_ref()?;
+    let set = serde_json::to_value(pod).ok()?;
+    let field = set.as_object()?.keys().next()?.clone();
+    Some(format!(
+        "spec.pod.{field}: member pods are Kubernetes'; local members are processes on this \
+         machine (no scheduling, resources or pod metadata): drop spec.pod"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn valid(spec: serde_json::Value) -> ValidSpec {
+        struct Any;
+        impl crate::validate::Versions for Any {
+            fn check(&self, _: crate::version::Version) -> Result<(), String> {
+                Ok(())
+            }
+        }
+        let mut doc = serde_json::json!({"size": 3, "version": "3.5.1"});
+        if let (Some(d), Some(s)) = (doc.as_object_mut(), spec.as_object()) {
+            d.extend(s.clone());
+        }
+        let spec = serde_json::from_value(doc).expect("a spec");
+        validate("demo", &spec, &Any).expect("valid")
+    }
+
+    #[test]
+    fn kubernetes_only_member_fields_are_refused_by_name() {
+        assert_eq!(kubernetes_members(&valid(serde_json::json!({}))), None);
+        for (spec, field) in [
+            (
+                serde_json::json!({"storage": {"size": "10Gi"}}),
+                "spec.storage.size: ",
+            ),
+            (
+                serde_json::json!({"storage": {"storageClassName": "fast"}}),
+                "spec.storage.storageClassName: ",
+            ),
+            (
+                serde_json::json!({"image": {"repository": "mirror.local/etcd"}}),
+                "spec.image.repository: ",
+            ),
+            (
+                serde_json::json!({"pod": {"resources": {"requests": {"cpu": "1"}}}}),
+                "spec.pod.resources: ",
+            ),
+            (
+                serde_json::json!({"pod": {"nodeSelector": {"disk": "ssd"}}}),
+                "spec.pod.nodeSelector: ",
+            ),
+        ] {
+            let refused = kubernetes_members(&valid(spec.clone())).unwrap_or_default();
+            assert!(refused.starts_with(field), "{spec}: {refused}");
         }
     }
 }

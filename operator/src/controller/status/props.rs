@@ -63,6 +63,7 @@ fn observation(o: &Observed) -> Observation {
                 version: p.version,
                 tuning: p.tuning,
                 backend: p.backend.clone(),
+                pod: p.pod.clone(),
                 bootstrap: p.bootstrap,
                 started_at: None,
                 call_url: None,

@@ -4,7 +4,9 @@
 
 use std::time::Duration;
 
-use crate::kube_names::{MAX_OBJECT_NAME_LEN, OBJECT_NAME_PATTERN, size_pattern};
+use crate::kube_names::{
+    MAX_OBJECT_NAME_LEN, MAX_REPOSITORY_LEN, OBJECT_NAME_PATTERN, REPOSITORY_PATTERN, size_pattern,
+};
 use crate::member::Tuning;
 use crate::member::backend::{
     FRAGMENTATION_PERCENT, MAX_QUOTA, MAX_REVISION_RETENTION, MIN_DEFRAG_INTERVAL,
@@ -16,6 +18,7 @@ use crate::units::{GO_DURATION_PATTERN, MAX_DURATION, MAX_INTERVAL, SPACES};
 use crate::validate::continuous::{
     MAX_MAX_EVENTS, MAX_SEGMENT_INTERVAL, MIN_MAX_EVENTS, MIN_SEGMENT_INTERVAL,
 };
+use crate::validate::pod::MAX_ID;
 use crate::validate::{
     MAX_BACKUPS, MAX_SECRET_NAME_LEN, MAX_SIZE, MIN_BACKUP_INTERVAL, MIN_BACKUPS, MIN_REVISION,
     MIN_SIZE, MIN_TLS_VALIDITY, SECRET_NAME_PATTERN, TIME_PREFIX_PATTERN,
@@ -148,6 +151,7 @@ pub(super) fn rules() -> Vec<Rule> {
             .into(),
     );
     r.backup_location();
+    r.members();
     r.restore();
     r.recovery();
     r.tls();
@@ -331,6 +335,57 @@ impl Rules {
                 &format!("{store}.serviceAccountName"),
             );
         }
+    }
+
+    /// The members' claims (`spec.storage`), image (`spec.image`) and
+    /// pods (`spec.pod`). Maps (labels, annotations, resources) are left
+    /// to the operator: a CEL rule over a map of unbounded size may cost
+    /// more than an API server allows a rule.
+    fn members(&mut self) {
+        self.pattern(
+            "member-claim-size",
+            "spec.storage.size",
+            &size_pattern(),
+            None,
+        );
+        self.object_name("member-storage-class-name", "spec.storage.storageClassName");
+        self.cel(
+            "member-claims-need-persistent",
+            "spec.storage",
+            "!(has(self.size) || has(self.storageClassName)) || !has(self.policy) || \
+             self.policy != 'Ephemeral'"
+                .into(),
+            "spec.storage.size: Ephemeral members have no volume claim: drop size and \
+             storageClassName, or use policy: Persistent"
+                .into(),
+        );
+        self.pattern(
+            "image-repository",
+            "spec.image.repository",
+            REPOSITORY_PATTERN,
+            Some(MAX_REPOSITORY_LEN),
+        );
+        self.object_name("priority-class-name", "spec.pod.priorityClassName");
+        let security = "spec.pod.securityContext";
+        self.range(
+            "run-as-user",
+            &format!("{security}.runAsUser"),
+            1,
+            Some(MAX_ID),
+        );
+        self.range(
+            "run-as-group",
+            &format!("{security}.runAsGroup"),
+            0,
+            Some(MAX_ID),
+        );
+        self.range("fs-group", &format!("{security}.fsGroup"), 0, Some(MAX_ID));
+        self.pattern(
+            "fs-group-change-policy",
+            &format!("{security}.fsGroupChangePolicy"),
+            "^(OnRootMismatch|Always)$",
+            None,
+        );
     }
 
     /// `spec.restore`.

@@ -48,7 +48,16 @@ fn base() -> Value {
         "tuning": {"heartbeatInterval": "100ms", "electionTimeout": "1s"},
         "quotaBackendBytes": 2_147_483_648_i64,
         "compaction": {"mode": "Periodic", "retention": "1h"},
-        "defrag": {"interval": "24h", "fragmentationPercent": 50}
+        "defrag": {"interval": "24h", "fragmentationPercent": 50},
+        "storage": {"policy": "Persistent", "size": "20Gi", "storageClassName": "fast"},
+        "image": {"repository": "registry.example.com/mirror/etcd"},
+        "pod": {
+            "priorityClassName": "etcd-critical",
+            "securityContext": {
+                "runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000,
+                "fsGroupChangePolicy": "Always"
+            }
+        }
     })
 }
 
@@ -445,6 +454,10 @@ fn breaking(name: &str) -> Option<Vec<(&'static str, Value)>> {
             ("spec.recovery", json!({"fromSurvivor": true})),
         ],
         "restore-needs-persistent" => vec![ephemeral],
+        "member-claims-need-persistent" => vec![
+            ("spec.restore", Value::Null),
+            ("spec.storage.policy", json!("Ephemeral")),
+        ],
         "tls-peer-auto" => vec![("spec.tls.peer.mode", json!("Auto"))],
         "tls-client-auto" => vec![("spec.tls.client.mode", json!("Auto"))],
         "tls-peer-provided" => vec![("spec.tls.peer.secretName", Value::Null)],

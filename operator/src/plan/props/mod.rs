@@ -8,7 +8,7 @@
 //! plan must converge to the spec whenever a majority of voters kept data.
 
 use super::*;
-use crate::member::{Backend, Tuning};
+use crate::member::{Backend, PodSettings, Tuning};
 use crate::version::Version;
 
 const V34: Version = Version::new(3, 4, 23);
@@ -28,6 +28,7 @@ struct M {
     version: Version,
     tuning: Tuning,
     backend: Backend,
+    pod: PodSettings,
     bootstrap: bool,
     /// TLS as configured on the platform.
     tls: TlsState,
@@ -199,6 +200,7 @@ impl Model {
                         version: m.version,
                         tuning: m.tuning,
                         backend: m.backend.clone(),
+                        pod: m.pod.clone(),
                         bootstrap: m.bootstrap,
                         tls: m.tls.clone(),
                         certs_due: m.certs_due,
@@ -284,6 +286,7 @@ impl Model {
             version: d.version,
             tuning: d.tuning,
             backend: d.backend.clone(),
+            pod: d.pod.clone(),
             bootstrap,
             listed_https: tls.peer_https,
             tls,
@@ -342,11 +345,13 @@ impl Model {
                 m.version = *to;
                 m.tuning = d.tuning;
                 m.backend = d.backend.clone();
+                m.pod = d.pod.clone();
             }
             Step::Restart { member, .. } => {
                 let m = self.find(member);
                 m.tuning = d.tuning;
                 m.backend = d.backend.clone();
+                m.pod = d.pod.clone();
             }
             Step::MoveLeader { id, .. } => self.preferred = Some(*id),
             Step::RenewCertificates { member } => self.find(member).certs_due = false,

@@ -197,6 +197,7 @@ pub(super) fn desired(size: usize, version: Version, storage: StoragePolicy) -> 
             compaction: None,
             standby: false,
         },
+        pod: Default::default(),
         handover: true,
         db: DbPolicy {
             quota: QUOTA,

@@ -37,6 +37,19 @@ fn changed() -> impl Strategy<Value = (&'static str, Desired)> {
             });
             d
         })),
+        Just(("spec.image.repository", {
+            let mut d = base();
+            d.pod.repository = Some("mirror.local/etcd".into());
+            d
+        })),
+        Just(("spec.pod", {
+            let mut d = base();
+            d.pod.template = Some(crate::crd::MemberPodSpec {
+                priority_class_name: Some("etcd-critical".into()),
+                ..Default::default()
+            });
+            d
+        })),
         Just((
             "spec.version",
             Desired {
@@ -83,5 +96,6 @@ proptest! {
         let backends: Vec<&Backend> = model.members.iter().map(|m| &m.backend).collect();
         prop_assert!(backends.iter().all(|b| **b == base.backend), "{} not applied: {:?}", field, backends);
         prop_assert!(model.members.iter().all(|m| m.tuning == base.tuning && m.version == base.version));
+        prop_assert!(model.members.iter().all(|m| m.pod == base.pod), "{} not applied", field);
     }
 }

@@ -235,6 +235,7 @@ fn member(
             version: config.version,
             tuning: config.tuning,
             backend: config.backend.clone(),
+            pod: config.pod.clone(),
             bootstrap: config.bootstrap,
             started_at: pod.and_then(started_at),
             call_url: pod

@@ -265,6 +265,7 @@ mod tests {
                 tls: Default::default(),
                 tuning: Default::default(),
                 backend: Default::default(),
+                pod: Default::default(),
                 force_new_cluster: false,
                 fresh_restore: false,
             },

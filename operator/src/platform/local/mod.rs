@@ -306,6 +306,7 @@ impl Platform for LocalPlatform {
                 version: record.config.version,
                 tuning: record.config.tuning,
                 backend: record.config.backend.clone(),
+                pod: record.config.pod.clone(),
                 bootstrap: record.config.bootstrap,
                 started_at: record
                     .started_at

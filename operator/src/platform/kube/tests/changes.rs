@@ -21,6 +21,7 @@ fn settings(version: &str, tuning: Tuning) -> Settings {
         version: version.parse().expect("a version"),
         tuning,
         backend: Default::default(),
+        pod: Default::default(),
     }
 }
 

@@ -124,6 +124,7 @@ async fn by_hand(client: kube::Client, fake: &Fake, demo: &EtcdCluster, eph: &Et
         version: Version::new(3, 5, 2),
         tuning: Default::default(),
         backend: Default::default(),
+        pod: Default::default(),
     };
     p.restart("demo", "demo-0", &v).await.expect("upgraded");
     p.restart("eph", "eph-0", &v)

@@ -39,6 +39,7 @@ async fn an_upgrade_to_an_image_that_never_runs_is_undone_by_the_spec() {
         version: Version::new(3, 5, 99),
         tuning: Default::default(),
         backend: Default::default(),
+        pod: Default::default(),
     };
     p.restart("demo", "demo-1", &settings)
         .await
