@@ -19,7 +19,7 @@ use etcd_operator::controller::kube::spec_state;
 use etcd_operator::crd::{StoragePolicy, TlsMode};
 use etcd_operator::member::MemberTls;
 use etcd_operator::platform::kube::objects::{
-    client_service, data_claim, disruption_budget, peer_service, record_config_map,
+    ClaimWanted, client_service, data_claim, disruption_budget, peer_service, record_config_map,
 };
 use etcd_operator::platform::kube::pod::{DEFAULT_IMAGE, member_pod};
 use etcd_operator::platform::kube::tls::{ca_secret, client_secret, member_secret};
@@ -178,8 +178,52 @@ fn built_objects_are_valid() {
         let pod = member_pod("example", &c, storage, DEFAULT_IMAGE, &owner);
         files.push(write_yaml(d, &format!("pod-{version}"), &pod));
     }
+    // A member placed and sized for production (spec.pod, spec.image).
+    let mut placed = config("example-1");
+    placed.pod.repository = Some("registry.example.com/mirror/etcd".into());
+    placed.pod.template = Some(
+        serde_json::from_value(serde_json::json!({
+            "resources": {"requests": {"cpu": "2", "memory": "8Gi"}, "limits": {"memory": "16Gi"}},
+            "nodeSelector": {"node-role.example.com/etcd": "true"},
+            "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "etcd",
+                "effect": "NoSchedule"}],
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": "disk", "operator": "In", "values": ["ssd"]}]}]}}},
+            "topologySpreadConstraints": [{"maxSkew": 1,
+                "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule"}],
+            "priorityClassName": "etcd-critical",
+            "labels": {"team": "platform"},
+            "annotations": {"example.com/owner": "platform"},
+            "imagePullSecrets": [{"name": "mirror-pull"}],
+            "securityContext": {"fsGroup": 2000, "seLinuxOptions": {"level": "s0:c123,c456"}}
+        }))
+        .expect("pod settings"),
+    );
+    let pod = member_pod(
+        "example",
+        &placed,
+        StoragePolicy::Persistent,
+        DEFAULT_IMAGE,
+        &owner,
+    );
+    files.push(write_yaml(d, "pod-placed", &pod));
     let c = config("example-0");
-    files.push(write_yaml(d, "claim", &data_claim("example", &c, &owner)));
+    let default = ClaimWanted::default();
+    files.push(write_yaml(
+        d,
+        "claim",
+        &data_claim("example", &c, &default, &owner),
+    ));
+    let sized = ClaimWanted {
+        size: Some("20Gi".into()),
+        class: Some("fast-ssd".into()),
+    };
+    files.push(write_yaml(
+        d,
+        "claim-sized",
+        &data_claim("example", &c, &sized, &owner),
+    ));
     files.push(write_yaml(d, "peer", &peer_service("example", &owner)));
     files.push(write_yaml(d, "client", &client_service("example", &owner)));
     files.push(write_yaml(

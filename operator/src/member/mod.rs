@@ -3,7 +3,8 @@
 //! annotation and the etcd command line are built from), etcd's standard
 //! ports, the command line itself ([`flags`]) and why etcd failed, read
 //! from its log ([`hints`]), and the settings a planned restart changes
-//! ([`Settings`]: version and election timing). Neither platform owns this
+//! ([`Settings`]: version, election timing, quota and compaction, and on
+//! Kubernetes the pod's image and settings, [`pod`]). Neither platform owns this
 //! module; both use it.
 
 pub mod backend;

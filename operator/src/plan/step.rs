@@ -154,7 +154,8 @@ pub enum Step {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RestartWhy {
     /// A setting etcd takes only at start changed in the spec
-    /// (`spec.tuning`, `spec.quotaBackendBytes`, `spec.compaction`): one
+    /// (`spec.tuning`, `spec.quotaBackendBytes`, `spec.compaction`), or
+    /// one its pod is made with (`spec.image.repository`, `spec.pod`): one
     /// comparison of [`Settings`](crate::member::Settings) finds every such change.
     Settings {
         /// The spec fields the member runs another value of

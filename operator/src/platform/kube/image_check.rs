@@ -12,8 +12,10 @@ use k8s_openapi::api::core::v1::Container;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
 use super::jobs::{Jobs, job, job_name};
+use super::placement;
 use super::pod::image;
 use super::{Error, KubePlatform};
+use crate::crd::MemberPodSpec;
 use crate::version::Version;
 
 /// The check's container.
@@ -32,12 +34,15 @@ pub(super) enum Known {
     Fails(String, Instant),
 }
 
-/// The Job that runs `etcd --version` in `repository:vVERSION`.
+/// The Job that runs `etcd --version` in `repository:vVERSION`, pulled
+/// and scheduled as members are (`spec.pod`'s pull secrets, nodes,
+/// tolerations: a mirror may be reachable from some nodes only).
 pub fn image_check_job(
     name: &str,
     cluster: &str,
     repository: &str,
     version: Version,
+    template: Option<&MemberPodSpec>,
     owner: &OwnerReference,
 ) -> Job {
     let container = Container {
@@ -47,19 +52,26 @@ pub fn image_check_job(
         termination_message_policy: Some("FallbackToLogsOnError".into()),
         ..Container::default()
     };
-    job(name, cluster, "image-check", container, Vec::new(), owner)
+    let mut job = job(name, cluster, "image-check", container, Vec::new(), owner);
+    if let Some(pod) = job.spec.as_mut().and_then(|s| s.template.spec.as_mut()) {
+        placement::apply_to_job(template, pod);
+    }
+    job
 }
 
 impl KubePlatform {
     /// Ok when the image of `version` runs etcd; else why not, in words
-    /// that say what to do.
+    /// that say what to do. The image is the spec's (`spec.image.repository`,
+    /// else the operator's).
     pub(super) async fn check_image(
         &self,
         cluster: &str,
         version: Version,
         owner: &OwnerReference,
     ) -> Result<(), Error> {
-        let wanted = image(&self.image, version);
+        let reg = self.registration(cluster)?;
+        let repository = reg.repository.as_deref().unwrap_or(&self.image);
+        let wanted = image(repository, version);
         let known = self
             .images
             .lock()
@@ -79,7 +91,8 @@ impl KubePlatform {
             _ => {}
         }
         let name = job_name(cluster, "image-check");
-        let job = image_check_job(&name, cluster, &self.image, version, owner);
+        let template = reg.template.as_ref();
+        let job = image_check_job(&name, cluster, repository, version, template, owner);
         tracing::info!(%cluster, image = %wanted, job = %name, "checking that the image runs etcd");
         let jobs = Jobs::new(self.client.clone(), &self.namespace);
         let outcome = jobs

@@ -343,7 +343,10 @@ pub fn restore_command(config: &MemberConfig, snapshot: &str) -> (Vec<String>, V
 }
 
 /// A restore Job: the member's etcd image restores `snapshot` (a path in
-/// `backup_claim`, the pair) into the member's data claim `data_claim`.
+/// `backup_claim`, the pair) into the member's data claim `data_claim`,
+/// pulled and scheduled as the member's pod will be (its `spec.pod`:
+/// pull secrets, nodes, the group that owns the volume), so a volume
+/// bound on the Job's node suits the member.
 pub fn restore_job(
     name: &str,
     cluster: &str,
@@ -379,11 +382,14 @@ pub fn restore_job(
     let host = crate::tls::url_host(&config.addr.peer_url)
         .filter(|h| h.parse::<std::net::IpAddr>().is_err());
     let pod = job.spec.as_mut().and_then(|s| s.template.spec.as_mut());
-    if let (Some(host), Some(pod)) = (host, pod) {
-        pod.host_aliases = Some(vec![HostAlias {
-            ip: "127.0.0.1".into(),
-            hostnames: Some(vec![host.to_string()]),
-        }]);
+    if let Some(pod) = pod {
+        if let Some(host) = host {
+            pod.host_aliases = Some(vec![HostAlias {
+                ip: "127.0.0.1".into(),
+                hostnames: Some(vec![host.to_string()]),
+            }]);
+        }
+        super::placement::apply_to_job(config.pod.template.as_ref(), pod);
     }
     job
 }

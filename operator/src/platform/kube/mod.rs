@@ -35,6 +35,7 @@ pub mod image_check;
 pub mod jobs;
 pub mod members;
 pub mod objects;
+pub mod placement;
 pub mod pod;
 pub mod proof;
 mod reseed;
@@ -102,6 +103,13 @@ struct Registration {
     size: usize,
     /// The size the Services and the budget were last applied for.
     shared: Option<usize>,
+    /// What new members' claims ask for (`spec.storage`).
+    claims: objects::ClaimWanted,
+    /// The image repository the spec names (`spec.image.repository`), for
+    /// the image check (`None`: the operator's).
+    repository: Option<String>,
+    /// `spec.pod`, for the Jobs that run the members' image.
+    template: Option<crate::crd::MemberPodSpec>,
 }
 
 /// Members as pods of one namespace.
@@ -202,6 +210,16 @@ impl KubePlatform {
                 version: resource.spec.version.parse().ok(),
                 size,
                 shared,
+                claims: objects::ClaimWanted {
+                    size: resource.spec.storage.size.clone(),
+                    class: resource.spec.storage.storage_class_name.clone(),
+                },
+                repository: resource
+                    .spec
+                    .image
+                    .as_ref()
+                    .and_then(|i| i.repository.clone()),
+                template: resource.spec.pod.clone(),
             },
         );
         Ok(())

@@ -24,21 +24,32 @@ pub const LABEL_RETIRED: &str = "etcdoperator.dev/retired";
 /// Label on a retired member's claim: the cluster it belonged to (its
 /// [`LABEL_CLUSTER`] is dropped so it is no member any more).
 pub const LABEL_RETIRED_FROM: &str = "etcdoperator.dev/retired-from";
-/// Size requested for each member's data volume. A fixed default for now
-/// (a spec field can come later), sized for etcd's defaults so that a full
+/// Size requested for each member's data volume without
+/// `spec.storage.size`, sized for etcd's defaults so that a full
 /// database raises etcd's NOSPACE alarm (writes refused, recoverable by
 /// compaction and defragmentation) before the volume fills up (etcd cannot
 /// write its WAL and stops, on every member at about the same time): the
 /// database up to [`ETCD_DEFAULT_QUOTA`], a second copy of it while a
 /// snapshot from the leader is received (`member/snap/*.snap.db`), and the
-/// WAL (5 files of 64 MiB kept, one more preallocated). Volumes of kind's
-/// local-path class are not limited; most others are.
+/// WAL (5 files of 64 MiB kept, one more preallocated): the rule
+/// [`crate::validate::storage::min_volume`] holds a spec's size to.
+/// Volumes of kind's local-path class are not limited; most others are.
 pub const DATA_CLAIM_SIZE: &str = "5Gi";
 /// etcd's default `--quota-backend-bytes` (3.4 and 3.5).
 pub const ETCD_DEFAULT_QUOTA: u64 = 2 << 30;
-/// Storage class of the data volumes: `None`, the cluster's default class
-/// (kind: `standard`, local-path). A fixed default for now.
+/// Storage class of the data volumes without `spec.storage.storageClassName`:
+/// `None`, the cluster's default class (kind: `standard`, local-path).
 pub const DATA_CLAIM_CLASS: Option<&str> = None;
+
+/// What a new member's data claim asks for (`spec.storage.size` and
+/// `storageClassName`; each `None`: [`DATA_CLAIM_SIZE`], [`DATA_CLAIM_CLASS`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClaimWanted {
+    /// The size, as the spec writes it.
+    pub size: Option<String>,
+    /// The storage class.
+    pub class: Option<String>,
+}
 /// Key of the record in the record's ConfigMap.
 pub const RECORD_KEY: &str = "record.json";
 
@@ -114,12 +125,16 @@ pub(super) fn meta(
     }
 }
 
-/// A member's data volume claim, its config recorded on it.
+/// A member's data volume claim, its config recorded on it, of the size
+/// and class `wanted` says.
 pub fn data_claim(
     cluster: &str,
     config: &MemberConfig,
+    wanted: &ClaimWanted,
     owner: &OwnerReference,
 ) -> PersistentVolumeClaim {
+    let size = wanted.size.as_deref().unwrap_or(DATA_CLAIM_SIZE);
+    let class = wanted.class.as_deref().or(DATA_CLAIM_CLASS);
     let member = &config.addr.name;
     let mut metadata = meta(claim_name(member), member_labels(cluster, member), owner);
     metadata.annotations = Some(BTreeMap::from([(
@@ -133,11 +148,11 @@ pub fn data_claim(
             resources: Some(VolumeResourceRequirements {
                 requests: Some(BTreeMap::from([(
                     "storage".to_string(),
-                    Quantity(DATA_CLAIM_SIZE.into()),
+                    Quantity(size.into()),
                 )])),
                 ..VolumeResourceRequirements::default()
             }),
-            storage_class_name: DATA_CLAIM_CLASS.map(str::to_string),
+            storage_class_name: class.map(str::to_string),
             ..PersistentVolumeClaimSpec::default()
         }),
         status: None,
@@ -263,15 +278,10 @@ mod tests {
 
     #[test]
     fn a_data_volume_holds_what_etcd_writes_at_its_default_quota() {
-        let gib: u64 = DATA_CLAIM_SIZE
-            .strip_suffix("Gi")
-            .and_then(|n| n.parse().ok())
-            .expect("a size in Gi");
-        let wal = 6 * (64 << 20);
-        assert!(
-            gib << 30 >= 2 * ETCD_DEFAULT_QUOTA + wal,
-            "{DATA_CLAIM_SIZE}"
-        );
+        let bytes = crate::kube_names::size_bytes(DATA_CLAIM_SIZE).expect("a size");
+        let need = crate::validate::storage::min_volume(ETCD_DEFAULT_QUOTA);
+        assert!(bytes >= need, "{DATA_CLAIM_SIZE}");
+        assert!(need >= 2 * ETCD_DEFAULT_QUOTA + 6 * (64 << 20));
     }
 
     #[test]

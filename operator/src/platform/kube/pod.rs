@@ -1,6 +1,7 @@
 //! A member's pod: etcd from `IMAGE:vVERSION` with the flags of every
 //! platform ([`crate::member::flags`]), listening on every address, named through the headless Service,
-//! its data on the member's claim (persistent) or an emptyDir (ephemeral).
+//! its data on the member's claim (persistent) or an emptyDir (ephemeral),
+//! placed and sized as its recorded `spec.pod` says ([`super::placement`]).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -8,8 +9,8 @@ use std::path::Path;
 use k8s_openapi::api::core::v1::{
     Affinity, Capabilities, Container, ContainerPort, EmptyDirVolumeSource, HTTPGetAction,
     PersistentVolumeClaimVolumeSource, Pod, PodAffinityTerm, PodAntiAffinity, PodSecurityContext,
-    PodSpec, Probe, ResourceRequirements, SeccompProfile, SecretVolumeSource, SecurityContext,
-    TCPSocketAction, Volume, VolumeMount, WeightedPodAffinityTerm,
+    PodSpec, Probe, SeccompProfile, SecretVolumeSource, SecurityContext, TCPSocketAction, Volume,
+    VolumeMount, WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
@@ -17,6 +18,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::config::{ANNOTATION_CONFIG, to_json};
 use super::objects::{claim_name, member_labels, meta, peer_service_name, selector_labels};
+use super::placement;
 use crate::crd::StoragePolicy;
 use crate::member::flags::{Listen, METRICS_PORT, etcd_args};
 use crate::member::{CLIENT_PORT, MemberConfig, PEER_PORT};
@@ -196,7 +198,7 @@ fn etcd_container(c: &MemberConfig, repository: &str) -> Container {
     }
     Container {
         name: CONTAINER.into(),
-        image: Some(image(repository, c.version)),
+        image: Some(image(c.pod.repository_or(repository), c.version)),
         command: Some(vec![ETCD_BINARY.into()]),
         args: Some(pod_args(c)),
         ports: Some(vec![
@@ -212,14 +214,7 @@ fn etcd_container(c: &MemberConfig, repository: &str) -> Container {
         // does not resolve, a removed member) then shows in the pod's
         // status and `kubectl describe pod`.
         termination_message_policy: Some("FallbackToLogsOnError".into()),
-        // Requests only: a memory limit would OOM-kill etcd on a spike.
-        resources: Some(ResourceRequirements {
-            requests: Some(BTreeMap::from([
-                ("cpu".to_string(), Quantity("100m".into())),
-                ("memory".to_string(), Quantity("128Mi".into())),
-            ])),
-            ..ResourceRequirements::default()
-        }),
+        resources: Some(placement::resources(c.pod.template.as_ref())),
         security_context: Some(SecurityContext {
             allow_privilege_escalation: Some(false),
             read_only_root_filesystem: Some(true),
@@ -308,7 +303,8 @@ pub fn restart_policy(config: &MemberConfig) -> &'static str {
     }
 }
 
-/// A member's pod. `repository` is the etcd image without its tag.
+/// A member's pod. `repository` is the etcd image without its tag, for
+/// a member whose config names none (`spec.image.repository`).
 pub fn member_pod(
     cluster: &str,
     config: &MemberConfig,
@@ -336,24 +332,27 @@ pub fn member_pod(
     if has_tls_files(config) {
         volumes.push(tls_volume(member));
     }
+    let mut spec = PodSpec {
+        hostname: Some(member.clone()),
+        subdomain: Some(peer_service_name(cluster)),
+        containers: vec![etcd_container(config, repository)],
+        volumes: Some(volumes),
+        restart_policy: Some(restart_policy(config).into()),
+        termination_grace_period_seconds: Some(termination_grace_secs(config)),
+        // Service links put `NAME_SERVICE_HOST`-style variables in the
+        // environment; for a cluster named `etcd` they start with ETCD_,
+        // which etcd reads as flags.
+        enable_service_links: Some(false),
+        automount_service_account_token: Some(false),
+        affinity: Some(spread(cluster)),
+        security_context: Some(pod_security()),
+        ..PodSpec::default()
+    };
+    let template = config.pod.template.as_ref();
+    placement::apply_to_member(cluster, template, &mut metadata, &mut spec);
     Pod {
         metadata,
-        spec: Some(PodSpec {
-            hostname: Some(member.clone()),
-            subdomain: Some(peer_service_name(cluster)),
-            containers: vec![etcd_container(config, repository)],
-            volumes: Some(volumes),
-            restart_policy: Some(restart_policy(config).into()),
-            termination_grace_period_seconds: Some(termination_grace_secs(config)),
-            // Service links put `NAME_SERVICE_HOST`-style variables in the
-            // environment; for a cluster named `etcd` they start with ETCD_,
-            // which etcd reads as flags.
-            enable_service_links: Some(false),
-            automount_service_account_token: Some(false),
-            affinity: Some(spread(cluster)),
-            security_context: Some(pod_security()),
-            ..PodSpec::default()
-        }),
+        spec: Some(spec),
         status: None,
     }
 }

@@ -54,7 +54,7 @@ impl KubePlatform {
             config,
             &claim,
             (backup_claim, path),
-            &self.image,
+            config.pod.repository_or(&self.image),
             &reg.owner,
         );
         tracing::info!(%cluster, %member, %source, job = %name, "restoring the member's data");

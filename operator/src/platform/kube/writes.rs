@@ -189,7 +189,8 @@ impl KubePlatform {
                     )));
                 }
             }
-            self.apply(&claim, &data_claim(cluster, config, &reg.owner))
+            let wanted = &reg.claims;
+            self.apply(&claim, &data_claim(cluster, config, wanted, &reg.owner))
                 .await?;
             if let Some(source) = restore_from {
                 self.restore_member(cluster, config, source, &reg).await?;
@@ -362,11 +363,13 @@ impl KubePlatform {
             a.retain(|f| f != COMMIT_EVERY_WRITE && f != PRE_VOTE);
             a
         };
-        let same_args = args(&before) == args(&recorded);
+        // The image changes in place; pod settings (spec.pod) do not.
+        let same_args =
+            args(&before) == args(&recorded) && before.pod.template == recorded.pod.template;
         if pod_running(&pod) && same_args && readiness_path(from) == readiness_path(version) {
             let patch = serde_json::json!({
                 "metadata": {"annotations": {ANNOTATION_CONFIG: config::to_json(&recorded)}},
-                "spec": {"containers": [{"name": CONTAINER, "image": image(&self.image, version)}]},
+                "spec": {"containers": [{"name": CONTAINER, "image": image(recorded.pod.repository_or(&self.image), version)}]},
             });
             return self.merge::<Pod>(member, Patch::Strategic(patch)).await;
         }
@@ -379,8 +382,8 @@ impl KubePlatform {
         }
         tracing::warn!(
             %cluster, %member, %from, to = %version,
-            "the readiness probe or etcd's flags change and an emptyDir member cannot keep its \
-             data in a new pod: deleting it, it will be replaced"
+            "the readiness probe, etcd's flags or the pod's settings change and an emptyDir \
+             member cannot keep its data in a new pod: deleting it, it will be replaced"
         );
         self.clear_pod(&pod).await
     }

@@ -414,6 +414,7 @@ async fn a_deposed_replica_sends_no_write() {
                 "demo",
                 "quay.io/coreos/etcd",
                 Version::new(3, 5, 1),
+                None,
                 &k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference::default(),
             );
             let job = jobs.run(&job, "etcd-version").await.expect_err("refused");

@@ -103,7 +103,7 @@ impl Seen {
     /// started.
     pub fn claim_of(config: &MemberConfig) -> Seen {
         let name = &config.addr.name;
-        let claim = data_claim("demo", config, &owner());
+        let claim = data_claim("demo", config, &Default::default(), &owner());
         let mut v = serde_json::to_value(claim).expect("claim");
         v["metadata"]["uid"] = json!(format!("claim-{name}"));
         v["metadata"]["namespace"] = json!("default");
