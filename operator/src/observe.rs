@@ -222,6 +222,7 @@ pub async fn observe<P: Platform>(
             tuning: m.tuning,
             backend: m.backend.clone(),
             pod: m.pod.clone(),
+            volume: m.volume.clone(),
             bootstrap: m.bootstrap,
             tls: TlsState {
                 files: m.tls.clone(),
@@ -243,6 +244,14 @@ pub async fn observe<P: Platform>(
             (&m.addr.client_url, &m.addr.peer_url),
             Some(version),
         );
+        if let (Some(v), Some(last)) = (&m.volume, observation.members.last_mut()) {
+            let size = v
+                .capacity
+                .filter(|c| *c >= v.requested)
+                .unwrap_or(v.requested);
+            last.volume_size = Some(crate::member::volume::size_text(size));
+            last.storage_class_name = v.class.clone();
+        }
         if let (Some(s), Some(last)) = (status, observation.observed.members.last_mut()) {
             last.db = DbFacts {
                 size: s.db_size,
@@ -413,6 +422,8 @@ impl Observation {
             leader,
             learner: etcd.is_some_and(|e| e.learner),
             version,
+            volume_size: None,
+            storage_class_name: None,
         });
         self.observed.members.push(Member {
             name: name.to_string(),

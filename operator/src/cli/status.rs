@@ -377,6 +377,8 @@ mod tests {
                 leader: true,
                 learner: false,
                 version: Some("3.4.23".into()),
+                volume_size: None,
+                storage_class_name: None,
             }],
             ..EtcdClusterStatus::default()
         });

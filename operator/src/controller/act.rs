@@ -147,6 +147,9 @@ pub(super) async fn run<P: Platform>(
         }
         Step::MoveLeader { from, to, id } => hand_over(c, obs, from, to, *id).await,
         Step::RestoreFromBackup => c.rebuild_from_backup(spec).await,
+        Step::ExpandVolume { member, to } => {
+            Ok(c.platform.expand_volume(&c.name, member, to).await?)
+        }
         Step::RenewCertificates { member } => {
             let p = on_platform(c, obs, member)?;
             let state = state_of(p);

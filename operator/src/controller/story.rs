@@ -382,6 +382,7 @@ fn begun(step: &Step, seen: &Seen, added: Option<&str>) -> Option<Notice> {
             )
         }
         Step::Restart { .. } => Notice::normal("RestartingMember", step.to_string()),
+        Step::ExpandVolume { .. } => Notice::normal("ExpandingVolume", step.to_string()),
         Step::Reconfigure { .. } => Notice::normal("ChangingTLS", step.to_string()),
         Step::UpdatePeerUrl { .. } => Notice::normal("PeerURLUpdated", format!("{step}: done")),
         Step::MoveLeader { from, to, .. } => Notice::normal(

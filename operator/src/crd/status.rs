@@ -427,6 +427,15 @@ pub struct MemberStatus {
     /// etcd version the member runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
+    /// Size of its data volume (Kubernetes: what its claim has; while it
+    /// grows, what it asks for, see the Progressing condition).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume_size: Option<String>,
+    /// Storage class of its data volume (Kubernetes): a member made before
+    /// `spec.storage.storageClassName` changed keeps its own until it is
+    /// replaced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_class_name: Option<String>,
 }
 
 impl EtcdClusterStatus {

@@ -30,6 +30,8 @@ fn member(name: &str, leader: bool, ready: bool) -> MemberStatus {
         leader,
         learner: false,
         version: Some("3.5.1".into()),
+        volume_size: None,
+        storage_class_name: None,
     }
 }
 

@@ -14,12 +14,14 @@ pub mod hints;
 pub mod metrics;
 pub mod pod;
 pub mod tuning;
+pub mod volume;
 
 use serde::{Deserialize, Serialize};
 
 pub use self::backend::Backend;
 pub use self::pod::PodSettings;
 pub use self::tuning::Tuning;
+pub use self::volume::Volume;
 use crate::version::Version;
 
 /// etcd's client port.

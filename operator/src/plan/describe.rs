@@ -89,6 +89,10 @@ impl fmt::Display for Step {
             Step::RenewCertificates { member } => {
                 write!(f, "renew the certificates of member {member}")
             }
+            Step::ExpandVolume { member, to } => write!(
+                f,
+                "grow member {member}'s volume to {to} (spec.storage.size), in place"
+            ),
             Step::Reconfigure { member, to, .. } => {
                 let scheme = |https| if https { "https" } else { "http" };
                 write!(
@@ -109,6 +113,11 @@ impl fmt::Display for Step {
                     f,
                     "restart member {member} to apply the changed {}",
                     changed.join(" and ")
+                ),
+                RestartWhy::GrowFilesystem => write!(
+                    f,
+                    "restart member {member} so its filesystem grows to its volume's new size \
+                     (the storage driver resizes it only while the pod is stopped)"
                 ),
             },
             Step::MoveLeader { from, to, .. } => write!(
@@ -147,6 +156,9 @@ impl Wait {
             Wait::SurvivorSilent { .. } => "SurvivorSilent",
             Wait::Reseeding { .. } => "RebuildingFromSurvivor",
             Wait::RestoreNotFound { .. } => "RestoreSourceNotFound",
+            Wait::VolumeGrowing { .. } => "VolumeGrowing",
+            Wait::VolumeShrink { .. } => "VolumeShrinkRefused",
+            Wait::VolumeNotExpandable { .. } => "VolumeNotExpandable",
         }
     }
 
@@ -160,6 +172,7 @@ impl Wait {
                 | Wait::MemberNotReady { .. }
                 | Wait::Electing { .. }
                 | Wait::Reseeding { .. }
+                | Wait::VolumeGrowing { .. }
         )
     }
 }
@@ -243,6 +256,31 @@ impl fmt::Display for Wait {
                 write!(f, "{message}; nothing is restarted until it is fixed")
             }
             Wait::RestoreNotFound { message } => write!(f, "{message}"),
+            Wait::VolumeGrowing { member, to } => write!(
+                f,
+                "member {member}'s volume grows to {to}; the next member's grows after it"
+            ),
+            Wait::VolumeShrink {
+                member,
+                has,
+                wanted,
+            } => write!(
+                f,
+                "spec.storage.size: {wanted} is smaller than member {member}'s volume ({has}): a \
+                 volume claim never shrinks, so no member is added on a smaller one; set it to \
+                 {has} or more (to move to smaller volumes, restore a backup into a new cluster)"
+            ),
+            Wait::VolumeNotExpandable {
+                members,
+                class,
+                wanted,
+            } => write!(
+                f,
+                "spec.storage.size: {wanted}, but storage class {class} does not allow volume \
+                 expansion, so the volumes of {} stay as they are; set allowVolumeExpansion: \
+                 true on the class if its driver can grow volumes, or set the size back",
+                members.join(", ")
+            ),
             Wait::CorruptUnconfirmed { member } => write!(
                 f,
                 "etcd raised a CORRUPT alarm about member {member}, but its KV hash does not \

@@ -98,6 +98,7 @@ mod tests {
                 tuning: Default::default(),
                 backend: Default::default(),
                 pod: Default::default(),
+                volume: None,
             }),
             etcd: None,
             healthy: false,

@@ -23,6 +23,9 @@
 //!   can take over: it hands the leadership over first
 //!   ([`Step::MoveLeader`]), to the most caught-up healthy voter that the
 //!   next steps leave alone;
+//! * volumes grow to `spec.storage.size` one member at a time, in place
+//!   (a restart only where the filesystem grows offline), and never shrink:
+//!   a smaller size adds no member and is reported (see [`volumes`]);
 //! * a scale-down removes the newest followers and keeps the leader, so
 //!   it changes no leadership (without the handover, the newest go, the
 //!   leader among them); a rolling upgrade, restart or TLS change goes
@@ -41,6 +44,7 @@ mod step;
 mod tests;
 pub mod tls;
 mod types;
+mod volumes;
 
 pub use maintenance::{DISARM_BELOW, MIN_RECLAIM, room_again, running_quota};
 pub use step::*;
@@ -348,7 +352,8 @@ impl<'a> View<'a> {
             return step;
         }
         if self.voters < d.size {
-            return Step::AddLearner;
+            // Never a new member on a claim smaller than the others'.
+            return self.volume_shrunk(d).unwrap_or(Step::AddLearner);
         }
         if over_size {
             return self
@@ -369,7 +374,13 @@ impl<'a> View<'a> {
         if let Some(step) = tls {
             return step;
         }
-        self.roll(d)
+        if let Some(step) = self.grow(d) {
+            return step;
+        }
+        match self.roll(d) {
+            Step::Converged => self.volume_wait(d).unwrap_or(Step::Converged),
+            step => step,
+        }
     }
 
     /// The voters a scale-down to `d.size` removes: the newest followers.

@@ -96,6 +96,14 @@ pub enum Step {
         /// Version to run.
         to: Version,
     },
+    /// Grow a member's data volume to the spec's size in place (its
+    /// claim's request; no restart): one member at a time.
+    ExpandVolume {
+        /// The member.
+        member: String,
+        /// The size, as `spec.storage.size` writes it.
+        to: String,
+    },
     /// Issue a member's certificates again and install them (no restart:
     /// etcd reads certificates on each new connection).
     RenewCertificates {
@@ -162,6 +170,9 @@ pub enum RestartWhy {
         /// ([`Settings::changed`](crate::member::Settings::changed)).
         changed: Vec<&'static str>,
     },
+    /// Its volume grew, and its filesystem grows only when the pod
+    /// restarts (a storage driver that resizes offline).
+    GrowFilesystem,
 }
 
 /// Why a member is removed.
@@ -275,6 +286,34 @@ pub enum Wait {
         /// for again.
         message: String,
     },
+    /// A member's volume is growing to the spec's size; the next grows
+    /// once it has.
+    VolumeGrowing {
+        /// The member.
+        member: String,
+        /// The size it grows to.
+        to: String,
+    },
+    /// `spec.storage.size` is smaller than a member's volume: a claim never
+    /// shrinks, and no member is added on a smaller one.
+    VolumeShrink {
+        /// The member.
+        member: String,
+        /// Its claim's size.
+        has: String,
+        /// The spec's size.
+        wanted: String,
+    },
+    /// Volumes of a storage class that does not allow expansion are
+    /// smaller than `spec.storage.size`.
+    VolumeNotExpandable {
+        /// The members whose volumes stay as they are.
+        members: Vec<String>,
+        /// Their storage class.
+        class: String,
+        /// The spec's size.
+        wanted: String,
+    },
 }
 
 /// Why a cluster that lost quorum is not rebuilt from a backup.
@@ -335,6 +374,7 @@ impl Step {
             Step::Restart { .. } => "restart",
             Step::MoveLeader { .. } => "move_leader",
             Step::RenewCertificates { .. } => "renew_certificates",
+            Step::ExpandVolume { .. } => "expand_volume",
             Step::Reconfigure { .. } => "reconfigure",
             Step::UpdatePeerUrl { .. } => "update_peer_url",
             Step::RebuildFromSurvivor { .. } => "rebuild_from_survivor",

@@ -20,6 +20,7 @@ pub(super) fn desired(size: usize) -> Desired {
         tuning: Tuning::default(),
         backend: Default::default(),
         pod: Default::default(),
+        volume: None,
         handover: true,
         db: DbPolicy::default(),
         from_survivor: false,
@@ -38,6 +39,7 @@ pub(super) fn up(name: &str, id: u64) -> Member {
             tuning: Tuning::default(),
             backend: Default::default(),
             pod: Default::default(),
+            volume: None,
             bootstrap: true,
             tls: Default::default(),
             certs_due: false,
@@ -455,3 +457,4 @@ fn member_order_is_numeric() {
 
 mod handover;
 mod survivor;
+mod volumes;

@@ -4,7 +4,7 @@
 pub use super::maintenance::{Alarm, AlarmKind, ClusterDb, DbFacts, DbPolicy, DefragWhy, KvHash};
 use crate::crd::StoragePolicy;
 use crate::member::Tuning;
-use crate::member::{Backend, MemberTls, PodSettings, Settings};
+use crate::member::{Backend, MemberTls, PodSettings, Settings, Volume};
 use crate::validate::ValidSpec;
 use crate::version::Version;
 
@@ -27,6 +27,9 @@ pub struct Desired {
     pub backend: Backend,
     /// The image repository and pod settings members run with.
     pub pod: PodSettings,
+    /// The size members' volumes should have (`spec.storage.size`; `None`:
+    /// whatever they were made with).
+    pub volume: Option<crate::validate::VolumeSize>,
     /// Hand the leadership over before a planned restart or removal of
     /// the leader (on unless the operator runs with
     /// `--no-leader-handover`, a switch for benchmarks).
@@ -92,6 +95,7 @@ impl From<&ValidSpec> for Desired {
             tuning: s.tuning,
             backend: s.backend.clone(),
             pod: s.pod.clone(),
+            volume: s.volumes.size.clone(),
             handover: true,
             db: DbPolicy {
                 quota: s.backend.quota(),
@@ -187,6 +191,8 @@ pub struct Runtime {
     pub backend: Backend,
     /// The image repository and pod settings it runs (or will run) with.
     pub pod: PodSettings,
+    /// Its data volume, where it has one of its own (a claim).
+    pub volume: Option<Volume>,
     /// One of the members the cluster was bootstrapped with.
     pub bootstrap: bool,
     /// Its TLS files and listeners, and its URLs' schemes.

@@ -123,6 +123,9 @@ pub struct PlatformMember {
     pub backend: crate::member::Backend,
     /// The image repository and pod settings it runs (or will run) with.
     pub pod: crate::member::PodSettings,
+    /// Its data volume, where it has one of its own (Kubernetes: its
+    /// claim); `None` locally and for emptyDir members.
+    pub volume: Option<crate::member::Volume>,
     /// One of the bootstrap members.
     pub bootstrap: bool,
     /// When it was last started.
@@ -389,6 +392,19 @@ pub trait Platform: TlsStore + Send + Sync + 'static {
         addr: &MemberAddr,
         tls: &crate::member::MemberTls,
     ) -> impl Future<Output = Result<()>> + Send;
+    /// Grows a member's data volume to `size` (as `spec.storage.size`
+    /// writes it) in place, without a restart: on Kubernetes its claim's
+    /// request. Platforms whose members have no volume of their own (the
+    /// local one: a folder) report none, so the plan never asks them.
+    fn expand_volume(
+        &self,
+        cluster: &str,
+        member: &str,
+        size: &str,
+    ) -> impl Future<Output = Result<()>> + Send {
+        let _ = (cluster, member, size);
+        async { Ok(()) }
+    }
     /// Stops a member (at once) and deletes it with its data.
     fn delete(&self, cluster: &str, member: &str) -> impl Future<Output = Result<()>> + Send;
     /// Stops a member gracefully, keeping its data, and starts it again

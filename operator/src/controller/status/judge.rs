@@ -334,6 +334,7 @@ fn activity(f: &Facts, step: &Step) -> (Phase, &'static str) {
             None if moving(obs, member) => (Phase::Upgrading, "WaitingForUpgradedMember"),
             None => (Phase::Recovering, "WaitingForMember"),
         },
+        Step::Wait(w @ Wait::VolumeGrowing { .. }) => (Phase::Running, w.reason()),
         Step::Wait(_) => (Phase::Recovering, "WaitingForMember"),
         Step::Upgrade { .. } => (Phase::Upgrading, "Upgrading"),
         Step::Restart { .. } => (Phase::Upgrading, "Restarting"),
@@ -356,6 +357,7 @@ fn activity(f: &Facts, step: &Step) -> (Phase, &'static str) {
             }
         }
         Step::RenewCertificates { .. } => (Phase::Running, "RenewingCertificates"),
+        Step::ExpandVolume { .. } => (Phase::Running, "ExpandingVolume"),
         Step::Defragment { .. } => (Phase::Running, "Defragmenting"),
         Step::ClearNoSpace { .. } => (Phase::Recovering, "ClearingNoSpace"),
         Step::Disarm { .. } => (Phase::Recovering, "DisarmingAlarm"),

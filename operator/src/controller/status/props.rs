@@ -45,6 +45,8 @@ fn observation(o: &Observed) -> Observation {
             leader: m.etcd.is_some_and(|e| e.leader),
             learner: m.etcd.is_some_and(|e| e.learner),
             version: m.platform.as_ref().map(|p| p.version.to_string()),
+            volume_size: None,
+            storage_class_name: None,
         })
         .collect();
     let platform = o
@@ -64,6 +66,7 @@ fn observation(o: &Observed) -> Observation {
                 tuning: p.tuning,
                 backend: p.backend.clone(),
                 pod: p.pod.clone(),
+                volume: p.volume.clone(),
                 bootstrap: p.bootstrap,
                 started_at: None,
                 call_url: None,

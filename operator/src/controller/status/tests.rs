@@ -165,6 +165,8 @@ fn a_member_that_died_is_degraded_one_upgraded_on_purpose_is_not() {
             leader: m.etcd.is_some_and(|e| e.leader),
             learner: m.etcd.is_some_and(|e| e.learner),
             version: None,
+            volume_size: None,
+            storage_class_name: None,
         })
         .collect();
     let t0 = Instant::now();

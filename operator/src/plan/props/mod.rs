@@ -201,6 +201,7 @@ impl Model {
                         tuning: m.tuning,
                         backend: m.backend.clone(),
                         pod: m.pod.clone(),
+                        volume: None,
                         bootstrap: m.bootstrap,
                         tls: m.tls.clone(),
                         certs_due: m.certs_due,
@@ -355,6 +356,8 @@ impl Model {
             }
             Step::MoveLeader { id, .. } => self.preferred = Some(*id),
             Step::RenewCertificates { member } => self.find(member).certs_due = false,
+            // The model's members have no volumes of their own.
+            Step::ExpandVolume { .. } => {}
             Step::Reconfigure { member, to, .. } => {
                 let m = self.find(member);
                 m.listed_https = to.peer_https;

@@ -198,6 +198,7 @@ pub(super) fn desired(size: usize, version: Version, storage: StoragePolicy) -> 
             standby: false,
         },
         pod: Default::default(),
+        volume: None,
         handover: true,
         db: DbPolicy {
             quota: QUOTA,

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::time::SystemTime;
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 
@@ -16,7 +17,8 @@ use super::trouble::{
     to_system_time, uses_empty_dir,
 };
 use crate::crd::LABEL_MEMBER;
-use crate::member::{CLIENT_PORT, MemberConfig};
+use crate::kube_names::quantity_milli;
+use crate::member::{CLIENT_PORT, MemberConfig, Volume};
 use crate::platform::{PlatformMember, http_url};
 use crate::tls::with_scheme;
 
@@ -143,6 +145,37 @@ fn started_at(pod: &Pod) -> Option<SystemTime> {
         .and_then(to_system_time)
 }
 
+/// A member's data volume as its claim says (`None` for a claim whose
+/// request is not a size: the plan leaves it alone). Whether its class
+/// may grow is not the claim's to say: [`super::KubePlatform`] reads the
+/// class when it matters.
+pub fn volume(claim: &PersistentVolumeClaim) -> Option<Volume> {
+    let bytes = |q: Option<&Quantity>| {
+        q.and_then(|q| quantity_milli(&q.0))
+            .and_then(|m| u64::try_from(m / 1000).ok())
+    };
+    let spec = claim.spec.as_ref()?;
+    let requests = spec.resources.as_ref()?.requests.as_ref()?;
+    let status = claim.status.as_ref();
+    let bound = status.and_then(|s| s.phase.as_deref()) == Some("Bound");
+    let capacity = status
+        .filter(|_| bound)
+        .and_then(|s| s.capacity.as_ref())
+        .and_then(|c| bytes(c.get("storage")));
+    let waits_for_restart = status
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .any(|c| c.type_ == "FileSystemResizePending" && c.status == "True");
+    Some(Volume {
+        requested: bytes(requests.get("storage"))?,
+        capacity,
+        class: spec.storage_class_name.clone(),
+        expandable: None,
+        waits_for_restart,
+    })
+}
+
 /// Joins pods and claims (both already owned by the cluster's resource)
 /// into members, in no particular order.
 pub fn join(pods: &[Pod], claims: &[PersistentVolumeClaim]) -> Result<Vec<Found>, Error> {
@@ -236,6 +269,7 @@ fn member(
             tuning: config.tuning,
             backend: config.backend.clone(),
             pod: config.pod.clone(),
+            volume: claim.and_then(volume),
             bootstrap: config.bootstrap,
             started_at: pod.and_then(started_at),
             call_url: pod

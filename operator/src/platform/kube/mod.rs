@@ -44,6 +44,7 @@ mod shared;
 pub mod status;
 pub mod tls;
 pub mod trouble;
+mod volumes;
 pub mod watched;
 mod writes;
 
@@ -261,6 +262,7 @@ impl KubePlatform {
             }
             out.push(member);
         }
+        self.volume_classes(&reg, &mut out).await;
         Ok(out)
     }
 
@@ -377,6 +379,10 @@ impl Platform for KubePlatform {
 
     async fn delete(&self, cluster: &str, member: &str) -> Result<()> {
         Ok(self.delete_member(cluster, member).await?)
+    }
+
+    async fn expand_volume(&self, cluster: &str, member: &str, size: &str) -> Result<()> {
+        Ok(self.expand(cluster, member, size).await?)
     }
 
     async fn force_new_cluster(&self, cluster: &str, member: &str) -> Result<()> {

@@ -307,6 +307,7 @@ impl Platform for LocalPlatform {
                 tuning: record.config.tuning,
                 backend: record.config.backend.clone(),
                 pod: record.config.pod.clone(),
+                volume: None,
                 bootstrap: record.config.bootstrap,
                 started_at: record
                     .started_at

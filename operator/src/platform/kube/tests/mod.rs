@@ -33,3 +33,4 @@ mod tls_backups;
 mod trouble;
 mod upgrade;
 mod vanishing;
+mod volumes;

@@ -190,6 +190,11 @@ async fn by_hand(client: kube::Client, fake: &Fake, demo: &EtcdCluster, eph: &Et
     p.reconfigure("demo", "demo-0", &addr, &tls)
         .await
         .expect("reconfigured");
+    // spec.storage.size grown: the class read, a claim patched.
+    assert_eq!(p.class_expands("standard").await, None, "no such class");
+    p.expand_volume("demo", "demo-1", "10Gi")
+        .await
+        .expect("claim grown");
     p.delete("demo", "demo-2").await.expect("deleted");
     p.load_record("demo").await.expect("record");
     p.save_status("demo", &demo).await.expect("status");
@@ -303,6 +308,7 @@ async fn the_cluster_role_allows_every_request_the_operator_makes() {
         "delete batch/jobs",
         "get /pods/log",
         "get coordination.k8s.io/leases",
+        "get storage.k8s.io/storageclasses",
         "create coordination.k8s.io/leases",
         "update coordination.k8s.io/leases",
     ] {

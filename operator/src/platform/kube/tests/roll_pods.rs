@@ -99,7 +99,9 @@ async fn a_new_pod_spec_rolls_one_member_at_a_time_the_leader_last() {
         let out = cluster.reconcile().await;
         match out.step {
             Some(Step::Restart { member, why }) => {
-                let RestartWhy::Settings { changed } = why;
+                let RestartWhy::Settings { changed } = why else {
+                    panic!("a restart for new settings, got {why:?}");
+                };
                 assert_eq!(changed, ["spec.image.repository", "spec.pod"]);
                 assert!(!restarted.contains(&member), "{member} restarted twice");
                 let p = pod(&fake, &member);
