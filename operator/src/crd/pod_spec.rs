@@ -64,7 +64,8 @@ pub struct MemberPodSpec {
     pub affinity: Option<Affinity>,
     /// How members spread over the topology, as in a pod; replaces the
     /// default: spread across zones (`topology.kubernetes.io/zone`), then
-    /// nodes, as preferences (`ScheduleAnyway`) with a skew of 1. An
+    /// nodes (`kubernetes.io/hostname`), as preferences (`ScheduleAnyway`)
+    /// with a skew of 1. An
     /// empty list drops the default. A constraint without a
     /// `labelSelector` selects the cluster's members.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -19,6 +19,8 @@ use crate::crd::{MemberPodSpec, PodSecurity};
 
 /// The zone label members spread across by default.
 pub const ZONE_KEY: &str = "topology.kubernetes.io/zone";
+/// The node label members spread across by default, after zones.
+pub const HOSTNAME_KEY: &str = "kubernetes.io/hostname";
 
 /// The etcd container's resources without `spec.pod.resources`: requests
 /// only (a memory limit near etcd's working set gets it OOM-killed on a
@@ -46,17 +48,21 @@ pub fn resources(template: Option<&MemberPodSpec>) -> ResourceRequirements {
     }
 }
 
-/// Members prefer spreading across zones (a preference: clusters without
-/// zones, or fewer zones than members, schedule all the same); across
-/// nodes they prefer it through the default anti-affinity.
+/// Members prefer spreading across zones, then across nodes (preferences:
+/// clusters without zones, or fewer zones or nodes than members, schedule
+/// all the same); the default anti-affinity prefers other nodes too, and
+/// stays when `spec.pod.topologySpreadConstraints` replaces these.
 pub fn default_spread(cluster: &str) -> Vec<TopologySpreadConstraint> {
-    vec![TopologySpreadConstraint {
-        max_skew: 1,
-        topology_key: ZONE_KEY.into(),
-        when_unsatisfiable: "ScheduleAnyway".into(),
-        label_selector: Some(members(cluster)),
-        ..TopologySpreadConstraint::default()
-    }]
+    [ZONE_KEY, HOSTNAME_KEY]
+        .into_iter()
+        .map(|key| TopologySpreadConstraint {
+            max_skew: 1,
+            topology_key: key.into(),
+            when_unsatisfiable: "ScheduleAnyway".into(),
+            label_selector: Some(members(cluster)),
+            ..TopologySpreadConstraint::default()
+        })
+        .collect()
 }
 
 fn members(cluster: &str) -> LabelSelector {

@@ -89,23 +89,29 @@ fn a_spec_without_the_new_fields_builds_the_objects_built_before() {
         ),
     ] {
         let mut pod = Seen::pod(member, version, storage).json();
-        // The one addition: members prefer spreading across zones, a
-        // scheduling preference read only when a pod is created; running
-        // pods are never re-created for it (the test below: the settings
-        // their records say are the ones the spec asks for).
+        // The one addition: members prefer spreading across zones, then
+        // nodes, a scheduling preference read only when a pod is created;
+        // running pods are never re-created for it (the test below: the
+        // settings their records say are the ones the spec asks for).
         let spread = pod["spec"]
             .as_object_mut()
             .and_then(|s| s.remove("topologySpreadConstraints"));
-        assert_eq!(
-            spread,
-            Some(json!([{
+        let preference = |key: &str| {
+            json!({
                 "labelSelector": {"matchLabels": {
                     "app.kubernetes.io/name": "etcd", "etcdoperator.dev/cluster": "demo",
                 }},
                 "maxSkew": 1,
-                "topologyKey": "topology.kubernetes.io/zone",
+                "topologyKey": key,
                 "whenUnsatisfiable": "ScheduleAnyway",
-            }]))
+            })
+        };
+        assert_eq!(
+            spread,
+            Some(json!([
+                preference("topology.kubernetes.io/zone"),
+                preference("kubernetes.io/hostname"),
+            ]))
         );
         assert_eq!(pod, golden(file), "{file}: everything else is as it was");
     }
