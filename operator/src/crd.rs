@@ -305,9 +305,11 @@ pub struct StorageSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size: Option<String>,
     /// Storage class of the members' data volume claims (Kubernetes);
-    /// default: the cluster's default class. Claims made from then on use
-    /// it; a claim's class never changes, so existing members keep theirs
-    /// until they are replaced (status.storage names them).
+    /// default: the cluster's default class. A claim's class never
+    /// changes, so when it changes members move to it one at a time: a new
+    /// member on the new class is added and promoted, then a member on the
+    /// old one is removed (the cluster never has fewer voters than its
+    /// size; `status.members[].storageClassName` shows the way).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage_class_name: Option<String>,
 }

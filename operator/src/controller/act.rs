@@ -13,7 +13,7 @@ use super::facts::Lost;
 use crate::etcd;
 use crate::observe::Observation;
 use crate::plan::tls::for_new_member;
-use crate::plan::{RemoveWhy, Step, TlsState};
+use crate::plan::{Step, TlsState};
 use crate::platform::{self, InitialState, MemberAddr, MemberConfig, Platform, Settings};
 use crate::tls::with_scheme;
 use crate::validate::ValidSpec;
@@ -101,7 +101,7 @@ pub(super) async fn run<P: Platform>(
         Step::Promote { id, .. } => Ok(c.clients.promote(&api()?, *id).await?),
         Step::Remove { member, id, why } => {
             c.clients.remove(&api()?, *id).await?;
-            if *why != RemoveWhy::ScaleDown {
+            if !why.planned() {
                 c.lost = Some(match c.moves.get(member) {
                     // Moved on purpose and gone with its pod.
                     Some(_) => Lost::Recreated {

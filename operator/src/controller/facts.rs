@@ -284,6 +284,7 @@ impl Lost {
                     RemoveWhy::NotOnPlatform => "the platform had lost it",
                     RemoveWhy::Corrupt => "its data was corrupt",
                     RemoveWhy::ScaleDown => "the spec asked for fewer members",
+                    RemoveWhy::StorageClass => "its volume was of another storage class",
                 };
                 format!("member {member} was removed ({why}); a new member replaces it")
             }

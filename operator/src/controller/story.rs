@@ -340,6 +340,10 @@ fn begun(step: &Step, seen: &Seen, added: Option<&str>) -> Option<Notice> {
             "MemberRemoved",
             format!("member {member} removed: the spec asks for fewer members"),
         ),
+        Step::Remove {
+            why: RemoveWhy::StorageClass,
+            ..
+        } => Notice::normal("MemberRemoved", step.to_string()),
         Step::Remove { member, .. } if seen.moves.get(member).is_some() => Notice::normal(
             "MemberRemoved",
             Lost::Recreated {

@@ -431,9 +431,9 @@ pub struct MemberStatus {
     /// grows, what it asks for, see the Progressing condition).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub volume_size: Option<String>,
-    /// Storage class of its data volume (Kubernetes): a member made before
-    /// `spec.storage.storageClassName` changed keeps its own until it is
-    /// replaced.
+    /// Storage class of its data volume (Kubernetes); when
+    /// `spec.storage.storageClassName` names another, the member is
+    /// replaced by one on it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage_class_name: Option<String>,
 }

@@ -17,6 +17,10 @@ impl fmt::Display for Step {
                     RemoveWhy::DataLost => "its data is gone; it will be replaced",
                     RemoveWhy::NotOnPlatform => "the platform lost it; it will be replaced",
                     RemoveWhy::ScaleDown => "the spec asks for fewer members",
+                    RemoveWhy::StorageClass => {
+                        "its volume is not of spec.storage.storageClassName; a member on one \
+                         that is took its place"
+                    }
                     RemoveWhy::Corrupt => {
                         "its KV hash differs from the one a majority of members agrees on at \
                          the same revision (corrupt data); it will be replaced"

@@ -25,7 +25,11 @@
 //!   next steps leave alone;
 //! * volumes grow to `spec.storage.size` one member at a time, in place
 //!   (a restart only where the filesystem grows offline), and never shrink:
-//!   a smaller size adds no member and is reported (see [`volumes`]);
+//!   a smaller size adds no member and is reported; a member whose volume
+//!   is of another class than `spec.storage.storageClassName` is replaced,
+//!   one at a time, a new member added (and promoted) before the old one
+//!   is removed, so the cluster never has fewer voters than its size (see
+//!   [`volumes`]);
 //! * a scale-down removes the newest followers and keeps the leader, so
 //!   it changes no leadership (without the handover, the newest go, the
 //!   leader among them); a rolling upgrade, restart or TLS change goes
@@ -95,14 +99,8 @@ pub fn plan(desired: &Desired, observed: &Observed) -> Step {
 /// members out at once break the cluster's PodDisruptionBudget. Repairs
 /// (starting, replacing or removing dead members) never wait for it.
 fn respect_readiness(o: &Observed, step: Step) -> Step {
-    let planned = step.is_planned_restart()
-        || matches!(
-            step,
-            Step::Remove {
-                why: RemoveWhy::ScaleDown,
-                ..
-            }
-        );
+    let planned =
+        step.is_planned_restart() || matches!(step, Step::Remove { why, .. } if why.planned());
     if !planned {
         return step;
     }
@@ -338,7 +336,9 @@ impl<'a> View<'a> {
             .iter()
             .find_map(|m| m.etcd.filter(|e| e.learner).map(|e| (m, e)))
         {
-            return if self.voters < d.size {
+            // A learner added to take an old storage class's member's
+            // place is promoted beside it; the old member goes next.
+            return if self.voters < d.size || self.moving_class(d) {
                 Step::Promote {
                     member: m.name.clone(),
                     id: e.id,
@@ -354,6 +354,9 @@ impl<'a> View<'a> {
         if self.voters < d.size {
             // Never a new member on a claim smaller than the others'.
             return self.volume_shrunk(d).unwrap_or(Step::AddLearner);
+        }
+        if over_size && let Some(step) = self.class_victim(d) {
+            return step;
         }
         if over_size {
             return self
@@ -376,6 +379,9 @@ impl<'a> View<'a> {
         }
         if let Some(step) = self.grow(d) {
             return step;
+        }
+        if self.moving_class(d) {
+            return self.volume_shrunk(d).unwrap_or(Step::AddLearner);
         }
         match self.roll(d) {
             Step::Converged => self.volume_wait(d).unwrap_or(Step::Converged),

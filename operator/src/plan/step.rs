@@ -187,6 +187,19 @@ pub enum RemoveWhy {
     /// Its KV hash differs from the one a majority of voters agrees on at
     /// the same revision: it will be replaced.
     Corrupt,
+    /// Its claim is of another storage class than
+    /// `spec.storage.storageClassName`: a member on a claim of that class
+    /// was added first and took its place.
+    StorageClass,
+}
+
+impl RemoveWhy {
+    /// The operator chose it (the spec asks for it): planned, like a
+    /// rolling restart, so it waits for every other member to serve, and
+    /// nothing was lost.
+    pub fn planned(self) -> bool {
+        matches!(self, RemoveWhy::ScaleDown | RemoveWhy::StorageClass)
+    }
 }
 
 /// Why the plan waits.

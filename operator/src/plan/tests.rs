@@ -21,6 +21,7 @@ pub(super) fn desired(size: usize) -> Desired {
         backend: Default::default(),
         pod: Default::default(),
         volume: None,
+        storage_class: None,
         handover: true,
         db: DbPolicy::default(),
         from_survivor: false,

@@ -30,6 +30,10 @@ pub struct Desired {
     /// The size members' volumes should have (`spec.storage.size`; `None`:
     /// whatever they were made with).
     pub volume: Option<crate::validate::VolumeSize>,
+    /// The storage class members' volumes should be of
+    /// (`spec.storage.storageClassName`; `None`: whatever they were made
+    /// with).
+    pub storage_class: Option<String>,
     /// Hand the leadership over before a planned restart or removal of
     /// the leader (on unless the operator runs with
     /// `--no-leader-handover`, a switch for benchmarks).
@@ -96,6 +100,7 @@ impl From<&ValidSpec> for Desired {
             backend: s.backend.clone(),
             pod: s.pod.clone(),
             volume: s.volumes.size.clone(),
+            storage_class: s.volumes.class.clone(),
             handover: true,
             db: DbPolicy {
                 quota: s.backend.quota(),

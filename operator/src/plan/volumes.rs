@@ -1,9 +1,11 @@
 //! Growing members' volumes to `spec.storage.size`, one member at a time
 //! and in place (no restart, unless the storage driver grows filesystems
 //! only offline), and refusing a size below a member's volume: claims
-//! never shrink.
+//! never shrink. Moving members to another storage class (a claim's class
+//! cannot change): one at a time, a member on the new class added and
+//! promoted first, then the old one removed.
 
-use super::{Desired, Member, RestartWhy, Step, View, Wait, member_order, quorum};
+use super::{Desired, Member, RemoveWhy, RestartWhy, Step, View, Wait, member_order, quorum};
 use crate::member::Volume;
 use crate::member::volume::size_text;
 
@@ -84,5 +86,42 @@ impl View<'_> {
             class: first.class.clone().unwrap_or_default(),
             wanted: want.text.clone(),
         }))
+    }
+
+    /// Voters whose volume is of another class than the spec names, in
+    /// member order, the leader last. A claim that names no class (made
+    /// before a default class existed) is left alone: which class it has
+    /// cannot be told.
+    fn class_behind(&self, d: &Desired) -> Vec<&Member> {
+        let Some(want) = d.storage_class.as_deref() else {
+            return Vec::new();
+        };
+        let mut behind: Vec<&Member> = self
+            .volumes()
+            .into_iter()
+            .filter(|(m, v)| {
+                m.etcd.is_some_and(|e| !e.learner) && v.class.as_deref().is_some_and(|c| c != want)
+            })
+            .map(|(m, _)| m)
+            .collect();
+        behind.sort_by_key(|m| m.etcd.is_some_and(|e| e.leader));
+        behind
+    }
+
+    /// Members are to move to the spec's storage class and the cluster has
+    /// its size: a new member (on the new class) comes first.
+    pub(super) fn moving_class(&self, d: &Desired) -> bool {
+        self.voters == d.size && !self.class_behind(d).is_empty()
+    }
+
+    /// One voter more than the size while members move to the spec's
+    /// storage class: the first of those members is removed (a follower
+    /// first: the leader hands over before it goes).
+    pub(super) fn class_victim(&self, d: &Desired) -> Option<Step> {
+        if self.voters != d.size + 1 {
+            return None;
+        }
+        let m = *self.class_behind(d).first()?;
+        self.remove(m, RemoveWhy::StorageClass)
     }
 }

@@ -369,6 +369,10 @@ fn activity(f: &Facts, step: &Step) -> (Phase, &'static str) {
             why: RemoveWhy::Corrupt,
             ..
         } => (Phase::Recovering, "ReplacingCorruptMember"),
+        Step::Remove {
+            why: RemoveWhy::StorageClass,
+            ..
+        } => (Phase::Upgrading, "MovingToStorageClass"),
         Step::Remove { member, .. } if moved(member).is_some() => {
             (Phase::Upgrading, "RecreatingMember")
         }

@@ -199,6 +199,7 @@ pub(super) fn desired(size: usize, version: Version, storage: StoragePolicy) -> 
         },
         pod: Default::default(),
         volume: None,
+        storage_class: None,
         handover: true,
         db: DbPolicy {
             quota: QUOTA,

@@ -157,3 +157,116 @@ fn an_unbound_claim_waits_to_be_grown() {
     }
     assert_eq!(plan(&sized(10), &o), Step::Converged);
 }
+
+/// A member whose 5Gi claim is of storage class `class`.
+fn of_class(m: Member, class: &str) -> Member {
+    with(on(m, 5, 5, Some(true)), |m| {
+        if let Some(v) = m.platform.as_mut().and_then(|p| p.volume.as_mut()) {
+            v.class = Some(class.into());
+        }
+    })
+}
+
+fn classed(class: &str) -> Desired {
+    Desired {
+        storage_class: Some(class.into()),
+        ..desired(3)
+    }
+}
+
+#[test]
+fn a_new_class_adds_a_member_on_it_before_one_on_the_old_class_goes() {
+    let d = classed("ssd");
+    let old: Vec<Member> = three().into_iter().map(|m| of_class(m, "hdd")).collect();
+    // Three voters on the old class: a fourth member first.
+    assert_eq!(plan(&d, &cluster(old.clone())), Step::AddLearner);
+    // It caught up: promoted beside them, not removed as one too many.
+    let learner = with(of_class(up("demo-3", 4), "ssd"), |m| {
+        if let Some(e) = &mut m.etcd {
+            e.learner = true;
+        }
+    });
+    let mut four = old.clone();
+    four.push(learner);
+    assert_eq!(
+        plan(&d, &cluster(four.clone())),
+        Step::Promote {
+            member: "demo-3".into(),
+            id: 4
+        }
+    );
+    // Four voters: the first old follower goes (demo-0 leads).
+    let promoted = with(four.pop().expect("demo-3"), |m| {
+        if let Some(e) = &mut m.etcd {
+            e.learner = false;
+        }
+    });
+    four.push(promoted);
+    assert_eq!(
+        plan(&d, &cluster(four.clone())),
+        Step::Remove {
+            member: "demo-1".into(),
+            id: 2,
+            why: RemoveWhy::StorageClass
+        }
+    );
+    // Back to three, two on the old class: the next new member.
+    four.retain(|m| m.name != "demo-1");
+    assert_eq!(plan(&d, &cluster(four.clone())), Step::AddLearner);
+    // The leader's turn comes last, after it hands over.
+    let last = vec![
+        of_class(up("demo-0", 1), "hdd"),
+        of_class(up("demo-3", 4), "ssd"),
+        of_class(up("demo-4", 5), "ssd"),
+        of_class(up("demo-5", 6), "ssd"),
+    ];
+    let step = plan(&d, &cluster(last.clone()));
+    assert!(
+        matches!(step, Step::MoveLeader { ref from, .. } if from == "demo-0"),
+        "{step:?}"
+    );
+    let last = led_by(last, "demo-3");
+    assert!(
+        matches!(
+            plan(&d, &cluster(last.clone())),
+            Step::Remove {
+                ref member,
+                why: RemoveWhy::StorageClass,
+                ..
+            } if member == "demo-0"
+        ),
+        "the old leader goes last"
+    );
+    let done: Vec<Member> = last.into_iter().filter(|m| m.name != "demo-0").collect();
+    assert_eq!(plan(&d, &cluster(done)), Step::Converged);
+}
+
+#[test]
+fn a_class_move_waits_for_every_member_and_leaves_unnamed_classes_alone() {
+    let d = classed("ssd");
+    // A member down: it is restarted first; nothing is added or removed.
+    let mut old: Vec<Member> = three().into_iter().map(|m| of_class(m, "hdd")).collect();
+    old[2] = killed(old[2].clone());
+    if let Some(p) = old[2].platform.as_mut() {
+        p.has_data = true;
+    }
+    assert!(
+        matches!(plan(&d, &cluster(old)), Step::Start { .. }),
+        "a stopped member is started first"
+    );
+    // Claims that name no class, or no class in the spec: nothing moves.
+    let unnamed: Vec<Member> = three()
+        .into_iter()
+        .map(|m| on(m, 5, 5, Some(true)))
+        .map(|m| {
+            with(m, |m| {
+                if let Some(v) = m.platform.as_mut().and_then(|p| p.volume.as_mut()) {
+                    v.class = None;
+                }
+            })
+        })
+        .collect();
+    assert_eq!(plan(&d, &cluster(unnamed)), Step::Converged);
+    let old: Vec<Member> = three().into_iter().map(|m| of_class(m, "hdd")).collect();
+    assert_eq!(plan(&desired(3), &cluster(old)), Step::Converged);
+}
