@@ -300,9 +300,19 @@ fn progress(f: &Facts, step: &Step, unready: &[Unready]) -> (Phase, Condition) {
 fn activity(f: &Facts, step: &Step) -> (Phase, &'static str) {
     let obs = f.obs;
     let repairing = f.lost.is_some_and(|l| !l.planned());
+    // A member added while the cluster has its size (a learner beside
+    // them, or one voter over) takes the place of one on an old storage
+    // class: the plan adds no other.
+    let full = f.size.is_some_and(|size| {
+        let etcd = || obs.observed.members.iter().filter_map(|m| m.etcd);
+        let voters = etcd().filter(|e| !e.learner).count();
+        let learner = etcd().any(|e| e.learner) || *step == Step::AddLearner;
+        voters > size || (voters == size && learner)
+    });
     let grow = match f.lost {
         Some(l) if l.planned() => (Phase::Upgrading, l.reason()),
         Some(_) => (Phase::Recovering, "ReplacingMember"),
+        None if full => (Phase::Upgrading, "MovingToStorageClass"),
         None => (Phase::Scaling, "ScalingUp"),
     };
     let moved = |member: &str| f.moves.on_its_way(member, f.now).map(|m| &m.kind);
