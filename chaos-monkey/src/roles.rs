@@ -245,6 +245,8 @@ mod tests {
             leader,
             learner,
             version: None,
+            volume_size: None,
+            storage_class_name: None,
         };
         EtcdClusterStatus {
             members: vec![
