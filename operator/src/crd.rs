@@ -140,7 +140,7 @@ pub struct EtcdClusterSpec {
     /// Member pods (Kubernetes): resources, nodes and zones, priority,
     /// labels and annotations, image pull secrets, pod security.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pod: Option<MemberPodSpec>,
+    pub pod: Option<Box<MemberPodSpec>>,
 }
 
 impl EtcdClusterSpec {

@@ -279,10 +279,10 @@ mod tests {
         );
         assert_eq!(
             one(|s| {
-                s.pod.template = Some(crate::crd::MemberPodSpec {
+                s.pod.template = Some(Box::new(crate::crd::MemberPodSpec {
                     priority_class_name: Some("high".into()),
                     ..Default::default()
-                })
+                }))
             }),
             ["spec.pod"]
         );

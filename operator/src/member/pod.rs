@@ -21,7 +21,7 @@ pub struct PodSettings {
     pub repository: Option<String>,
     /// `spec.pod` (`None`: the operator's defaults).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub template: Option<MemberPodSpec>,
+    pub template: Option<Box<MemberPodSpec>>,
 }
 
 impl PodSettings {

@@ -50,7 +50,7 @@ pub fn check(spec: &EtcdClusterSpec, err: &mut impl FnMut(&str, String)) -> PodS
     // An empty `pod: {}` is the defaults: no restart for writing it.
     PodSettings {
         repository,
-        template: spec.pod.clone().filter(|p| *p != MemberPodSpec::default()),
+        template: spec.pod.clone().filter(|p| **p != MemberPodSpec::default()),
     }
 }
 

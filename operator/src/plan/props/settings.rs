@@ -44,10 +44,10 @@ fn changed() -> impl Strategy<Value = (&'static str, Desired)> {
         })),
         Just(("spec.pod", {
             let mut d = base();
-            d.pod.template = Some(crate::crd::MemberPodSpec {
+            d.pod.template = Some(Box::new(crate::crd::MemberPodSpec {
                 priority_class_name: Some("etcd-critical".into()),
                 ..Default::default()
-            });
+            }));
             d
         })),
         Just((

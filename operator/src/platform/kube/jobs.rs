@@ -389,7 +389,7 @@ pub fn restore_job(
                 hostnames: Some(vec![host.to_string()]),
             }]);
         }
-        super::placement::apply_to_job(config.pod.template.as_ref(), pod);
+        super::placement::apply_to_job(config.pod.template.as_deref(), pod);
     }
     job
 }

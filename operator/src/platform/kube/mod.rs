@@ -220,7 +220,7 @@ impl KubePlatform {
                     .image
                     .as_ref()
                     .and_then(|i| i.repository.clone()),
-                template: resource.spec.pod.clone(),
+                template: resource.spec.pod.as_deref().cloned(),
             },
         );
         Ok(())

@@ -214,7 +214,7 @@ fn etcd_container(c: &MemberConfig, repository: &str) -> Container {
         // does not resolve, a removed member) then shows in the pod's
         // status and `kubectl describe pod`.
         termination_message_policy: Some("FallbackToLogsOnError".into()),
-        resources: Some(placement::resources(c.pod.template.as_ref())),
+        resources: Some(placement::resources(c.pod.template.as_deref())),
         security_context: Some(SecurityContext {
             allow_privilege_escalation: Some(false),
             read_only_root_filesystem: Some(true),
@@ -348,7 +348,7 @@ pub fn member_pod(
         security_context: Some(pod_security()),
         ..PodSpec::default()
     };
-    let template = config.pod.template.as_ref();
+    let template = config.pod.template.as_deref();
     placement::apply_to_member(cluster, template, &mut metadata, &mut spec);
     Pod {
         metadata,

@@ -65,7 +65,7 @@ fn placed(name: &str) -> MemberConfig {
     let mut c = config(name, "3.5.1");
     c.pod = PodSettings {
         repository: Some("mirror.example.com/etcd".into()),
-        template: Some(production()),
+        template: Some(Box::new(production())),
     };
     c
 }
@@ -254,7 +254,7 @@ fn jobs_that_run_the_members_image_pull_and_schedule_as_members() {
         "demo",
         "mirror.example.com/etcd",
         Version::new(3, 5, 1),
-        c.pod.template.as_ref(),
+        c.pod.template.as_deref(),
         &owner(),
     );
     for job in [job, check] {
