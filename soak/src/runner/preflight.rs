@@ -74,6 +74,13 @@ pub fn platform_problems(s: &Scenario, platform: PlatformKind) -> Vec<String> {
             fault.as_str()
         ));
     }
+    if s.standby.is_some() {
+        p.push(
+            "standby: a standby is for the local platform only (the operator's spec.standby \
+             is refused on Kubernetes); run it without --platform kube, or drop standby"
+                .into(),
+        );
+    }
     p
 }
 
@@ -102,6 +109,25 @@ mod tests {
         for platform in [PlatformKind::Local, PlatformKind::Kube] {
             assert!(platform_problems(&backups, platform).is_empty());
         }
+    }
+
+    #[test]
+    fn a_standby_is_refused_on_kube_by_name() {
+        let mut s = scenario(
+            ", backup: {interval: 10s, maxBackups: 3, continuous: {segmentInterval: 1s}}",
+            "",
+        );
+        s.standby = Some(crate::scenario::Standby {
+            size: 1,
+            stream: true,
+            max_lag: crate::scenario::Dur(std::time::Duration::from_secs(10)),
+            catch_up: crate::scenario::Dur(std::time::Duration::from_secs(60)),
+            chaos: None,
+        });
+        assert!(platform_problems(&s, PlatformKind::Local).is_empty());
+        let p = platform_problems(&s, PlatformKind::Kube);
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(p[0].starts_with("standby: "), "{p:?}");
     }
 
     #[test]

@@ -7,6 +7,7 @@
 
 mod cluster;
 mod dur;
+mod standby;
 mod validate;
 
 use std::path::{Path, PathBuf};
@@ -16,6 +17,7 @@ use serde::{Deserialize, Serialize};
 
 pub use cluster::ClusterSpec;
 pub use dur::Dur;
+pub use standby::Standby;
 pub use validate::validate;
 
 /// Why a scenario cannot be used.
@@ -84,6 +86,12 @@ pub struct Scenario {
     /// platform only). Needs `cluster.backup`, without a location.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub store: Option<StoreServer>,
+    /// A standby of the cluster (`spec.standby` on a second cluster,
+    /// `CLUSTER-standby`), created once the cluster has its first full
+    /// backup; its lag bounded and its data compared at the end. Needs
+    /// `cluster.backup.continuous`; local platform only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub standby: Option<Standby>,
     /// When false, the runner pauses the cluster (spec.paused) once it is
     /// Running, so the operator heals nothing: a deliberately broken setup
     /// for testing the soak itself. Default true.
@@ -319,12 +327,15 @@ pub fn parse(file: &Path, text: &str) -> Result<Scenario, Error> {
 }
 
 /// The range a scenario's whole-number field allows when it is narrower
-/// than its type's: the spec's own for the spec fields under `cluster`
-/// and a change's `size` (`cluster.size` from 1 to 9).
+/// than its type's: the spec's own for the spec fields under `cluster`,
+/// a change's `size` and the standby's (`cluster.size` from 1 to 9).
 fn field_bounds(path: &str) -> (Option<i128>, Option<i128>) {
     use etcd_operator::crd::spec_field_bounds;
     if let Some(field) = path.strip_prefix("cluster.") {
         return spec_field_bounds(field);
+    }
+    if path == "standby.size" {
+        return spec_field_bounds("size");
     }
     match path
         .strip_prefix("changes[")

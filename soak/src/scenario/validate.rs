@@ -9,6 +9,7 @@ use etcd_operator::version::Version;
 use super::{DataLoss, Dur, FaultKind, Scenario, Target};
 
 mod reach;
+mod standby;
 
 use reach::{fault_ceiling, restore_checks};
 
@@ -374,6 +375,9 @@ pub fn validate(s: &Scenario) -> Result<(), Vec<String>> {
                     .into(),
             );
         }
+    }
+    if let Some(sb) = &s.standby {
+        standby::check(s, sb, &mut err);
     }
     if b.max_loss_window.is_some() && b.data_loss != DataLoss::SinceBackup {
         err(
