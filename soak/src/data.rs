@@ -73,6 +73,9 @@ pub struct RunData {
     /// The chains of continuous backups read back from the run's object
     /// store at the end (`None`: no store, or no continuous backups).
     pub store_chains: Option<StoreChains>,
+    /// The standby (scenario `standby`): its status samples, its fault
+    /// log and the comparison with the primary at the end.
+    pub standby: Option<StandbyRun>,
     /// Things that made the run itself fail.
     pub errors: Vec<String>,
     /// The operator's `/metrics` at the end of the run, or why it was not
@@ -109,6 +112,7 @@ impl RunData {
             watch: None,
             series: Vec::new(),
             store_chains: None,
+            standby: None,
             errors: Vec::new(),
             operator_metrics: Err("the run ended before it was read".into()),
         }
@@ -139,4 +143,20 @@ impl StoreChains {
             n => format!("{found}; {n} problems"),
         }
     }
+}
+
+/// What a run recorded of its standby (scenario `standby`).
+#[derive(Clone, Debug, Default)]
+pub struct StandbyRun {
+    /// Its cluster's name.
+    pub name: String,
+    /// When it was created (unix ms).
+    pub created: Ms,
+    /// Its published status, every probe interval from its creation.
+    pub samples: Vec<crate::invariants::standby::Sample>,
+    /// The comparison with the primary at the end (`None`: not made, the
+    /// run having been interrupted or failed).
+    pub final_check: Option<crate::invariants::standby::Final>,
+    /// The fault log of the monkey on the standby.
+    pub faults: Vec<FaultRecord>,
 }

@@ -14,6 +14,7 @@
 //! | no acknowledged write lost | [`lost`] |
 //! | the history is linearizable | [`crate::lin`] |
 //! | watches are ordered, complete, match the history and the end | [`crate::watch::check`] |
+//! | a standby's lag and state, and its data equal to the primary's at the end | [`standby`] |
 
 pub mod backup;
 pub mod chain;
@@ -24,6 +25,7 @@ pub mod lost;
 pub mod recovery;
 pub mod restore_check;
 pub mod revisions;
+pub mod standby;
 pub mod start;
 
 use serde::Serialize;
@@ -67,6 +69,9 @@ pub enum Check {
     /// A watch broke a guarantee (order, gaps, events not in the history,
     /// replay different from the final state).
     Watch,
+    /// The standby lagged more than standby.maxLag, was Diverged or
+    /// Stopped, or did not hold the primary's data at the end.
+    Standby,
     /// The run itself could not be completed (final checks impossible).
     Run,
 }
@@ -90,6 +95,7 @@ impl Check {
             Check::Faults => "faults",
             Check::Linearizability => "linearizability",
             Check::Watch => "watch",
+            Check::Standby => "standby",
             Check::Run => "run",
         }
     }

@@ -71,6 +71,9 @@ pub struct Summary {
     pub linearizability: Option<crate::lin::Report>,
     /// The watch checks: per watcher, and every broken guarantee.
     pub watch: Option<crate::watch::check::Report>,
+    /// The standby (scenario `standby`): lag, faults, the final comparison.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub standby: Option<super::standby::Summary>,
     /// Violations per check.
     pub violation_counts: BTreeMap<String, usize>,
     /// Every violation, in time order.
@@ -395,6 +398,7 @@ pub fn evaluate(d: &RunData) -> (Summary, Derived) {
         });
     }
     super::checked::rows(d, &mut rows, &mut v);
+    let standby = super::standby::rows(d, &mut rows, &mut v);
     for e in &d.errors {
         v.push(Violation::new(d.run_end, Check::Run, e.clone()));
     }
@@ -450,6 +454,7 @@ pub fn evaluate(d: &RunData) -> (Summary, Derived) {
         history_ops: d.history_ops,
         linearizability: d.linearizability.clone(),
         watch: d.watch.clone(),
+        standby,
         violation_counts: counts,
         violations: v,
         notes: d

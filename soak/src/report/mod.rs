@@ -26,6 +26,7 @@ pub mod junit;
 mod markdown;
 pub mod operator;
 pub mod plots;
+mod standby;
 
 use std::path::Path;
 
@@ -120,6 +121,10 @@ pub fn write(out: &Path, d: &RunData) -> Result<Summary, Error> {
     put("probes.csv", &files::probes(&d.samples))?;
     put("checkpoints.csv", &files::checkpoints(&d.checkpoints))?;
     put("seconds.csv", &files::seconds(&d.series))?;
+    if let Some(run) = &d.standby {
+        let timeline = crate::invariants::standby::primary_timeline(&d.samples);
+        put("standby.csv", &standby::csv(run, &timeline))?;
+    }
     let (svgs, notes) = plots(d, &derived);
     for (name, svg) in &svgs {
         put(name, svg)?;

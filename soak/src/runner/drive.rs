@@ -13,11 +13,11 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use super::monkeys::{Monkeys, STANDBY_FAULT_LOG};
 use super::observers::{Observers, WATCHERS};
 use super::platform::Platform;
-use super::procs::Proc;
-use super::steps::{self, start_chaos, tally, wait};
-use super::{CHAOS_GRACE, Error, Options, checks, finals};
+use super::steps::{self, tally, wait};
+use super::{Error, Options, checks, finals, standby};
 use crate::data::RunData;
 use crate::history::{Phase, now_ms};
 use crate::invariants::recovery::FaultEvent;
@@ -67,6 +67,16 @@ pub(super) async fn drive(
         )),
         Err(e) => failure = Some(e),
     }
+    let mut standby = None;
+    if let Some(sb) = &s.standby
+        && failure.is_none()
+    {
+        let with = (obs.pool.clone(), s.probe.interval.get());
+        match standby::bring_up(o, platform, sb, &mut interrupted, &mut progress, with).await {
+            Ok(r) => standby = r,
+            Err(e) => failure = Some(e),
+        }
+    }
 
     let history_path = o.out.join("history.jsonl");
     let history = Arc::new(Writer::create(&history_path).map_err(|e| match e {
@@ -114,7 +124,15 @@ pub(super) async fn drive(
         WATCHERS,
         o.out.display()
     ));
-    let mut monkey: Option<Proc> = None;
+    let mut monkeys = Monkeys::default();
+    let standby_target = standby
+        .as_ref()
+        .filter(|_| {
+            s.standby
+                .as_ref()
+                .is_some_and(|sb| sb.chaos_on(s.chaos.is_some()))
+        })
+        .map(|r| r.name().to_string());
     if failure.is_none() {
         failure = run_phase(
             o,
@@ -124,7 +142,7 @@ pub(super) async fn drive(
             &mut progress,
             &obs,
             &load_state,
-            &mut monkey,
+            (&mut monkeys, standby_target.as_deref()),
             start,
         )
         .await
@@ -135,18 +153,7 @@ pub(super) async fn drive(
     }
 
     // Stop chaos (it resumes paused members) and the load.
-    if let Some(mut m) = monkey.take() {
-        match m.stop_async(CHAOS_GRACE).await {
-            Some(st) if st.success() => {}
-            Some(st) => data.notes.push((
-                now_ms(),
-                format!("chaos-monkey stopped with {st}: {}", m.log_tail(5)),
-            )),
-            None => data
-                .notes
-                .push((now_ms(), "chaos-monkey had to be killed".into())),
-        }
-    }
+    monkeys.stop(data).await;
     load_stop.cancel();
     let _ = tokio::time::timeout(s.load.timeout.get() + Duration::from_secs(10), async {
         while load_tasks.join_next().await.is_some() {}
@@ -189,6 +196,19 @@ pub(super) async fn drive(
         data.store_chains = platform.store_chains().await;
     }
     let traces = obs.stop().await;
+    // The primary no longer changes (load, chaos and probes stopped): the
+    // standby is compared with it.
+    if let Some(sb) = standby.take() {
+        let compare = !data.interrupted && failure.is_none();
+        if compare {
+            progress.say(&format!("comparing standby {} with the primary", sb.name()));
+        }
+        let primary = obs.endpoints.borrow().clone();
+        let mut run = sb.finish(&obs.pool, &primary, compare).await;
+        run.faults =
+            etcd_operator::faults::read(&o.out.join(STANDBY_FAULT_LOG)).unwrap_or_default();
+        data.standby = Some(run);
+    }
     progress.update(&tally(
         start,
         s.duration.get(),
@@ -275,7 +295,7 @@ async fn run_phase(
     progress: &mut Progress,
     obs: &Observers,
     load_state: &load::Shared,
-    monkey: &mut Option<Proc>,
+    (monkeys, standby): (&mut Monkeys, Option<&str>),
     start: Instant,
 ) -> Result<(), Error> {
     let s = &o.scenario;
@@ -329,14 +349,17 @@ async fn run_phase(
                     ),
                 ));
             } else {
-                *monkey = Some(start_chaos(o, platform, c, &fault_log, left.get())?);
+                *monkeys = Monkeys::start(o, platform, c, standby, left.get())?;
                 let after = if c.start_after.is_zero() {
                     String::new()
                 } else {
                     format!(", the first interval after {}", Dur(c.start_after))
                 };
+                let both = standby
+                    .map(|n| format!(", and a second one on {n}"))
+                    .unwrap_or_default();
                 progress.say(&format!(
-                    "chaos-monkey started: {} of {} every {}{after} (log: {})",
+                    "chaos-monkey started: {} of {} every {}{after}{both} (log: {})",
                     c.fault.as_str(),
                     c.target.as_str(),
                     Dur(c.kill_interval),
@@ -344,22 +367,7 @@ async fn run_phase(
                 ));
             }
         }
-        if let Some(m) = monkey.as_mut()
-            && let Some(st) = m.exited()
-        {
-            let note = format!(
-                "chaos-monkey exited before the end of the run ({st}): {}",
-                m.log_tail(5)
-            );
-            if st.code() == Some(2) {
-                data.errors.push(format!(
-                    "chaos-monkey rejected its input: {}",
-                    m.log_tail(5)
-                ));
-            }
-            data.notes.push((now_ms(), note));
-            *monkey = None;
-        }
+        monkeys.check(data);
         if let Some(note) = platform.tend().await {
             data.notes.push((now_ms(), note));
         }

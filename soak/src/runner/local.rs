@@ -147,11 +147,25 @@ impl Local {
 
     /// Writes the cluster's manifest (atomically), paused or not.
     pub fn write_manifest(&self, paused: bool) -> Result<(), Error> {
-        let file = self.manifests.join(format!("{}.yaml", self.cluster.name));
-        let tmp = self
-            .manifests
-            .join(format!(".{}.yaml.tmp", self.cluster.name));
-        std::fs::write(&tmp, self.cluster.manifest(paused))
+        self.write_cluster(&self.cluster, paused)
+    }
+
+    /// The cluster as the operator gets it (its backups in the run's
+    /// store when there is one).
+    pub fn cluster(&self) -> &ClusterSpec {
+        &self.cluster
+    }
+
+    /// Writes the manifest of another cluster `c` (a standby) beside the
+    /// cluster's, for the same operator; torn down with everything else.
+    pub fn write_other(&self, c: &ClusterSpec) -> Result<(), Error> {
+        self.write_cluster(c, false)
+    }
+
+    fn write_cluster(&self, c: &ClusterSpec, paused: bool) -> Result<(), Error> {
+        let file = self.manifests.join(format!("{}.yaml", c.name));
+        let tmp = self.manifests.join(format!(".{}.yaml.tmp", c.name));
+        std::fs::write(&tmp, c.manifest(paused))
             .and_then(|()| std::fs::rename(&tmp, &file))
             .map_err(|e| Error::io(format!("cannot write {}", file.display()), e))
     }
@@ -185,7 +199,12 @@ impl Local {
 
     /// Where the published status is read.
     pub fn status_source(&self) -> StatusSource {
-        let path = Layout::new(&self.state).status_path(&self.cluster.name);
+        self.status_of(&self.cluster.name)
+    }
+
+    /// Where the published status of the cluster `name` is read.
+    pub fn status_of(&self, name: &str) -> StatusSource {
+        let path = Layout::new(&self.state).status_path(name);
         Arc::new(move || read_json::<EtcdCluster>(&path).ok().flatten())
     }
 

@@ -9,11 +9,13 @@ mod finals;
 pub mod forward;
 pub mod kube;
 pub mod local;
+mod monkeys;
 mod notes;
 mod observers;
 mod platform;
 mod preflight;
 pub mod procs;
+mod standby;
 mod steps;
 pub mod store;
 mod store_check;
@@ -130,7 +132,7 @@ pub async fn run(o: &Options, interrupted: watch::Receiver<bool>) -> Result<RunD
         .map_err(|e| Failure::bare(Error::io(format!("cannot create {}", o.out.display()), e)))?;
     let logs = o.out.join("logs");
     let _ = std::fs::remove_dir_all(&logs);
-    let _ = std::fs::remove_file(o.out.join("faults.jsonl"));
+    monkeys::clear_fault_logs(&o.out);
     let s = &o.scenario;
     let mut data = RunData::new(s.clone(), o.platform, o.seed);
     let fail = |mut data: RunData, error: Error| {

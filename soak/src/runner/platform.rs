@@ -35,6 +35,36 @@ impl Platform {
         self.create(paused).await
     }
 
+    /// The cluster as the operator got it (local platform: its backups'
+    /// place as the run set it); `None` on Kubernetes.
+    pub(super) fn primary(&self) -> Option<crate::scenario::ClusterSpec> {
+        match self {
+            Platform::Local(l) => Some(l.cluster().clone()),
+            Platform::Kube(_) => None,
+        }
+    }
+
+    /// Creates another cluster beside the scenario's (a standby; local
+    /// platform only, as the scenario's checks say).
+    pub(super) fn create_other(&self, c: &crate::scenario::ClusterSpec) -> Result<(), Error> {
+        match self {
+            Platform::Local(l) => l.write_other(c),
+            Platform::Kube(_) => Err(Error::Setup(format!(
+                "standby: {} cannot be created on Kubernetes (local platform only)",
+                c.name
+            ))),
+        }
+    }
+
+    /// Where the published status of another cluster is read (local
+    /// platform; on Kubernetes it reads nothing).
+    pub(super) fn status_of(&self, name: &str) -> probe::StatusSource {
+        match self {
+            Platform::Local(l) => l.status_of(name),
+            Platform::Kube(_) => Arc::new(|| None),
+        }
+    }
+
     /// The chains of continuous backups in the run's object store, read
     /// back as a restore would read them (local platform with `store:`).
     pub(super) async fn store_chains(&self) -> Option<crate::data::StoreChains> {

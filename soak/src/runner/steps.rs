@@ -22,32 +22,21 @@ pub(super) fn cfg_value_size(s: &Scenario) -> usize {
     usize::try_from(s.load.value_size).unwrap_or(64)
 }
 
+/// Starts a chaos monkey on `cluster` with the scenario's options, its
+/// fault log `fault_log`, its output in `logs/LOG_NAME.log`.
 pub(super) fn start_chaos(
     o: &Options,
     platform: &Platform,
     c: &crate::scenario::Chaos,
+    (cluster, log_name): (&str, &str),
     fault_log: &Path,
     left: Duration,
 ) -> Result<Proc, Error> {
-    let args = match platform {
-        Platform::Local(l) => chaos::args(
-            c,
-            chaos::Where::Local(l.state()),
-            &o.scenario.cluster.name,
-            fault_log,
-            o.seed,
-            left,
-        ),
-        Platform::Kube(k) => chaos::args(
-            c,
-            chaos::Where::Kube(k.kubeconfig(), k.namespace()),
-            &o.scenario.cluster.name,
-            fault_log,
-            o.seed,
-            left,
-        ),
+    let at = match platform {
+        Platform::Local(l) => chaos::Where::Local(l.state()),
+        Platform::Kube(k) => chaos::Where::Kube(k.kubeconfig(), k.namespace()),
     };
-    let mut args = args;
+    let mut args = chaos::args(c, at, cluster, fault_log, o.seed, left);
     if let Platform::Local(l) = platform
         && let Some(addr) = l.store_addr()
         && c.target == crate::scenario::Target::Store
@@ -66,7 +55,7 @@ pub(super) fn start_chaos(
     Ok(Proc::spawn(
         "chaos-monkey",
         cmd,
-        &logs.join("chaos-monkey.log"),
+        &logs.join(format!("{log_name}.log")),
     )?)
 }
 
