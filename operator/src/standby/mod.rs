@@ -160,6 +160,35 @@ fn update(status: &Mutex<StandbyStatus>, f: impl FnOnce(&mut StandbyStatus)) {
     f(&mut status.lock().unwrap_or_else(|e| e.into_inner()));
 }
 
+/// While the standby's members do not answer: how far the source is, from
+/// the store, said as the lag (the last applied revision stays).
+async fn lag_from_store<S: BackupStore>(
+    store: &S,
+    source: &Location,
+    pinned: Option<&str>,
+    status: &Mutex<StandbyStatus>,
+    cache: &mut Option<source::Cached>,
+) {
+    let applied = status
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .applied_revision;
+    let now = crate::backup::follow::now_ms();
+    let Ok(found) = source::find(store, source, pinned, (applied, now), cache).await else {
+        return;
+    };
+    let pending = found.pending_ms(applied).or(found.newest_ms);
+    update(status, |s| {
+        s.source_revision = found.newest_revision.max(s.applied_revision);
+        s.lag_revisions = (s.source_revision - s.applied_revision).max(0);
+        if s.lag_revisions > 0
+            && let Some(ms) = pending
+        {
+            s.lag_ms = i64::try_from(now.saturating_sub(ms)).unwrap_or(i64::MAX);
+        }
+    });
+}
+
 /// The applier's loop, until promoted (or aborted).
 async fn run<S: BackupStore>(
     store: Arc<S>,
@@ -214,7 +243,7 @@ async fn run<S: BackupStore>(
                         streamed = Some(Ok(p));
                     }
                     Err(stream::Error::Member { member, message }) => {
-                        streamed = Some(Err(format!("{member}: {message}")));
+                        streamed = Some(Err((true, format!("{member}: {message}"))));
                     }
                     Err(stream::Error::Source(why)) => {
                         tracing::warn!("{why}; following the store's chain meanwhile");
@@ -231,7 +260,7 @@ async fn run<S: BackupStore>(
                     let state = (&mut checked, &mut cache, left_at);
                     apply::pass(&*store, &source, pinned.as_deref(), &member, state)
                         .await
-                        .map_err(|e| e.to_string())
+                        .map_err(|e| (matches!(e, apply::Error::Member { .. }), e.to_string()))
                 }
             };
             Some(pass)
@@ -251,7 +280,7 @@ async fn run<S: BackupStore>(
                     });
                     p.stop.is_some()
                 }
-                Err(e) => {
+                Err((member_down, e)) => {
                     failures += 1;
                     left_at = None;
                     sources.failed();
@@ -261,6 +290,12 @@ async fn run<S: BackupStore>(
                     }
                     tracing::warn!("following the source failed (will retry): {e}");
                     update(&status, |s| s.message = Some(e.clone()));
+                    if member_down {
+                        // The standby does not answer; the source goes on:
+                        // the lag says so.
+                        lag_from_store(&*store, &source, pinned.as_deref(), &status, &mut cache)
+                            .await;
+                    }
                     false
                 }
             },

@@ -41,6 +41,16 @@ pub struct Found {
     pub stop: Option<String>,
 }
 
+impl Found {
+    /// When the source wrote the first revision past `after` the chain
+    /// holds (ms since the epoch).
+    pub fn pending_ms(&self, after: i64) -> Option<u64> {
+        let chain = self.chain.as_ref()?;
+        let s = chain.segments.iter().find(|s| s.last_revision() > after)?;
+        Some(s.unix_ms)
+    }
+}
+
 /// The source's backups that `pinned` (the uid the standby follows) owns,
 /// newest first, and a word about a source re-created under the name.
 fn ours(metas: Vec<BackupMeta>, pinned: Option<&str>) -> (Vec<BackupMeta>, Option<String>) {
@@ -265,6 +275,16 @@ mod tests {
         assert_eq!(
             (first, f.newest_revision, f.stop.is_none()),
             (Some(10), 25, true)
+        );
+        // The first revision past 12 was written when its segment was.
+        let chain = f.chain.as_ref().expect("a chain");
+        let holding = chain.segments.iter().find(|s| s.last_revision() > 12);
+        assert_eq!(f.pending_ms(12), holding.map(|s| s.unix_ms));
+        assert!(f.pending_ms(12).is_some());
+        assert_eq!(
+            f.pending_ms(chain.last_revision()),
+            None,
+            "nothing past the chain's end"
         );
         // Past the first chain's end: the second one (it overlaps).
         assert_eq!(find(20).await.chain.map(|c| c.base_revision), Some(18));
