@@ -66,6 +66,21 @@ pub async fn connect(source: Source<'_>) -> std::result::Result<Client, String> 
         .map_err(|e| e.to_string())
 }
 
+/// The revision the member behind `client` is at and its cluster's id
+/// (within [`TIMEOUT`]).
+pub async fn head(client: &mut Client) -> std::result::Result<(i64, u64), String> {
+    let head = tokio::time::timeout(
+        TIMEOUT,
+        client.get(vec![0u8], Some(GetOptions::new().with_count_only())),
+    )
+    .await
+    .map_err(|_| "no answer".to_string())?
+    .map_err(|e| e.to_string())?;
+    Ok(head
+        .header()
+        .map_or((0, 0), |h| (h.revision(), h.cluster_id())))
+}
+
 /// The operations of revision `rev`, in its order: one transaction.
 pub fn ops(rev: &super::delta::Revision) -> Vec<TxnOp> {
     rev.events
@@ -85,11 +100,7 @@ pub async fn apply(source: Source<'_>, chain: &Chain) -> Result<Replayed> {
         message: format!("replaying delta segments: {message}"),
     };
     let mut client = connect(source).await.map_err(fail)?;
-    let head = client
-        .get(vec![0u8], Some(GetOptions::new().with_count_only()))
-        .await
-        .map_err(|e| fail(e.to_string()))?;
-    let mut at = head.header().map_or(0, |h| h.revision());
+    let mut at = head(&mut client).await.map_err(fail)?.0;
     let mut out = Replayed::default();
     for segment in &chain.segments {
         for rev in &segment.revisions {

@@ -3,7 +3,7 @@
 //! in order, each as one transaction that must land at the source's
 //! revision.
 
-use etcd_client::{Client, GetOptions, Txn};
+use etcd_client::{Client, Txn};
 
 use super::source::{self, Found};
 use super::state;
@@ -125,11 +125,7 @@ pub async fn pass<S: BackupStore>(
         tls: tls.as_ref(),
     };
     let mut client = replay::connect(source_member).await.map_err(fail)?;
-    let head = client
-        .get(vec![0u8], Some(GetOptions::new().with_count_only()))
-        .await
-        .map_err(|e| fail(e.to_string()))?;
-    let mut at = head.header().map_or(0, |h| h.revision());
+    let mut at = replay::head(&mut client).await.map_err(fail)?.0;
     if let Some(why) = moved(at, left_at, checked) {
         return Ok(Pass {
             applied: at,

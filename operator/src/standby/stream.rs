@@ -14,7 +14,7 @@
 
 use std::time::Duration;
 
-use etcd_client::{Client, ConnectOptions, GetOptions, WatchOptions, WatchStream};
+use etcd_client::{Client, ConnectOptions, WatchOptions, WatchStream};
 
 use super::apply::{self, Pass};
 use super::state;
@@ -165,10 +165,10 @@ impl Live {
             tls: tls.as_ref(),
         };
         let mut standby = replay::connect(here).await.map_err(fail)?;
-        let at = revision_of(&mut standby).await.map_err(fail)?.0;
+        let at = replay::head(&mut standby).await.map_err(fail)?.0;
         let source = self.source_client().await?;
         let mut probe = source.clone();
-        let (theirs, id) = revision_of(&mut probe)
+        let (theirs, id) = replay::head(&mut probe)
             .await
             .map_err(|e| Error::Source(self.said(&e)))?;
         if self.cluster_id.is_some_and(|known| known != id) {
@@ -214,12 +214,23 @@ impl Live {
             .with_connect_timeout(TIMEOUT)
             .with_keep_alive(Duration::from_secs(2), Duration::from_secs(2));
         if let Some(folder) = &self.spec.tls_path {
-            let tls = ClientTls::from_files(
-                &folder.join("ca.crt"),
-                &folder.join("tls.crt"),
-                &folder.join("tls.key"),
-            )
-            .map_err(|e| Error::Source(self.said(&format!("spec.standby.stream.tlsPath: {e}"))))?;
+            // Files the spec names: read (checked, capped) off the async
+            // workers.
+            let folder = folder.clone();
+            let read = tokio::task::spawn_blocking(move || {
+                ClientTls::from_files(
+                    &folder.join("ca.crt"),
+                    &folder.join("tls.crt"),
+                    &folder.join("tls.key"),
+                )
+                .map_err(|e| e.to_string())
+            })
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|r| r);
+            let tls = read.map_err(|e| {
+                Error::Source(self.said(&format!("spec.standby.stream.tlsPath: {e}")))
+            })?;
             opts = opts.with_tls(tls.options());
         }
         tokio::time::timeout(
@@ -349,18 +360,4 @@ impl Conn {
             message,
         }
     }
-}
-
-/// The revision a member is at and its cluster's id.
-async fn revision_of(client: &mut Client) -> Result<(i64, u64), String> {
-    let head = tokio::time::timeout(
-        TIMEOUT,
-        client.get(vec![0u8], Some(GetOptions::new().with_count_only())),
-    )
-    .await
-    .map_err(|_| "no answer".to_string())?
-    .map_err(|e| e.to_string())?;
-    Ok(head
-        .header()
-        .map_or((0, 0), |h| (h.revision(), h.cluster_id())))
 }
