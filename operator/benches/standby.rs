@@ -5,11 +5,15 @@
 //! `make-mirror` copies the primary into a plain 1-member cluster of its own
 //! (the floor: a live copy over the network, with none of the standby's
 //! guarantees), and a second standby follows the primary's members live
-//! (`spec.standby.stream`). A sequential writer writes to the primary for
-//! `BENCH_STANDBY_SECS` (default 30); every 20th acknowledged write is
-//! looked up on both copies (every 20 ms) until it is there: its lag is
-//! from its acknowledgement to then. Then the standby is promoted: the time
-//! from `promote: true` to the first write it accepts.
+//! (`spec.standby.stream`). `BENCH_STANDBY_WRITERS` (default 3) sequential
+//! writers write to the primary for `BENCH_STANDBY_SECS` (default 30),
+//! while a probe key is written and looked up on each copy until it is
+//! there: its lag is from its acknowledgement to then. When the writers
+//! stop, the time each copy takes to reach the primary's last revision says
+//! whether it kept up (one source revision is one transaction on a
+//! standby: its apply rate is that of sequential transactions). Then the
+//! standby is promoted: the time from `promote: true` to the first write it
+//! accepts.
 //!
 //! Prints numbers and ratios; never passes or fails on time. Needs
 //! `.venv/bin/moto_server` and etcd 3.5's `etcdctl` (ci/setup).
@@ -88,6 +92,16 @@ fn probe_lags(
     })
 }
 
+/// The revision of the cluster at `urls`.
+fn head(urls: &[String]) -> i64 {
+    rt().block_on(async {
+        let mut c = etcd_client::Client::connect(urls, None).await.unwrap();
+        let got = c.get("probe/", None).await.unwrap();
+        got.header()
+            .map_or(0, etcd_client::ResponseHeader::revision)
+    })
+}
+
 fn main() {
     etcd_operator::tls::install_crypto_provider();
     let secs: u64 = std::env::var("BENCH_STANDBY_SECS")
@@ -159,21 +173,59 @@ fn main() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let writer = Writer::start(client_urls(&primary), "w/");
+    let writers: usize = std::env::var("BENCH_STANDBY_WRITERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3);
+    let writers: Vec<Writer> = (0..writers.max(1))
+        .map(|i| Writer::start(client_urls(&primary), &format!("w{i}/")))
+        .collect();
     let lags = probe_lags(
         &client_urls(&primary),
         &[client_urls(&copy), client_urls(&live), client_urls(&mirror)],
         Duration::from_secs(secs),
         Duration::from_secs(30),
     );
-    let acked = writer.stop();
+    let n = writers.len();
+    let acked: usize = writers.into_iter().map(|w| w.stop().len()).sum();
+    // How long after the load each copy holds the primary's last revision.
+    let last = head(&client_urls(&primary));
+    let t0 = Instant::now();
+    let mut caught_up: Vec<Option<Duration>> = vec![None; 2];
+    while caught_up.iter().any(Option::is_none) && t0.elapsed() < Duration::from_secs(120) {
+        let at = [
+            env.status("s")
+                .and_then(|c| c.status?.standby)
+                .map(|s| s.applied_revision),
+            env.status("l")
+                .and_then(|c| c.status?.standby)
+                .map(|s| s.applied_revision),
+        ];
+        for (c, r) in caught_up.iter_mut().zip(at) {
+            if c.is_none() && r.is_some_and(|r| r >= last) {
+                *c = Some(t0.elapsed());
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let _ = mm.kill();
     let _ = mm.wait();
-    let rate = acked.len() as f64 / secs as f64;
+    let rate = acked as f64 / secs as f64;
     println!(
-        "standby lag beside a writer at {rate:.0} writes/s ({} probes), segmentInterval 1s \
-         through S3 (moto):",
+        "standby lag beside {n} writers at {rate:.0} writes/s together ({} probes), \
+         segmentInterval 1s through S3 (moto):",
         lags[0].len()
+    );
+    let drained = |d: Option<Duration>| {
+        d.map_or("not within 120 s".to_string(), |d| {
+            format!("{:.3}s", d.as_secs_f64())
+        })
+    };
+    println!(
+        "  after the load, the primary's last revision {last} on the store standby after {}, \
+         on the live one after {}",
+        drained(caught_up[0]),
+        drained(caught_up[1])
     );
     let late = |l: &[Duration]| {
         let (m, p) = support::stats(l);

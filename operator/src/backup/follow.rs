@@ -400,25 +400,27 @@ async fn follow<S: BackupStore>(
                 if let Err(e) = stream.request_progress().await {
                     return w.flush_then(format!("{member}: progress request: {e}")).await;
                 }
+                // What waits goes to the store first: the listing below
+                // must not hold it back (a standby waits for it).
+                if let Err(e) = w.flush().await {
+                    return Outcome::Failed(e);
+                }
+                waiting = 0;
                 let listed = store.list(location).await.unwrap_or_default();
-                if let Some(newer) = listed.first().filter(|m| Some(&m.name) != newest.as_ref()) {
-                    // A newer full backup: this chain goes on until it holds
-                    // the new backup's revision, so that every revision is in
-                    // some chain (a standby or a point-in-time restore never
-                    // meets a gap between two chains); then the segments
-                    // follow the new backup.
-                    let flushed = w.flush().await;
-                    if flushed.is_ok() && w.chain.last_revision() >= newer.revision {
-                        return Outcome::NewBase;
-                    }
+                if let Some(newer) = listed.first().filter(|m| Some(&m.name) != newest.as_ref())
+                    && w.chain.last_revision() >= newer.revision
+                {
+                    // A newer full backup: this chain went on until it held
+                    // the new backup's revision, so that every revision is
+                    // in some chain (a standby or a point-in-time restore
+                    // never meets a gap between two chains); the segments
+                    // follow the new backup from now on.
+                    return Outcome::NewBase;
                 }
                 if started.elapsed() >= RECHECK {
-                    return match w.flush().await {
-                        Ok(()) => Outcome::Recheck,
-                        Err(e) => Outcome::Failed(e),
-                    };
+                    return Outcome::Recheck;
                 }
-                true
+                false
             }
         };
         if flush_now && !w.pending.is_empty() {

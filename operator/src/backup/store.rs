@@ -312,6 +312,19 @@ pub trait BackupStore: Send + Sync + 'static {
         self.chain(location, base)
     }
 
+    /// The segments that follow `chain` (read before), each read by its
+    /// name with no listing of the store (cheap enough to poll often);
+    /// stops at the first one not there. Stores without such a read read
+    /// on with [`Self::chain_on`].
+    fn chain_next(
+        &self,
+        location: &Location,
+        base: &BackupMeta,
+        chain: super::chain::Chain,
+    ) -> impl Future<Output = Result<super::chain::Chain>> + Send {
+        self.chain_on(location, base, chain)
+    }
+
     /// Writes a delta segment beside its base backup.
     fn append(
         &self,

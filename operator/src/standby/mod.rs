@@ -34,9 +34,10 @@ use crate::backup::{BackupStore, Candidate, Location, task};
 use crate::crd::StandbyStatus;
 use crate::validate::standby::Stream;
 
-/// How often the store is looked at while the standby is up to date (a
-/// listing of the source's backups each time).
-pub const POLL: Duration = Duration::from_millis(500);
+/// How often the store is looked at while the standby is up to date: a
+/// read of the next segment by its name, and a listing of the source's
+/// backups every [`source::LIST_EVERY`].
+pub const POLL: Duration = Duration::from_millis(200);
 
 /// How long the store's chain is followed after the watch failed before
 /// the watch is tried again (`spec.standby.stream`).

@@ -20,12 +20,72 @@ pub const GAP_GRACE: Duration = Duration::from_secs(60);
 /// its first segment on); between, only its new segments are read.
 pub const FULL_READ: Duration = Duration::from_secs(30);
 
+/// How often the source's backups are listed while the chain being
+/// followed is read on by name between listings ([`find`]): a newer full
+/// backup, a gap or a re-created source are found within this.
+pub const LIST_EVERY: Duration = Duration::from_secs(2);
+
 /// The end of the chain read last, so that the next pass reads only what
 /// came after it.
 #[derive(Clone, Debug)]
 pub struct Cached {
     tail: Chain,
     read_whole_at: std::time::Instant,
+    /// The backup the chain follows, and when the backups were listed.
+    base: BackupMeta,
+    listed_at: std::time::Instant,
+    /// The newest source revision the listing knew, and when it was written.
+    newest: (i64, Option<u64>),
+    /// Whether that listing found the standby cannot go on (then every
+    /// pass lists, until it can).
+    stopped: bool,
+}
+
+impl Cached {
+    /// The first revision its tail can read on from.
+    fn from(&self) -> i64 {
+        self.tail
+            .segments
+            .first()
+            .map_or(self.tail.base_revision, |s| s.first_revision() - 1)
+    }
+}
+
+/// Between listings: the chain followed, read on by name from the tail
+/// read last, when that tail holds `after` (`None`: list).
+async fn read_on<S: BackupStore>(
+    store: &S,
+    source: &Location,
+    after: i64,
+    cache: &mut Option<Cached>,
+) -> Result<Option<Found>> {
+    let Some(c) = cache.take_if(|c| {
+        !c.stopped
+            && c.listed_at.elapsed() < LIST_EVERY
+            && c.read_whole_at.elapsed() < FULL_READ
+            && c.from() <= after
+            && after <= c.tail.last_revision()
+    }) else {
+        return Ok(None);
+    };
+    let chain = store.chain_next(source, &c.base, c.tail.clone()).await?;
+    let mut found = Found {
+        newest_revision: c.newest.0.max(chain.last_revision()),
+        newest_ms: c.newest.1,
+        ..Found::default()
+    };
+    if chain.last_revision() >= c.newest.0 {
+        found.newest_ms = chain.last_unix_ms().or(c.newest.1);
+    }
+    *cache = Some(Cached {
+        tail: chain.tail(),
+        newest: (found.newest_revision, found.newest_ms),
+        ..c
+    });
+    if chain.last_revision() > after {
+        found.chain = Some(chain);
+    }
+    Ok(Some(found))
 }
 
 /// What the store holds past revision `after`.
@@ -75,7 +135,8 @@ fn ours(metas: Vec<BackupMeta>, pinned: Option<&str>) -> (Vec<BackupMeta>, Optio
 }
 
 /// The chain of the source (`source`, whose backups `pinned` owns) that
-/// holds revision `after + 1`, at `now_ms`.
+/// holds revision `after + 1`, at `now_ms`. The backups are listed at most
+/// every [`LIST_EVERY`]; between, the chain followed is read on by name.
 pub async fn find<S: BackupStore>(
     store: &S,
     source: &Location,
@@ -83,6 +144,10 @@ pub async fn find<S: BackupStore>(
     (after, now_ms): (i64, u64),
     cache: &mut Option<Cached>,
 ) -> Result<Found> {
+    if let Some(found) = read_on(store, source, after, cache).await? {
+        return Ok(found);
+    }
+    let listed_at = std::time::Instant::now();
     let (ours, other) = ours(store.list(source).await?, pinned);
     let mut found = Found::default();
     let mut newer: Option<&BackupMeta> = None;
@@ -96,32 +161,20 @@ pub async fn find<S: BackupStore>(
         // Read on only from a tail that holds the next revision to apply
         // (a standby set back, e.g. re-created, reads the chain whole).
         let reuse = cache.take().filter(|c| {
-            let tail_from = c
-                .tail
-                .segments
-                .first()
-                .map_or(c.tail.base_revision, |s| s.first_revision() - 1);
-            c.tail.base == meta.name && tail_from <= after && c.read_whole_at.elapsed() < FULL_READ
+            c.tail.base == meta.name && c.from() <= after && c.read_whole_at.elapsed() < FULL_READ
         });
-        let chain = match reuse {
-            Some(c) => {
-                let read_whole_at = c.read_whole_at;
-                let chain = store.chain_on(source, meta, c.tail).await?;
-                *cache = Some(Cached {
-                    tail: chain.tail(),
-                    read_whole_at,
-                });
-                chain
-            }
-            None => {
-                let chain = store.chain(source, meta).await?;
-                *cache = Some(Cached {
-                    tail: chain.tail(),
-                    read_whole_at: std::time::Instant::now(),
-                });
-                chain
-            }
+        let (chain, read_whole_at) = match reuse {
+            Some(c) => (store.chain_on(source, meta, c.tail).await?, c.read_whole_at),
+            None => (store.chain(source, meta).await?, std::time::Instant::now()),
         };
+        *cache = Some(Cached {
+            tail: chain.tail(),
+            read_whole_at,
+            base: meta.clone(),
+            listed_at,
+            newest: (0, None),
+            stopped: false,
+        });
         if chain.last_revision() > found.newest_revision {
             found.newest_revision = chain.last_revision();
             found.newest_ms = chain.last_unix_ms().or(Some(meta.unix_ms));
@@ -177,6 +230,10 @@ pub async fn find<S: BackupStore>(
     if found.newest_revision < after {
         found.newest_revision = after;
     }
+    if let Some(c) = cache.as_mut() {
+        c.newest = (found.newest_revision, found.newest_ms);
+        c.stopped = found.stop.is_some();
+    }
     Ok(found)
 }
 
@@ -212,25 +269,89 @@ mod tests {
         crate::backup::write_meta(dir, &meta).expect("meta");
         let mut c = Chain::start(&meta);
         for (first, last) in chain {
-            let s = Segment {
-                base: name.clone(),
-                seq: c.next_seq(),
-                unix_ms: at_ms,
-                revisions: (*first..=*last)
-                    .map(|r| Revision {
-                        revision: r,
-                        events: vec![Event::Put {
-                            key: b"k".to_vec(),
-                            value: vec![],
-                        }],
-                    })
-                    .collect(),
-                prev: c.next_prev,
-            };
-            chain::write(dir, &s).expect("segment");
-            let (_, hash) = crate::backup::delta::encode(&s);
-            c.next_prev = hash;
-            c.segments.push(s);
+            push(dir, &mut c, (*first, *last), at_ms);
+        }
+    }
+
+    /// Writes the next segment of `c`, revisions `first..=last`.
+    fn push(dir: &std::path::Path, c: &mut Chain, (first, last): (i64, i64), at_ms: u64) {
+        let s = Segment {
+            base: c.base.clone(),
+            seq: c.next_seq(),
+            unix_ms: at_ms,
+            revisions: (first..=last)
+                .map(|r| Revision {
+                    revision: r,
+                    events: vec![Event::Put {
+                        key: b"k".to_vec(),
+                        value: vec![],
+                    }],
+                })
+                .collect(),
+            prev: c.next_prev,
+        };
+        chain::write(dir, &s).expect("segment");
+        let (_, hash) = crate::backup::delta::encode(&s);
+        c.next_prev = hash;
+        c.segments.push(s);
+    }
+
+    #[tokio::test]
+    async fn between_listings_the_chain_is_read_on_and_a_stopped_standby_lists_every_time() {
+        let state = tempfile::tempdir().expect("tempdir");
+        let dir = state.path().join("backups/src");
+        std::fs::create_dir_all(&dir).expect("dir");
+        let now = 100 * MINUTE;
+        let stamp = "20261206-100000-000";
+        backup(&dir, "aaaaaaaa1", stamp, 10, now - 10 * MINUTE, &[(11, 15)]);
+        let store = LocalBackups::new(state.path(), std::sync::Arc::new(Binaries::new(Vec::new())));
+        let mut source = Location::of("dr", None);
+        source.source = Some("src".into());
+        let pinned = Some("aaaaaaaa1");
+        let mut cache = None;
+        let f = super::find(&store, &source, pinned, (12, now), &mut cache)
+            .await
+            .expect("found");
+        assert_eq!(f.newest_revision, 15);
+        let listed_at = cache.as_ref().map(|c| c.listed_at);
+        // The source writes on: the next pass reads the new segment by its
+        // name, from the tail, and says how far the source is.
+        let meta = store.list(&source).await.expect("listed").remove(0);
+        let mut c = store.chain(&source, &meta).await.expect("chain");
+        push(&dir, &mut c, (16, 20), now - MINUTE);
+        let f = super::find(&store, &source, pinned, (15, now), &mut cache)
+            .await
+            .expect("found");
+        let chain = f.chain.expect("the chain read on");
+        assert_eq!(
+            (chain.last_revision(), f.newest_revision, f.newest_ms),
+            (20, 20, Some(now - MINUTE))
+        );
+        assert_eq!(
+            cache.as_ref().map(|c| c.listed_at),
+            listed_at,
+            "read on, not listed"
+        );
+        // A gap (a newer backup no chain reaches): stopped, and every next
+        // pass lists again rather than reading on past it.
+        backup(
+            &dir,
+            "aaaaaaaa1",
+            "20261206-101000-000",
+            40,
+            now - 2 * MINUTE,
+            &[],
+        );
+        let mut stale = cache.clone();
+        if let Some(c) = stale.as_mut() {
+            c.listed_at -= LIST_EVERY;
+        }
+        let mut cache = stale;
+        for _ in 0..2 {
+            let f = super::find(&store, &source, pinned, (20, now), &mut cache)
+                .await
+                .expect("found");
+            assert!(f.stop.is_some_and(|s| s.contains("revisions 21 to 40")));
         }
     }
 

@@ -253,6 +253,17 @@ impl Bucket {
     /// fsynced, then renamed: `dest` is never half written); each next
     /// chunk must come within [`IDLE`]. Returns what was read.
     pub async fn download(&self, key: &str, dest: &Path) -> Result<Object> {
+        self.download_if_there(key, dest).await?.ok_or_else(|| {
+            Error::Store(self.scrub(&format!(
+                "cannot download {}: it is not there",
+                self.describe(key)
+            )))
+        })
+    }
+
+    /// [`Self::download`], `None` when the store holds no `key` (a read
+    /// by name: cheaper than a listing, and as fresh).
+    pub async fn download_if_there(&self, key: &str, dest: &Path) -> Result<Option<Object>> {
         let what = |e: &dyn std::fmt::Display| {
             Error::Store(self.scrub(&format!(
                 "cannot download {} to {}: {e}",
@@ -269,6 +280,7 @@ impl Bucket {
             tokio::fs::create_dir_all(dir).await.map_err(|e| what(&e))?;
         }
         let got = match bounded(REQUEST + RETRIES, self.store.get(&Key::from(key))).await {
+            Some(Err(object_store::Error::NotFound { .. })) => return Ok(None),
             Some(got) => got.map_err(|e| what(&e))?,
             None => return Err(what(&"the store did not answer")),
         };
@@ -296,7 +308,7 @@ impl Bucket {
         if result.is_err() {
             let _ = tokio::fs::remove_file(&tmp).await;
         }
-        result.map(|()| object)
+        result.map(|()| Some(object))
     }
 
     /// The objects directly under `prefix` (no deeper), by name.

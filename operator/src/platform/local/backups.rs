@@ -288,6 +288,18 @@ impl BackupStore for LocalBackups {
             .map_err(|e| Error::Tool(format!("reading the chain failed: {e}")))
     }
 
+    async fn chain_next(
+        &self,
+        location: &Location,
+        base: &BackupMeta,
+        chain: chain::Chain,
+    ) -> Result<chain::Chain> {
+        if location.object.is_some() && chain.base == base.name {
+            return self.object.chain_next(location, chain).await;
+        }
+        self.chain_on(location, base, chain).await
+    }
+
     async fn append(&self, location: &Location, segment: &delta::Segment) -> Result<()> {
         if location.object.is_some() {
             return self.object.append(location, segment).await;

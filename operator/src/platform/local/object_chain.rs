@@ -158,6 +158,42 @@ impl ObjectBackups {
         Ok(chain)
     }
 
+    /// The segments the store holds after `chain` (read before), each
+    /// read by its name, with no listing: a standby polls with it, and a
+    /// read of an object not there yet costs less than a listing and is
+    /// as fresh. It stops at the first segment not there or not linking
+    /// (the next [`Self::chain_on`], which lists, says what is wrong). The
+    /// store is only read.
+    pub async fn chain_next(&self, location: &Location, chain: Chain) -> Result<Chain> {
+        let (bucket, prefix) = self.bucket(location).await?;
+        let dir = self.local_dir(location, SEGMENTS)?;
+        let mut chain = chain;
+        loop {
+            let seq = chain.next_seq();
+            let file = chain::segment_file(&chain.base, seq);
+            let key = format!("{prefix}/{file}");
+            let tmp = dir.join(format!(".fetch-{file}"));
+            let Some(got) = bucket.download_if_there(&key, &tmp).await? else {
+                break;
+            };
+            let bytes = tokio::fs::read(&tmp)
+                .await
+                .map_err(backup::io_err(format!("cannot read {}", tmp.display())))?;
+            if let Err(problem) = chain.link(seq, &file, &bytes) {
+                let _ = tokio::fs::remove_file(&tmp).await;
+                tracing::debug!("{problem}: left to the next listing of the store");
+                break;
+            }
+            let staged = dir.join(&file);
+            tokio::fs::rename(&tmp, &staged)
+                .await
+                .map_err(backup::io_err(format!("cannot keep {}", staged.display())))?;
+            self.remember(&key, Seen::downloaded(&got));
+            chain.files += 1;
+        }
+        Ok(chain)
+    }
+
     /// Writes `segment` in `segments/`, then uploads it; it counts once the
     /// store holds it. When the upload fails, the staged copy stays: the
     /// next [`Self::chain`] uploads it before anything newer.
