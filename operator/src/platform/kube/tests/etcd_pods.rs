@@ -14,9 +14,11 @@ use std::time::{Duration, Instant};
 use tokio::process::Child;
 
 use super::fake::{Fake, fake};
+use super::fixtures::Seen;
 use super::kubelet::Kubelet;
-use super::trouble::put_resource;
-use crate::crd::EtcdCluster;
+use super::rbac::collection;
+use super::trouble::{put_record, put_resource};
+use crate::crd::{EtcdCluster, StoragePolicy};
 use crate::etcd::Clients;
 use crate::member::{MemberAddr, MemberConfig};
 use crate::platform::Platform;
@@ -151,6 +153,29 @@ impl EtcdPods {
         }
         pods.wait_healthy(&(0..n).collect::<Vec<_>>()).await;
         pods
+    }
+
+    /// Puts in `fake` what the API server shows of a running cluster of
+    /// these members: the resource `r`, its record naming them, and for
+    /// each a ready pod running `version` at its IP, with a bound claim
+    /// when `storage` is persistent.
+    pub fn seat(&self, fake: &Fake, r: &EtcdCluster, storage: StoragePolicy, version: &str) {
+        put_resource(fake, r);
+        put_record(
+            fake,
+            r,
+            self.configs.iter().map(|c| c.addr.clone()).collect(),
+        );
+        for (i, c) in self.configs.iter().enumerate() {
+            let pod = Seen::pod_of(c, storage).ready().runs(version).started();
+            fake.put(&collection("pods"), pod.ip(&self.ips[i].to_string()).json());
+            if storage == StoragePolicy::Persistent {
+                fake.put(
+                    &collection("persistentvolumeclaims"),
+                    Seen::claim_of(c).started().json(),
+                );
+            }
+        }
     }
 
     /// `http://IP:2379` of member `i` (`https://` with TLS).

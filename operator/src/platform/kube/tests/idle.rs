@@ -22,9 +22,9 @@ use http::Method;
 
 use super::etcd_pods::EtcdPods;
 use super::fake::{Fake, Seen as Request, Target, fake};
-use super::fixtures::{Seen, resource};
+use super::fixtures::resource;
 use super::rbac::collection;
-use super::trouble::{put_record, put_resource, resource_path};
+use super::trouble::resource_path;
 use crate::controller::IDLE_INTERVAL;
 use crate::controller::kube::{Options, run};
 use crate::crd::StoragePolicy::Persistent;
@@ -38,21 +38,7 @@ async fn idle_cluster(seed: &str, version: &str) -> (EtcdPods, kube::Client, Fak
     let etcd = EtcdPods::start(seed, version, 3).await;
     let (client, fake) = fake();
     let r = resource(3, version, Persistent);
-    put_resource(&fake, &r);
-    put_record(
-        &fake,
-        &r,
-        etcd.configs.iter().map(|c| c.addr.clone()).collect(),
-    );
-    for (i, c) in etcd.configs.iter().enumerate() {
-        let pod = Seen::pod_of(c, Persistent).ready().runs(version);
-        let pod = pod.started().ip(&etcd.ips[i].to_string());
-        fake.put(&collection("pods"), pod.json());
-        fake.put(
-            &collection("persistentvolumeclaims"),
-            Seen::claim_of(c).started().json(),
-        );
-    }
+    etcd.seat(&fake, &r, Persistent, version);
     (etcd, client, fake)
 }
 

@@ -17,7 +17,7 @@ use super::etcd_pods::EtcdPods;
 use super::fake::fake;
 use super::fixtures::{Seen, platform_for, resource};
 use super::rbac::collection;
-use super::trouble::{condition, put_record, put_resource, resource_path};
+use super::trouble::{condition, resource_path};
 use crate::controller::Cluster;
 use crate::controller::kube::spec_state;
 use crate::crd::StoragePolicy::Persistent;
@@ -40,21 +40,7 @@ async fn a_scale_up_is_progress_and_its_events_say_begun_and_ended() {
     let mut etcd = EtcdPods::start_resolving("kube-scale-events", "3.5.1", 3, 4).await;
     let (client, fake) = fake();
     let r = resource(4, "3.5.1", Persistent);
-    put_resource(&fake, &r);
-    put_record(
-        &fake,
-        &r,
-        etcd.configs.iter().map(|c| c.addr.clone()).collect(),
-    );
-    for (i, c) in etcd.configs.iter().enumerate() {
-        let pod = Seen::pod_of(c, Persistent).ready().runs("3.5.1");
-        let pod = pod.started().ip(&etcd.ips[i].to_string());
-        fake.put(&collection("pods"), pod.json());
-        fake.put(
-            &collection("persistentvolumeclaims"),
-            Seen::claim_of(c).started().json(),
-        );
-    }
+    etcd.seat(&fake, &r, Persistent, "3.5.1");
     let platform = Arc::new(platform_for(client, &r));
     let mut cluster = Cluster::new("demo", platform, etcd.clients.clone(), spec_state(&r))
         .await

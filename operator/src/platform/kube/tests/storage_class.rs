@@ -14,7 +14,7 @@ use super::etcd_pods::EtcdPods;
 use super::fake::fake;
 use super::fixtures::{Seen, platform_for, resource_from};
 use super::rbac::collection;
-use super::trouble::{condition, put_record, put_resource, resource_path};
+use super::trouble::{condition, resource_path};
 use crate::controller::Cluster;
 use crate::crd::StoragePolicy::Persistent;
 use crate::member::MemberConfig;
@@ -51,16 +51,9 @@ async fn a_new_storage_class_moves_members_one_at_a_time_adding_before_removing(
     let r = resource_from(json!({
         "size": 3, "version": "3.5.1", "storage": {"storageClassName": "ssd"},
     }));
-    put_resource(&fake, &r);
-    put_record(
-        &fake,
-        &r,
-        etcd.configs.iter().map(|c| c.addr.clone()).collect(),
-    );
-    for (i, c) in etcd.configs.iter().enumerate() {
-        let pod = Seen::pod_of(c, Persistent).ready().runs("3.5.1");
-        let pod = pod.started().ip(&etcd.ips[i].to_string());
-        fake.put(&collection("pods"), pod.json());
+    etcd.seat(&fake, &r, Persistent, "3.5.1");
+    // The claims were made in another class.
+    for c in &etcd.configs {
         let mut claim = Seen::claim_of(c).started().json();
         claim["spec"]["storageClassName"] = json!("hdd");
         fake.put(&collection("persistentvolumeclaims"), claim);

@@ -13,9 +13,9 @@ use serde_json::json;
 
 use super::etcd_pods::EtcdPods;
 use super::fake::fake;
-use super::fixtures::{Seen, platform_for, resource};
+use super::fixtures::{platform_for, resource};
 use super::rbac::collection;
-use super::trouble::{condition, put_record, put_resource};
+use super::trouble::condition;
 use crate::controller::Cluster;
 use crate::controller::kube::spec_state;
 use crate::crd::StoragePolicy::Ephemeral;
@@ -32,17 +32,7 @@ async fn an_in_place_upgrade_waits_for_the_new_container_and_etcd_to_report_it()
     let mut etcd = EtcdPods::start("kube-upgrade", "3.4.23", 3).await;
     let (client, fake) = fake();
     let r = resource(3, "3.5.1", Ephemeral);
-    put_resource(&fake, &r);
-    put_record(
-        &fake,
-        &r,
-        etcd.configs.iter().map(|c| c.addr.clone()).collect(),
-    );
-    for (i, c) in etcd.configs.iter().enumerate() {
-        let pod = Seen::pod_of(c, Ephemeral).ready().runs("3.4.23");
-        let pod = pod.started().ip(&etcd.ips[i].to_string());
-        fake.put(&collection("pods"), pod.json());
-    }
+    etcd.seat(&fake, &r, Ephemeral, "3.4.23");
     let platform = Arc::new(platform_for(client, &r));
     let clients = etcd.clients.clone();
     let mut cluster = Cluster::new("demo", platform, clients, spec_state(&r))
