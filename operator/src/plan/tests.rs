@@ -1,6 +1,7 @@
 //! Scenario tests of the plan, one situation each.
 
 use super::*;
+use crate::crd::StoragePolicy;
 use crate::member::Tuning;
 use crate::version::Version;
 

@@ -8,6 +8,7 @@
 //! plan must converge to the spec whenever a majority of voters kept data.
 
 use super::*;
+use crate::crd::StoragePolicy;
 use crate::member::{Backend, PodSettings, Tuning};
 use crate::version::Version;
 

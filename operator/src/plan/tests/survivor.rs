@@ -3,6 +3,7 @@
 //! and from a backup when it is ahead of every survivor.
 
 use super::*;
+use crate::crd::StoragePolicy;
 
 /// A cluster of `n` whose member list cannot be read: members `lost` are
 /// destroyed, the others run without a leader at the given positions.
