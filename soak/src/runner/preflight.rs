@@ -123,6 +123,7 @@ mod tests {
             max_lag: crate::scenario::Dur(std::time::Duration::from_secs(10)),
             catch_up: crate::scenario::Dur(std::time::Duration::from_secs(60)),
             chaos: None,
+            lose_primary_at: None,
         });
         assert!(platform_problems(&s, PlatformKind::Local).is_empty());
         let p = platform_problems(&s, PlatformKind::Kube);

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 pub use cluster::ClusterSpec;
 pub use dur::Dur;
-pub use standby::Standby;
+pub use standby::{LostOnPromotion, Standby};
 pub use validate::validate;
 
 /// Why a scenario cannot be used.
@@ -278,6 +278,12 @@ pub struct Bounds {
     /// The final checkpoint never excuses a difference.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hash_divergence_max: Option<Dur>,
+    /// With `standby.losePrimaryAt`: the most writes the primary
+    /// acknowledged past the promoted standby's last applied revision that
+    /// may be lost (`0`, or `lastSegment`: what it acknowledged in the last
+    /// segment interval before the loss).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_on_promotion: Option<LostOnPromotion>,
 }
 
 /// `bounds.restoreChecks`: how many scheduled restore checks must run.

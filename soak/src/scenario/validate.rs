@@ -379,6 +379,7 @@ pub fn validate(s: &Scenario) -> Result<(), Vec<String>> {
     if let Some(sb) = &s.standby {
         standby::check(s, sb, &mut err);
     }
+    standby::check_loss(s, &mut err);
     if b.max_loss_window.is_some() && b.data_loss != DataLoss::SinceBackup {
         err(
             "bounds.maxLossWindow",
@@ -416,6 +417,10 @@ pub fn validate(s: &Scenario) -> Result<(), Vec<String>> {
         ("bounds.maxChainAge", b.max_chain_age),
         ("bounds.maxLossWindow", b.max_loss_window),
         ("bounds.hashDivergenceMax", b.hash_divergence_max),
+        (
+            "standby.losePrimaryAt",
+            s.standby.as_ref().and_then(|sb| sb.lose_primary_at),
+        ),
     ];
     for (field, d) in durations {
         if let Some(d) = d.filter(|d| d.get() > week) {

@@ -22,6 +22,7 @@ fn standby(stream: bool) -> Standby {
         max_lag: crate::scenario::Dur(Duration::from_secs(10)),
         catch_up: crate::scenario::Dur(Duration::from_secs(60)),
         chaos: None,
+        lose_primary_at: None,
     }
 }
 

@@ -162,3 +162,125 @@ fn the_standby_monkey_kills_random_members_or_leaders_only() {
     let s = parse(Path::new("t.yaml"), &no_chaos.replace(", chaos: true", "")).expect("parses");
     validate(&s).expect("a standby without chaos");
 }
+
+/// A standby streaming live, the primary lost at `at`, the promotion
+/// bounded by `bound`.
+fn losing(at: &str, bound: &str) -> String {
+    with(&format!(
+        "{{maxLag: 10s, stream: true, losePrimaryAt: {at}}}"
+    ))
+    .replace(
+        "minFaults: 1}",
+        &format!("minFaults: 1, lostOnPromotion: {bound}}}"),
+    )
+}
+
+#[test]
+fn the_primary_is_lost_inside_the_run_with_a_bound_on_what_the_promotion_loses() {
+    let s = parse(Path::new("t.yaml"), &losing("30s", "0")).expect("parses");
+    validate(&s).expect("valid");
+    let sb = s.standby.as_ref().expect("standby");
+    assert_eq!(sb.lose_primary_at, Some(Dur(Duration::from_secs(30))));
+    assert_eq!(
+        s.bounds.lost_on_promotion,
+        Some(super::LostOnPromotion::Writes(0))
+    );
+    let s = parse(Path::new("t.yaml"), &losing("30s", "lastSegment")).expect("parses");
+    validate(&s).expect("valid");
+    assert_eq!(
+        s.bounds.lost_on_promotion,
+        Some(super::LostOnPromotion::LastSegment)
+    );
+    assert_eq!(
+        super::LostOnPromotion::LastSegment.to_string(),
+        "lastSegment"
+    );
+
+    let p = problems(&losing("0s", "0"));
+    assert!(
+        has(&p, "standby.losePrimaryAt: must be more than 0s"),
+        "{p:?}"
+    );
+    let p = problems(&losing("60s", "0"));
+    assert!(
+        has(
+            &p,
+            "standby.losePrimaryAt: must be before the end of the run (duration 1m)"
+        ),
+        "{p:?}"
+    );
+    let unbounded = losing("30s", "0").replace(", lostOnPromotion: 0", "");
+    let p = problems(&unbounded);
+    assert!(
+        has(
+            &p,
+            "bounds.lostOnPromotion: must be set when standby.losePrimaryAt is"
+        ),
+        "{p:?}"
+    );
+    let not_lost = losing("30s", "0").replace(", losePrimaryAt: 30s", "");
+    let p = problems(&not_lost);
+    assert!(
+        has(
+            &p,
+            "bounds.lostOnPromotion: applies only when the primary is lost"
+        ),
+        "{p:?}"
+    );
+    let changed = format!("{}changes: [{{after: 40s, size: 5}}]\n", losing("30s", "0"));
+    let p = problems(&changed);
+    assert!(
+        has(&p, "changes: a change after 40s comes at or after"),
+        "{p:?}"
+    );
+    let p = problems(&losing("200h", "0"));
+    assert!(
+        has(&p, "standby.losePrimaryAt: must be at most 168h"),
+        "{p:?}"
+    );
+}
+
+#[test]
+fn a_bound_on_the_promotion_is_a_bare_number_or_last_segment() {
+    let parse_error = |text: &str| {
+        parse(Path::new("t.yaml"), text)
+            .expect_err("should not parse")
+            .to_string()
+    };
+    for bad in ["\"0\"", "-1", "lastsegment", "1.5"] {
+        let e = parse_error(&losing("30s", bad));
+        assert!(
+            e.contains("line 6") && (e.contains("lastSegment") || e.contains("lostOnPromotion")),
+            "{bad}: {e}"
+        );
+    }
+    let e = parse_error(&losing("30", "0"));
+    assert!(e.contains("has no unit"), "{e}");
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// Any loss time parses, and is accepted exactly when it falls inside
+    /// the 60 s run; any bound that is a whole number parses back to it.
+    #[test]
+    fn any_loss_time_is_accepted_inside_the_run_only(ms in 0u64..120_000, n in 0u64..1_000_000) {
+        let text = losing(&format!("{ms}ms"), &n.to_string());
+        let s = parse(Path::new("t.yaml"), &text).expect("parses");
+        proptest::prop_assert_eq!(
+            s.bounds.lost_on_promotion,
+            Some(super::LostOnPromotion::Writes(n))
+        );
+        let ok = validate(&s).is_ok();
+        proptest::prop_assert_eq!(ok, ms > 0 && ms < 60_000, "{} ms", ms);
+    }
+
+    /// Whatever text stands in for the bound, parsing never panics, and
+    /// what parses is a number or lastSegment.
+    #[test]
+    fn any_bound_text_parses_or_is_refused(t in "[a-zA-Z0-9\". -]{0,12}") {
+        if let Ok(s) = parse(Path::new("t.yaml"), &losing("30s", &t)) {
+            proptest::prop_assert!(s.bounds.lost_on_promotion.is_some() || t.trim().is_empty() || t.trim() == "null" || t.trim() == "~");
+        }
+    }
+}

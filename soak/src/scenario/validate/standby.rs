@@ -1,6 +1,7 @@
 //! The checks of a scenario's `standby` section: what the standby needs of
 //! the primary (continuous backups, a history that never goes back), what
-//! the second monkey can do to it, and its durations.
+//! the second monkey can do to it, and its durations; and the loss of the
+//! primary (`standby.losePrimaryAt`, `bounds.lostOnPromotion`).
 
 use std::time::Duration;
 
@@ -127,5 +128,57 @@ pub(super) fn check(s: &Scenario, sb: &Standby, err: &mut impl FnMut(&str, Strin
             }
         }
         _ => {}
+    }
+}
+
+/// Reports each problem of the primary's loss through `err(field,
+/// message)`: `standby.losePrimaryAt` inside the run, before no spec change
+/// (those are the primary's), and with its bound; `bounds.lostOnPromotion`
+/// only with it.
+pub(super) fn check_loss(s: &Scenario, err: &mut impl FnMut(&str, String)) {
+    let at = s.standby.as_ref().and_then(|sb| sb.lose_primary_at);
+    let bound = s.bounds.lost_on_promotion;
+    let Some(at) = at else {
+        if bound.is_some() {
+            err(
+                "bounds.lostOnPromotion",
+                "applies only when the primary is lost: set standby.losePrimaryAt, or remove it"
+                    .into(),
+            );
+        }
+        return;
+    };
+    if at.get().is_zero() {
+        err(
+            "standby.losePrimaryAt",
+            "must be more than 0s (the standby must follow the primary first)".into(),
+        );
+    } else if at >= s.duration {
+        err(
+            "standby.losePrimaryAt",
+            format!(
+                "must be before the end of the run (duration {}), got {at}",
+                s.duration
+            ),
+        );
+    }
+    if bound.is_none() {
+        err(
+            "bounds.lostOnPromotion",
+            "must be set when standby.losePrimaryAt is: 0 (a standby streaming live loses \
+             nothing) or lastSegment (one following the store: at most the writes of the last \
+             segment interval)"
+                .into(),
+        );
+    }
+    if let Some(c) = s.changes.iter().find(|c| c.after >= at) {
+        err(
+            "changes",
+            format!(
+                "a change after {} comes at or after standby.losePrimaryAt ({at}), when the \
+                 primary it would change is gone: move it before, or drop it",
+                c.after
+            ),
+        );
     }
 }
