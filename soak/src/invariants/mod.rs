@@ -22,6 +22,7 @@ pub mod hash;
 pub mod health;
 pub mod leaders;
 pub mod lost;
+pub mod promotion;
 pub mod recovery;
 pub mod restore_check;
 pub mod revisions;
@@ -72,6 +73,10 @@ pub enum Check {
     /// The standby lagged more than standby.maxLag, was Diverged or
     /// Stopped, or did not hold the primary's data at the end.
     Standby,
+    /// After the primary's loss: a write it acknowledged at or below the
+    /// promoted standby's revision missing there, more writes lost past it
+    /// than bounds.lostOnPromotion, or no promotion.
+    Promotion,
     /// The run itself could not be completed (final checks impossible).
     Run,
 }
@@ -96,6 +101,7 @@ impl Check {
             Check::Linearizability => "linearizability",
             Check::Watch => "watch",
             Check::Standby => "standby",
+            Check::Promotion => "promotion",
             Check::Run => "run",
         }
     }
