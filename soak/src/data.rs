@@ -76,6 +76,9 @@ pub struct RunData {
     /// The standby (scenario `standby`): its status samples, its fault
     /// log and the comparison with the primary at the end.
     pub standby: Option<StandbyRun>,
+    /// The primary's loss and the standby's promotion
+    /// (`standby.losePrimaryAt`), once it happened.
+    pub promotion: Option<crate::invariants::promotion::Promotion>,
     /// Things that made the run itself fail.
     pub errors: Vec<String>,
     /// The operator's `/metrics` at the end of the run, or why it was not
@@ -113,6 +116,7 @@ impl RunData {
             series: Vec::new(),
             store_chains: None,
             standby: None,
+            promotion: None,
             errors: Vec::new(),
             operator_metrics: Err("the run ended before it was read".into()),
         }

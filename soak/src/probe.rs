@@ -82,7 +82,7 @@ pub fn lock(r: &SharedRecorder) -> std::sync::MutexGuard<'_, Recorder> {
 pub struct Prober {
     pool: Arc<Pool>,
     timeout: Duration,
-    status: StatusSource,
+    status: Mutex<StatusSource>,
     map: UrlMap,
     known: Mutex<Vec<String>>,
     expected: AtomicUsize,
@@ -111,7 +111,7 @@ impl Prober {
         Prober {
             pool,
             timeout,
-            status,
+            status: Mutex::new(status),
             map,
             known: Mutex::new(Vec::new()),
             expected: AtomicUsize::new(expected),
@@ -137,7 +137,25 @@ impl Prober {
 
     /// The published resource, now.
     pub fn published(&self) -> Option<EtcdCluster> {
-        (self.status)()
+        let status = self
+            .status
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        status()
+    }
+
+    /// From now on probe another cluster, of `size` members, published at
+    /// `status` (a promoted standby, once the primary is lost): the member
+    /// list learnt so far is forgotten, so the load and the watchers,
+    /// which follow the probes' endpoints, move with them.
+    pub fn retarget(&self, status: StatusSource, size: usize) {
+        *self.status.lock().unwrap_or_else(|e| e.into_inner()) = status;
+        self.known
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+        self.set_expected(size, None);
     }
 
     /// Client URLs to probe: the published members and the last member list.

@@ -26,6 +26,50 @@ use crate::history::Ms;
 use crate::ops::{Kind, Record, Status, Us};
 use crate::scenario::LostOnPromotion;
 
+/// What the runner recorded of the primary's loss and the promotion.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Promotion {
+    /// The promoted cluster (the standby).
+    pub cluster: String,
+    /// When the primary's members were killed (unix ms).
+    pub lost_at: Ms,
+    /// How many were.
+    pub members_killed: usize,
+    /// When the standby was first seen `Promoted` (unix ms; `None`: not
+    /// within the runner's wait).
+    pub promoted_at: Option<Ms>,
+    /// R: `status.standby.appliedRevision` once promoted.
+    pub revision: i64,
+    /// `status.standby.message` once promoted.
+    pub message: Option<String>,
+    /// When the promoted cluster first acknowledged a write (the runner's
+    /// own put, unix ms).
+    pub first_write_at: Option<Ms>,
+    /// When the load, the probes and the watchers moved to it (unix ms).
+    pub moved_at: Option<Ms>,
+    /// What went wrong along the way.
+    pub problems: Vec<String>,
+    /// The keys of the load on the promoted cluster at R (`None`: not
+    /// read); kept for [`account`], not reported.
+    #[serde(skip)]
+    pub at_r: Option<AtR>,
+    /// What the promotion kept and lost, from the history after the run.
+    pub accounting: Option<Accounting>,
+}
+
+impl Promotion {
+    /// Loss to promoted, ms.
+    pub fn to_promoted_ms(&self) -> Option<u64> {
+        self.promoted_at.map(|p| p.saturating_sub(self.lost_at))
+    }
+
+    /// Loss to the first write accepted, ms.
+    pub fn to_first_write_ms(&self) -> Option<u64> {
+        self.first_write_at.map(|p| p.saturating_sub(self.lost_at))
+    }
+}
+
 /// A write the primary acknowledged.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AckedWrite {

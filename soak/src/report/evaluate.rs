@@ -217,8 +217,12 @@ pub fn evaluate(d: &RunData) -> (Summary, Derived) {
         measured: availability.map(pct).unwrap_or_else(|| "no probes".into()),
         pass: avail_ok,
     });
+    // The primary's backups are judged while it lives (up to its loss).
+    let primary = d.promotion.as_ref().map_or(&d.samples[..], |p| {
+        &d.samples[..d.samples.partition_point(|s| s.at < p.lost_at)]
+    });
     if let Some(bound) = b.max_backup_age {
-        let o = backup::check(&d.samples, d.started, bound.get());
+        let o = backup::check(primary, d.started, bound.get());
         rows.push(Row {
             check: "backup age".into(),
             bound: format!("<= {bound}"),
@@ -228,7 +232,7 @@ pub fn evaluate(d: &RunData) -> (Summary, Derived) {
         v.extend(o.violations);
     }
     if let Some(bound) = b.max_chain_age {
-        let o = chain::check(&d.samples, d.started, bound.get());
+        let o = chain::check(primary, d.started, bound.get());
         rows.push(Row {
             check: "backup chain age".into(),
             bound: format!("<= {bound}"),

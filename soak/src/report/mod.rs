@@ -26,6 +26,7 @@ pub mod junit;
 mod markdown;
 pub mod operator;
 pub mod plots;
+mod promotion;
 mod standby;
 
 use std::path::Path;

@@ -2,8 +2,9 @@
 //! against `standby.maxLag` (the max over the samples, as measured against
 //! the primary's revisions and as `status.standby.lagMs` published it),
 //! its state, its data against the primary's at the end and the faults its
-//! own monkey injected; the same figures for summary.json, and
-//! `standby.csv`.
+//! own monkey injected (after a loss of the primary, up to the loss, and
+//! the promotion's rows instead of the comparison: [`super::promotion`]);
+//! the same figures for summary.json, and `standby.csv`.
 
 use serde::Serialize;
 
@@ -33,6 +34,10 @@ pub struct Summary {
     /// The comparison at the end.
     #[serde(rename = "final")]
     pub final_check: Option<Final>,
+    /// The primary's loss and the promotion (`standby.losePrimaryAt`),
+    /// with what it kept and lost.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub promotion: Option<crate::invariants::promotion::Promotion>,
 }
 
 /// The rows and violations of the standby, and its summary.
@@ -50,7 +55,13 @@ pub(super) fn rows(d: &RunData, rows: &mut Vec<Row>, v: &mut Vec<Violation>) -> 
     };
     let bound = u64::try_from(sb.max_lag.get().as_millis()).unwrap_or(u64::MAX);
     let timeline = standby::primary_timeline(&d.samples);
-    let o = standby::check(&run.samples, &timeline, bound, d.run_end);
+    // After the primary's loss there is nothing to lag behind, and the
+    // standby stops following on purpose: its samples count up to the loss.
+    let lost = d.promotion.as_ref().map(|p| p.lost_at);
+    let upto = lost.map_or(run.samples.len(), |at| {
+        run.samples.partition_point(|s| s.at < at)
+    });
+    let o = standby::check(&run.samples[..upto], &timeline, bound, d.run_end);
     let via = o
         .via
         .iter()
@@ -95,7 +106,8 @@ pub(super) fn rows(d: &RunData, rows: &mut Vec<Row>, v: &mut Vec<Violation>) -> 
         pass: o.states.is_empty(),
     });
     v.extend(o.violations().cloned());
-    if !d.interrupted {
+    let promotion = super::promotion::rows(d, rows, v);
+    if !d.interrupted && sb.lose_primary_at.is_none() {
         rows.push(final_row(run.final_check.as_ref()));
         v.extend(standby::check_final(run.final_check.as_ref(), d.run_end));
     }
@@ -128,6 +140,7 @@ pub(super) fn rows(d: &RunData, rows: &mut Vec<Row>, v: &mut Vec<Violation>) -> 
         via: o.via,
         faults_injected: faults,
         final_check: run.final_check.clone(),
+        promotion,
     })
 }
 

@@ -142,7 +142,7 @@ pub(super) async fn drive(
             &mut progress,
             &obs,
             &load_state,
-            (&mut monkeys, standby_target.as_deref()),
+            (&mut monkeys, standby_target.as_deref(), standby.as_ref()),
             start,
         )
         .await
@@ -199,7 +199,9 @@ pub(super) async fn drive(
     // The primary no longer changes (load, chaos and probes stopped): the
     // standby is compared with it.
     if let Some(sb) = standby.take() {
-        let compare = !data.interrupted && failure.is_none();
+        // After a loss there is no primary to compare with: the promotion's
+        // accounting stands in for it.
+        let compare = !data.interrupted && failure.is_none() && data.promotion.is_none();
         if compare {
             progress.say(&format!("comparing standby {} with the primary", sb.name()));
         }
@@ -230,6 +232,11 @@ pub(super) async fn drive(
         (a, b) => a.or(b),
     }
     .map(|ms| ms.saturating_mul(1000));
+    // After the primary's loss the promoted cluster reuses the lost
+    // revisions for other writes: the history and the watches are checked
+    // up to the loss (as after a rebuild from a backup).
+    let lost = data.promotion.as_ref().map(|p| p.lost_at * 1000);
+    let cut = cut.into_iter().chain(lost).min();
     data.samples = r.samples;
     data.checkpoints = r.checkpoints;
     data.live_violations.extend(r.violations);
@@ -267,6 +274,9 @@ pub(super) async fn drive(
         options: crate::lin::Options::default(),
     };
     tokio::task::block_in_place(|| checks::run(&history_path, input, data));
+    if let Some(p) = data.promotion.as_mut() {
+        standby::account(&history_path, p, steps::segment_interval(s));
+    }
     if let Some(l) = &data.linearizability {
         progress.say(&format!(
             "history: {} operations over {} keys checked in {:.1}s: {} violations{}",
@@ -295,10 +305,11 @@ async fn run_phase(
     progress: &mut Progress,
     obs: &Observers,
     load_state: &load::Shared,
-    (monkeys, standby): (&mut Monkeys, Option<&str>),
+    (monkeys, standby, running): (&mut Monkeys, Option<&str>, Option<&standby::Running>),
     start: Instant,
 ) -> Result<(), Error> {
     let s = &o.scenario;
+    let mut lose_at = s.standby.as_ref().and_then(|sb| sb.lose_primary_at);
     let duration = s.duration.get();
     let fault_log = o.out.join("faults.jsonl");
     let mut tick = tokio::time::interval(Duration::from_secs(1));
@@ -366,6 +377,18 @@ async fn run_phase(
                     o.out.join("logs/chaos-monkey.log").display()
                 ));
             }
+        }
+        if let (Some(at), Some(sb)) = (lose_at, running)
+            && start.elapsed() >= at.get()
+        {
+            lose_at = None;
+            let live = standby::LoseLive {
+                pool: &obs.pool,
+                prober: &obs.prober,
+                load: load_state,
+            };
+            let ui = (&mut *interrupted, &mut *progress);
+            standby::lose_primary(o, platform, (sb, monkeys), &live, data, ui).await?;
         }
         monkeys.check(data);
         if let Some(note) = platform.tend().await {

@@ -243,8 +243,20 @@ pub(super) async fn settle_and_check(
         eps.sort_by_key(|u| !answering.contains(u));
         match read_back(live.pool, &eps, cfg_value_size(s), Duration::from_secs(30)).await {
             Ok((f, rev)) => {
-                let restores = crate::history::restores(&probe::lock(live.rec).samples);
-                let accept = s.bounds.data_loss == crate::scenario::DataLoss::SinceBackup;
+                let mut restores = crate::history::restores(&probe::lock(live.rec).samples);
+                let mut accept = s.bounds.data_loss == crate::scenario::DataLoss::SinceBackup;
+                // A promotion after the primary's loss is, to the ledger, a
+                // rebuild at R: writes acknowledged before it past R are
+                // the promotion's to count (invariants::promotion), older
+                // ones must be there.
+                let promoted = data.promotion.as_ref().map(|p| (p.lost_at, p.revision));
+                if let Some((at, backup_revision)) = promoted {
+                    accept = true;
+                    restores = vec![crate::history::Restore {
+                        at,
+                        backup_revision,
+                    }];
+                }
                 // Where each loss began (the loss window ends there): the
                 // injections of the fault log, resumes and heals left out.
                 let faults: Vec<_> = crate::invariants::recovery::group(
@@ -253,6 +265,7 @@ pub(super) async fn settle_and_check(
                 .iter()
                 .filter(|e| e.injected())
                 .map(|e| e.at)
+                .chain(promoted.map(|(at, _)| at))
                 .collect();
                 let st = load::lock(live.load);
                 data.lost = Some(crate::invariants::lost::check(

@@ -258,16 +258,55 @@ impl Local {
         super::procs::tail(&self.logs.join("operator.log"), lines)
     }
 
-    /// Stops the operator and kills every member; copies member logs into
-    /// the logs folder. Idempotent.
-    pub fn teardown(&mut self) {
-        if let Some(mut op) = self.operator.take() {
-            op.stop(OPERATOR_GRACE);
+    /// Destroys the place of cluster `name` (the primary, when it is lost):
+    /// the operator SIGKILLed first (it runs the cluster's continuous
+    /// backups: what it held and had not written to the store is lost with
+    /// the place, and it can neither restart nor flush anything), then
+    /// every member of the cluster SIGKILLed at once; its manifest is
+    /// removed and its folder (records, members' data) deleted, so the
+    /// operator, started again at once for the clusters that remain (as a
+    /// Deployment would restart it), never learns it existed. Its backups
+    /// (the default folder `STATE/backups/NAME`, or the store) stay: they
+    /// are the other place. Returns the members killed and when they were
+    /// (unix ms).
+    pub fn destroy(&mut self, name: &str) -> Result<(usize, crate::history::Ms), Error> {
+        if let Some(op) = self.operator.as_mut() {
+            op.kill();
         }
-        let killed = etcd_operator::platform::local::kill_all(&self.state);
-        if killed > 0 {
-            tracing::info!("stopped {killed} etcd members");
+        let ids: Vec<_> = etcd_operator::platform::local::running_members(&self.state)
+            .into_iter()
+            .filter(|(c, _, _)| c == name)
+            .map(|(_, _, id)| id)
+            .collect();
+        let at = crate::history::now_ms();
+        for id in &ids {
+            let _ = etcd_operator::platform::local::process::signal(
+                id,
+                rustix::process::Signal::KILL,
+            );
         }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while ids.iter().any(etcd_operator::platform::local::process::alive)
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let manifest = self.manifests.join(format!("{name}.yaml"));
+        match std::fs::remove_file(&manifest) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io(format!("cannot remove {}", manifest.display()), e)),
+        }
+        self.keep_member_logs();
+        let dir = Layout::new(&self.state).cluster_dir(name);
+        std::fs::remove_dir_all(&dir)
+            .map_err(|e| Error::io(format!("cannot remove {}", dir.display()), e))?;
+        self.start_operator()?;
+        Ok((ids.len(), at))
+    }
+
+    /// Copies every member's log into the logs folder.
+    fn keep_member_logs(&self) {
         let layout = Layout::new(&self.state);
         let dest = self.logs.join("members");
         for cluster in layout.cluster_names().unwrap_or_default() {
@@ -278,6 +317,19 @@ impl Local {
                 }
             }
         }
+    }
+
+    /// Stops the operator and kills every member; copies member logs into
+    /// the logs folder. Idempotent.
+    pub fn teardown(&mut self) {
+        if let Some(mut op) = self.operator.take() {
+            op.stop(OPERATOR_GRACE);
+        }
+        let killed = etcd_operator::platform::local::kill_all(&self.state);
+        if killed > 0 {
+            tracing::info!("stopped {killed} etcd members");
+        }
+        self.keep_member_logs();
     }
 }
 

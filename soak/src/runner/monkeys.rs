@@ -17,6 +17,9 @@ use crate::history::now_ms;
 /// The fault log of the monkey on the standby, in the output folder.
 pub const STANDBY_FAULT_LOG: &str = "faults-standby.jsonl";
 
+/// The name of the monkey on the scenario's cluster.
+const PRIMARY: &str = "chaos-monkey";
+
 /// The running monkeys, each with the name notes give it.
 #[derive(Debug, Default)]
 pub(super) struct Monkeys(Vec<(&'static str, Proc)>);
@@ -35,7 +38,7 @@ impl Monkeys {
         let cluster = o.scenario.cluster.name.as_str();
         let log = o.out.join("faults.jsonl");
         let primary = start_chaos(o, platform, c, (cluster, "chaos-monkey"), &log, left)?;
-        all.push(("chaos-monkey", primary));
+        all.push((PRIMARY, primary));
         if let Some(name) = standby {
             let log = o.out.join(STANDBY_FAULT_LOG);
             let at = (name, "chaos-monkey-standby");
@@ -65,6 +68,23 @@ impl Monkeys {
             data.notes.push((now_ms(), note));
             false
         });
+    }
+
+    /// Stops the monkey on the scenario's cluster (SIGTERM), leaving the
+    /// standby's running: the primary is about to be destroyed, and no
+    /// monkey may restart or resume anything of it. Notes how it stopped.
+    pub(super) async fn stop_primary(&mut self, data: &mut RunData) {
+        let Some(i) = self.0.iter().position(|(name, _)| *name == PRIMARY) else {
+            return;
+        };
+        let (name, mut m) = self.0.remove(i);
+        let how = match m.stop_async(CHAOS_GRACE).await {
+            Some(st) if st.success() => "stopped".to_string(),
+            Some(st) => format!("stopped with {st}"),
+            None => "had to be killed".into(),
+        };
+        data.notes
+            .push((now_ms(), format!("{name} {how} before the primary's loss")));
     }
 
     /// Stops every monkey (SIGTERM: each resumes what it paused), noting

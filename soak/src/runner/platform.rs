@@ -56,6 +56,19 @@ impl Platform {
         }
     }
 
+    /// Destroys the place of cluster `name` ([`Local::destroy`]; local
+    /// platform only, as the scenario's checks say): the members killed
+    /// and when.
+    pub(super) fn destroy(&mut self, name: &str) -> Result<(usize, crate::history::Ms), Error> {
+        match self {
+            Platform::Local(l) => tokio::task::block_in_place(|| l.destroy(name)),
+            Platform::Kube(_) => Err(Error::Setup(format!(
+                "standby.losePrimaryAt: {name} cannot be destroyed on Kubernetes (local platform \
+                 only)"
+            ))),
+        }
+    }
+
     /// Where the published status of another cluster is read (local
     /// platform; on Kubernetes it reads nothing).
     pub(super) fn status_of(&self, name: &str) -> probe::StatusSource {

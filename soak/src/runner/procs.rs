@@ -111,6 +111,20 @@ impl Proc {
         None
     }
 
+    /// SIGKILLs it at once and reaps it (no grace: what it held in memory
+    /// is gone). Returns whether it was still running.
+    pub fn kill(&mut self) -> bool {
+        let Some(mut child) = self.child.take() else {
+            return false;
+        };
+        if let Ok(Some(_)) = child.try_wait() {
+            return false;
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        true
+    }
+
     /// [`Proc::stop`] without blocking the async runtime.
     pub async fn stop_async(&mut self, grace: Duration) -> Option<ExitStatus> {
         let mut child = self.child.take()?;

@@ -183,3 +183,10 @@ pub(super) async fn bring_up(
 
     Ok(!*interrupted.borrow())
 }
+
+/// The cluster's segment interval of continuous backups, when it has
+/// them (and it parses).
+pub(super) fn segment_interval(s: &crate::scenario::Scenario) -> Option<Duration> {
+    let c = s.cluster.spec.backup.as_ref()?.continuous.as_ref()?;
+    etcd_operator::units::parse_duration(&c.segment_interval).ok()
+}

@@ -7,6 +7,9 @@
 //! when its data is compared with the primary's ([`compare`]).
 
 mod compare;
+mod lose;
+
+pub(super) use lose::{Live as LoseLive, account, lose_primary};
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -69,6 +72,8 @@ fn restore_location(l: &BackupLocation) -> RestoreLocation {
 /// stopped when this is finished or dropped.
 pub(super) struct Running {
     name: String,
+    /// Its cluster as written (promoted by rewriting it).
+    spec: ClusterSpec,
     catch_up: Duration,
     status: StatusSource,
     samples: Arc<Mutex<Vec<Sample>>>,
@@ -174,6 +179,7 @@ pub(super) async fn bring_up(
     ));
     Ok(Some(Running {
         name,
+        spec: standby,
         catch_up: sb.catch_up.get(),
         status,
         samples,
