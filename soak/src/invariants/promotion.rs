@@ -56,6 +56,9 @@ pub struct Promotion {
     pub at_r: Option<AtR>,
     /// What the promotion kept and lost, from the history after the run.
     pub accounting: Option<Accounting>,
+    /// The history from the move on, checked against the promoted cluster
+    /// alone (from its keys at R).
+    pub linearizability: Option<crate::lin::Report>,
 }
 
 impl Promotion {

@@ -241,7 +241,9 @@ pub(crate) fn push(st: &mut State, v: Violation) {
 }
 
 /// Checks a session's revision; a rollback is accepted (and starts a new
-/// ledger epoch) when the scenario allows restores. Returns whether this
+/// ledger epoch) when the scenario allows restores, and one into an epoch
+/// already started (by another session's rollback, or by the runner when
+/// it moved the load to a promoted standby) always. Returns whether this
 /// response was a rollback.
 pub(crate) fn observe(
     st: &mut State,
@@ -257,7 +259,7 @@ pub(crate) fn observe(
             st.ledger.seen(rev);
             false
         }
-        Some(r) if allow => {
+        Some(r) if allow || r.known_epoch => {
             if r.known_epoch {
                 st.ledger.seen(rev);
             } else {
@@ -282,4 +284,29 @@ pub(crate) fn observe(
 
 pub(crate) fn micros(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX).max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn revisions_going_back_are_accepted_only_into_a_known_epoch_unless_allowed() {
+        let st = shared();
+        let mut s = lock(&st);
+        assert!(!observe(&mut s, "w0", 1, 20, "put", false));
+        assert!(!observe(&mut s, "w0", 2, 10, "put", false), "a violation");
+        assert_eq!(s.violations.len(), 1);
+        assert!(!observe(&mut s, "w1", 3, 30, "put", false));
+        // The runner moved the load: a new epoch at 15.
+        s.ledger.rollback(15);
+        assert!(
+            observe(&mut s, "w1", 4, 16, "put", false),
+            "into the known epoch"
+        );
+        assert_eq!(s.violations.len(), 1);
+        assert_eq!(s.stats.rollbacks, 0, "not a restore");
+        assert!(!observe(&mut s, "w1", 5, 12, "put", false));
+        assert_eq!(s.violations.len(), 2, "back again within the epoch");
+    }
 }

@@ -54,11 +54,14 @@ pub(super) fn rows(d: &RunData, rows: &mut Vec<Row>, v: &mut Vec<Violation>) -> 
             time(p.to_first_write_ms()),
             p.message
                 .as_deref()
-                .map(|m| format!(" (status says: {m})"))
+                .map(|m| format!(" (status says: {})", short(m)))
                 .unwrap_or_default()
         ),
         pass: p.problems.is_empty() && p.first_write_at.is_some(),
     });
+    if !d.interrupted {
+        rows.push(after_row(p, v));
+    }
     let Some(a) = &p.accounting else {
         if !d.interrupted {
             let why = "the primary's writes could not be accounted for (see the problems)";
@@ -101,6 +104,51 @@ pub(super) fn rows(d: &RunData, rows: &mut Vec<Row>, v: &mut Vec<Violation>) -> 
     Some(p.clone())
 }
 
+/// The row of the history after the promotion, checked against the
+/// promoted cluster alone; its violations into `v`.
+fn after_row(p: &Promotion, v: &mut Vec<Violation>) -> Row {
+    let at = p.moved_at.unwrap_or(p.lost_at);
+    let Some(l) = &p.linearizability else {
+        return Row {
+            check: "linearizable after the promotion".into(),
+            bound: "0 violations".into(),
+            measured: "not checked (see the problems)".into(),
+            pass: false,
+        };
+    };
+    v.extend(l.findings.iter().map(|f| {
+        Violation::new(
+            at,
+            Check::Linearizability,
+            format!("after the promotion: {}: {}", f.key, f.message),
+        )
+    }));
+    if !l.unknown_keys.is_empty() {
+        v.push(Violation::new(
+            at,
+            Check::Linearizability,
+            format!(
+                "after the promotion: {} keys not searched to the end in time",
+                l.unknown_keys.len()
+            ),
+        ));
+    }
+    Row {
+        check: "linearizable after the promotion".into(),
+        bound: "0 violations".into(),
+        measured: format!(
+            "{} violations in {} operations over {} keys from the promoted cluster's keys at R \
+             ({} unknown outcomes), checked in {}",
+            l.violations,
+            l.counts.ops,
+            l.keys,
+            l.counts.unknown_writes,
+            fmt_ms(l.elapsed_ms)
+        ),
+        pass: l.pass(),
+    }
+}
+
 /// The bound in words, with what `lastSegment` came to.
 fn bound_text(bound: LostOnPromotion, a: &Accounting) -> String {
     match (bound, a.last_segment) {
@@ -111,6 +159,17 @@ fn bound_text(bound: LostOnPromotion, a: &Accounting) -> String {
         (LostOnPromotion::LastSegment, None) => "<= lastSegment (no segment interval)".into(),
     }
 }
+
+/// `m` cut to [`SAID`] characters (summary.json has it whole).
+fn short(m: &str) -> String {
+    match m.char_indices().nth(SAID) {
+        Some((i, _)) => format!("{}...", &m[..i]),
+        None => m.to_string(),
+    }
+}
+
+/// Most characters of the status's message in the row.
+const SAID: usize = 120;
 
 /// "; first: rev key write, ..." for the first few lost writes.
 fn listed(a: &Accounting) -> String {
@@ -143,5 +202,8 @@ mod tests {
         assert_eq!(listed(&a), "");
         a.lost_listed = vec![(9, "soak/k000001".into(), "w0#3".into())];
         assert_eq!(listed(&a), "; first: 9 soak/k000001 w0#3");
+        assert_eq!(short("ok"), "ok");
+        let long = "é".repeat(SAID + 5);
+        assert_eq!(short(&long), format!("{}...", "é".repeat(SAID)));
     }
 }

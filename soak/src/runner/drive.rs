@@ -259,12 +259,13 @@ pub(super) async fn drive(
     // The history and the watches, checked.
     progress.say("checking the history (linearizability) and the watches");
     let finals = back.map(|(f, rev)| {
-        let state = f
+        let state: crate::watch::check::FinalState = f
             .into_iter()
             .map(|(k, (v, m))| (k, (crate::watch::value_number(&v), m)))
             .collect();
         (state, rev)
     });
+    let after = data.promotion.is_some().then(|| finals.as_ref().map(|f| f.0.clone()));
     let input = checks::Input {
         started: started_us,
         end: clock.now(),
@@ -275,7 +276,9 @@ pub(super) async fn drive(
     };
     tokio::task::block_in_place(|| checks::run(&history_path, input, data));
     if let Some(p) = data.promotion.as_mut() {
-        standby::account(&history_path, p, steps::segment_interval(s));
+        let (finals, end, segment) = (after.flatten(), clock.now(), steps::segment_interval(s));
+        let with = (finals.as_ref(), end);
+        tokio::task::block_in_place(|| standby::account(&history_path, p, segment, with));
     }
     if let Some(l) = &data.linearizability {
         progress.say(&format!(

@@ -30,6 +30,8 @@ use crate::data::RunData;
 use crate::history::{Ms, now_ms};
 use crate::invariants::promotion::{self, AckedWrite, AtR, Promotion};
 use crate::load::{self, ledger::WriteId};
+use crate::ops::Us;
+use crate::watch::check::FinalState;
 use crate::probe::Prober;
 use crate::progress::Progress;
 
@@ -229,8 +231,21 @@ async fn scan(pool: &Pool, url: &str, rev: i64) -> Result<AtR, String> {
 
 /// After the run: what the promotion kept and lost, from the history at
 /// `history` (the writes sent to the primary before the loss), with the
-/// primary's segment interval `segment`.
-pub(in crate::runner) fn account(history: &Path, p: &mut Promotion, segment: Option<Duration>) {
+/// primary's segment interval `segment`; and the history from the move on
+/// checked against the promoted cluster ([`super::after`]), with the final
+/// read-back `finals` and the picture's end `end` (µs).
+pub(in crate::runner) fn account(
+    history: &Path,
+    p: &mut Promotion,
+    segment: Option<Duration>,
+    (finals, end): (Option<&FinalState>, Us),
+) {
+    match super::after::check(history, p, finals, end) {
+        Ok(r) => p.linearizability = Some(r),
+        Err(e) => p
+            .problems
+            .push(format!("the history after the promotion cannot be checked: {e}")),
+    }
     let Some(at_r) = p.at_r.as_ref() else {
         return;
     };

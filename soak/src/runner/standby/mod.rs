@@ -6,6 +6,7 @@
 //! members answer with, are sampled every probe interval until the end,
 //! when its data is compared with the primary's ([`compare`]).
 
+mod after;
 mod compare;
 mod lose;
 

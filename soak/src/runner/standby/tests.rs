@@ -84,3 +84,73 @@ fn read_backs_differ_by_key_metadata_or_count() {
     let d = difference(&a, &a[..1]).expect("differs");
     assert_eq!(d, "2 keys here, 1 on the primary");
 }
+
+mod after_the_promotion {
+    use super::super::after::check;
+    use crate::invariants::promotion::{AtR, Promotion};
+    use crate::ops::{Found, Kind, Record, Status};
+
+    fn op(id: u64, kind: Kind, key: &str, (call, ret): (u64, u64), rev: i64) -> Record {
+        let mut r = Record::new("w0", kind, key, call);
+        r.id = id;
+        r.ret = ret;
+        r.status = Status::Ok;
+        r.rev = Some(rev);
+        r
+    }
+
+    fn promotion(at_r: AtR) -> Promotion {
+        Promotion {
+            moved_at: Some(1),
+            at_r: Some(at_r),
+            ..Promotion::default()
+        }
+    }
+
+    fn run(records: &[Record], at_r: AtR) -> crate::lin::Report {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("history.jsonl");
+        let text: String = records
+            .iter()
+            .map(|r| serde_json::to_string(r).expect("json") + "\n")
+            .collect();
+        std::fs::write(&path, text).expect("write");
+        check(&path, &promotion(at_r), None, 10_000).expect("checked")
+    }
+
+    #[test]
+    fn the_history_after_the_move_starts_from_the_keys_at_r() {
+        let at_r: AtR = [("soak/k000001".to_string(), ("w0#5".to_string(), 40))].into();
+        // Before the move (call < 1000 µs): the primary's, left out even
+        // though the promoted cluster never saw its write.
+        let mut lost = op(0, Kind::Put, "soak/k000001", (10, 20), 45);
+        lost.value = Some("w0#6".into());
+        // After: a read of the value at R, then a put and its read.
+        let mut read = op(1, Kind::Get, "soak/k000001", (2_000, 2_100), 41);
+        read.found = Some(Found {
+            value: "w0#5".into(),
+            mod_rev: 40,
+        });
+        let mut put = op(2, Kind::Put, "soak/k000001", (2_200, 2_300), 42);
+        put.value = Some("w0#7".into());
+        let r = run(&[lost.clone(), read.clone(), put], at_r.clone());
+        assert!(r.pass(), "{r:?}");
+        assert_eq!(r.counts.ops, 3, "one seed and two operations");
+
+        // A read after the move of the lost write is a violation.
+        let mut stale = read;
+        stale.found = Some(Found {
+            value: "w0#6".into(),
+            mod_rev: 45,
+        });
+        let r = run(&[lost, stale], at_r);
+        assert!(!r.pass(), "{r:?}");
+    }
+
+    #[test]
+    fn nothing_to_start_from_is_said() {
+        let p = Promotion::default();
+        let e = check(std::path::Path::new("/nonexistent"), &p, None, 0).expect_err("no R");
+        assert!(e.contains("not read"), "{e}");
+    }
+}
