@@ -232,11 +232,9 @@ pub(super) async fn drive(
         (a, b) => a.or(b),
     }
     .map(|ms| ms.saturating_mul(1000));
-    // After the primary's loss the promoted cluster reuses the lost
-    // revisions for other writes: the history and the watches are checked
-    // up to the loss (as after a rebuild from a backup).
-    let lost = data.promotion.as_ref().map(|p| p.lost_at * 1000);
-    let cut = cut.into_iter().chain(lost).min();
+    // After the primary's loss the history and the watches are checked up
+    // to it (the promoted cluster reuses the lost revisions): lose.rs.
+    let cut = cut.into_iter().chain(standby::loss_us(data)).min();
     data.samples = r.samples;
     data.checkpoints = r.checkpoints;
     data.live_violations.extend(r.violations);
@@ -275,11 +273,9 @@ pub(super) async fn drive(
         options: crate::lin::Options::default(),
     };
     tokio::task::block_in_place(|| checks::run(&history_path, input, data));
-    if let Some(p) = data.promotion.as_mut() {
-        let (finals, end, segment) = (after.flatten(), clock.now(), steps::segment_interval(s));
-        let with = (finals.as_ref(), end);
-        tokio::task::block_in_place(|| standby::account(&history_path, p, segment, with));
-    }
+    let (after, segment) = ((after.flatten(), clock.now()), steps::segment_interval(s));
+    let with = (after.0.as_ref(), after.1);
+    tokio::task::block_in_place(|| standby::account(&history_path, data, segment, with));
     if let Some(l) = &data.linearizability {
         progress.say(&format!(
             "history: {} operations over {} keys checked in {:.1}s: {} violations{}",

@@ -259,37 +259,28 @@ impl Local {
     }
 
     /// Destroys the place of cluster `name` (the primary, when it is lost):
-    /// the operator SIGKILLed first (it runs the cluster's continuous
-    /// backups: what it held and had not written to the store is lost with
-    /// the place, and it can neither restart nor flush anything), then
-    /// every member of the cluster SIGKILLed at once; its manifest is
-    /// removed and its folder (records, members' data) deleted, so the
-    /// operator, started again at once for the clusters that remain (as a
-    /// Deployment would restart it), never learns it existed. Its backups
+    /// every member of the cluster SIGKILLed at once, then the operator
+    /// (within milliseconds: it runs the cluster's continuous backups, and
+    /// what it held and had not written to the store is lost with the
+    /// place; it can neither restart a member nor flush anything after),
+    /// then any member it restarted in between; its manifest is removed and
+    /// its folder (records, members' data) deleted, so the operator,
+    /// started again at once for the clusters that remain (as a Deployment
+    /// would restart it), never learns the cluster existed. Its backups
     /// (the default folder `STATE/backups/NAME`, or the store) stay: they
-    /// are the other place. Returns the members killed and when they were
-    /// (unix ms).
+    /// are the other place. The members go first because the same operator
+    /// runs the standby's applier: killed first, it would cut the
+    /// standby's live stream while the primary still acknowledged writes.
+    /// Returns the members killed and when they were (unix ms).
     pub fn destroy(&mut self, name: &str) -> Result<(usize, crate::history::Ms), Error> {
+        let at = crate::history::now_ms();
+        let killed = self.kill_members(name);
         if let Some(op) = self.operator.as_mut() {
             op.kill();
         }
-        let ids: Vec<_> = etcd_operator::platform::local::running_members(&self.state)
-            .into_iter()
-            .filter(|(c, _, _)| c == name)
-            .map(|(_, _, id)| id)
-            .collect();
-        let at = crate::history::now_ms();
-        for id in &ids {
-            let _ = etcd_operator::platform::local::process::signal(
-                id,
-                rustix::process::Signal::KILL,
-            );
-        }
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while ids.iter().any(etcd_operator::platform::local::process::alive)
-            && std::time::Instant::now() < deadline
-        {
-            std::thread::sleep(std::time::Duration::from_millis(10));
+        let again = self.kill_members(name);
+        if again > 0 {
+            tracing::warn!("{again} members of {name} were restarted before the operator died");
         }
         let manifest = self.manifests.join(format!("{name}.yaml"));
         match std::fs::remove_file(&manifest) {
@@ -302,7 +293,26 @@ impl Local {
         std::fs::remove_dir_all(&dir)
             .map_err(|e| Error::io(format!("cannot remove {}", dir.display()), e))?;
         self.start_operator()?;
-        Ok((ids.len(), at))
+        Ok((killed, at))
+    }
+
+    /// SIGKILLs every running member of cluster `name` at once and waits
+    /// (at most 30 s) until they are gone; how many there were.
+    fn kill_members(&self, name: &str) -> usize {
+        use etcd_operator::platform::local::process;
+        let ids: Vec<_> = etcd_operator::platform::local::running_members(&self.state)
+            .into_iter()
+            .filter(|(c, _, _)| c == name)
+            .map(|(_, _, id)| id)
+            .collect();
+        for id in &ids {
+            let _ = process::signal(id, rustix::process::Signal::KILL);
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while ids.iter().any(process::alive) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        ids.len()
     }
 
     /// Copies every member's log into the logs folder.

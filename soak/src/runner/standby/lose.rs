@@ -96,6 +96,10 @@ pub(in crate::runner) async fn lose_primary(
         status().is_some_and(|c| promoted(&c))
     })
     .await?;
+    if *interrupted.borrow() {
+        data.promotion = Some(p);
+        return Ok(());
+    }
     if !status().is_some_and(|c| promoted(&c)) {
         p.problems.push(format!(
             "{} was not seen Promoted within {PROMOTE_TIMEOUT:?}{}",
@@ -229,6 +233,11 @@ async fn scan(pool: &Pool, url: &str, rev: i64) -> Result<AtR, String> {
     }
 }
 
+/// When the primary was lost (unix µs, the history's clock), if it was.
+pub(in crate::runner) fn loss_us(data: &RunData) -> Option<Us> {
+    data.promotion.as_ref().map(|p| p.lost_at.saturating_mul(1000))
+}
+
 /// After the run: what the promotion kept and lost, from the history at
 /// `history` (the writes sent to the primary before the loss), with the
 /// primary's segment interval `segment`; and the history from the move on
@@ -236,10 +245,13 @@ async fn scan(pool: &Pool, url: &str, rev: i64) -> Result<AtR, String> {
 /// read-back `finals` and the picture's end `end` (µs).
 pub(in crate::runner) fn account(
     history: &Path,
-    p: &mut Promotion,
+    data: &mut RunData,
     segment: Option<Duration>,
     (finals, end): (Option<&FinalState>, Us),
 ) {
+    let Some(p) = data.promotion.as_mut() else {
+        return;
+    };
     match super::after::check(history, p, finals, end) {
         Ok(r) => p.linearizability = Some(r),
         Err(e) => p

@@ -10,7 +10,7 @@ mod after;
 mod compare;
 mod lose;
 
-pub(super) use lose::{Live as LoseLive, account, lose_primary};
+pub(super) use lose::{Live as LoseLive, account, lose_primary, loss_us};
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
