@@ -151,10 +151,7 @@ impl Prober {
     /// which follow the probes' endpoints, move with them.
     pub fn retarget(&self, status: StatusSource, size: usize) {
         *self.status.lock().unwrap_or_else(|e| e.into_inner()) = status;
-        self.known
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clear();
+        self.known.lock().unwrap_or_else(|e| e.into_inner()).clear();
         self.set_expected(size, None);
     }
 

@@ -88,7 +88,9 @@ pub(super) fn rows(d: &RunData, rows: &mut Vec<Row>, v: &mut Vec<Violation>) -> 
         pass: a.missing.is_empty(),
     });
     let found = promotion::check(a, bound, at);
-    let over = found.iter().any(|x| x.message.contains("bounds.lostOnPromotion"));
+    let over = found
+        .iter()
+        .any(|x| x.message.contains("bounds.lostOnPromotion"));
     rows.push(Row {
         check: "lost on promotion".into(),
         bound: bound_text(bound, a),

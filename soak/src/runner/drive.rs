@@ -263,7 +263,10 @@ pub(super) async fn drive(
             .collect();
         (state, rev)
     });
-    let after = data.promotion.is_some().then(|| finals.as_ref().map(|f| f.0.clone()));
+    let after = data
+        .promotion
+        .is_some()
+        .then(|| finals.as_ref().map(|f| f.0.clone()));
     let input = checks::Input {
         started: started_us,
         end: clock.now(),

@@ -286,7 +286,12 @@ impl Local {
         match std::fs::remove_file(&manifest) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(Error::io(format!("cannot remove {}", manifest.display()), e)),
+            Err(e) => {
+                return Err(Error::io(
+                    format!("cannot remove {}", manifest.display()),
+                    e,
+                ));
+            }
         }
         self.keep_member_logs();
         let dir = Layout::new(&self.state).cluster_dir(name);

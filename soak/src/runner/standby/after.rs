@@ -32,7 +32,9 @@ pub(super) fn check(
     end: Us,
 ) -> Result<lin::Report, String> {
     let (Some(at_r), Some(moved)) = (p.at_r.as_ref(), p.moved_at) else {
-        return Err("the promoted cluster's keys at R were not read, or the load never moved".into());
+        return Err(
+            "the promoted cluster's keys at R were not read, or the load never moved".into(),
+        );
     };
     let moved = moved.saturating_mul(1000);
     let mut h = History::new();

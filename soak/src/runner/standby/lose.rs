@@ -31,9 +31,9 @@ use crate::history::{Ms, now_ms};
 use crate::invariants::promotion::{self, AckedWrite, AtR, Promotion};
 use crate::load::{self, ledger::WriteId};
 use crate::ops::Us;
-use crate::watch::check::FinalState;
 use crate::probe::Prober;
 use crate::progress::Progress;
+use crate::watch::check::FinalState;
 
 /// Longest wait for the standby to say it is promoted.
 const PROMOTE_TIMEOUT: Duration = Duration::from_secs(120);
@@ -165,7 +165,10 @@ fn millis(d: Duration) -> Ms {
 }
 
 fn fmt(ms: Option<u64>) -> String {
-    ms.map_or_else(|| "never".into(), |ms| format!("{:.3} s", ms as f64 / 1000.0))
+    ms.map_or_else(
+        || "never".into(),
+        |ms| format!("{:.3} s", ms as f64 / 1000.0),
+    )
 }
 
 /// The runner's own put on the promoted cluster, tried on each member in
@@ -235,7 +238,9 @@ async fn scan(pool: &Pool, url: &str, rev: i64) -> Result<AtR, String> {
 
 /// When the primary was lost (unix µs, the history's clock), if it was.
 pub(in crate::runner) fn loss_us(data: &RunData) -> Option<Us> {
-    data.promotion.as_ref().map(|p| p.lost_at.saturating_mul(1000))
+    data.promotion
+        .as_ref()
+        .map(|p| p.lost_at.saturating_mul(1000))
 }
 
 /// After the run: what the promotion kept and lost, from the history at
@@ -254,9 +259,9 @@ pub(in crate::runner) fn account(
     };
     match super::after::check(history, p, finals, end) {
         Ok(r) => p.linearizability = Some(r),
-        Err(e) => p
-            .problems
-            .push(format!("the history after the promotion cannot be checked: {e}")),
+        Err(e) => p.problems.push(format!(
+            "the history after the promotion cannot be checked: {e}"
+        )),
     }
     let Some(at_r) = p.at_r.as_ref() else {
         return;
@@ -275,8 +280,9 @@ pub(in crate::runner) fn account(
         }
     });
     if let Err(e) = read {
-        p.problems
-            .push(format!("the history could not be read for the promotion: {e}"));
+        p.problems.push(format!(
+            "the history could not be read for the promotion: {e}"
+        ));
         return;
     }
     let segment = segment.map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
