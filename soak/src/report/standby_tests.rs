@@ -150,3 +150,87 @@ fn a_standby_never_created_fails_and_none_asked_adds_nothing() {
     assert!(v.is_empty(), "{v:?}");
     assert_eq!(rows.len(), 4, "{rows:?}");
 }
+
+#[test]
+fn after_a_loss_the_promotion_rows_replace_the_comparison() {
+    use crate::invariants::promotion::{Accounting, Promotion};
+    let mut d = run_data("standby: {maxLag: 1s, stream: true, losePrimaryAt: 5s}\n");
+    d.scenario.bounds.lost_on_promotion = Some(crate::scenario::LostOnPromotion::Writes(0));
+    let mut run = followed(&[0, 0, 0]);
+    run.final_check = None;
+    // A sample after the loss, lagging and Stopped: not judged.
+    run.samples.push(Sample {
+        at: 6_000,
+        state: Some("Stopped".into()),
+        lag_ms: 60_000,
+        ..Sample::default()
+    });
+    d.standby = Some(run);
+    // Never lost: a violation of its own.
+    let (rows, v, _) = judged(&d);
+    assert!(v.iter().any(|x| x.check == Check::Promotion), "{v:?}");
+    assert!(
+        !rows
+            .iter()
+            .any(|r| r.check == "standby = primary at the end")
+    );
+
+    d.promotion = Some(Promotion {
+        cluster: "t-standby".into(),
+        lost_at: 5_000,
+        members_killed: 3,
+        promoted_at: Some(5_150),
+        revision: 90,
+        first_write_at: Some(5_600),
+        moved_at: Some(7_000),
+        accounting: Some(Accounting {
+            revision: 90,
+            acked: 80,
+            kept: 78,
+            lost: 2,
+            lost_keys: 2,
+            lost_revisions: Some((91, 92)),
+            lost_listed: vec![(91, "soak/k000001".into(), "w0#9".into())],
+            last_segment: Some(5),
+            ..Accounting::default()
+        }),
+        linearizability: Some(crate::lin::Report::default()),
+        ..Promotion::default()
+    });
+    let (rows, v, s) = judged(&d);
+    let row = |name: &str| {
+        rows.iter()
+            .find(|r| r.check == name)
+            .unwrap_or_else(|| panic!("no row {name}: {rows:?}"))
+    };
+    let p = row("promotion (loss -> promoted -> first write)");
+    assert!(
+        p.pass && p.measured.contains("0.150s") && p.measured.contains("0.600s"),
+        "{p:?}"
+    );
+    assert!(row("linearizable after the promotion").pass);
+    assert!(row("primary's writes at or below R on the promoted cluster").pass);
+    let lost = row("lost on promotion");
+    assert!(!lost.pass, "2 lost, bound 0: {lost:?}");
+    assert!(lost.measured.contains("91..92 on 2 keys"), "{lost:?}");
+    assert_eq!(
+        v.iter().filter(|x| x.check == Check::Promotion).count(),
+        1,
+        "{v:?}"
+    );
+    assert!(
+        v.iter().all(|x| x.check != Check::Standby),
+        "the samples after the loss are not judged: {v:?}"
+    );
+    let summary = s.expect("summary");
+    assert_eq!(summary.promotion.map(|p| p.revision), Some(90));
+
+    // lastSegment: 5 acknowledged in the last interval allow the 2.
+    d.scenario.bounds.lost_on_promotion = Some(crate::scenario::LostOnPromotion::LastSegment);
+    let (rows, v, _) = judged(&d);
+    assert!(v.iter().all(|x| x.check != Check::Promotion), "{v:?}");
+    assert!(
+        rows.iter()
+            .any(|r| r.bound.starts_with("<= lastSegment: 5"))
+    );
+}
