@@ -1,8 +1,8 @@
 //! The primary's loss and the standby's promotion
 //! (`standby.losePrimaryAt`, local platform): the primary's monkey is
-//! stopped, its place destroyed ([`Platform::destroy`]: the operator and
-//! every member SIGKILLed, its manifest and data removed, the operator
-//! started again for the standby), the standby's manifest rewritten with
+//! stopped, its place destroyed ([`Platform::destroy`]: every member
+//! SIGKILLed, then the operator, its manifest and data removed, the
+//! operator started again for the standby), the standby's manifest rewritten with
 //! `spec.standby.promote: true`, and, timed from the kill: the standby
 //! seen `Promoted` (its `appliedRevision` is R), then the first write it
 //! accepts (the runner's own put). The load's keys are read there at R
