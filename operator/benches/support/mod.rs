@@ -9,6 +9,7 @@ pub mod dr;
 pub mod dr_backup;
 pub mod filled;
 pub mod rebuild;
+pub mod standby_boot;
 pub mod throughput;
 
 use std::collections::HashSet;

@@ -357,9 +357,12 @@ pub fn run_in(rt: &tokio::runtime::Runtime, runs: usize, bucket: Option<&InBucke
         segs as f64 / MIB,
         c.last_revision()
     );
-    if bucket.is_some() {
+    if let Some(b) = bucket {
         // The phases after the download are the folder's (section
-        // `throughput` of benches/recovery.rs).
+        // `throughput` of benches/recovery.rs); a standby bootstraps from
+        // the same chain.
+        let mut env = env;
+        super::standby_boot::run(&mut env, b, (&base, c.last_revision()), om);
         return;
     }
     let p = rt.block_on(phases(&env, &base, &dir));
