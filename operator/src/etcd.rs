@@ -5,10 +5,14 @@
 //! a timeout (a paused member accepts connections but never answers), and a
 //! client that failed is dropped so the next call reconnects afresh. An
 //! `https://` URL is reached with the TLS setting registered for it
-//! ([`Clients::set_tls`]: the CAs to trust and a client certificate).
+//! ([`Clients::set_tls`]: the CAs to trust and a client certificate), and
+//! with the credentials registered for it while etcd's auth is on there
+//! ([`Clients::set_auth`], a standby's).
 
+mod auth;
 mod maintenance;
 
+pub use self::auth::{Credentials, reach};
 pub use self::maintenance::{DEFRAG_TIMEOUT, LONG_TIMEOUT, alarms_in_status};
 
 use std::collections::HashMap;
@@ -153,6 +157,7 @@ pub struct ListedMember {
 pub struct Clients {
     pool: Mutex<HashMap<String, Client>>,
     tls: Mutex<HashMap<String, ClientTls>>,
+    auth: Mutex<HashMap<String, Credentials>>,
     timeout: Duration,
 }
 
@@ -177,6 +182,7 @@ impl Clients {
         Clients {
             pool: Mutex::new(HashMap::new()),
             tls: Mutex::new(HashMap::new()),
+            auth: Mutex::new(HashMap::new()),
             timeout,
         }
     }
@@ -190,6 +196,22 @@ impl Clients {
             map.get(url).map(ClientTls::fingerprint) != tls.as_ref().map(ClientTls::fingerprint);
         match tls {
             Some(t) => map.insert(url.to_string(), t),
+            None => map.remove(url),
+        };
+        drop(map);
+        if changed {
+            self.forget(url);
+        }
+    }
+
+    /// Registers the credentials sent to `url` (`None`: none, etcd's auth
+    /// is off there). A client connected otherwise is dropped, so the next
+    /// call connects with these.
+    pub fn set_auth(&self, url: &str, auth: Option<Credentials>) {
+        let mut map = self.auth.lock().unwrap_or_else(|e| e.into_inner());
+        let changed = map.get(url) != auth.as_ref();
+        match auth {
+            Some(a) => map.insert(url.to_string(), a),
             None => map.remove(url),
         };
         drop(map);
@@ -214,7 +236,8 @@ impl Clients {
     }
 
     /// Connect options for `url`: its TLS files for an `https://` URL
-    /// ([`Clients::set_tls`]), an error when it has none.
+    /// ([`Clients::set_tls`]), an error when it has none, and its
+    /// credentials ([`Clients::set_auth`]).
     pub(crate) fn options(
         &self,
         url: &str,
@@ -222,28 +245,29 @@ impl Clients {
         connect: Duration,
         timeout: Duration,
     ) -> Result<ConnectOptions> {
-        let mut opts = ConnectOptions::new()
+        let opts = ConnectOptions::new()
             .with_connect_timeout(connect)
             .with_timeout(timeout);
-        if crate::tls::is_https(url) {
-            let tls = self
-                .tls
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .get(url)
-                .cloned();
-            let Some(tls) = tls else {
-                return Err(Error {
-                    op,
-                    url: url.into(),
-                    kind: ErrorKind::Unreachable(
-                        "no client certificate for this https:// URL".into(),
-                    ),
-                });
-            };
-            opts = opts.with_tls(tls.options());
+        let tls = self
+            .tls
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(url)
+            .cloned();
+        if crate::tls::is_https(url) && tls.is_none() {
+            return Err(Error {
+                op,
+                url: url.into(),
+                kind: ErrorKind::Unreachable("no client certificate for this https:// URL".into()),
+            });
         }
-        Ok(opts)
+        let auth = self
+            .auth
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(url)
+            .cloned();
+        Ok(reach(opts, url, tls.as_ref(), auth.as_ref()))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Client>> {

@@ -319,10 +319,8 @@ async fn follow<S: BackupStore>(
     progress: &mut Progress,
     set: &(dyn Fn(ChainStatus) + Sync),
 ) -> Outcome {
-    let mut opts = ConnectOptions::new().with_connect_timeout(TIMEOUT);
-    if let Some(tls) = tls.as_ref().filter(|_| crate::tls::is_https(url)) {
-        opts = opts.with_tls(tls.options());
-    }
+    let opts = ConnectOptions::new().with_connect_timeout(TIMEOUT);
+    let opts = crate::etcd::reach(opts, url, tls.as_ref(), None);
     let connect = Client::connect([url.as_str()], Some(opts));
     let client = match tokio::time::timeout(TIMEOUT, connect).await {
         Ok(Ok(c)) => c,

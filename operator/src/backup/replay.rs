@@ -13,6 +13,7 @@ use etcd_client::{Client, ConnectOptions, GetOptions, Txn, TxnOp};
 use super::chain::Chain;
 use super::delta::Event;
 use super::{Error, Result, Source};
+use crate::etcd::Credentials;
 
 /// Most operations in one replayed transaction: the members a chain is
 /// replayed into (scratch members, standbys) run with it as
@@ -52,14 +53,16 @@ pub struct Replayed {
 }
 
 /// A client of the member `source` for applying revisions (each call
-/// bounded by [`TIMEOUT`]).
-pub async fn connect(source: Source<'_>) -> std::result::Result<Client, String> {
-    let mut opts = ConnectOptions::new()
+/// bounded by [`TIMEOUT`]), as `auth` while etcd's auth is on there (a
+/// standby's root).
+pub async fn connect(
+    source: Source<'_>,
+    auth: Option<&Credentials>,
+) -> std::result::Result<Client, String> {
+    let opts = ConnectOptions::new()
         .with_connect_timeout(Duration::from_secs(5))
         .with_timeout(TIMEOUT);
-    if let Some(tls) = source.tls.filter(|_| crate::tls::is_https(source.url)) {
-        opts = opts.with_tls(tls.options());
-    }
+    let opts = crate::etcd::reach(opts, source.url, source.tls, auth);
     tokio::time::timeout(TIMEOUT, Client::connect([source.url], Some(opts)))
         .await
         .map_err(|_| "no connection".to_string())?
@@ -99,7 +102,7 @@ pub async fn apply(source: Source<'_>, chain: &Chain) -> Result<Replayed> {
         url: source.url.into(),
         message: format!("replaying delta segments: {message}"),
     };
-    let mut client = connect(source).await.map_err(fail)?;
+    let mut client = connect(source, None).await.map_err(fail)?;
     let mut at = head(&mut client).await.map_err(fail)?.0;
     let mut out = Replayed::default();
     for segment in &chain.segments {

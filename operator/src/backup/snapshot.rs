@@ -40,10 +40,8 @@ pub async fn stream_to(source: Source<'_>, dest: &Path) -> Result<Streamed> {
         url: source.url.into(),
         message,
     };
-    let mut opts = ConnectOptions::new().with_connect_timeout(Duration::from_secs(5));
-    if let Some(tls) = source.tls.filter(|_| crate::tls::is_https(source.url)) {
-        opts = opts.with_tls(tls.options());
-    }
+    let opts = ConnectOptions::new().with_connect_timeout(Duration::from_secs(5));
+    let opts = crate::etcd::reach(opts, source.url, source.tls, None);
     let mut client = tokio::time::timeout(STALL, Client::connect([source.url], Some(opts)))
         .await
         .map_err(|_| fail("no connection".into()))?

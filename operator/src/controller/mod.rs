@@ -405,8 +405,9 @@ impl<P: Platform> Cluster<P> {
         };
         let step = step.map(|s| self.restore_wait(s));
         self.offer_backup_sources(&obs);
-        self.sync_standby().await;
+        self.sync_standby(&obs).await;
         self.offer_standby_members(&obs);
+        self.standby_credentials(&obs);
         let ended = self.moves.observed(&obs);
         // A step's failure says nothing once the plan chooses another step.
         if self

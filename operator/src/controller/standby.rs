@@ -1,7 +1,9 @@
 //! The controller's side of a standby (`spec.standby`,
 //! [`crate::standby`]): its bootstrap from the source's newest good full
 //! backup with the chain replayed, the applier started once the cluster
-//! formed and offered the ready members, promotion, and what status says.
+//! formed and offered the ready members, promotion, and what status says;
+//! while it is a standby, every call to its members carries the root
+//! credentials of its etcd auth ([`crate::standby::auth`]).
 
 use std::time::SystemTime;
 
@@ -10,8 +12,9 @@ use super::{Cluster, SpecState};
 use crate::backup::{BackupStore, Location, RestoreSource};
 use crate::crd::{RestoreStatus, StandbyStatus};
 use crate::observe::Observation;
+use crate::platform::Notice;
 use crate::platform::Platform;
-use crate::standby::{Applier, state};
+use crate::standby::{Applier, auth, state};
 use crate::validate::standby::Standby;
 
 /// Where the source's backups are, as `standby` says, read for `cluster`.
@@ -80,7 +83,7 @@ impl<P: Platform> Cluster<P> {
     /// Starts, keeps or stops the applier to match the spec; asks it to
     /// promote when the spec says so (or no longer names a source), and
     /// keeps its final word in the record once it is promoted.
-    pub(super) async fn sync_standby(&mut self) {
+    pub(super) async fn sync_standby(&mut self, obs: &Observation) {
         let standby = match &self.spec {
             SpecState::Valid { spec, .. } => spec.standby.clone(),
             SpecState::Invalid { .. } => return,
@@ -93,6 +96,11 @@ impl<P: Platform> Cluster<P> {
             self.record.standby = Some(applier.status());
             self.standby = None;
             self.save_record().await;
+            let notice = Notice::normal(
+                "Promoted",
+                "the standby is promoted: etcd's auth is off, it takes clients' writes",
+            );
+            self.platform.announce(&self.name, &notice).await;
         }
         if promoted(&self.record.standby) || !self.record.bootstrapped {
             return;
@@ -105,12 +113,21 @@ impl<P: Platform> Cluster<P> {
             match &self.standby {
                 Some(a) => a.promote(),
                 None => {
+                    // Everyone's writes from now on: etcd's auth off (it
+                    // may be on from before a restart).
+                    if let Err(e) = self.open_writes(obs).await {
+                        tracing::warn!("promoting: cannot turn etcd's auth off (will retry): {e}");
+                        return;
+                    }
                     self.record.standby = Some(StandbyStatus {
                         state: state::PROMOTED.into(),
                         promoted_at: Some(
                             crate::units::rfc3339_ms(crate::backup::follow::now_ms()),
                         ),
                         message: Some("spec.standby was removed before following began".into()),
+                        read_only: Some(false),
+                        read_user: None,
+                        read_password_file: None,
                         ..record
                     });
                     self.save_record().await;
@@ -125,9 +142,16 @@ impl<P: Platform> Cluster<P> {
             .as_ref()
             .is_some_and(|a| a.follows(&location, stream))
         {
+            let secrets = match self.standby_secrets().await {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::error!("standby: {e}; not following until it can be read-only");
+                    return;
+                }
+            };
             let store = self.platform.backups();
             let how = (location, standby.stream.clone());
-            self.standby = Some(Applier::start(store, how, record));
+            self.standby = Some(Applier::start(store, how, record, Some(secrets)));
         }
         if standby.promote
             && let Some(a) = &self.standby
@@ -142,6 +166,54 @@ impl<P: Platform> Cluster<P> {
         if let Some(applier) = &self.standby {
             applier.offer(self.ready_candidates(obs, true));
         }
+    }
+
+    /// The operator's calls to the members carry root's credentials while
+    /// the standby's etcd auth is on, none otherwise.
+    pub(super) fn standby_credentials(&self, obs: &Observation) {
+        let root = self.standby.as_ref().and_then(Applier::credentials);
+        let platform = obs
+            .platform
+            .iter()
+            .flat_map(|m| m.call_url.iter().chain([&m.addr.client_url]));
+        let listed = obs.listed.iter().flatten().flat_map(|m| &m.client_urls);
+        for url in platform.chain(listed) {
+            self.clients.set_auth(url, root.clone());
+        }
+    }
+
+    /// The root's and the reader's passwords of the standby's etcd auth
+    /// (made the first time).
+    async fn standby_secrets(&self) -> Result<auth::Secrets, crate::platform::Error> {
+        let (root, _) = self
+            .platform
+            .standby_password(&self.name, auth::ROOT)
+            .await?;
+        let (reader, reader_file) = self
+            .platform
+            .standby_password(&self.name, auth::READER)
+            .await?;
+        Ok(auth::Secrets {
+            root: crate::etcd::Credentials::new(auth::ROOT, root),
+            reader: crate::etcd::Credentials::new(auth::READER, reader),
+            reader_file,
+        })
+    }
+
+    /// Turns the standby's etcd auth off through a ready member (spec.standby
+    /// removed while no applier runs: after a restart).
+    async fn open_writes(&self, obs: &Observation) -> Result<(), String> {
+        let Some(member) = self.ready_candidates(obs, true).into_iter().next() else {
+            return Err("no member is ready".into());
+        };
+        if !auth::is_on(&member).await.map_err(|e| e.to_string())? {
+            return Ok(());
+        }
+        let secrets = self.standby_secrets().await.map_err(|e| e.to_string())?;
+        auth::disable(&member, &secrets.root)
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
     }
 }
 

@@ -233,6 +233,19 @@ pub struct StandbyStatus {
     /// When it was promoted (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub promoted_at: Option<String>,
+    /// Whether clients' writes are refused: `true` while it is a standby
+    /// (etcd's auth is on, the operator's applier is the only writer),
+    /// `false` once promoted and auth is off again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_only: Option<bool>,
+    /// The etcd user clients read a standby as (`--user`): it may read
+    /// every key and write none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_user: Option<String>,
+    /// The file holding that user's password (in the cluster's state
+    /// folder, owner-only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_password_file: Option<String>,
 }
 
 /// Where the backups of a cluster stand.

@@ -110,4 +110,24 @@ pub trait TlsStore: Send + Sync {
     fn peer_source_names(&self) -> Vec<String> {
         Vec::new()
     }
+    /// The password of `user` of a standby's etcd auth
+    /// ([`crate::standby::auth`]), made at random and kept the first time
+    /// it is asked for, and where a user reads it. Only the local platform
+    /// keeps them (`spec.standby` is refused on Kubernetes).
+    fn standby_password(
+        &self,
+        cluster: &str,
+        user: &str,
+    ) -> impl Future<Output = Result<(String, String)>> + Send {
+        let what = format!("no password for {user} of the standby {cluster}");
+        async move {
+            Err(crate::platform::Error::Io {
+                what,
+                source: std::io::Error::new(
+                    std::io::ErrorKind::Unsupported,
+                    "a standby's auth is kept by the local platform only",
+                ),
+            })
+        }
+    }
 }

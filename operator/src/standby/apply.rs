@@ -10,6 +10,7 @@ use super::state;
 use crate::backup::delta::{Event, Revision};
 use crate::backup::{BackupStore, Candidate, Location, replay};
 use crate::crd::StandbyStatus;
+use crate::etcd::Credentials;
 use crate::units::rfc3339_ms;
 
 /// Most revisions applied in one pass (status is said between passes).
@@ -107,12 +108,13 @@ pub fn moved(at: i64, left_at: Option<i64>, checked: &mut bool) -> Option<String
 /// One pass through `member`: applies what the store holds past the
 /// standby's revision. `checked` says whether the standby's revision was
 /// checked against the source's since the last failure; `left_at` where
-/// the last pass left it ([`moved`]).
+/// the last pass left it ([`moved`]); `auth` the root credentials while
+/// etcd's auth is on ([`super::auth`]).
 pub async fn pass<S: BackupStore>(
     store: &S,
     source: &Location,
     pinned: Option<&str>,
-    (member, url, tls): &Candidate,
+    ((member, url, tls), auth): (&Candidate, Option<&Credentials>),
     (checked, cache, left_at): (&mut bool, &mut Option<source::Cached>, Option<i64>),
 ) -> Result<Pass, Error> {
     let fail = |message: String| Error::Member {
@@ -124,7 +126,7 @@ pub async fn pass<S: BackupStore>(
         url,
         tls: tls.as_ref(),
     };
-    let mut client = replay::connect(source_member).await.map_err(fail)?;
+    let mut client = replay::connect(source_member, auth).await.map_err(fail)?;
     let mut at = replay::head(&mut client).await.map_err(fail)?.0;
     if let Some(why) = moved(at, left_at, checked) {
         return Ok(Pass {

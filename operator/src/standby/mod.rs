@@ -17,10 +17,16 @@
 //! says `Diverged` and applies nothing more. The source's location is only
 //! read, never written.
 //!
-//! Promoting applies what the store still holds, stops following and
-//! says the last revision applied and when the source wrote it.
+//! While it is a standby, clients may read it and not write it: etcd's auth
+//! is on, the applier writes as root and clients read as a user that may
+//! only read ([`auth`]).
+//!
+//! Promoting applies what the store still holds, stops following, turns
+//! etcd's auth off (the cluster takes everyone's writes) and says the last
+//! revision applied and when the source wrote it.
 
 pub mod apply;
+pub mod auth;
 pub mod source;
 pub mod stream;
 
@@ -32,6 +38,7 @@ use tokio::task::JoinHandle;
 
 use crate::backup::{BackupStore, Candidate, Location, task};
 use crate::crd::StandbyStatus;
+use crate::etcd::Credentials;
 use crate::validate::standby::Stream;
 
 /// How often the store is looked at while the standby is up to date: a
@@ -73,30 +80,35 @@ pub struct Applier {
     candidates: watch::Sender<Vec<Candidate>>,
     promote: watch::Sender<bool>,
     status: Arc<Mutex<StandbyStatus>>,
+    /// The root credentials while etcd's auth is on.
+    auth: Arc<Mutex<Option<Credentials>>>,
     task: JoinHandle<()>,
 }
 
 impl Applier {
     /// Starts following `source` (the source cluster's backups, and its
     /// members live when `stream` names them) into the members offered,
-    /// from `status` (the source's uid pinned in it).
+    /// from `status` (the source's uid pinned in it); with `secrets`, the
+    /// standby refuses clients' writes until promoted ([`auth`]).
     pub fn start<S: BackupStore>(
         store: Arc<S>,
         (source, stream): (Location, Option<Stream>),
         status: StandbyStatus,
+        secrets: Option<auth::Secrets>,
     ) -> Self {
         let (candidates, offered) = watch::channel(Vec::new());
         let (promote, promoting) = watch::channel(false);
         let status = Arc::new(Mutex::new(status));
+        let auth = Arc::new(Mutex::new(None));
         let span =
             tracing::info_span!("standby", cluster = %source.cluster, source = %source.owner());
         let task = tokio::spawn(tracing::Instrument::instrument(
             run(
                 store,
                 (source.clone(), stream.clone()),
-                offered,
-                promoting,
+                (offered, promoting),
                 Arc::clone(&status),
+                (secrets, Arc::clone(&auth)),
             ),
             span,
         ));
@@ -106,8 +118,16 @@ impl Applier {
             candidates,
             promote,
             status,
+            auth,
             task,
         }
+    }
+
+    /// The credentials every call to the standby's members carries: root's
+    /// while etcd's auth is on there (`None` before it was seen on, and
+    /// once promoted).
+    pub fn credentials(&self) -> Option<Credentials> {
+        held(&self.auth)
     }
 
     /// Whether this applier follows `source` the way `stream` says (a
@@ -156,6 +176,19 @@ impl Drop for Applier {
     }
 }
 
+/// The credentials held in `auth`.
+fn held(auth: &Mutex<Option<Credentials>>) -> Option<Credentials> {
+    auth.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// Waits [`POLL`], or less when a promotion is asked.
+async fn pause(promoting: &mut watch::Receiver<bool>) {
+    tokio::select! {
+        () = tokio::time::sleep(POLL) => {}
+        _ = promoting.changed() => {}
+    }
+}
+
 /// Changes the shared status.
 fn update(status: &Mutex<StandbyStatus>, f: impl FnOnce(&mut StandbyStatus)) {
     f(&mut status.lock().unwrap_or_else(|e| e.into_inner()));
@@ -194,9 +227,9 @@ async fn lag_from_store<S: BackupStore>(
 async fn run<S: BackupStore>(
     store: Arc<S>,
     (source, stream): (Location, Option<Stream>),
-    offered: watch::Receiver<Vec<Candidate>>,
-    mut promoting: watch::Receiver<bool>,
+    (offered, mut promoting): (watch::Receiver<Vec<Candidate>>, watch::Receiver<bool>),
     status: Arc<Mutex<StandbyStatus>>,
+    (secrets, auth): (Option<auth::Secrets>, Arc<Mutex<Option<Credentials>>>),
 ) {
     let mut sources = task::Sources::new(offered);
     // Set once the standby's revision was checked against the source's
@@ -220,6 +253,39 @@ async fn run<S: BackupStore>(
         let promote = *promoting.borrow_and_update();
         if promote {
             update(&status, |s| s.state = state::PROMOTING.into());
+        }
+        // Clients may only read a standby: etcd's auth on first.
+        if let Some(s) = secrets
+            .as_ref()
+            .filter(|_| !promote && held(&auth).is_none())
+        {
+            let Some(member) = sources.pick().await else {
+                continue;
+            };
+            match auth::enable(&member, s).await {
+                Ok(turned) => {
+                    if turned {
+                        tracing::info!("etcd's auth is on: clients read as {}", auth::READER);
+                    }
+                    *auth.lock().unwrap_or_else(|e| e.into_inner()) = Some(s.root.clone());
+                    if let Some(l) = live.as_mut() {
+                        l.set_auth(Some(s.root.clone()));
+                    }
+                    update(&status, |st| {
+                        st.read_only = Some(true);
+                        st.read_user = Some(auth::READER.into());
+                        st.read_password_file = Some(s.reader_file.clone());
+                    });
+                }
+                Err(e) => {
+                    sources.failed();
+                    tracing::warn!("cannot make the standby read-only (will retry): {e}");
+                    let e = format!("clients' writes are not refused yet: {e}");
+                    update(&status, |st| st.message = Some(e));
+                    pause(&mut promoting).await;
+                    continue;
+                }
+            }
         }
         let (pinned, diverged) = {
             let s = status.lock().unwrap_or_else(|e| e.into_inner());
@@ -259,7 +325,9 @@ async fn run<S: BackupStore>(
                 Some(p) => p,
                 None => {
                     let state = (&mut checked, &mut cache, left_at);
-                    apply::pass(&*store, &source, pinned.as_deref(), &member, state)
+                    let root = held(&auth);
+                    let member = (&member, root.as_ref());
+                    apply::pass(&*store, &source, pinned.as_deref(), member, state)
                         .await
                         .map_err(|e| (matches!(e, apply::Error::Member { .. }), e.to_string()))
                 }
@@ -308,6 +376,27 @@ async fn run<S: BackupStore>(
             > 0;
         let unreachable = failures >= PROMOTE_AFTER_FAILURES;
         if promote && (stopped || !behind || unreachable) {
+            // Everyone's writes from now on: etcd's auth off.
+            if let Some(s) = &secrets {
+                let opened = match sources.pick().await {
+                    Some(m) => auth::disable(&m, &s.root).await.map_err(|e| e.to_string()),
+                    None => Err("no member of the standby is ready".into()),
+                };
+                if let Err(e) = opened {
+                    sources.failed();
+                    tracing::warn!("promoting: cannot turn etcd's auth off (will retry): {e}");
+                    let e = format!("promoting: etcd's auth is still on: {e} (will retry)");
+                    update(&status, |st| st.message = Some(e));
+                    pause(&mut promoting).await;
+                    continue;
+                }
+                *auth.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                update(&status, |st| {
+                    st.read_only = Some(false);
+                    st.read_user = None;
+                    st.read_password_file = None;
+                });
+            }
             update(&status, |s| {
                 s.state = state::PROMOTED.into();
                 s.promoted_at = Some(crate::units::rfc3339_ms(crate::backup::follow::now_ms()));
@@ -332,9 +421,6 @@ async fn run<S: BackupStore>(
         if (behind && !stopped) || streaming {
             continue;
         }
-        tokio::select! {
-            () = tokio::time::sleep(POLL) => {}
-            _ = promoting.changed() => {}
-        }
+        pause(&mut promoting).await;
     }
 }

@@ -20,6 +20,7 @@ use super::apply::{self, Pass};
 use super::state;
 use crate::backup::delta::{self, Revision};
 use crate::backup::{Candidate, replay};
+use crate::etcd::Credentials;
 use crate::tls::ClientTls;
 use crate::validate::standby::Stream;
 
@@ -54,6 +55,8 @@ pub struct Live {
     /// The source cluster's etcd id, as first seen: another id is another
     /// cluster.
     cluster_id: Option<u64>,
+    /// The standby's root credentials while etcd's auth is on there.
+    auth: Option<Credentials>,
 }
 
 /// An open watch of the source and a client of the standby's member.
@@ -89,6 +92,16 @@ impl Live {
             spec,
             conn: None,
             cluster_id: pinned.and_then(|p| u64::from_str_radix(p, 16).ok()),
+            auth: None,
+        }
+    }
+
+    /// The credentials the standby's members are reached with from now on
+    /// (a change drops the watch).
+    pub fn set_auth(&mut self, auth: Option<Credentials>) {
+        if self.auth != auth {
+            self.auth = auth;
+            self.conn = None;
         }
     }
 
@@ -164,7 +177,9 @@ impl Live {
             url,
             tls: tls.as_ref(),
         };
-        let mut standby = replay::connect(here).await.map_err(fail)?;
+        let mut standby = replay::connect(here, self.auth.as_ref())
+            .await
+            .map_err(fail)?;
         let at = replay::head(&mut standby).await.map_err(fail)?.0;
         let source = self.source_client().await?;
         let mut probe = source.clone();

@@ -183,6 +183,10 @@ impl TlsStore for LocalPlatform {
         })
     }
 
+    async fn standby_password(&self, cluster: &str, user: &str) -> Result<(String, String)> {
+        self.standby_password_file(cluster, user)
+    }
+
     async fn client_files(&self, cluster: &str) -> Result<Option<ClientFiles>> {
         let dir = self.client_dir(cluster)?;
         let (Some(ca), Some(cert), Some(key)) = (

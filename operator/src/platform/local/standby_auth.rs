@@ -1,0 +1,134 @@
+//! The passwords of a standby's etcd auth ([`crate::standby::auth`]) on the
+//! local platform, one file per user, owner-only:
+//!
+//! ```text
+//! STATE/clusters/NAME/auth/            0700
+//! STATE/clusters/NAME/auth/root.password     the operator's (0600)
+//! STATE/clusters/NAME/auth/reader.password   for clients (0600)
+//! ```
+//!
+//! A file is made once, with a random password, and read afterwards; it is
+//! never reached through a symlink (the folder's path is checked as every
+//! path in the state folder is, and the file is opened with `O_NOFOLLOW`).
+
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+
+use rand::Rng;
+use rand::distr::Alphanumeric;
+
+use super::LocalPlatform;
+use crate::platform::{Result, io_err};
+
+/// The folder of a cluster's passwords.
+const DIR: &str = "auth";
+/// Characters of a new password.
+const LENGTH: usize = 32;
+/// The longest password file read.
+const MAX: u64 = 1024;
+
+impl LocalPlatform {
+    /// `user`'s password of `cluster`'s standby auth and its file's path,
+    /// made the first time.
+    pub(super) fn standby_password_file(
+        &self,
+        cluster: &str,
+        user: &str,
+    ) -> Result<(String, String)> {
+        let file = format!("{user}.password");
+        let dir = self.path(cluster, &[DIR])?;
+        let path = self.path(cluster, &[DIR, &file])?;
+        let shown = path.display().to_string();
+        if let Some(p) = read(&path).map_err(io_err(format!("cannot read {shown}")))? {
+            return Ok((p, shown));
+        }
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .and_then(|()| std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)))
+            .map_err(io_err(format!("cannot create {}", dir.display())))?;
+        let password: String = rand::rng()
+            .sample_iter(&Alphanumeric)
+            .take(LENGTH)
+            .map(char::from)
+            .collect();
+        create(&path, &password).map_err(io_err(format!("cannot write {shown}")))?;
+        Ok((password, shown))
+    }
+}
+
+/// The password in `path`; `None` when there is none (no file, or an empty
+/// one: a crash between making it and writing it). A symlink, a folder or
+/// a special file is refused.
+fn read(path: &Path) -> io::Result<Option<String>> {
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags((rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK).bits() as i32)
+        .open(path);
+    let file = match opened {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let meta = file.metadata()?;
+    if !meta.file_type().is_file() || meta.len() > MAX {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "not a password file (a regular file of at most 1 KiB)",
+        ));
+    }
+    let mut text = String::new();
+    file.take(MAX).read_to_string(&mut text)?;
+    let password = text.trim();
+    if password.is_empty() {
+        std::fs::remove_file(path)?;
+        return Ok(None);
+    }
+    Ok(Some(password.to_string()))
+}
+
+/// Makes `path` (0600, never through a symlink: it must not exist) with
+/// `password`, written through to the disk.
+fn create(path: &Path, password: &str) -> io::Result<()> {
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(path)?;
+    file.write_all(password.as_bytes())?;
+    file.write_all(b"\n")?;
+    file.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_password_is_made_once_and_kept_owner_only() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("root.password");
+        assert_eq!(read(&path).expect("read"), None);
+        create(&path, "pw").expect("create");
+        assert_eq!(read(&path).expect("read").as_deref(), Some("pw"));
+        let mode = std::fs::metadata(&path).expect("meta").permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        assert!(create(&path, "other").is_err(), "never replaced");
+    }
+
+    #[test]
+    fn a_symlink_is_never_followed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let outside = dir.path().join("outside");
+        std::fs::write(&outside, "secret-elsewhere").expect("write");
+        let link = dir.path().join("reader.password");
+        std::os::unix::fs::symlink(&outside, &link).expect("symlink");
+        assert!(read(&link).is_err(), "a symlink is refused");
+        assert!(create(&link, "pw").is_err(), "nor written through");
+        let kept = std::fs::read_to_string(&outside).expect("read");
+        assert_eq!(kept, "secret-elsewhere");
+    }
+}
