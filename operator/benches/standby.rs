@@ -25,6 +25,8 @@ mod support;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use etcd_client::ConnectOptions;
+use etcd_operator::etcd::Credentials;
 use etcd_operator::testing::acked::Writer;
 use etcd_operator::testing::s3::S3Server;
 use etcd_operator::testing::{Env, binaries, client_urls, manifest};
@@ -41,19 +43,21 @@ fn rt() -> tokio::runtime::Runtime {
 /// Probes while the load runs: a probe key written to the primary, then
 /// looked up on each copy every 10 ms until there (at most `within`); its
 /// lag on each copy is from the probe's acknowledgement to then. Probes
-/// follow each other for `for_`.
+/// follow each other for `for_`. Each copy is read as its credentials say
+/// (a standby's reader: etcd's auth is on there).
 fn probe_lags(
     primary: &[String],
-    copies: &[Vec<String>],
+    copies: &[(Vec<String>, Option<Credentials>)],
     for_: Duration,
     within: Duration,
 ) -> Vec<Vec<Duration>> {
     rt().block_on(async {
         let mut p = etcd_client::Client::connect(primary, None).await.unwrap();
         let mut cs = Vec::new();
-        for urls in copies {
+        for (urls, auth) in copies {
+            let opts = etcd_operator::etcd::reach(ConnectOptions::new(), "", None, auth.as_ref());
             cs.push(
-                etcd_client::Client::connect(urls.as_slice(), None)
+                etcd_client::Client::connect(urls.as_slice(), Some(opts))
                     .await
                     .unwrap(),
             );
@@ -158,7 +162,8 @@ fn main() {
     env.wait_for("the standbys following", || {
         let s = env.status("s")?.status?.standby?;
         let l = env.status("l")?.status?.standby?;
-        (s.state == "Following" && l.via.as_deref() == Some("stream")).then_some(())
+        let read_only = s.read_only == Some(true) && l.read_only == Some(true);
+        (s.state == "Following" && l.via.as_deref() == Some("stream") && read_only).then_some(())
     });
     // The floor: make-mirror from the primary into the plain cluster.
     let mut mm = Command::new(binaries().join("3.5.1/etcdctl"))
@@ -182,7 +187,17 @@ fn main() {
         .collect();
     let lags = probe_lags(
         &client_urls(&primary),
-        &[client_urls(&copy), client_urls(&live), client_urls(&mirror)],
+        &[
+            (
+                client_urls(&copy),
+                Some(env.standby_credentials("s", "reader")),
+            ),
+            (
+                client_urls(&live),
+                Some(env.standby_credentials("l", "reader")),
+            ),
+            (client_urls(&mirror), None),
+        ],
         Duration::from_secs(secs),
         Duration::from_secs(30),
     );

@@ -357,6 +357,18 @@ impl Env {
             .expect("run etcd-operator")
     }
 
+    /// The credentials of `user` (`root`, `reader`) of the standby
+    /// `cluster`'s etcd auth, once the operator made them (bounded wait).
+    pub fn standby_credentials(&self, cluster: &str, user: &str) -> crate::etcd::Credentials {
+        self.wait_for(
+            &format!("the password of {user} of standby {cluster}"),
+            || {
+                crate::platform::local::standby_auth::credentials(&self.state, cluster, user)
+                    .expect("a readable password file")
+            },
+        )
+    }
+
     /// Runs etcdctl (API v3) against `endpoints`.
     pub fn etcdctl(&self, endpoints: &[String], args: &[&str]) -> Output {
         Command::new(etcdctl())

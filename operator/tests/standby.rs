@@ -3,10 +3,13 @@
 //! backups (a folder, and an S3 bucket through moto), revision for
 //! revision: at the end the standby's revision and `HashKV` equal the
 //! primary's at the same revision. A standby member killed mid-apply is
-//! healed and applying resumes with nothing applied twice; a write to the
-//! standby by anything else is found (`Diverged`) and nothing more is
-//! applied; promoting under load keeps every write the primary acknowledged
-//! up to the revision status reports. Following live: `standby_live.rs`.
+//! healed and applying resumes with nothing applied twice; clients may read
+//! a standby and not write it (etcd's auth: a put without credentials or as
+//! the reader is refused, a get as the reader answers) until it is
+//! promoted; a write to the standby by anything else (with root's
+//! credentials) is found (`Diverged`) and nothing more is applied;
+//! promoting under load keeps every write the primary acknowledged up to
+//! the revision status reports. Following live: `standby_live.rs`.
 
 #[allow(dead_code)]
 #[path = "common/store.rs"]
@@ -19,10 +22,38 @@ mod standby;
 use std::collections::HashMap;
 use std::time::Instant;
 
-use etcd_operator::testing::acked::{Writer, read_prefix};
+use etcd_operator::etcd::Credentials;
+use etcd_operator::testing::acked::{Writer, read_prefix, read_prefix_as};
 use etcd_operator::testing::s3::S3Server;
 use etcd_operator::testing::{Env, client_urls, kill9};
-use standby::{assert_same_as_primary, primary, revision, standby, standby_status};
+use standby::{assert_same_as_primary, primary, revision, revision_as, standby, standby_status};
+
+/// etcdctl's flags to ask as `c`.
+fn user(c: &Credentials) -> [String; 2] {
+    [
+        format!("--user={}", c.user()),
+        format!("--password={}", c.password()),
+    ]
+}
+
+/// etcdctl against `urls` as `who` (none: without credentials).
+fn etcdctl_as(env: &Env, urls: &[String], who: Option<&Credentials>, args: &[&str]) -> String {
+    let flags = who.map(user).unwrap_or_default();
+    let mut all: Vec<&str> = flags
+        .iter()
+        .map(String::as_str)
+        .filter(|f| !f.is_empty())
+        .collect();
+    all.extend_from_slice(args);
+    let out = env.etcdctl(urls, &all);
+    if out.status.success() {
+        format!("ok: {}", String::from_utf8_lossy(&out.stdout))
+    } else {
+        // etcdctl's last line says why ("Error: etcdserver: ...").
+        let err = String::from_utf8_lossy(&out.stderr);
+        format!("refused: {}", err.trim().lines().last().unwrap_or_default())
+    }
+}
 use store::{BUCKET, Place, env_with, object_store};
 
 #[test]
@@ -46,6 +77,49 @@ fn a_standby_follows_its_primary_from_a_folder_revision_for_revision_and_is_prom
         "standby created at revision {} ({:?})",
         first.applied_revision, first.source_uid
     );
+    // Read-only while standby: clients read as the reader, and nobody but
+    // the applier writes.
+    let here = client_urls(&dr);
+    let ro = env.wait_for("the standby read-only", || {
+        standby_status(&env, "dr").filter(|s| s.read_only == Some(true))
+    });
+    assert_eq!(ro.read_user.as_deref(), Some("reader"), "{ro:?}");
+    let file = ro
+        .read_password_file
+        .clone()
+        .expect("the reader's password file");
+    let reader = env.standby_credentials("dr", "reader");
+    let kept = std::fs::read_to_string(&file).expect("the password file status names");
+    assert_eq!(kept.trim(), reader.password());
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(&file).expect("meta").permissions(),
+    );
+    assert_eq!(mode & 0o777, 0o600, "{file}");
+    let anonymous = etcdctl_as(&env, &here, None, &["put", "w/not-a-client-write", "x"]);
+    assert!(
+        anonymous.contains("refused") && anonymous.contains("user name is empty"),
+        "{anonymous}"
+    );
+    let as_reader = etcdctl_as(
+        &env,
+        &here,
+        Some(&reader),
+        &["put", "w/not-a-client-write", "x"],
+    );
+    assert!(
+        as_reader.contains("refused") && as_reader.contains("permission denied"),
+        "{as_reader}"
+    );
+    let read = etcdctl_as(
+        &env,
+        &here,
+        Some(&reader),
+        &["get", "w/", "--prefix", "--limit=1"],
+    );
+    assert!(read.starts_with("ok: w/"), "the reader reads: {read}");
+    let unread = etcdctl_as(&env, &here, None, &["get", "w/", "--prefix", "--limit=1"]);
+    assert!(unread.contains("refused"), "{unread}");
+    println!("MEASURED: a put without credentials: {anonymous:?}; as the reader: {as_reader:?}");
     // A standby member killed while it applies: healed as any member, and
     // applying resumes from the standby's own revision.
     let victim = dr.status.as_ref().expect("status").members[0].name.clone();
@@ -61,7 +135,9 @@ fn a_standby_follows_its_primary_from_a_folder_revision_for_revision_and_is_prom
     let acked = writer.stop();
     let target = revision(&client_urls(&src));
     let dr = assert_same_as_primary(&env, "dr", &src, target);
-    let found: HashMap<String, String> = read_prefix(&client_urls(&dr), "w/").into_iter().collect();
+    let found: HashMap<String, String> = read_prefix_as(&client_urls(&dr), "w/", Some(&reader))
+        .into_iter()
+        .collect();
     let missing = acked
         .iter()
         .filter(|a| found.get(&a.key) != Some(&a.value))
@@ -78,6 +154,9 @@ fn a_standby_follows_its_primary_from_a_folder_revision_for_revision_and_is_prom
         promoted.promoted_at.is_some() && promoted.applied_time.is_some(),
         "{promoted:?}"
     );
+    assert_eq!(promoted.read_only, Some(false), "{promoted:?}");
+    assert_eq!(promoted.read_user, None, "{promoted:?}");
+    // Without credentials, as to any cluster.
     let out = env.etcdctl(&client_urls(&dr), &["put", "after-promotion", "1"]);
     assert!(
         out.status.success(),
@@ -149,8 +228,15 @@ fn a_write_to_a_standby_is_found_and_nothing_more_is_applied() {
         let s = standby_status(&env, "b")?;
         (s.state == "Following" && s.applied_revision > 50).then_some(s)
     });
-    let out = env.etcdctl(&client_urls(&b), &["put", "not-from-the-source", "x"]);
-    assert!(out.status.success(), "{out:?}");
+    // Only root may write a standby (a client cannot): root writes here.
+    let root = env.standby_credentials("b", "root");
+    let wrote = etcdctl_as(
+        &env,
+        &client_urls(&b),
+        Some(&root),
+        &["put", "not-from-the-source", "x"],
+    );
+    assert!(wrote.starts_with("ok"), "{wrote}");
     let diverged = env.wait_for("the standby diverged", || {
         standby_status(&env, "b").filter(|s| s.state == "Diverged")
     });
@@ -161,14 +247,14 @@ fn a_write_to_a_standby_is_found_and_nothing_more_is_applied() {
     );
     assert!(diverged.applied_revision >= before.applied_revision);
     // Nothing more is applied: its revision stays.
-    let here = revision(&client_urls(&b));
+    let here = revision_as(&client_urls(&b), Some(&root));
     env.wait_for("the primary ahead in the store", || {
         let p = env.status("a")?.status?.backup?.continuous?;
         (p.last_revision > here + 10).then_some(())
     });
     writer.stop();
     assert_eq!(
-        revision(&client_urls(&b)),
+        revision_as(&client_urls(&b), Some(&root)),
         here,
         "nothing applied after the divergence"
     );

@@ -17,7 +17,7 @@ mod standby;
 use std::collections::HashMap;
 use std::time::Instant;
 
-use etcd_operator::testing::acked::{Writer, read_prefix};
+use etcd_operator::testing::acked::{Writer, read_prefix, read_prefix_as};
 use etcd_operator::testing::{Env, client_urls, kill9, manifest};
 use standby::{assert_same_as_primary, live_standby, primary, revision, standby_status};
 
@@ -42,11 +42,12 @@ fn a_standby_follows_its_primary_live_and_the_store_takes_over_while_no_member_a
     });
     // A probe written to the primary, looked for on the standby: the lag
     // of the live path (printed, never judged).
+    let reader = env.standby_credentials("ls", "reader");
     let probe = Instant::now();
     let put = env.etcdctl(&urls, &["put", "probe", "1"]);
     assert!(put.status.success(), "{put:?}");
     env.wait_for("the probe on the standby", || {
-        let found = read_prefix(&client_urls(&ls), "probe");
+        let found = read_prefix_as(&client_urls(&ls), "probe", Some(&reader));
         (!found.is_empty()).then_some(())
     });
     println!(
@@ -87,7 +88,9 @@ fn a_standby_follows_its_primary_live_and_the_store_takes_over_while_no_member_a
     let acked = writer.stop();
     let target = revision(&urls);
     let ls = assert_same_as_primary(&env, "ls", &lp, target);
-    let found: HashMap<String, String> = read_prefix(&client_urls(&ls), "w/").into_iter().collect();
+    let found: HashMap<String, String> = read_prefix_as(&client_urls(&ls), "w/", Some(&reader))
+        .into_iter()
+        .collect();
     let missing = acked
         .iter()
         .filter(|a| found.get(&a.key) != Some(&a.value))

@@ -127,12 +127,23 @@ async fn write(
 
 /// Every key under `prefix` and its value, read from `endpoints`.
 pub fn read_prefix(endpoints: &[String], prefix: &str) -> Vec<(String, String)> {
+    read_prefix_as(endpoints, prefix, None)
+}
+
+/// [`read_prefix`] as `auth` (a standby's reader or root: etcd's auth is
+/// on there).
+pub fn read_prefix_as(
+    endpoints: &[String],
+    prefix: &str,
+    auth: Option<&crate::etcd::Credentials>,
+) -> Vec<(String, String)> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("a runtime");
     rt.block_on(async {
         let opts = ConnectOptions::new().with_timeout(Duration::from_secs(10));
+        let opts = crate::etcd::reach(opts, "", None, auth);
         let mut c = Client::connect(endpoints, Some(opts))
             .await
             .expect("connect");

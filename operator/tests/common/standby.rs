@@ -1,8 +1,10 @@
 //! What the standby tests share: the primary's and the standby's
 //! manifests, the standby's status, and the proof that a standby holds the
-//! primary's revision with its `HashKV`.
+//! primary's revision with its `HashKV`. A standby runs with etcd's auth
+//! on: it is read as its root (HashKV needs root) or its reader.
 
 use etcd_operator::crd::{EtcdCluster, StandbyStatus};
+use etcd_operator::etcd::Credentials;
 use etcd_operator::testing::{Env, client_urls, manifest};
 
 use crate::store::rt;
@@ -63,10 +65,17 @@ pub fn standby_status(env: &Env, cluster: &str) -> Option<StandbyStatus> {
     env.status(cluster)?.status?.standby
 }
 
-/// The revision and `HashKV` at `revision` of the member at `url`.
-pub fn hash_at(url: &str, revision: i64) -> (i64, u32, i64) {
+/// Connect options as `auth`.
+fn as_user(auth: Option<&Credentials>) -> Option<etcd_client::ConnectOptions> {
+    let opts = etcd_client::ConnectOptions::new();
+    Some(etcd_operator::etcd::reach(opts, "", None, auth))
+}
+
+/// The revision and `HashKV` at `revision` of the member at `url`, asked
+/// as `auth`.
+pub fn hash_at(url: &str, revision: i64, auth: Option<&Credentials>) -> (i64, u32, i64) {
     rt().block_on(async {
-        let mut c = etcd_client::Client::connect([url], None)
+        let mut c = etcd_client::Client::connect([url], as_user(auth))
             .await
             .expect("connect");
         let h = c.hash_kv(revision).await.expect("hash_kv");
@@ -77,8 +86,13 @@ pub fn hash_at(url: &str, revision: i64) -> (i64, u32, i64) {
 
 /// The revision the cluster at `urls` is at.
 pub fn revision(urls: &[String]) -> i64 {
+    revision_as(urls, None)
+}
+
+/// The revision the cluster at `urls` is at, asked as `auth`.
+pub fn revision_as(urls: &[String], auth: Option<&Credentials>) -> i64 {
     rt().block_on(async {
-        let mut c = etcd_client::Client::connect(urls, None)
+        let mut c = etcd_client::Client::connect(urls, as_user(auth))
             .await
             .expect("connect");
         let r = c.get("x", None).await.expect("get");
@@ -101,14 +115,15 @@ pub fn assert_same_as_primary(
     assert_eq!(s.lag_revisions, 0, "{s:?}");
     let c = env.wait_running(name, env.status(name).map_or(1, |c| c.spec.size as usize));
     let here = client_urls(&c);
+    let root = env.standby_credentials(name, "root");
     assert_eq!(
-        revision(&here),
+        revision_as(&here, Some(&root)),
         target,
         "the standby's revision is the source's"
     );
-    let (_, theirs, their_compact) = hash_at(&client_urls(primary)[0], target);
+    let (_, theirs, their_compact) = hash_at(&client_urls(primary)[0], target, None);
     for url in &here {
-        let (_, ours, our_compact) = hash_at(url, target);
+        let (_, ours, our_compact) = hash_at(url, target, Some(&root));
         assert_eq!(our_compact, their_compact, "no compaction on either side");
         assert_eq!(ours, theirs, "HashKV at {target} of {url} is the primary's");
     }

@@ -28,7 +28,7 @@ pub mod restore_check;
 pub mod safe_path;
 mod scratch;
 pub mod space;
-mod standby_auth;
+pub mod standby_auth;
 mod state;
 pub mod status_file;
 pub mod tls;

@@ -19,6 +19,9 @@ use rand::Rng;
 use rand::distr::Alphanumeric;
 
 use super::LocalPlatform;
+use super::layout::Layout;
+use super::safe_path;
+use crate::etcd::Credentials;
 use crate::platform::{Result, io_err};
 
 /// The folder of a cluster's passwords.
@@ -54,9 +57,28 @@ impl LocalPlatform {
             .take(LENGTH)
             .map(char::from)
             .collect();
-        create(&path, &password).map_err(io_err(format!("cannot write {shown}")))?;
+        let made = match create(&path, &password) {
+            // An empty file left by a crash before it was written.
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                std::fs::remove_file(&path).and_then(|()| create(&path, &password))
+            }
+            other => other,
+        };
+        made.map_err(io_err(format!("cannot write {shown}")))?;
         Ok((password, shown))
     }
+}
+
+/// The credentials of `user` (`root`, `reader`) of the standby `cluster`'s
+/// etcd auth, as the operator keeps them under the state folder `state`
+/// (`None` before it made them): for tests and tools that read or check a
+/// standby. The path is checked as the operator's own are.
+pub fn credentials(state: &Path, cluster: &str, user: &str) -> io::Result<Option<Credentials>> {
+    let clusters = Layout::new(state).clusters_dir();
+    let file = format!("{user}.password");
+    let path = safe_path::cluster_path(&clusters, cluster, &[DIR, &file])
+        .map_err(safe_path::Error::into_io)?;
+    Ok(read(&path)?.map(|p| Credentials::new(user, p)))
 }
 
 /// The password in `path`; `None` when there is none (no file, or an empty
@@ -82,11 +104,7 @@ fn read(path: &Path) -> io::Result<Option<String>> {
     let mut text = String::new();
     file.take(MAX).read_to_string(&mut text)?;
     let password = text.trim();
-    if password.is_empty() {
-        std::fs::remove_file(path)?;
-        return Ok(None);
-    }
-    Ok(Some(password.to_string()))
+    Ok((!password.is_empty()).then(|| password.to_string()))
 }
 
 /// Makes `path` (0600, never through a symlink: it must not exist) with
