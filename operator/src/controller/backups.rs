@@ -60,7 +60,10 @@ impl<P: Platform> Cluster<P> {
         Location::of(&self.name, spec.backup.as_ref()).with_uid(self.uid().as_deref())
     }
 
-    /// Starts, restarts or stops the backup schedule to match the spec.
+    /// Starts, restarts or stops the backup schedule to match the spec. A
+    /// standby takes backups of its own once promoted: until then etcd's
+    /// auth refuses everyone but the applier (and it holds its source's
+    /// revisions, which the source's backups have).
     pub(super) fn sync_schedule(&mut self) {
         let SpecState::Valid { spec, .. } = &self.spec else {
             return;
@@ -69,6 +72,15 @@ impl<P: Platform> Cluster<P> {
             self.schedule = None;
             return;
         };
+        let promoted = self
+            .record
+            .standby
+            .as_ref()
+            .is_some_and(|s| s.state == crate::standby::state::PROMOTED);
+        if spec.standby.is_some() && !promoted {
+            self.schedule = None;
+            return;
+        }
         let location = self.backup_location(spec);
         if self
             .schedule

@@ -12,6 +12,7 @@ use crate::backup::{BackupStore, Candidate, Location, replay};
 use crate::crd::StandbyStatus;
 use crate::etcd::Credentials;
 use crate::units::rfc3339_ms;
+use std::sync::Mutex;
 
 /// Most revisions applied in one pass (status is said between passes).
 pub const PER_PASS: usize = 2000;
@@ -277,4 +278,33 @@ mod tests {
         let mut checked = false;
         assert!(moved(99, None, &mut checked).is_none() && !checked);
     }
+}
+
+/// While the standby's members do not answer: how far the source is, from
+/// the store, said as the lag (the last applied revision stays).
+pub(super) async fn lag_from_store<S: BackupStore>(
+    store: &S,
+    source: &Location,
+    pinned: Option<&str>,
+    status: &Mutex<StandbyStatus>,
+    cache: &mut Option<source::Cached>,
+) {
+    let applied = status
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .applied_revision;
+    let now = crate::backup::follow::now_ms();
+    let Ok(found) = source::find(store, source, pinned, (applied, now), cache).await else {
+        return;
+    };
+    let pending = found.pending_ms(applied).or(found.newest_ms);
+    super::update(status, |s| {
+        s.source_revision = found.newest_revision.max(s.applied_revision);
+        s.lag_revisions = (s.source_revision - s.applied_revision).max(0);
+        if s.lag_revisions > 0
+            && let Some(ms) = pending
+        {
+            s.lag_ms = i64::try_from(now.saturating_sub(ms)).unwrap_or(i64::MAX);
+        }
+    });
 }

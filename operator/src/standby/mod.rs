@@ -194,35 +194,6 @@ fn update(status: &Mutex<StandbyStatus>, f: impl FnOnce(&mut StandbyStatus)) {
     f(&mut status.lock().unwrap_or_else(|e| e.into_inner()));
 }
 
-/// While the standby's members do not answer: how far the source is, from
-/// the store, said as the lag (the last applied revision stays).
-async fn lag_from_store<S: BackupStore>(
-    store: &S,
-    source: &Location,
-    pinned: Option<&str>,
-    status: &Mutex<StandbyStatus>,
-    cache: &mut Option<source::Cached>,
-) {
-    let applied = status
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .applied_revision;
-    let now = crate::backup::follow::now_ms();
-    let Ok(found) = source::find(store, source, pinned, (applied, now), cache).await else {
-        return;
-    };
-    let pending = found.pending_ms(applied).or(found.newest_ms);
-    update(status, |s| {
-        s.source_revision = found.newest_revision.max(s.applied_revision);
-        s.lag_revisions = (s.source_revision - s.applied_revision).max(0);
-        if s.lag_revisions > 0
-            && let Some(ms) = pending
-        {
-            s.lag_ms = i64::try_from(now.saturating_sub(ms)).unwrap_or(i64::MAX);
-        }
-    });
-}
-
 /// The applier's loop, until promoted (or aborted).
 async fn run<S: BackupStore>(
     store: Arc<S>,
@@ -362,8 +333,14 @@ async fn run<S: BackupStore>(
                     if member_down {
                         // The standby does not answer; the source goes on:
                         // the lag says so.
-                        lag_from_store(&*store, &source, pinned.as_deref(), &status, &mut cache)
-                            .await;
+                        apply::lag_from_store(
+                            &*store,
+                            &source,
+                            pinned.as_deref(),
+                            &status,
+                            &mut cache,
+                        )
+                        .await;
                     }
                     false
                 }

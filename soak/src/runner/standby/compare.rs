@@ -3,11 +3,13 @@
 //! (bounded) until the standby says it applied R; then `HashKV` at R on a
 //! primary member and on every standby member. When the two sides report
 //! different compact revisions (their hashes cover different histories),
-//! every key is read back at R on both sides and compared instead.
+//! every key is read back at R on both sides and compared instead. The
+//! standby's members are asked as its root (etcd's auth is on there).
 
 use std::time::{Duration, Instant};
 
-use etcd_client::GetOptions;
+use etcd_client::{Client, ConnectOptions, GetOptions};
+use etcd_operator::etcd::Credentials;
 
 use crate::client::Pool;
 use crate::invariants::standby::{Final, MemberCompare, Method};
@@ -27,12 +29,49 @@ type Kv = (Vec<u8>, Vec<u8>, i64, i64, i64);
 /// compact revision (when it answered), and its keys once read back.
 type Primary<'a> = (&'a str, Option<(u32, i64)>, &'a mut Option<Vec<Kv>>);
 
-/// Compares; see the module doc. `within` bounds the wait for R.
+/// How one side is asked: the shared pool (the primary, a standby without
+/// auth), or a client of a standby's member as its root.
+enum Side<'a> {
+    Pool(&'a Pool),
+    Root(Client),
+}
+
+impl Side<'_> {
+    /// The standby's member at `url`, as `root` when its auth is on.
+    async fn standby<'a>(pool: &'a Pool, url: &str, root: Option<&Credentials>) -> Side<'a> {
+        let Some(root) = root else {
+            return Side::Pool(pool);
+        };
+        let opts = ConnectOptions::new().with_timeout(CALL);
+        let opts = etcd_operator::etcd::reach(opts, url, None, Some(root));
+        match tokio::time::timeout(CALL, Client::connect([url], Some(opts))).await {
+            Ok(Ok(c)) => Side::Root(c),
+            // Auth already off (promoted), or the member down: as before.
+            _ => Side::Pool(pool),
+        }
+    }
+
+    async fn call<T, F, Fut>(&self, url: &str, f: F) -> Result<T, String>
+    where
+        F: FnOnce(Client) -> Fut,
+        Fut: std::future::Future<Output = Result<T, etcd_client::Error>>,
+    {
+        match self {
+            Side::Pool(p) => p.call(url, CALL, f).await.map_err(|e| e.short()),
+            Side::Root(c) => match tokio::time::timeout(CALL, f(c.clone())).await {
+                Ok(r) => r.map_err(|e| e.to_string()),
+                Err(_) => Err(format!("no answer within {CALL:?}")),
+            },
+        }
+    }
+}
+
+/// Compares; see the module doc. `within` bounds the wait for R; `root`:
+/// the standby's root credentials.
 pub(super) async fn run(
     pool: &Pool,
     primary: &[String],
-    status: &StatusSource,
-    within: Duration,
+    (status, within, root): (&StatusSource, Duration, Option<Credentials>),
 ) -> Final {
     let mut f = Final::default();
     let Some((url, revision)) = first_answer(pool, primary).await else {
@@ -66,7 +105,7 @@ pub(super) async fn run(
         ));
         return f;
     }
-    let ours = match hash(pool, &url, revision).await {
+    let ours = match hash(&Side::Pool(pool), &url, revision).await {
         Ok(h) => Some(h),
         Err(e) => {
             tracing::warn!("HashKV at {revision} of primary member {url}: {e}");
@@ -83,7 +122,8 @@ pub(super) async fn run(
     for m in members {
         let mut last;
         loop {
-            last = member(pool, (&url, ours, &mut theirs), &m, revision).await;
+            let here = Side::standby(pool, &m, root.as_ref()).await;
+            last = member((pool, &here), (&url, ours, &mut theirs), &m, revision).await;
             if last.equal || Instant::now() >= floor {
                 break;
             }
@@ -123,18 +163,18 @@ async fn first_answer(pool: &Pool, urls: &[String]) -> Option<(String, i64)> {
 }
 
 /// `HashKV` at `rev`: the hash and the compact revision it covers from.
-async fn hash(pool: &Pool, url: &str, rev: i64) -> Result<(u32, i64), String> {
-    pool.call(url, CALL, |mut c| async move { c.hash_kv(rev).await })
+async fn hash(side: &Side<'_>, url: &str, rev: i64) -> Result<(u32, i64), String> {
+    side.call(url, |mut c| async move { c.hash_kv(rev).await })
         .await
         .map(|h| (h.hash(), h.compact_version()))
-        .map_err(|e| e.short())
 }
 
 /// One standby member against the primary: `HashKV` when both sides
 /// compacted alike, else every key read back (the primary's read once,
-/// kept in `theirs`).
+/// kept in `theirs`); the primary asked through `pool`, the standby's
+/// member as `here`.
 async fn member(
-    pool: &Pool,
+    (pool, here_side): (&Pool, &Side<'_>),
     (primary, ours, theirs): Primary<'_>,
     url: &str,
     rev: i64,
@@ -146,7 +186,7 @@ async fn member(
         equal: false,
         detail: String::new(),
     };
-    let here = match hash(pool, url, rev).await {
+    let here = match hash(here_side, url, rev).await {
         Ok(h) => h,
         Err(e) => {
             out.detail = format!("HashKV at {rev}: {e}");
@@ -168,7 +208,7 @@ async fn member(
     }
     out.method = Some(Method::ReadBack);
     if theirs.is_none() {
-        match read_all(pool, primary, rev).await {
+        match read_all(&Side::Pool(pool), primary, rev).await {
             Ok(kvs) => *theirs = Some(kvs),
             Err(e) => {
                 out.detail = format!("compact revisions differ and the primary's keys: {e}");
@@ -176,7 +216,7 @@ async fn member(
             }
         }
     }
-    let mine = match read_all(pool, url, rev).await {
+    let mine = match read_all(here_side, url, rev).await {
         Ok(kvs) => kvs,
         Err(e) => {
             out.detail = format!("compact revisions differ and its keys: {e}");
@@ -229,21 +269,20 @@ pub(super) fn difference(mine: &[Kv], theirs: &[Kv]) -> Option<String> {
 }
 
 /// Every key at `rev`, in key order.
-async fn read_all(pool: &Pool, url: &str, rev: i64) -> Result<Vec<Kv>, String> {
+async fn read_all(side: &Side<'_>, url: &str, rev: i64) -> Result<Vec<Kv>, String> {
     let mut out = Vec::new();
     let mut from = vec![0u8];
     loop {
         let start = from.clone();
-        let r = pool
-            .call(url, CALL, |mut c| async move {
+        let r = side
+            .call(url, |mut c| async move {
                 let opts = GetOptions::new()
                     .with_from_key()
                     .with_revision(rev)
                     .with_limit(PAGE);
                 c.get(start, Some(opts)).await
             })
-            .await
-            .map_err(|e| e.short())?;
+            .await?;
         for kv in r.kvs() {
             out.push((
                 kv.key().to_vec(),

@@ -4,7 +4,9 @@
 //! backups' place as the run set it; with `stream`, its members' client
 //! URLs) is created beside it; its published status, and the revision its
 //! members answer with, are sampled every probe interval until the end,
-//! when its data is compared with the primary's ([`compare`]).
+//! when its data is compared with the primary's ([`compare`]), as the
+//! standby's root (etcd's auth is on while it is a standby: `HashKV` needs
+//! root; the password is read from the operator's state folder).
 
 mod after;
 mod compare;
@@ -81,6 +83,8 @@ pub(super) struct Running {
     stop: DropGuard,
     task: tokio::task::JoinHandle<()>,
     created: crate::history::Ms,
+    /// The operator's state folder (where the standby's passwords are).
+    state: Option<std::path::PathBuf>,
 }
 
 /// Waits (bounded) for the primary's first full backup, creates the
@@ -132,6 +136,10 @@ pub(super) async fn bring_up(
         ));
     };
     let standby = cluster(&primary, sb, &endpoints);
+    let state = match &*platform {
+        Platform::Local(l) => Some(l.state().to_path_buf()),
+        Platform::Kube(_) => None,
+    };
     let name = standby.name.clone();
     progress.say(&format!(
         "creating standby {name} ({} members, {})",
@@ -187,6 +195,7 @@ pub(super) async fn bring_up(
         stop: stop.drop_guard(),
         task,
         created,
+        state,
     }))
 }
 
@@ -202,7 +211,14 @@ impl Running {
     /// stops.
     pub(super) async fn finish(self, pool: &Pool, primary: &[String], compare: bool) -> StandbyRun {
         let final_check = if compare {
-            Some(compare::run(pool, primary, &self.status, self.catch_up).await)
+            let root = self.state.as_deref().and_then(|s| {
+                etcd_operator::platform::local::standby_auth::credentials(s, &self.name, "root")
+                    .inspect_err(|e| tracing::warn!("the standby's root password: {e}"))
+                    .ok()
+                    .flatten()
+            });
+            let how = (&self.status, self.catch_up, root);
+            Some(compare::run(pool, primary, how).await)
         } else {
             None
         };
