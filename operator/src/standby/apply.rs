@@ -259,27 +259,6 @@ pub async fn differs(client: &mut Client, rev: &Revision) -> Result<Option<Strin
     Ok(None)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::moved;
-
-    #[test]
-    fn a_standby_past_where_its_applier_left_it_was_written_by_something_else() {
-        let mut checked = true;
-        // Where it was left: nothing to say.
-        assert!(moved(10, Some(10), &mut checked).is_none() && checked);
-        // Past it, between two passes: a foreign write.
-        let why = moved(11, Some(10), &mut checked).expect("diverged");
-        assert!(why.contains("past revision 10"), "{why}");
-        // Below it (revisions lost, the standby rebuilt): checked again.
-        assert!(moved(8, Some(10), &mut checked).is_none());
-        assert!(!checked, "checked against the source again");
-        // Not known (a restart, a failed pass): the check decides.
-        let mut checked = false;
-        assert!(moved(99, None, &mut checked).is_none() && !checked);
-    }
-}
-
 /// While the standby's members do not answer: how far the source is, from
 /// the store, said as the lag (the last applied revision stays).
 pub(super) async fn lag_from_store<S: BackupStore>(
@@ -307,4 +286,25 @@ pub(super) async fn lag_from_store<S: BackupStore>(
             s.lag_ms = i64::try_from(now.saturating_sub(ms)).unwrap_or(i64::MAX);
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::moved;
+
+    #[test]
+    fn a_standby_past_where_its_applier_left_it_was_written_by_something_else() {
+        let mut checked = true;
+        // Where it was left: nothing to say.
+        assert!(moved(10, Some(10), &mut checked).is_none() && checked);
+        // Past it, between two passes: a foreign write.
+        let why = moved(11, Some(10), &mut checked).expect("diverged");
+        assert!(why.contains("past revision 10"), "{why}");
+        // Below it (revisions lost, the standby rebuilt): checked again.
+        assert!(moved(8, Some(10), &mut checked).is_none());
+        assert!(!checked, "checked against the source again");
+        // Not known (a restart, a failed pass): the check decides.
+        let mut checked = false;
+        assert!(moved(99, None, &mut checked).is_none() && !checked);
+    }
 }

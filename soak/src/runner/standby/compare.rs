@@ -33,7 +33,7 @@ type Primary<'a> = (&'a str, Option<(u32, i64)>, &'a mut Option<Vec<Kv>>);
 /// auth), or a client of a standby's member as its root.
 enum Side<'a> {
     Pool(&'a Pool),
-    Root(Client),
+    Root(Box<Client>),
 }
 
 impl Side<'_> {
@@ -45,7 +45,7 @@ impl Side<'_> {
         let opts = ConnectOptions::new().with_timeout(CALL);
         let opts = etcd_operator::etcd::reach(opts, url, None, Some(root));
         match tokio::time::timeout(CALL, Client::connect([url], Some(opts))).await {
-            Ok(Ok(c)) => Side::Root(c),
+            Ok(Ok(c)) => Side::Root(Box::new(c)),
             // Auth already off (promoted), or the member down: as before.
             _ => Side::Pool(pool),
         }
@@ -58,7 +58,7 @@ impl Side<'_> {
     {
         match self {
             Side::Pool(p) => p.call(url, CALL, f).await.map_err(|e| e.short()),
-            Side::Root(c) => match tokio::time::timeout(CALL, f(c.clone())).await {
+            Side::Root(c) => match tokio::time::timeout(CALL, f((**c).clone())).await {
                 Ok(r) => r.map_err(|e| e.to_string()),
                 Err(_) => Err(format!("no answer within {CALL:?}")),
             },
