@@ -153,9 +153,17 @@ pub struct ListedMember {
     pub is_learner: bool,
 }
 
-/// Cached clients, one per member URL.
+/// Calls etcd answers without credentials while its auth is on (measured
+/// on 3.4.23 and 3.5.1), which go without them: a learner refuses to
+/// authenticate anyone, and must still say its status.
+fn anonymous(op: &str) -> bool {
+    matches!(op, "status" | "member list" | "alarm list")
+}
+
+/// Cached clients, one per member URL (and one more carrying credentials,
+/// [`Clients::set_auth`]).
 pub struct Clients {
-    pool: Mutex<HashMap<String, Client>>,
+    pool: Mutex<HashMap<(String, bool), Client>>,
     tls: Mutex<HashMap<String, ClientTls>>,
     auth: Mutex<HashMap<String, Credentials>>,
     timeout: Duration,
@@ -167,7 +175,7 @@ const SLOW_CALLS: u32 = 4;
 
 impl std::fmt::Debug for Clients {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let urls: Vec<String> = self.lock().keys().cloned().collect();
+        let urls: Vec<String> = self.lock().keys().map(|(u, _)| u.clone()).collect();
         f.debug_struct("Clients")
             .field("urls", &urls)
             .field("timeout", &self.timeout)
@@ -221,7 +229,8 @@ impl Clients {
     }
 
     async fn client(&self, url: &str, op: &'static str, timeout: Duration) -> Result<Client> {
-        if let Some(c) = self.lock().get(url) {
+        let key = (url.to_string(), !anonymous(op));
+        if let Some(c) = self.lock().get(&key) {
             return Ok(c.clone());
         }
         let opts = self.options(url, op, timeout, timeout)?;
@@ -231,13 +240,13 @@ impl Clients {
             Ok(Err(e)) => return Err(self.error(op, url, e)),
             Err(_) => return Err(self.timed_out(op, url, timeout)),
         };
-        self.lock().insert(url.to_string(), client.clone());
+        self.lock().insert(key, client.clone());
         Ok(client)
     }
 
     /// Connect options for `url`: its TLS files for an `https://` URL
     /// ([`Clients::set_tls`]), an error when it has none, and its
-    /// credentials ([`Clients::set_auth`]).
+    /// credentials ([`Clients::set_auth`]) unless `op` needs none.
     pub(crate) fn options(
         &self,
         url: &str,
@@ -266,11 +275,12 @@ impl Clients {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(url)
+            .filter(|_| !anonymous(op))
             .cloned();
         Ok(reach(opts, url, tls.as_ref(), auth.as_ref()))
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Client>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, bool), Client>> {
         self.pool.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -286,7 +296,7 @@ impl Clients {
 
     /// Drops the cached client of `url`.
     pub fn forget(&self, url: &str) {
-        self.lock().remove(url);
+        self.lock().retain(|(u, _), _| u != url);
     }
 
     fn timed_out(&self, op: &'static str, url: &str, timeout: Duration) -> Error {

@@ -22,38 +22,12 @@ mod standby;
 use std::collections::HashMap;
 use std::time::Instant;
 
-use etcd_operator::etcd::Credentials;
 use etcd_operator::testing::acked::{Writer, read_prefix, read_prefix_as};
 use etcd_operator::testing::s3::S3Server;
 use etcd_operator::testing::{Env, client_urls, kill9};
-use standby::{assert_same_as_primary, primary, revision, revision_as, standby, standby_status};
-
-/// etcdctl's flags to ask as `c`.
-fn user(c: &Credentials) -> [String; 2] {
-    [
-        format!("--user={}", c.user()),
-        format!("--password={}", c.password()),
-    ]
-}
-
-/// etcdctl against `urls` as `who` (none: without credentials).
-fn etcdctl_as(env: &Env, urls: &[String], who: Option<&Credentials>, args: &[&str]) -> String {
-    let flags = who.map(user).unwrap_or_default();
-    let mut all: Vec<&str> = flags
-        .iter()
-        .map(String::as_str)
-        .filter(|f| !f.is_empty())
-        .collect();
-    all.extend_from_slice(args);
-    let out = env.etcdctl(urls, &all);
-    if out.status.success() {
-        format!("ok: {}", String::from_utf8_lossy(&out.stdout))
-    } else {
-        // etcdctl's last line says why ("Error: etcdserver: ...").
-        let err = String::from_utf8_lossy(&out.stderr);
-        format!("refused: {}", err.trim().lines().last().unwrap_or_default())
-    }
-}
+use standby::{
+    assert_same_as_primary, etcdctl_as, primary, revision, revision_as, standby, standby_status,
+};
 use store::{BUCKET, Place, env_with, object_store};
 
 #[test]

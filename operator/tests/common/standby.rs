@@ -60,6 +60,33 @@ pub fn live_standby(
     m
 }
 
+/// etcdctl's flags to ask as `c`.
+fn user(c: &Credentials) -> [String; 2] {
+    [
+        format!("--user={}", c.user()),
+        format!("--password={}", c.password()),
+    ]
+}
+
+/// etcdctl against `urls` as `who` (none: without credentials).
+pub fn etcdctl_as(env: &Env, urls: &[String], who: Option<&Credentials>, args: &[&str]) -> String {
+    let flags = who.map(user).unwrap_or_default();
+    let mut all: Vec<&str> = flags
+        .iter()
+        .map(String::as_str)
+        .filter(|f| !f.is_empty())
+        .collect();
+    all.extend_from_slice(args);
+    let out = env.etcdctl(urls, &all);
+    if out.status.success() {
+        format!("ok: {}", String::from_utf8_lossy(&out.stdout))
+    } else {
+        // etcdctl's last line says why ("Error: etcdserver: ...").
+        let err = String::from_utf8_lossy(&out.stderr);
+        format!("refused: {}", err.trim().lines().last().unwrap_or_default())
+    }
+}
+
 /// The standby status of `cluster`.
 pub fn standby_status(env: &Env, cluster: &str) -> Option<StandbyStatus> {
     env.status(cluster)?.status?.standby

@@ -192,7 +192,10 @@ impl LocalPlatform {
         std::fs::create_dir_all(&data)
             .map_err(io_err(format!("cannot create {}", data.display())))?;
         let tls_dir = self.path(cluster, &["members", &name, "tls"])?;
-        let args = etcd_args(&record.config, &data, &tls_dir, Listen::Advertised);
+        let mut args = etcd_args(&record.config, &data, &tls_dir, Listen::Advertised);
+        if record.config.backend.standby {
+            args.extend(self.standby_token_flag(cluster)?);
+        }
         let log = self.path(cluster, &["members", &name, "etcd.log"])?;
         let id = process::spawn(&tools.etcd, &args, &log)
             .map_err(io_err(format!("cannot start {}", tools.etcd.display())))?;

@@ -5,7 +5,17 @@
 //! STATE/clusters/NAME/auth/            0700
 //! STATE/clusters/NAME/auth/root.password     the operator's (0600)
 //! STATE/clusters/NAME/auth/reader.password   for clients (0600)
+//! STATE/clusters/NAME/auth/jwt.key    the members' token signing key (0600)
+//! STATE/clusters/NAME/auth/jwt.pub    and its public half
 //! ```
+//!
+//! A standby's members sign their auth tokens (JWT, ES256) rather than
+//! keeping etcd's default "simple" tokens: etcd 3.5 before 3.5.5 (etcd
+//! #13205) never enables simple tokens on a member that caught up from the
+//! leader's snapshot (a member added to a busy cluster), which then answers
+//! every authenticated request "invalid auth token" until it restarts; a
+//! signed token needs no state on the member (measured on 3.5.1: refused
+//! with simple tokens, answered with JWT; 3.4.23 answers with either).
 //!
 //! A file is made once, with a random password, and read afterwards; it is
 //! never reached through a symlink (the folder's path is checked as every
@@ -26,10 +36,15 @@ use crate::platform::{Result, io_err};
 
 /// The folder of a cluster's passwords.
 const DIR: &str = "auth";
+/// The members' token signing key, and its public half.
+const JWT_KEY: &str = "jwt.key";
+const JWT_PUB: &str = "jwt.pub";
+/// How long a member's token lasts (clients authenticate again after).
+const JWT_TTL: &str = "10m";
 /// Characters of a new password.
 const LENGTH: usize = 32;
 /// The longest password file read.
-const MAX: u64 = 1024;
+const MAX: u64 = 16 * 1024;
 
 impl LocalPlatform {
     /// `user`'s password of `cluster`'s standby auth and its file's path,
@@ -46,12 +61,7 @@ impl LocalPlatform {
         if let Some(p) = read(&path).map_err(io_err(format!("cannot read {shown}")))? {
             return Ok((p, shown));
         }
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&dir)
-            .and_then(|()| std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)))
-            .map_err(io_err(format!("cannot create {}", dir.display())))?;
+        owner_only(&dir).map_err(io_err(format!("cannot create {}", dir.display())))?;
         let password: String = rand::rng()
             .sample_iter(&Alphanumeric)
             .take(LENGTH)
@@ -69,6 +79,57 @@ impl LocalPlatform {
     }
 }
 
+impl LocalPlatform {
+    /// The `--auth-token` flag of a standby's members: tokens signed with
+    /// the cluster's key (made the first time, kept for every member).
+    pub(super) fn standby_token_flag(&self, cluster: &str) -> Result<[String; 2]> {
+        let dir = self.path(cluster, &[DIR])?;
+        let key = self.path(cluster, &[DIR, JWT_KEY])?;
+        let public = self.path(cluster, &[DIR, JWT_PUB])?;
+        let fail = |what: &Path| io_err(format!("cannot make {}", what.display()));
+        owner_only(&dir).map_err(fail(&dir))?;
+        let pem = match read(&key).map_err(fail(&key))? {
+            Some(pem) => pem,
+            None => {
+                let made = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)
+                    .map_err(|e| io::Error::other(e.to_string()))
+                    .map_err(fail(&key))?
+                    .serialize_pem();
+                create(&key, &made).map_err(fail(&key))?;
+                made
+            }
+        };
+        if read(&public).map_err(fail(&public))?.is_none() {
+            let pair = rcgen::KeyPair::from_pem(&pem)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))
+                .map_err(fail(&key))?;
+            create(&public, &pair.public_key_pem()).map_err(fail(&public))?;
+        }
+        let (key, public) = (key.display().to_string(), public.display().to_string());
+        if key.contains(',') || public.contains(',') {
+            return Err(
+                io_err(format!("{key}: a comma in the state folder's path"))(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "etcd's --auth-token takes no comma in a path; use another state folder",
+                )),
+            );
+        }
+        Ok([
+            "--auth-token".into(),
+            format!("jwt,pub-key={public},priv-key={key},sign-method=ES256,ttl={JWT_TTL}"),
+        ])
+    }
+}
+
+/// Makes `dir` owner-only (0700).
+fn owner_only(dir: &Path) -> io::Result<()> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+}
+
 /// The credentials of `user` (`root`, `reader`) of the standby `cluster`'s
 /// etcd auth, as the operator keeps them under the state folder `state`
 /// (`None` before it made them): for tests and tools that read or check a
@@ -81,7 +142,7 @@ pub fn credentials(state: &Path, cluster: &str, user: &str) -> io::Result<Option
     Ok(read(&path)?.map(|p| Credentials::new(user, p)))
 }
 
-/// The password in `path`; `None` when there is none (no file, or an empty
+/// The text in `path` (a password, a key), trimmed; `None` when there is none (no file, or an empty
 /// one: a crash between making it and writing it). A symlink, a folder or
 /// a special file is refused.
 fn read(path: &Path) -> io::Result<Option<String>> {
@@ -98,7 +159,7 @@ fn read(path: &Path) -> io::Result<Option<String>> {
     if !meta.file_type().is_file() || meta.len() > MAX {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
-            "not a password file (a regular file of at most 1 KiB)",
+            "not a regular file of at most 16 KiB",
         ));
     }
     let mut text = String::new();
