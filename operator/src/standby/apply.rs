@@ -106,16 +106,22 @@ pub fn moved(at: i64, left_at: Option<i64>, checked: &mut bool) -> Option<String
     }
 }
 
+/// The client of a standby's member the store's passes apply through, and
+/// its URL.
+pub type Conn = Option<(String, Client)>;
+
 /// One pass through `member`: applies what the store holds past the
 /// standby's revision. `checked` says whether the standby's revision was
 /// checked against the source's since the last failure; `left_at` where
 /// the last pass left it ([`moved`]); `auth` the root credentials while
-/// etcd's auth is on ([`super::auth`]).
+/// etcd's auth is on ([`super::auth`]); `conn` the client of the last pass,
+/// kept while it goes to the same member (each new one authenticates: a
+/// bcrypt check on the member).
 pub async fn pass<S: BackupStore>(
     store: &S,
     source: &Location,
     pinned: Option<&str>,
-    ((member, url, tls), auth): (&Candidate, Option<&Credentials>),
+    ((member, url, tls), auth, conn): (&Candidate, Option<&Credentials>, &mut Conn),
     (checked, cache, left_at): (&mut bool, &mut Option<source::Cached>, Option<i64>),
 ) -> Result<Pass, Error> {
     let fail = |message: String| Error::Member {
@@ -127,7 +133,14 @@ pub async fn pass<S: BackupStore>(
         url,
         tls: tls.as_ref(),
     };
-    let mut client = replay::connect(source_member, auth).await.map_err(fail)?;
+    let mut client = match conn.as_ref().filter(|(u, _)| u == url) {
+        Some((_, c)) => c.clone(),
+        None => {
+            let c = replay::connect(source_member, auth).await.map_err(fail)?;
+            *conn = Some((url.clone(), c.clone()));
+            c
+        }
+    };
     let mut at = replay::head(&mut client).await.map_err(fail)?.0;
     if let Some(why) = moved(at, left_at, checked) {
         return Ok(Pass {

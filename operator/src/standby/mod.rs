@@ -219,6 +219,8 @@ async fn run<S: BackupStore>(
     let mut failures = 0u32;
     // Where the last pass left the standby (`None` after a failure: a pass
     // may have applied part of its revisions before it failed).
+    // The store's passes' client of a member (dropped after a failure).
+    let mut conn: apply::Conn = None;
     let mut left_at: Option<i64> = None;
     loop {
         let promote = *promoting.borrow_and_update();
@@ -239,6 +241,7 @@ async fn run<S: BackupStore>(
                         tracing::info!("etcd's auth is on: clients read as {}", auth::READER);
                     }
                     *auth.lock().unwrap_or_else(|e| e.into_inner()) = Some(s.root.clone());
+                    conn = None;
                     if let Some(l) = live.as_mut() {
                         l.set_auth(Some(s.root.clone()));
                     }
@@ -297,7 +300,7 @@ async fn run<S: BackupStore>(
                 None => {
                     let state = (&mut checked, &mut cache, left_at);
                     let root = held(&auth);
-                    let member = (&member, root.as_ref());
+                    let member = (&member, root.as_ref(), &mut conn);
                     apply::pass(&*store, &source, pinned.as_deref(), member, state)
                         .await
                         .map_err(|e| (matches!(e, apply::Error::Member { .. }), e.to_string()))
@@ -323,6 +326,7 @@ async fn run<S: BackupStore>(
                 Err((member_down, e)) => {
                     failures += 1;
                     left_at = None;
+                    conn = None;
                     sources.failed();
                     checked = false;
                     if let Some(l) = live.as_mut() {
