@@ -16,7 +16,7 @@ mod standby;
 
 use std::collections::HashMap;
 
-use etcd_operator::testing::acked::{Writer, read_prefix};
+use etcd_operator::testing::acked::{Writer, read_prefix_as};
 use etcd_operator::testing::azure::Azurite;
 use etcd_operator::testing::s3::S3Server;
 use etcd_operator::testing::{Env, client_urls, manifest};
@@ -91,9 +91,13 @@ fn standbys_follow_through_azure_and_gcs_revision_for_revision() {
     for ((name, _), (p, writer)) in places.iter().zip(writers) {
         let acked = writer.stop();
         let target = revision(&client_urls(&p));
-        let dr = assert_same_as_primary(&env, &format!("{name}-dr"), &p, target);
-        let found: HashMap<String, String> =
-            read_prefix(&client_urls(&dr), "w/").into_iter().collect();
+        let s = format!("{name}-dr");
+        let dr = assert_same_as_primary(&env, &s, &p, target);
+        // Read as clients read a standby.
+        let reader = env.standby_credentials(&s, "reader");
+        let found: HashMap<String, String> = read_prefix_as(&client_urls(&dr), "w/", Some(&reader))
+            .into_iter()
+            .collect();
         let missing = acked
             .iter()
             .filter(|a| found.get(&a.key) != Some(&a.value))
