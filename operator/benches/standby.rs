@@ -203,26 +203,34 @@ fn main() {
     );
     let n = writers.len();
     let acked: usize = writers.into_iter().map(|w| w.stop().len()).sum();
-    // How long after the load each copy holds the primary's last revision.
+    // How long after the load each standby holds the primary's last
+    // revision (its members asked, as its reader).
     let last = head(&client_urls(&primary));
-    let t0 = Instant::now();
-    let mut caught_up: Vec<Option<Duration>> = vec![None; 2];
-    while caught_up.iter().any(Option::is_none) && t0.elapsed() < Duration::from_secs(120) {
-        let at = [
-            env.status("s")
-                .and_then(|c| c.status?.standby)
-                .map(|s| s.applied_revision),
-            env.status("l")
-                .and_then(|c| c.status?.standby)
-                .map(|s| s.applied_revision),
-        ];
-        for (c, r) in caught_up.iter_mut().zip(at) {
-            if c.is_none() && r.is_some_and(|r| r >= last) {
-                *c = Some(t0.elapsed());
-            }
+    let caught_up = rt().block_on(async {
+        let mut cs = Vec::new();
+        for (urls, who) in [(client_urls(&copy), "s"), (client_urls(&live), "l")] {
+            let auth = env.standby_credentials(who, "reader");
+            let opts = etcd_operator::etcd::reach(ConnectOptions::new(), "", None, Some(&auth));
+            cs.push(
+                etcd_client::Client::connect(urls, Some(opts))
+                    .await
+                    .unwrap(),
+            );
         }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+        let t0 = Instant::now();
+        let mut caught_up: Vec<Option<Duration>> = vec![None; cs.len()];
+        while caught_up.iter().any(Option::is_none) && t0.elapsed() < Duration::from_secs(120) {
+            for (c, done) in cs.iter_mut().zip(caught_up.iter_mut()) {
+                let at = c.get("probe/", None).await.ok();
+                let rev = at.and_then(|g| g.header().map(etcd_client::ResponseHeader::revision));
+                if done.is_none() && rev.is_some_and(|r| r >= last) {
+                    *done = Some(t0.elapsed());
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        caught_up
+    });
     let _ = mm.kill();
     let _ = mm.wait();
     let rate = acked as f64 / secs as f64;
