@@ -3,7 +3,7 @@
 //! in order, each as one transaction that must land at the source's
 //! revision.
 
-use etcd_client::{Client, Txn};
+use etcd_client::Client;
 
 use super::source::{self, Found};
 use super::state;
@@ -141,7 +141,7 @@ pub async fn pass<S: BackupStore>(
             c
         }
     };
-    let mut at = replay::head(&mut client).await.map_err(fail)?.0;
+    let at = replay::head(&mut client).await.map_err(fail)?.0;
     if let Some(why) = moved(at, left_at, checked) {
         return Ok(Pass {
             applied: at,
@@ -181,35 +181,46 @@ pub async fn pass<S: BackupStore>(
         }
         *checked = true;
     }
-    let mut applied = 0;
-    let done = at;
-    for segment in &chain.segments {
-        for rev in segment.revisions.iter().filter(|r| r.revision > done) {
-            if applied == PER_PASS {
+    // The revisions to apply this pass, each with when its segment was
+    // written: consecutive from the standby's, at most PER_PASS.
+    let mut run: Vec<(u64, &Revision)> = Vec::new();
+    let mut expect = at + 1;
+    'segments: for segment in &chain.segments {
+        for rev in segment.revisions.iter().filter(|r| r.revision > at) {
+            if run.len() == PER_PASS {
                 pass.pending_ms = Some(segment.unix_ms);
-                return Ok(pass);
+                break 'segments;
             }
-            if rev.revision != at + 1 {
+            if rev.revision != expect {
                 pass.stop = Some((
                     state::STOPPED,
                     format!(
-                        "the source's chain of {} skips from revision {at} to {}: the standby \
-                         stops at {at}",
-                        chain.base, rev.revision
+                        "the source's chain of {} skips from revision {} to {}: the standby \
+                         stops at {}",
+                        chain.base,
+                        expect - 1,
+                        rev.revision,
+                        expect - 1
                     ),
                 ));
                 pass.pending_ms = Some(segment.unix_ms);
-                return Ok(pass);
+                break 'segments;
             }
-            let landed = one(&mut client, rev).await.map_err(fail)?;
-            if landed != rev.revision {
-                pass.stop = Some((state::DIVERGED, landed_elsewhere(rev, landed)));
-                return Ok(pass);
-            }
-            at = landed;
-            applied += 1;
-            pass.applied = at;
-            pass.applied_ms = Some(segment.unix_ms);
+            run.push((segment.unix_ms, rev));
+            expect += 1;
+        }
+    }
+    let revs: Vec<&Revision> = run.iter().map(|(_, r)| *r).collect();
+    let mut last = None;
+    let applied = super::pipeline::apply(&client, &revs, |i| last = Some(i)).await;
+    if let Some(i) = last {
+        pass.applied = run[i].1.revision;
+        pass.applied_ms = Some(run[i].0);
+    }
+    match applied.map_err(fail)? {
+        super::pipeline::Applied::All => {}
+        super::pipeline::Applied::Diverged(_, why) => {
+            pass.stop = Some((state::DIVERGED, why));
         }
     }
     Ok(pass)
@@ -223,20 +234,6 @@ pub fn landed_elsewhere(rev: &Revision, landed: i64) -> String {
          standby again)",
         rev.revision
     )
-}
-
-/// Applies `rev` as one transaction; the revision it landed at.
-pub async fn one(client: &mut Client, rev: &Revision) -> Result<i64, String> {
-    let resp = client
-        .txn(Txn::new().and_then(replay::ops(rev)))
-        .await
-        .map_err(|e| format!("applying revision {}: {e}", rev.revision))?;
-    resp.header().map(|h| h.revision()).ok_or_else(|| {
-        format!(
-            "applying revision {}: no revision in the answer",
-            rev.revision
-        )
-    })
 }
 
 /// Whether the standby's data at its revision differs from what the

@@ -27,6 +27,7 @@
 
 pub mod apply;
 pub mod auth;
+pub mod pipeline;
 pub mod source;
 pub mod stream;
 

@@ -289,32 +289,18 @@ impl Conn {
                 m = self.stream.message() => m,
                 () = tokio::time::sleep_until(end) => break,
             };
-            let msg = match msg {
-                Ok(Some(m)) => m,
-                Ok(None) => return Err(Error::Source("the source's watch ended".into())),
-                Err(e) => return Err(Error::Source(format!("the source's watch: {e}"))),
-            };
-            if msg.compact_revision() > 0 {
-                return Err(Error::Source(format!(
-                    "the source compacted its history up to revision {}, past this standby's \
-                     {}: the store's chain carries what is missing",
-                    msg.compact_revision(),
-                    self.at
-                )));
-            }
-            if msg.canceled() {
-                return Err(Error::Source(format!(
-                    "the source ended the watch: {}",
-                    msg.cancel_reason()
-                )));
-            }
-            if let Some(h) = msg.header() {
-                self.newest = self.newest.max(h.revision());
-            }
             let mut revisions: Vec<Revision> = Vec::new();
-            for ev in msg.events() {
-                delta::push_watched(&mut revisions, ev);
+            self.take(msg, &mut revisions)?;
+            // What else already arrived goes with it: applied together, the
+            // transactions are sent ahead ([`super::pipeline`]).
+            while revisions.len() < super::pipeline::WINDOW * 4 {
+                let Some(more) = futures::FutureExt::now_or_never(self.stream.message()) else {
+                    break;
+                };
+                self.take(more, &mut revisions)?;
             }
+            let mut run: Vec<&Revision> = Vec::new();
+            let mut skipped: Option<String> = None;
             for rev in &revisions {
                 self.newest = self.newest.max(rev.revision);
                 if rev.revision <= self.at {
@@ -330,28 +316,37 @@ impl Conn {
                     }
                     continue;
                 }
-                if rev.revision != self.at + 1 {
-                    pass.stop = Some((
-                        state::STOPPED,
-                        format!(
-                            "the source's watch skips from revision {} to {}: the standby stops \
-                             at {}",
-                            self.at, rev.revision, self.at
-                        ),
+                let expect = run.last().map_or(self.at, |r| r.revision) + 1;
+                if rev.revision != expect {
+                    let at = expect - 1;
+                    skipped = Some(format!(
+                        "the source's watch skips from revision {at} to {}: the standby stops \
+                         at {at}",
+                        rev.revision
                     ));
-                    return Ok(pass);
+                    break;
                 }
-                let landed = apply::one(&mut self.standby, rev)
-                    .await
-                    .map_err(|m| self.member_failed(m))?;
-                if landed != rev.revision {
-                    pass.stop = Some((state::DIVERGED, apply::landed_elsewhere(rev, landed)));
-                    return Ok(pass);
-                }
-                self.at = landed;
-                applied += 1;
-                pass.applied = landed;
+                run.push(rev);
+            }
+            // Sent ahead, in order ([`super::pipeline`]).
+            let mut last = None;
+            let done = super::pipeline::apply(&self.standby, &run, |i| last = Some(i)).await;
+            if let Some(i) = last {
+                self.at = run[i].revision;
+                applied += i + 1;
+                pass.applied = self.at;
                 pass.applied_ms = Some(now());
+            }
+            match done.map_err(|m| self.member_failed(m))? {
+                super::pipeline::Applied::All => {}
+                super::pipeline::Applied::Diverged(_, why) => {
+                    pass.stop = Some((state::DIVERGED, why));
+                    return Ok(pass);
+                }
+            }
+            if let Some(why) = skipped.take() {
+                pass.stop = Some((state::STOPPED, why));
+                return Ok(pass);
             }
             // Past the first answer with changes (the watch starts at the
             // standby's revision), its revision is checked.
@@ -367,6 +362,43 @@ impl Conn {
         pass.newest = (self.newest, Some(now()));
         pass.pending_ms = self.pending_since;
         Ok(pass)
+    }
+
+    /// Adds the revisions of one answer of the watch to `revisions` (a
+    /// revision's events joined, should they come in two answers); an
+    /// error when the watch cannot go on (ended, canceled, past a
+    /// compaction).
+    fn take(
+        &mut self,
+        msg: Result<Option<etcd_client::WatchResponse>, etcd_client::Error>,
+        revisions: &mut Vec<Revision>,
+    ) -> Result<(), Error> {
+        let msg = match msg {
+            Ok(Some(m)) => m,
+            Ok(None) => return Err(Error::Source("the source's watch ended".into())),
+            Err(e) => return Err(Error::Source(format!("the source's watch: {e}"))),
+        };
+        if msg.compact_revision() > 0 {
+            return Err(Error::Source(format!(
+                "the source compacted its history up to revision {}, past this standby's \
+                 {}: the store's chain carries what is missing",
+                msg.compact_revision(),
+                self.at
+            )));
+        }
+        if msg.canceled() {
+            return Err(Error::Source(format!(
+                "the source ended the watch: {}",
+                msg.cancel_reason()
+            )));
+        }
+        if let Some(h) = msg.header() {
+            self.newest = self.newest.max(h.revision());
+        }
+        for ev in msg.events() {
+            delta::push_watched(revisions, ev);
+        }
+        Ok(())
     }
 
     fn member_failed(&self, message: String) -> Error {
