@@ -10,8 +10,9 @@
 //! take concurrent requests in any order: one taken too early fails its
 //! compare, writes nothing (a transaction whose compare fails and that has
 //! no other branch changes no revision), and is sent again once everything
-//! before it is confirmed. The first of a window goes without a guard: its
-//! predecessor is already confirmed.
+//! before it is confirmed. The first of a window needs no such guard: its
+//! predecessor is already confirmed. Every one also carries a guard that
+//! holds only until it is applied ([`not_yet`]): nothing lands twice.
 
 use etcd_client::{Client, Compare, CompareOp, Txn};
 use futures::StreamExt;
@@ -54,6 +55,28 @@ pub fn after(prev: &Revision) -> Option<Compare> {
     })
 }
 
+/// The compare that holds until `rev` is applied here: a key it puts has
+/// an older `mod_revision` (or none), a key it deletes still exists. With
+/// it no revision is ever applied twice, not even by a transaction an
+/// earlier pass sent and gave up on while etcd still held it.
+pub fn not_yet(rev: &Revision) -> Option<Compare> {
+    let put = rev.events.iter().find_map(|e| match e {
+        Event::Put { key, .. } => Some(key),
+        Event::Delete { .. } => None,
+    });
+    if let Some(key) = put {
+        return Some(Compare::mod_revision(
+            key.clone(),
+            CompareOp::Less,
+            rev.revision,
+        ));
+    }
+    rev.events.iter().find_map(|e| match e {
+        Event::Delete { key } => Some(Compare::version(key.clone(), CompareOp::Greater, 0)),
+        Event::Put { .. } => None,
+    })
+}
+
 /// Applies `revs` (consecutive, each one past the revision before it)
 /// through `client`, [`WINDOW`] at a time; `on_applied` hears each index
 /// confirmed, in order. A failure of the member is an error after the
@@ -69,10 +92,13 @@ pub async fn apply(
         let end = (next + WINDOW).min(revs.len());
         let mut inflight = FuturesOrdered::new();
         for i in next..end {
-            let guard = (i > next).then(|| after(revs[i - 1])).flatten();
+            let guards: Vec<Compare> = not_yet(revs[i])
+                .into_iter()
+                .chain((i > next).then(|| after(revs[i - 1])).flatten())
+                .collect();
             let mut txn = Txn::new();
-            if let Some(g) = guard {
-                txn = txn.when(vec![g]);
+            if !guards.is_empty() {
+                txn = txn.when(guards);
             }
             let txn = txn.and_then(replay::ops(revs[i]));
             let mut c = client.clone();
@@ -90,6 +116,14 @@ pub async fn apply(
             let rev = revs[i];
             let resp = answer.map_err(|e| format!("applying revision {}: {e}", rev.revision))?;
             if !resp.succeeded() {
+                if i == next {
+                    // Its predecessor is confirmed: it is here already.
+                    return Err(format!(
+                        "revision {} is on the standby already (a transaction an earlier pass \
+                         gave up on): the standby's revision is read again",
+                        rev.revision
+                    ));
+                }
                 retry = true;
                 continue;
             }
@@ -141,5 +175,17 @@ mod tests {
             "a deleted key is absent"
         );
         assert!(after(&rev(9, vec![])).is_none());
+        // Until it is applied: a key put has an older revision, a key
+        // deleted still exists.
+        let g = not_yet(&rev(7, vec![del("a"), put("b")]));
+        assert!(same(
+            g,
+            Compare::mod_revision(b"b".to_vec(), CompareOp::Less, 7)
+        ));
+        let g = not_yet(&rev(8, vec![del("c")]));
+        assert!(same(
+            g,
+            Compare::version(b"c".to_vec(), CompareOp::Greater, 0)
+        ));
     }
 }
