@@ -226,16 +226,6 @@ pub async fn pass<S: BackupStore>(
     Ok(pass)
 }
 
-/// Why a revision that landed at `landed` here means the standby diverged.
-pub fn landed_elsewhere(rev: &Revision, landed: i64) -> String {
-    format!(
-        "source revision {} landed at revision {landed} here: something other than the \
-         standby's applier wrote to it; nothing more is applied (promote it, or create the \
-         standby again)",
-        rev.revision
-    )
-}
-
 /// Whether the standby's data at its revision differs from what the
 /// source's revision `rev` wrote (said in words), or `None` when it holds
 /// it: each key `rev` put holds its value, written at that revision; each

@@ -134,10 +134,7 @@ pub async fn apply(
                 )
             })?;
             if landed != rev.revision {
-                return Ok(Applied::Diverged(
-                    i,
-                    super::apply::landed_elsewhere(rev, landed),
-                ));
+                return Ok(Applied::Diverged(i, landed_elsewhere(rev, landed)));
             }
             on_applied(i);
             confirmed += 1;
@@ -145,6 +142,16 @@ pub async fn apply(
         next = confirmed;
     }
     Ok(Applied::All)
+}
+
+/// Why a revision that landed at `landed` here means the standby diverged.
+pub fn landed_elsewhere(rev: &Revision, landed: i64) -> String {
+    format!(
+        "source revision {} landed at revision {landed} here: something other than the \
+         standby's applier wrote to it; nothing more is applied (promote it, or create the \
+         standby again)",
+        rev.revision
+    )
 }
 
 #[cfg(test)]
