@@ -198,23 +198,45 @@ fn blackhole_until_snapshot_waits_for_the_leaders_compaction() {
     let victim = c.index(&r.member);
     assert_ne!(victim, leader);
     let rt = common::etcd::rt();
-    rt.block_on(async {
-        let client = etcd_client::Client::connect([c.url(leader)], None)
-            .await
-            .expect("client");
-        let mut tasks = Vec::new();
-        for w in 0..16 {
-            let mut kv = client.kv_client();
-            tasks.push(tokio::spawn(async move {
-                for i in 0..360 {
-                    kv.put(format!("k{w}-{i}"), "v", None).await.expect("put");
-                }
-            }));
-        }
-        for t in tasks {
-            t.await.expect("writer");
-        }
-    });
+    // 16 writers, `n` puts each (round `round`'s keys).
+    let writes = |round: usize, n: usize| {
+        rt.block_on(async {
+            let client = etcd_client::Client::connect([c.url(leader)], None)
+                .await
+                .expect("client");
+            let mut tasks = Vec::new();
+            for w in 0..16 {
+                let mut kv = client.kv_client();
+                tasks.push(tokio::spawn(async move {
+                    for i in 0..n {
+                        let key = format!("k{round}-{w}-{i}");
+                        kv.put(key, "v", None).await.expect("put");
+                    }
+                }));
+            }
+            for t in tasks {
+                t.await.expect("writer");
+            }
+        });
+    };
+    writes(0, 360);
+    // The monkey lets the victim back once the leader saves a snapshot
+    // after it saw the leader's index pass the victim's + 5000: on a busy
+    // machine it may look only after the last snapshot of the first
+    // writes, so more come, a snapshot's worth at a time, until it did.
+    let mut round = 0;
+    wait_for(
+        "the leader compacted past the victim, in the fault log",
+        || {
+            let log = std::fs::read_to_string(&f.log).unwrap_or_default();
+            if log.contains("compacted past the victim") {
+                return Some(());
+            }
+            round += 1;
+            writes(round, 7);
+            None
+        },
+    );
     let line = std::fs::read_to_string(f.finish()).expect("log");
     assert!(line.contains("compacted past the victim"), "{line}");
     // etcd's view: the victim received a snapshot and caught up.
