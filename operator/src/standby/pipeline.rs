@@ -6,7 +6,8 @@
 //! Sent ahead, etcd batches them into its raft rounds; what keeps them in
 //! order is a guard on each: a compare that holds only once its
 //! predecessor is applied (a key the predecessor put has the predecessor's
-//! revision as its `mod_revision`; a key it deleted is absent). etcd may
+//! revision as its `mod_revision`; a revision that only deletes has no
+//! such key: the one after it is not sent ahead). etcd may
 //! take concurrent requests in any order: one taken too early fails its
 //! compare, writes nothing (a transaction whose compare fails and that has
 //! no other branch changes no revision), and is sent again once everything
@@ -36,22 +37,18 @@ pub enum Applied {
 
 /// The compare that holds once `prev` is applied here (and until a later
 /// revision changes the key it looks at: none can be applied before the
-/// guarded one).
+/// guarded one): a key `prev` put has `prev`'s revision as its
+/// `mod_revision`. A revision that only deletes has none: "the key is
+/// absent" also holds before the key was created, so the revision after
+/// it is never sent ahead ([`apply`] ends the window there).
 pub fn after(prev: &Revision) -> Option<Compare> {
-    let put = prev.events.iter().find_map(|e| match e {
-        Event::Put { key, .. } => Some(key),
-        Event::Delete { .. } => None,
-    });
-    if let Some(key) = put {
-        return Some(Compare::mod_revision(
+    prev.events.iter().find_map(|e| match e {
+        Event::Put { key, .. } => Some(Compare::mod_revision(
             key.clone(),
             CompareOp::Equal,
             prev.revision,
-        ));
-    }
-    prev.events.iter().find_map(|e| match e {
-        Event::Delete { key } => Some(Compare::version(key.clone(), CompareOp::Equal, 0)),
-        Event::Put { .. } => None,
+        )),
+        Event::Delete { .. } => None,
     })
 }
 
@@ -89,7 +86,13 @@ pub async fn apply(
 ) -> Result<Applied, String> {
     let mut next = 0;
     while next < revs.len() {
-        let end = (next + WINDOW).min(revs.len());
+        // The window: up to WINDOW, each after the first guarded by its
+        // predecessor; one whose predecessor only deletes waits for the
+        // next window.
+        let mut end = next + 1;
+        while end < revs.len() && end - next < WINDOW && after(revs[end - 1]).is_some() {
+            end += 1;
+        }
         let mut inflight = FuturesOrdered::new();
         for i in next..end {
             let guards: Vec<Compare> = not_yet(revs[i])
@@ -163,7 +166,7 @@ mod tests {
     }
 
     #[test]
-    fn the_guard_looks_at_a_key_put_else_at_one_deleted() {
+    fn the_order_guard_looks_at_a_key_put_and_the_once_guard_at_any_key() {
         let put = |k: &str| Event::Put {
             key: k.into(),
             value: b"v".to_vec(),
@@ -176,11 +179,9 @@ mod tests {
             same(g, Compare::mod_revision(b"b".to_vec(), CompareOp::Equal, 7)),
             "a put key holds the revision"
         );
-        let g = after(&rev(8, vec![del("c")]));
-        assert!(
-            same(g, Compare::version(b"c".to_vec(), CompareOp::Equal, 0)),
-            "a deleted key is absent"
-        );
+        // A deleted key is absent before it was created too: no guard (the
+        // next revision waits for it).
+        assert!(after(&rev(8, vec![del("c")])).is_none());
         assert!(after(&rev(9, vec![])).is_none());
         // Until it is applied: a key put has an older revision, a key
         // deleted still exists.
