@@ -128,6 +128,7 @@ impl<P: Platform> Cluster<P> {
                         read_only: Some(false),
                         read_user: None,
                         read_password_file: None,
+                        read_password_secret: None,
                         ..record
                     });
                     self.save_record().await;
@@ -145,12 +146,22 @@ impl<P: Platform> Cluster<P> {
             let secrets = match self.standby_secrets().await {
                 Ok(s) => s,
                 Err(e) => {
-                    tracing::error!("standby: {e}; not following until it can be read-only");
-                    return;
+                    let e = format!("{e}; not following until clients' writes can be refused");
+                    return self.standby_waits(e);
                 }
             };
-            let store = self.platform.backups();
+            let store = match self.platform.standby_reads(&self.name, &location).await {
+                Ok(s) => s,
+                Err(e) => {
+                    return self.standby_waits(format!("cannot read the source's backups: {e}"));
+                }
+            };
             let how = (location, standby.stream.clone());
+            // What kept it from starting is past.
+            let record = StandbyStatus {
+                message: None,
+                ..record
+            };
             self.standby = Some(Applier::start(store, how, record, Some(secrets)));
         }
         if standby.promote
@@ -160,12 +171,34 @@ impl<P: Platform> Cluster<P> {
         }
     }
 
-    /// Offers the ready members to the applier, the leader first: every
-    /// transaction goes through it anyway.
+    /// Why the applier cannot start yet, in the log and in status.
+    fn standby_waits(&mut self, why: String) {
+        tracing::error!("standby: {why}");
+        if let Some(s) = self.record.standby.as_mut() {
+            s.message = Some(why);
+        }
+    }
+
+    /// Offers the ready members to the applier, the leader first (every
+    /// transaction goes through it anyway), where the operator calls them
+    /// (on Kubernetes their pod IPs: the applier runs in the operator's
+    /// process, not in a pod of the cluster's namespace).
     pub(super) fn offer_standby_members(&self, obs: &Observation) {
         if let Some(applier) = &self.standby {
-            applier.offer(self.ready_candidates(obs, true));
+            applier.offer(self.standby_candidates(obs));
         }
+    }
+
+    /// The ready members, the leader first, at the URLs the operator
+    /// calls them at.
+    fn standby_candidates(&self, obs: &Observation) -> Vec<crate::backup::Candidate> {
+        let mut ready = self.ready_candidates(obs, true);
+        for (name, url, _) in &mut ready {
+            if let Some(call) = obs.call_url(name) {
+                *url = call.to_string();
+            }
+        }
+        ready
     }
 
     /// The operator's calls to the members carry root's credentials while
@@ -189,21 +222,21 @@ impl<P: Platform> Cluster<P> {
             .platform
             .standby_password(&self.name, auth::ROOT)
             .await?;
-        let (reader, reader_file) = self
+        let (reader, reader_place) = self
             .platform
             .standby_password(&self.name, auth::READER)
             .await?;
         Ok(auth::Secrets {
             root: crate::etcd::Credentials::new(auth::ROOT, root),
             reader: crate::etcd::Credentials::new(auth::READER, reader),
-            reader_file,
+            reader_place,
         })
     }
 
     /// Turns the standby's etcd auth off through a ready member (spec.standby
     /// removed while no applier runs: after a restart).
     async fn open_writes(&self, obs: &Observation) -> Result<(), String> {
-        let Some(member) = self.ready_candidates(obs, true).into_iter().next() else {
+        let Some(member) = self.standby_candidates(obs).into_iter().next() else {
             return Err("no member is ready".into());
         };
         if !auth::is_on(&member).await.map_err(|e| e.to_string())? {

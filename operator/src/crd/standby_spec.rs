@@ -14,16 +14,17 @@ use super::RestoreLocation;
 /// revision is one transaction here, so this cluster's revision is the
 /// source's at the point applied. Leases are not carried. With `stream`,
 /// the source's changes are applied as its members send them (a watch),
-/// the store's chain taking over whenever the watch cannot go on. Local
-/// platform for now.
+/// the store's chain taking over whenever the watch cannot go on. On
+/// Kubernetes the source's backups must be in an object store.
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct StandbySpec {
     /// The source cluster: its name, as its backups carry it.
     pub cluster: String,
     /// Where the source's backups are, as its `spec.backup.location` says
-    /// (a folder or an object store); default: its default place (local:
-    /// `STATE/backups/CLUSTER`). Read only: nothing is ever written there.
+    /// (a folder or an object store; on Kubernetes an object store);
+    /// default: its default place (local: `STATE/backups/CLUSTER`). Read
+    /// only: nothing is ever written there.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub location: Option<RestoreLocation>,
     /// Promote: apply what is still in the store, stop following and go on
@@ -53,7 +54,8 @@ pub struct StandbyStream {
     pub endpoints: Vec<String>,
     /// For `https://` endpoints: an absolute path to a folder with
     /// `ca.crt` (the CAs the source's members are checked against),
-    /// `tls.crt` and `tls.key` (a client certificate they accept).
+    /// `tls.crt` and `tls.key` (a client certificate they accept). Local
+    /// platform only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls_path: Option<String>,
 }

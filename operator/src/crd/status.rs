@@ -242,10 +242,24 @@ pub struct StandbyStatus {
     /// every key and write none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub read_user: Option<String>,
-    /// The file holding that user's password (in the cluster's state
-    /// folder, owner-only).
+    /// The file holding that user's password (local platform: in the
+    /// cluster's state folder, owner-only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub read_password_file: Option<String>,
+    /// The Secret and key holding that user's password (Kubernetes:
+    /// `CLUSTER-standby-auth`, key `reader.password`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_password_secret: Option<SecretKey>,
+}
+
+/// A key of a Secret in the cluster's namespace.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretKey {
+    /// The Secret's name.
+    pub name: String,
+    /// The key in its data.
+    pub key: String,
 }
 
 /// Where the backups of a cluster stand.

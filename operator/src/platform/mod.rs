@@ -327,6 +327,30 @@ pub trait Platform: TlsStore + Send + Sync + 'static {
     /// The backup store: every backup, check and restore of the controller
     /// goes through it.
     fn backups(&self) -> Arc<Self::Backups>;
+    /// The store a standby's applier reads its source's backups through
+    /// (`location`: the source's, an object store or a folder), several
+    /// times a second, so in the operator's own process and never through
+    /// a Job: the local platform's store. On Kubernetes it reads the
+    /// bucket with the credentials Secret the location names
+    /// (`credentialsSecret`, else the operator's own environment) and
+    /// stages what it reads in the operator's scratch folder. Platforms
+    /// that cannot read a source's backups say so.
+    fn standby_reads(
+        &self,
+        cluster: &str,
+        location: &crate::backup::Location,
+    ) -> impl Future<Output = Result<Arc<local::backups::LocalBackups>>> + Send {
+        let what = format!("cluster {cluster} cannot follow {}", location.owner());
+        async move {
+            Err(Error::Io {
+                what,
+                source: std::io::Error::new(
+                    std::io::ErrorKind::Unsupported,
+                    "this platform reads no source's backups",
+                ),
+            })
+        }
+    }
     /// Takes the cluster's resource, before each reconcile pass and before
     /// any other call about the cluster. `voters` is how many voting
     /// members it had at the last member list read (0: unknown). `active`:

@@ -112,20 +112,20 @@ pub trait TlsStore: Send + Sync {
     }
     /// The password of `user` of a standby's etcd auth
     /// ([`crate::standby::auth`]), made at random and kept the first time
-    /// it is asked for, and where a user reads it. Only the local platform
-    /// keeps them (`spec.standby` is refused on Kubernetes).
+    /// it is asked for, and where a user reads it (a file locally, a
+    /// Secret on Kubernetes).
     fn standby_password(
         &self,
         cluster: &str,
         user: &str,
-    ) -> impl Future<Output = Result<(String, String)>> + Send {
+    ) -> impl Future<Output = Result<(String, crate::standby::auth::PasswordPlace)>> + Send {
         let what = format!("no password for {user} of the standby {cluster}");
         async move {
             Err(crate::platform::Error::Io {
                 what,
                 source: std::io::Error::new(
                     std::io::ErrorKind::Unsupported,
-                    "a standby's auth is kept by the local platform only",
+                    "this platform keeps no standby passwords",
                 ),
             })
         }

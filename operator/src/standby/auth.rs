@@ -36,7 +36,42 @@ pub struct Secrets {
     /// Clients'.
     pub reader: Credentials,
     /// Where a user reads the reader's password.
-    pub reader_file: String,
+    pub reader_place: PasswordPlace,
+}
+
+/// Where a user reads a standby's password: one place, by platform.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PasswordPlace {
+    /// A file of the operator's state folder (local platform).
+    File(String),
+    /// A key of a Secret in the cluster's namespace (Kubernetes).
+    Secret(crate::crd::SecretKey),
+}
+
+impl PasswordPlace {
+    /// Says it in `status`: the file or the Secret, the other unset.
+    pub fn show(&self, status: &mut crate::crd::StandbyStatus) {
+        let (file, secret) = match self {
+            PasswordPlace::File(f) => (Some(f.clone()), None),
+            PasswordPlace::Secret(s) => (None, Some(s.clone())),
+        };
+        status.read_password_file = file;
+        status.read_password_secret = secret;
+    }
+}
+
+/// How long a member's signed token lasts (clients authenticate again
+/// after).
+pub const JWT_TTL: &str = "10m";
+
+/// The `--auth-token` flag of a standby's members: tokens signed (JWT,
+/// ES256) with the key at `private`, checked with `public` (etcd takes no
+/// comma in either path).
+pub fn token_flag(public: &str, private: &str) -> [String; 2] {
+    [
+        "--auth-token".into(),
+        format!("jwt,pub-key={public},priv-key={private},sign-method=ES256,ttl={JWT_TTL}"),
+    ]
 }
 
 /// A failed step of turning auth on or off.

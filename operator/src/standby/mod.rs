@@ -249,7 +249,7 @@ async fn run<S: BackupStore>(
                     update(&status, |st| {
                         st.read_only = Some(true);
                         st.read_user = Some(auth::READER.into());
-                        st.read_password_file = Some(s.reader_file.clone());
+                        s.reader_place.show(st);
                     });
                 }
                 Err(e) => {
@@ -377,6 +377,7 @@ async fn run<S: BackupStore>(
                     st.read_only = Some(false);
                     st.read_user = None;
                     st.read_password_file = None;
+                    st.read_password_secret = None;
                 });
             }
             update(&status, |s| {

@@ -175,8 +175,8 @@ pub(super) fn check(
         if l.persistent_volume_claim.is_some() {
             err(
                 "spec.standby.location.persistentVolumeClaim",
-                "a standby follows its source from a folder or an object store (local platform \
-                 for now); name the source's objectStore or path"
+                "a standby follows its source from a folder or an object store; name the \
+                 source's objectStore (or, on the local platform, its path)"
                     .into(),
             );
             bad = true;

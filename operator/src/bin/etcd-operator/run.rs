@@ -35,7 +35,9 @@ pub(crate) struct RunArgs {
     #[arg(long, env = "ETCD_OPERATOR_MANIFESTS")]
     manifests: Option<PathBuf>,
     /// Folder for members' data and logs, and the operator's records
-    /// (local platform).
+    /// (local platform); on Kubernetes, a writable folder where standbys
+    /// stage what they read of their sources' buckets
+    /// (deploy/base/operator.yaml mounts an emptyDir there).
     #[arg(long, default_value = ".state", env = "ETCD_OPERATOR_STATE_DIR")]
     state_dir: PathBuf,
     /// Folders holding etcd binaries as VERSION/etcd (repeatable); `etcd`
@@ -197,6 +199,7 @@ fn run_kube(args: RunArgs) -> anyhow::Result<ExitCode> {
             image: args.etcd_image,
             backup_image: args.backup_image,
             handover: !args.no_leader_handover,
+            scratch: Some(args.state_dir.clone()),
             metrics,
             health,
         };

@@ -392,6 +392,7 @@ fn options(health: &Arc<Health>) -> crate::controller::kube::Options {
         image: crate::platform::kube::pod::DEFAULT_IMAGE.into(),
         backup_image: None,
         handover: true,
+        scratch: None,
         metrics: Default::default(),
         health: health.clone(),
     }

@@ -32,20 +32,21 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 
+mod checks;
 pub mod elected;
 pub mod lease;
 pub mod watch;
 
+pub use self::checks::{kube_checks, spec_state};
 use super::{Cluster, SpecState};
 use crate::crd::{EtcdCluster, LABEL_MANAGED_BY, MANAGED_BY};
 use crate::etcd::Clients;
 use crate::metrics::Metrics;
 use crate::metrics::server::Health;
 use crate::names::check_cluster_name;
+use crate::platform::kube::KubePlatform;
 use crate::platform::kube::watched::{Watch, Watched};
-use crate::platform::kube::{KubePlatform, KubeVersions};
 use crate::platform::{self, Platform};
-use crate::validate::validate;
 
 /// Timeout of a member's status call (to the pod's IP, in-cluster).
 pub const STATUS_TIMEOUT: Duration = Duration::from_secs(1);
@@ -95,96 +96,15 @@ pub struct Options {
     pub backup_image: Option<String>,
     /// Hand a leader's leadership over before restarting or removing it.
     pub handover: bool,
+    /// A writable folder of the operator's (`--state-dir`), where
+    /// standbys stage what they read of their sources' buckets (`None`:
+    /// standbys cannot follow, and say so).
+    pub scratch: Option<std::path::PathBuf>,
     /// Where every cluster's metrics go.
     pub metrics: Arc<Metrics>,
     /// What `/readyz` says: ready once EtcdCluster resources can be
     /// listed, not ready while the watches fail.
     pub health: Arc<Health>,
-}
-
-/// What only makes sense on another platform, or cannot be done here, as
-/// field errors: a backup folder (backups go to a volume claim or an
-/// object store), a snapshot file path to restore from (name a backup), a
-/// restore into members without volume claims (their data is restored
-/// into the claim before the pod starts).
-pub fn kube_checks(resource: &EtcdCluster) -> Vec<String> {
-    let spec = &resource.spec;
-    let mut errors = Vec::new();
-    let location = spec.backup.as_ref().and_then(|b| b.location.as_ref());
-    if location.is_some_and(|l| l.path.is_some()) {
-        errors.push(
-            "spec.backup.location.path: a folder is where the local platform keeps backups; on \
-             Kubernetes they go to a volume claim (spec.backup.location.persistentVolumeClaim, \
-             default CLUSTER-backups, created when missing) or an object store \
-             (spec.backup.location.objectStore)"
-                .to_string(),
-        );
-    }
-    if let Some(r) = &spec.restore
-        && crate::names::is_snapshot_path(&r.backup)
-    {
-        errors.push(format!(
-            "spec.restore.backup: {} is a file path; on Kubernetes name a backup (as \
-             status.backup.lastBackup shows it), with spec.restore.cluster and \
-             spec.restore.location.persistentVolumeClaim when it is not in CLUSTER-backups",
-            crate::names::quote(&r.backup, 80)
-        ));
-    }
-    if spec
-        .restore
-        .as_ref()
-        .and_then(|r| r.location.as_ref())
-        .is_some_and(|l| l.path.is_some())
-    {
-        errors.push(
-            "spec.restore.location.path: folders are the local platform's; on Kubernetes name \
-             the claim holding the backups in spec.restore.location.persistentVolumeClaim"
-                .to_string(),
-        );
-    }
-    if spec.standby.is_some() {
-        errors.push(
-            "spec.standby: standby clusters run on the local platform for now (their applier \
-             reads the source's backups from the operator's process); on Kubernetes create \
-             the cluster from the source's backup with spec.restore instead"
-                .to_string(),
-        );
-    }
-    let restores = spec.restore.is_some()
-        || spec
-            .recovery
-            .as_ref()
-            .is_some_and(|r| r.restore_from_backup);
-    if restores && spec.storage.policy == crate::crd::StoragePolicy::Ephemeral {
-        errors.push(
-            "spec.storage.policy: Ephemeral members cannot be restored from a backup on Kubernetes (the \
-             data is restored into each member's volume claim before its pod starts); use \
-             Persistent, or drop spec.restore and spec.recovery.restoreFromBackup"
-                .to_string(),
-        );
-    }
-    errors
-}
-
-/// The spec of `resource` as the controller takes it: checked by
-/// [`validate`] (with the versions that have an image) and [`kube_checks`].
-pub fn spec_state(resource: &EtcdCluster) -> SpecState {
-    let name = resource.name_any();
-    let mut errors = Vec::new();
-    let valid =
-        validate(&name, &resource.spec, &KubeVersions).map_err(|e| errors.push(e.to_string()));
-    errors.extend(kube_checks(resource));
-    match valid {
-        Ok(spec) if errors.is_empty() => SpecState::Valid {
-            resource: Box::new(resource.clone()),
-            spec: Box::new(spec),
-            source: None,
-        },
-        _ => SpecState::Invalid {
-            resource: Some(Box::new(resource.clone())),
-            message: errors.join("; "),
-        },
-    }
 }
 
 /// When to come back after a pass that asked for `next`.
@@ -219,6 +139,7 @@ struct Context {
     image: String,
     backup_image: Option<String>,
     handover: bool,
+    scratch: Option<std::path::PathBuf>,
     metrics: Arc<Metrics>,
     clients: Arc<Clients>,
     recorder: Recorder,
@@ -239,7 +160,10 @@ impl Context {
         let p = platforms.entry(namespace.to_string()).or_insert_with(|| {
             let p = KubePlatform::new(self.client.clone(), namespace, &self.image)
                 .with_watched(self.watched.clone());
-            Arc::new(p.with_backup_image(self.backup_image.clone()))
+            Arc::new(
+                p.with_backup_image(self.backup_image.clone())
+                    .with_scratch(self.scratch.clone()),
+            )
         });
         p.clone()
     }
@@ -403,6 +327,7 @@ pub async fn run(
         image: opts.image.clone(),
         backup_image: opts.backup_image.clone(),
         handover: opts.handover,
+        scratch: opts.scratch.clone(),
         metrics: opts.metrics.clone(),
         clients: Arc::new(Clients::new(STATUS_TIMEOUT)),
         recorder: Recorder::new(client, Reporter::from(MANAGER)),

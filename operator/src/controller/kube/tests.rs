@@ -149,6 +149,7 @@ fn context(client: Client) -> Arc<Context> {
         image: crate::platform::kube::pod::DEFAULT_IMAGE.into(),
         backup_image: None,
         handover: true,
+        scratch: None,
         metrics: Arc::default(),
         clients: Arc::new(Clients::new(Duration::from_millis(100))),
         recorder: Recorder::new(client, Reporter::from(MANAGER)),
@@ -352,6 +353,7 @@ async fn an_expired_watch_is_listed_again_at_once() {
         image: crate::platform::kube::pod::DEFAULT_IMAGE.into(),
         backup_image: None,
         handover: true,
+        scratch: None,
         metrics: Default::default(),
         health: Default::default(),
     };

@@ -41,6 +41,7 @@ pub mod proof;
 mod reseed;
 mod restore;
 mod shared;
+pub mod standby;
 pub mod status;
 pub mod tls;
 pub mod trouble;
@@ -129,6 +130,11 @@ pub struct KubePlatform {
     lists: watched::Lists,
     /// The status last written per cluster ([`status`]).
     written: status::Written,
+    /// A writable folder of the operator's own (`--state-dir`): where a
+    /// standby's reads of its source's bucket are staged ([`standby`]).
+    scratch: Option<std::path::PathBuf>,
+    /// The stores standbys read their sources through ([`standby`]).
+    readers: standby::Readers,
 }
 
 impl std::fmt::Debug for KubePlatform {
@@ -156,7 +162,17 @@ impl KubePlatform {
             images: Mutex::default(),
             lists: watched::Lists::default(),
             written: status::Written::default(),
+            scratch: None,
+            readers: standby::Readers::default(),
         }
+    }
+
+    /// Standbys stage what they read of their sources' buckets under
+    /// `dir`, a writable folder of the operator's ([`standby`]); without
+    /// one, a standby says it cannot follow.
+    pub fn with_scratch(mut self, dir: Option<std::path::PathBuf>) -> Self {
+        self.scratch = dir;
+        self
     }
 
     /// Lists of pods and claims are reused while `watched` (fed by the
@@ -304,6 +320,15 @@ impl Platform for KubePlatform {
 
     fn backups(&self) -> Arc<KubeBackups> {
         self.backups.clone()
+    }
+
+    /// In the operator's process ([`standby`]).
+    async fn standby_reads(
+        &self,
+        cluster: &str,
+        location: &crate::backup::Location,
+    ) -> Result<Arc<crate::platform::local::backups::LocalBackups>> {
+        Ok(self.standby_store(cluster, location).await?)
     }
 
     async fn prepare(

@@ -80,12 +80,16 @@ pub fn readiness_path(v: Version) -> &'static str {
 /// platform (so both platforms run etcd alike), listening on every address
 /// of the pod and advertising its DNS names.
 pub fn pod_args(c: &MemberConfig) -> Vec<String> {
-    etcd_args(
+    let mut args = etcd_args(
         c,
         Path::new(DATA_DIR),
         Path::new(TLS_DIR),
         Listen::Everywhere,
-    )
+    );
+    if c.backend.standby {
+        args.extend(super::standby::token_flag());
+    }
+    args
 }
 
 /// The port the readiness probe asks: the client port, or with client
@@ -188,6 +192,9 @@ fn etcd_container(c: &MemberConfig, repository: &str) -> Container {
             ..VolumeMount::default()
         },
     ];
+    if c.backend.standby {
+        mounts.push(super::standby::auth_mount());
+    }
     if has_tls_files(c) {
         mounts.push(VolumeMount {
             name: TLS_VOLUME.into(),
@@ -331,6 +338,9 @@ pub fn member_pod(
     ];
     if has_tls_files(config) {
         volumes.push(tls_volume(member));
+    }
+    if config.backend.standby {
+        volumes.push(super::standby::auth_volume(cluster));
     }
     let mut spec = PodSpec {
         hostname: Some(member.clone()),

@@ -226,6 +226,15 @@ impl TlsStore for KubePlatform {
         Ok(self.apply(&tls_secret_name(member), &s).await?)
     }
 
+    /// In the cluster's `CLUSTER-standby-auth` Secret ([`super::standby`]).
+    async fn standby_password(
+        &self,
+        cluster: &str,
+        user: &str,
+    ) -> Result<(String, crate::standby::auth::PasswordPlace)> {
+        Ok(self.standby_secret_password(cluster, user).await?)
+    }
+
     async fn provided(&self, _cluster: &str, source: &str) -> Result<Provided> {
         let place = format!("secret {}/{source}", self.namespace);
         let s = self.get::<Secret>(source).await?.ok_or_else(|| {

@@ -196,6 +196,10 @@ impl KubePlatform {
                 self.restore_member(cluster, config, source, &reg).await?;
             }
         }
+        if config.backend.standby {
+            // Its pod mounts the members' token signing key.
+            self.standby_auth(cluster).await?;
+        }
         let pod = member_pod(cluster, config, reg.storage, &self.image, &reg.owner);
         self.apply(name, &pod).await
     }

@@ -271,6 +271,15 @@ impl Platform for LocalPlatform {
         self.backups.clone()
     }
 
+    /// The operator's own store: it reads folders and buckets alike.
+    async fn standby_reads(
+        &self,
+        _cluster: &str,
+        _location: &crate::backup::Location,
+    ) -> Result<Arc<LocalBackups>> {
+        Ok(self.backups.clone())
+    }
+
     /// Nothing to do: a member's process and folder are all it needs.
     async fn prepare(
         &self,

@@ -39,8 +39,6 @@ const DIR: &str = "auth";
 /// The members' token signing key, and its public half.
 const JWT_KEY: &str = "jwt.key";
 const JWT_PUB: &str = "jwt.pub";
-/// How long a member's token lasts (clients authenticate again after).
-const JWT_TTL: &str = "10m";
 /// Characters of a new password.
 const LENGTH: usize = 32;
 /// The longest password file read.
@@ -114,10 +112,7 @@ impl LocalPlatform {
                 )),
             );
         }
-        Ok([
-            "--auth-token".into(),
-            format!("jwt,pub-key={public},priv-key={key},sign-method=ES256,ttl={JWT_TTL}"),
-        ])
+        Ok(crate::standby::auth::token_flag(&public, &key))
     }
 }
 

@@ -183,8 +183,13 @@ impl TlsStore for LocalPlatform {
         })
     }
 
-    async fn standby_password(&self, cluster: &str, user: &str) -> Result<(String, String)> {
-        self.standby_password_file(cluster, user)
+    async fn standby_password(
+        &self,
+        cluster: &str,
+        user: &str,
+    ) -> Result<(String, crate::standby::auth::PasswordPlace)> {
+        let (password, file) = self.standby_password_file(cluster, user)?;
+        Ok((password, crate::standby::auth::PasswordPlace::File(file)))
     }
 
     async fn client_files(&self, cluster: &str) -> Result<Option<ClientFiles>> {

@@ -48,6 +48,7 @@ fn options(metrics: &Arc<Metrics>) -> Options {
         image: DEFAULT_IMAGE.into(),
         backup_image: None,
         handover: true,
+        scratch: None,
         metrics: metrics.clone(),
         health: Default::default(),
     }

@@ -29,6 +29,7 @@ mod roll_pods;
 mod rollback;
 mod scale_events;
 mod scenario;
+mod standby;
 mod storage_class;
 mod tls_backups;
 mod trouble;

@@ -253,6 +253,7 @@ async fn the_cluster_role_allows_every_request_the_operator_makes() {
         image: DEFAULT_IMAGE.into(),
         backup_image: None,
         handover: true,
+        scratch: None,
         metrics: Default::default(),
         health: Default::default(),
     };

@@ -19,6 +19,7 @@ async fn run_for(client: kube::Client, secs: u64) {
         image: DEFAULT_IMAGE.into(),
         backup_image: None,
         handover: true,
+        scratch: None,
         metrics: Default::default(),
         health: Default::default(),
     };
