@@ -30,6 +30,7 @@ mod rollback;
 mod scale_events;
 mod scenario;
 mod standby;
+mod standby_boot;
 mod storage_class;
 mod tls_backups;
 mod trouble;
