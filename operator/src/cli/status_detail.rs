@@ -112,6 +112,10 @@ fn backups(out: &mut String, s: &EtcdClusterStatus, now: SystemTime) {
     let Some(b) = s.backup.as_ref() else {
         return;
     };
+    if let Some(w) = &b.waiting {
+        let _ = writeln!(out, "backups: waiting: {}", printable(w));
+        return;
+    }
     let newest = match (&b.last_backup, &b.last_backup_time) {
         (Some(name), Some(t)) => format!(
             "newest {} taken {}{}",
@@ -261,6 +265,15 @@ mod tests {
         });
         let text = details(&c, SystemTime::now());
         assert_eq!(text, "backups: none taken yet; 0 kept\n");
+        c.status = Some(EtcdClusterStatus {
+            backup: Some(BackupStatus {
+                waiting: Some("until promoted".into()),
+                ..BackupStatus::default()
+            }),
+            ..EtcdClusterStatus::default()
+        });
+        let text = details(&c, SystemTime::now());
+        assert_eq!(text, "backups: waiting: until promoted\n");
     }
 
     #[test]

@@ -57,6 +57,12 @@ pub fn backups_failing(b: &BackupStatus) -> Condition {
                 b.damaged.join(", ")
             ),
         ),
+        (None, None) if b.waiting.is_some() => cond(
+            "BackupsFailing",
+            false,
+            "BackupsWaiting",
+            b.waiting.clone().unwrap_or_default(),
+        ),
         (None, None) => cond(
             "BackupsFailing",
             false,

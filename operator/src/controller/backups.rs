@@ -72,12 +72,7 @@ impl<P: Platform> Cluster<P> {
             self.schedule = None;
             return;
         };
-        let promoted = self
-            .record
-            .standby
-            .as_ref()
-            .is_some_and(|s| s.state == crate::standby::state::PROMOTED);
-        if spec.standby.is_some() && !promoted {
+        if self.standby_holds_backups() {
             self.schedule = None;
             return;
         }
@@ -102,6 +97,22 @@ impl<P: Platform> Cluster<P> {
             metrics,
             false,
         ));
+    }
+
+    /// What status says of backups the spec asks for and a standby does
+    /// not take yet.
+    pub(super) fn backups_waiting(&self) -> Option<crate::crd::BackupStatus> {
+        let SpecState::Valid { spec, .. } = &self.spec else {
+            return None;
+        };
+        (spec.backup.is_some() && self.standby_holds_backups()).then(|| crate::crd::BackupStatus {
+            waiting: Some(
+                "a standby takes backups of its own once it is promoted; until then it \
+                     holds its source's revisions, which the source's backups have"
+                    .into(),
+            ),
+            ..crate::crd::BackupStatus::default()
+        })
     }
 
     /// After a rebuild the cluster's history goes on from another point:

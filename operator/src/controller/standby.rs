@@ -251,6 +251,22 @@ impl<P: Platform> Cluster<P> {
 }
 
 impl<P> Cluster<P> {
+    /// Whether the spec names a source and the cluster is not promoted
+    /// yet: it takes no backups of its own (etcd's auth refuses everyone
+    /// but the applier, and it holds its source's revisions, which the
+    /// source's backups have).
+    pub(super) fn standby_holds_backups(&self) -> bool {
+        let SpecState::Valid { spec, .. } = &self.spec else {
+            return false;
+        };
+        let promoted = self
+            .record
+            .standby
+            .as_ref()
+            .is_some_and(|s| s.state == state::PROMOTED);
+        spec.standby.is_some() && !promoted
+    }
+
     /// Whether the standby is being promoted (its applier applies what is
     /// left).
     pub(super) fn standby_promoting(&self) -> bool {

@@ -123,7 +123,11 @@ impl<P: Platform> Cluster<P> {
         Parts {
             resource,
             generation: self.record.generation,
-            backup: self.schedule.as_ref().map(|s| s.status()),
+            backup: self
+                .schedule
+                .as_ref()
+                .map(|s| s.status())
+                .or_else(|| self.backups_waiting()),
             revision: (self.record.last_revision > 0).then_some(self.record.last_revision),
             last_recovery: self.record.last_recovery.clone(),
             restore: self.record.restored.clone(),

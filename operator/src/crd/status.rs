@@ -266,6 +266,10 @@ pub struct SecretKey {
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct BackupStatus {
+    /// Why no backup is taken though `spec.backup` asks (a standby takes
+    /// its own once promoted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<String>,
     /// Name of the newest verified backup.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_backup: Option<String>,

@@ -18,7 +18,7 @@ use super::etcd_pods::EtcdPods;
 use super::fake::fake;
 use super::fixtures::{UID, platform_for, resource_from};
 use super::rbac::collection;
-use super::trouble::{formed, put_record_of, put_resource, resource_path};
+use super::trouble::{condition, formed, put_record_of, put_resource, resource_path};
 use crate::backup::object::ObjectLocation;
 use crate::backup::object::client::StoreEnv;
 use crate::backup::{BackupStore, Location, Source};
@@ -41,6 +41,7 @@ pub(super) const SOURCE_UID: &str = "source-uid-1";
 pub(super) fn spec(s3: &S3Server, promote: bool) -> Value {
     json!({
         "size": 1, "version": "3.5.1", "storage": {"policy": "Persistent"},
+        "backup": {"interval": "1h", "maxBackups": 3},
         "standby": {
             "cluster": "src",
             "promote": promote,
@@ -220,6 +221,18 @@ async fn a_kube_standby_follows_the_bucket_refuses_writes_and_is_promoted() {
         "{st:#}"
     );
     assert!(st.get("readPasswordFile").is_none(), "{st:#}");
+    // spec.backup waits for the promotion, and status says so.
+    let backup = &status["backup"];
+    assert!(
+        backup["waiting"]
+            .as_str()
+            .is_some_and(|w| w.contains("promoted")),
+        "{backup:#}"
+    );
+    assert!(backup.get("lastBackup").is_none(), "{backup:#}");
+    let failing = condition(&fake, "BackupsFailing");
+    assert_eq!(failing["status"], "False", "{failing:#}");
+    assert_eq!(failing["reason"], "BackupsWaiting", "{failing:#}");
 
     // The auth Secret: the cluster's, with both passwords and the key pair.
     let made = fake
