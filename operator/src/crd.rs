@@ -402,7 +402,7 @@ pub use pod_spec::{
     ImageSpec, KUBERNETES_TYPES, MemberPodSpec, PodResources, PodSecurity, kubernetes_type,
 };
 mod standby_spec;
-pub use standby_spec::{StandbySpec, StandbyStream};
+pub use standby_spec::{OnGap, StandbySpec, StandbyStream};
 mod bounds;
 pub mod reference;
 pub use backup_spec::*;

@@ -139,6 +139,8 @@ pub struct Cluster<P> {
     schedule: Option<Schedule>,
     /// The applier of a standby (`spec.standby`), while it follows.
     standby: Option<crate::standby::Applier>,
+    /// When creating the standby again past a gap last failed.
+    rebootstrap_failed: Option<std::time::Instant>,
     revision_saved: Option<Instant>,
     tls: tls::Tls,
     /// Hand a leader's leadership over before restarting or removing it.
@@ -198,6 +200,7 @@ impl<P: Platform> Cluster<P> {
             published: None,
             schedule: None,
             standby: None,
+            rebootstrap_failed: None,
             revision_saved: None,
             tls: tls::Tls::default(),
             handover: true,

@@ -10,12 +10,17 @@ use std::time::SystemTime;
 use super::act::Error;
 use super::{Cluster, SpecState};
 use crate::backup::{BackupStore, Location, RestoreSource};
-use crate::crd::{RestoreStatus, StandbyStatus};
+use crate::crd::{OnGap, RestoreStatus, RevisionRange, StandbyRebootstrap, StandbyStatus};
 use crate::observe::Observation;
-use crate::platform::Notice;
 use crate::platform::Platform;
+use crate::platform::{ClusterRecord, Notice};
 use crate::standby::{Applier, auth, state};
 use crate::validate::standby::Standby;
+
+/// How long after a failed attempt to create the standby again past a gap
+/// the next one is made (each reads the source's newest backup and its
+/// chain).
+const REBOOTSTRAP_RETRY: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Where the source's backups are, as `standby` says, read for `cluster`.
 fn source_location(cluster: &str, standby: &Standby) -> Location {
@@ -136,6 +141,22 @@ impl<P: Platform> Cluster<P> {
             }
             return;
         };
+        if let Some(missing) = self.standby_gap(&standby) {
+            if self
+                .rebootstrap_failed
+                .is_some_and(|at| at.elapsed() < REBOOTSTRAP_RETRY)
+            {
+                return;
+            }
+            match self.rebootstrap_standby(&standby, missing).await {
+                Ok(()) => self.rebootstrap_failed = None,
+                Err(e) => {
+                    tracing::error!("standby: cannot create it again past the gap: {e}");
+                    self.rebootstrap_failed = Some(std::time::Instant::now());
+                }
+            }
+            return;
+        }
         let location = source_location(&self.name, &standby);
         let stream = standby.stream.as_ref();
         if !self
@@ -169,6 +190,101 @@ impl<P: Platform> Cluster<P> {
         {
             a.promote();
         }
+    }
+
+    /// The revisions a stopped standby cannot apply one by one, when the
+    /// spec lets it be created again past them.
+    fn standby_gap(&self, standby: &Standby) -> Option<RevisionRange> {
+        if standby.on_gap != OnGap::Rebootstrap || standby.promote {
+            return None;
+        }
+        let status = self.standby.as_ref()?.status();
+        (status.state == state::STOPPED)
+            .then_some(status.missing)
+            .flatten()
+    }
+
+    /// Creates the standby again past a gap in its source's chains: from
+    /// the source's newest good backup (with its chain replayed), once it
+    /// is past the gap; the applier stops, the members' data is moved
+    /// aside (never deleted) and the cluster bootstraps from that backup
+    /// as a new standby does. Status and a Warning Event say which
+    /// revisions it never applied one by one.
+    async fn rebootstrap_standby(
+        &mut self,
+        standby: &Standby,
+        missing: RevisionRange,
+    ) -> Result<(), Error> {
+        let before = self.record.clone();
+        let source = self.standby_source(standby).await.inspect_err(|_| {
+            self.record = before.clone();
+        })?;
+        let store = self.platform.backups();
+        let (backup, revision) = match (&self.record.restored, &self.record.standby) {
+            (Some(r), Some(s)) => (r.backup.clone(), s.applied_revision),
+            _ => (String::new(), 0),
+        };
+        let uid = |r: &ClusterRecord| r.standby.as_ref().and_then(|s| s.source_uid.clone());
+        let refused = if uid(&self.record) != uid(&before) {
+            Some(format!(
+                "the source's newest good backup ({backup}) is another cluster's (uid {:?}; this \
+                 standby follows {:?}): never followed",
+                uid(&self.record),
+                uid(&before)
+            ))
+        } else if revision < missing.to {
+            Some(format!(
+                "the source's newest good backup ({backup}) holds revision {revision}, not past \
+                 the gap (revisions {} to {}): waiting for a newer one",
+                missing.from, missing.to
+            ))
+        } else {
+            None
+        };
+        if let Some(why) = refused {
+            store.close_restore(&source).await;
+            self.record = before;
+            return Err(Error::NoStandbySource(why));
+        }
+        self.standby = None;
+        let now = SystemTime::now();
+        let tag = humantime::format_rfc3339_seconds(now)
+            .to_string()
+            .replace(':', "");
+        let old_data = match self.platform.retire_members(&self.name, &tag).await {
+            Ok(d) => d,
+            Err(e) => {
+                store.close_restore(&source).await;
+                self.record = before;
+                return Err(e.into());
+            }
+        };
+        self.record.bootstrapped = false;
+        self.record.reseeding = None;
+        self.record.initial.clear();
+        self.record.last_revision = revision;
+        let source_name = standby.source().to_string();
+        if let Some(s) = self.record.standby.as_mut() {
+            s.rebootstrapped = Some(StandbyRebootstrap {
+                at: humantime::format_rfc3339_seconds(now).to_string(),
+                skipped: missing,
+                backup: backup.clone(),
+                revision,
+                old_data: old_data.clone(),
+            });
+        }
+        self.save_record().await;
+        let message = format!(
+            "revisions {} to {} of {source_name} are in no chain in its store: the standby is \
+             created again from its backup {backup} at revision {revision} (every key as the \
+             source held it there; those revisions were never applied one by one, so a watch of \
+             the standby never saw them); the old members' data is kept: {old_data}",
+            missing.from, missing.to
+        );
+        tracing::warn!("{message}");
+        let notice = Notice::warning("StandbyRebootstrapped", message);
+        self.platform.announce(&self.name, &notice).await;
+        Ok(())
     }
 
     /// Why the applier cannot start yet, in the log and in status.

@@ -42,6 +42,33 @@ pub struct StandbySpec {
     /// created from them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream: Option<StandbyStream>,
+    /// What to do when the source's revisions after the standby's are in
+    /// no chain of its store (a segment lost, the chain the standby was
+    /// reading deleted by the source's retention) while a newer full
+    /// backup is there: `Stop` (default: stop there and say which
+    /// revisions are missing) or `Rebootstrap` (create the standby again
+    /// from the source's newest good backup, its old data kept aside, and
+    /// say in `status.standby.rebootstrapped` and a Warning Event which
+    /// revisions it never applied one by one).
+    #[serde(default, skip_serializing_if = "OnGap::is_stop")]
+    pub on_gap: OnGap,
+}
+
+/// [`StandbySpec::on_gap`].
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum OnGap {
+    /// Stop at the gap, saying which revisions are missing.
+    #[default]
+    Stop,
+    /// Create the standby again from the source's newest good backup.
+    Rebootstrap,
+}
+
+impl OnGap {
+    /// The default.
+    pub fn is_stop(&self) -> bool {
+        *self == OnGap::Stop
+    }
 }
 
 /// Where the source's members answer, for [`StandbySpec::stream`].

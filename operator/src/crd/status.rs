@@ -246,10 +246,50 @@ pub struct StandbyStatus {
     /// cluster's state folder, owner-only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub read_password_file: Option<String>,
+    /// Revisions of the source in no chain of its store while a newer
+    /// full backup is there: the standby cannot apply them one by one
+    /// (it stopped before them, or is created again past them with
+    /// `spec.standby.onGap: Rebootstrap`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missing: Option<RevisionRange>,
+    /// The last time the standby was created again from a newer backup of
+    /// its source (`spec.standby.onGap: Rebootstrap`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rebootstrapped: Option<StandbyRebootstrap>,
     /// The Secret and key holding that user's password (Kubernetes:
     /// `CLUSTER-standby-auth`, key `reader.password`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub read_password_secret: Option<SecretKey>,
+}
+
+/// Revisions `from` to `to`, both included.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RevisionRange {
+    /// The first.
+    pub from: i64,
+    /// The last.
+    pub to: i64,
+}
+
+/// A standby created again from a newer backup of its source, past a gap
+/// in the source's chains.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StandbyRebootstrap {
+    /// When (RFC 3339).
+    pub at: String,
+    /// The source's revisions that were in no chain: never applied one by
+    /// one (the standby holds every key as the source held it at
+    /// `revision`, but a watch of the standby never saw these changes).
+    pub skipped: RevisionRange,
+    /// The backup it was created from again, and the revision it holds
+    /// (its chain replayed).
+    pub backup: String,
+    /// The revision the standby was created at.
+    pub revision: i64,
+    /// Where the old members' data was moved (never deleted).
+    pub old_data: String,
 }
 
 /// A key of a Secret in the cluster's namespace.

@@ -46,6 +46,8 @@ pub struct Pass {
     pub pending_ms: Option<u64>,
     /// Why it cannot go on: the state to say and the reason.
     pub stop: Option<(&'static str, String)>,
+    /// The source's revisions in no chain, when that is why.
+    pub missing: Option<(i64, i64)>,
     /// How the source's changes arrived ([`super::VIA_STORE`],
     /// [`super::VIA_STREAM`]).
     pub via: &'static str,
@@ -68,6 +70,9 @@ impl Pass {
             (_, Some(ms)) => i64::try_from(now.saturating_sub(ms)).unwrap_or(i64::MAX),
             (_, None) => s.lag_ms,
         };
+        s.missing = self
+            .missing
+            .map(|(from, to)| crate::crd::RevisionRange { from, to });
         match &self.stop {
             Some((st, why)) => {
                 if s.state != state::PROMOTING {
@@ -161,6 +166,7 @@ pub async fn pass<S: BackupStore>(
         via: super::VIA_STORE,
         newest: (found.newest_revision, found.newest_ms),
         stop: found.stop.map(|why| (state::STOPPED, why)),
+        missing: found.missing,
         ..Pass::default()
     };
     let Some(chain) = found.chain else {

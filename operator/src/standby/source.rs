@@ -99,6 +99,9 @@ pub struct Found {
     pub newest_ms: Option<u64>,
     /// Why the standby cannot go on, when it cannot.
     pub stop: Option<String>,
+    /// The revisions in no chain, when that is why (a newer full backup
+    /// is past them).
+    pub missing: Option<(i64, i64)>,
 }
 
 impl Found {
@@ -188,6 +191,7 @@ pub async fn find<S: BackupStore>(
                     .cut
                     .clone()
                     .unwrap_or_else(|| "it ends there".to_string());
+                found.missing = Some((after + 1, n.revision));
                 found.stop = Some(format!(
                     "revisions {} to {} of {} are in no chain in the store (the chain of {} \
                      holds up to {}: {why}; the next full backup, {}, holds {}): the standby \
@@ -218,12 +222,12 @@ pub async fn find<S: BackupStore>(
     if found.chain.is_none() && found.stop.is_none() {
         if let Some(why) = other {
             found.stop = Some(why);
-        } else if ours.iter().all(|m| m.revision > after) && !ours.is_empty() {
+        } else if let Some(oldest) = ours.last().filter(|m| m.revision > after) {
+            found.missing = Some((after + 1, oldest.revision));
             found.stop = Some(format!(
                 "the source's backups no longer reach back to revision {after} (the oldest \
                  kept, {}, holds {}): the standby stops there",
-                ours.last().map_or("", |m| m.name.as_str()),
-                ours.last().map_or(0, |m| m.revision)
+                oldest.name, oldest.revision
             ));
         }
     }
@@ -352,6 +356,7 @@ mod tests {
                 .await
                 .expect("found");
             assert!(f.stop.is_some_and(|s| s.contains("revisions 21 to 40")));
+            assert_eq!(f.missing, Some((21, 40)));
         }
     }
 
@@ -446,6 +451,7 @@ mod tests {
         let f = find(25).await;
         let stop = f.stop.expect("a gap");
         assert!(stop.contains("revisions 26 to 40"), "{stop}");
+        assert_eq!(f.missing, Some((26, 40)));
         // The source re-created under its name: not followed.
         backup(
             &dir,
@@ -456,6 +462,7 @@ mod tests {
             &[],
         );
         let f = find(40).await;
+        assert_eq!(f.missing, None, "another source is no gap");
         assert!(f.stop.is_some_and(|s| s.contains("re-created")));
     }
 

@@ -16,6 +16,8 @@ pub struct Standby {
     pub promote: bool,
     /// Follow the source live from these members (`spec.standby.stream`).
     pub stream: Option<Stream>,
+    /// What to do at a gap in the source's chains (`spec.standby.onGap`).
+    pub on_gap: crate::crd::OnGap,
 }
 
 /// A checked `spec.standby.stream`.
@@ -34,7 +36,8 @@ const MAX_ENDPOINTS: usize = 9;
 pub fn check_endpoint(e: &str) -> Result<(), String> {
     let bad = |why: &str| {
         format!(
-            "{e:?} {why}; write a source member's client URL as http://HOST:PORT or              https://HOST:PORT (etcd-operator status SOURCE lists them)"
+            "{e:?} {why}; write a source member's client URL as http://HOST:PORT or \
+             https://HOST:PORT (etcd-operator status SOURCE lists them)"
         )
     };
     let rest = e
@@ -100,7 +103,8 @@ fn stream(s: &crate::crd::StandbyStream, err: &mut impl FnMut(&str, String)) -> 
         (true, None) => {
             err(
                 "spec.standby.stream.tlsPath",
-                "is needed for https:// endpoints: an absolute path to a folder with ca.crt,                  tls.crt and tls.key (a client certificate the source's members accept)"
+                "is needed for https:// endpoints: an absolute path to a folder with ca.crt, \
+                 tls.crt and tls.key (a client certificate the source's members accept)"
                     .into(),
             );
             ok = false;
@@ -207,6 +211,7 @@ pub(super) fn check(
         },
         promote: s.promote,
         stream,
+        on_gap: s.on_gap,
     })
 }
 
