@@ -221,6 +221,23 @@ impl Settings {
         .collect()
     }
 
+    /// Whether a member running these settings needs no restart for
+    /// `wanted`: they are equal, or differ only in a standby's larger
+    /// transaction limits (and, on Kubernetes, its token signing key) that
+    /// `wanted` no longer asks for, `spec.standby` removed on promotion.
+    /// Harmless once etcd's auth is off, they go at the member's next
+    /// restart for another reason, so that promoting never restarts a
+    /// member (a cluster of one could not be restarted without losing its
+    /// quorum).
+    pub fn serves(&self, wanted: &Settings) -> bool {
+        if self == wanted {
+            return true;
+        }
+        let mut relaxed = self.clone();
+        relaxed.backend.standby &= wanted.backend.standby;
+        relaxed == *wanted
+    }
+
     /// Writes these settings into `config`.
     pub fn apply(&self, config: &mut MemberConfig) {
         config.version = self.version;
@@ -286,5 +303,27 @@ mod tests {
             }),
             ["spec.pod"]
         );
+    }
+
+    /// A member keeps a promoted standby's limits without a restart, and
+    /// only those: becoming a standby, or anything else besides, is a
+    /// restart.
+    #[test]
+    fn a_promoted_standbys_limits_wait_for_the_next_restart() {
+        let wanted = Settings {
+            version: "3.4.23".parse().expect("a version"),
+            tuning: Tuning::default(),
+            backend: Backend::default(),
+            pod: PodSettings::default(),
+        };
+        let mut standby = wanted.clone();
+        standby.backend.standby = true;
+        assert!(wanted.serves(&wanted));
+        assert!(standby.serves(&wanted), "promoted: no restart");
+        assert_eq!(standby.changed(&wanted), ["spec.standby"]);
+        assert!(!wanted.serves(&standby), "to a standby: a restart");
+        let mut tuned = standby.clone();
+        tuned.tuning = Tuning::new(Some(25), None);
+        assert!(!tuned.serves(&wanted), "another change besides");
     }
 }

@@ -7,11 +7,12 @@ use super::{Desired, Member, RestartWhy, Runtime, Step, View, Wait, member_order
 impl View<'_> {
     /// Whether a member runs another version or other settings than the
     /// spec asks for: one comparison of everything etcd takes only at start
-    /// ([`crate::member::Settings`]), so a new such field cannot be missed.
+    /// ([`crate::member::Settings::serves`]), so a new such field cannot be
+    /// missed.
     pub(super) fn behind(m: &Member, d: &Desired) -> bool {
         m.platform
             .as_ref()
-            .is_some_and(|p| p.settings() != d.settings())
+            .is_some_and(|p| !p.settings().serves(&d.settings()))
     }
 
     /// Next member to move to the spec's version and settings (a restart
