@@ -314,6 +314,7 @@ impl Config {
             Target::Majority => "a majority of the members",
             Target::Operator => "the operator",
             Target::Store => "the object store",
+            Target::Applier => "the member a standby's applier writes through (its leader)",
         };
         let mut line = format!(
             "seed {seed} (replay with --seed {seed}); every {}",

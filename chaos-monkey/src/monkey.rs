@@ -316,6 +316,11 @@ impl<P: Platform> Run<'_, P> {
                 return Ok(());
             }
         };
+        let mut observed = observed;
+        if cfg.target == Target::Applier {
+            let standbys = self.platform.standbys(&names).await;
+            observed.retain(|c| standbys.contains(&c.name));
+        }
         let views: Vec<_> = observed.iter().map(|c| c.view()).collect();
         let picks = select::choose(cfg.seed, tick, &views, cfg.target, budget);
         tracing::debug!(
@@ -336,6 +341,10 @@ impl<P: Platform> Run<'_, P> {
                     "no running leader is known (down, too young, or no member answered)"
                 }
                 Target::Follower => "no running follower is known",
+                Target::Applier => {
+                    "no selected cluster is a standby following its source with a running \
+                     leader"
+                }
                 Target::Minority => {
                     "each selected cluster would lose quorum (members are down or paused)"
                 }

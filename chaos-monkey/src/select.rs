@@ -30,6 +30,11 @@ pub enum Target {
     /// The object store the backups go to (`--store-addr`): its process
     /// paused, a store that stops answering (local platform).
     Store,
+    /// The member a standby's applier writes through: the leader of one
+    /// random selected cluster that is a standby still following its
+    /// source (its published `status.standby`); every source revision is a
+    /// transaction sent there.
+    Applier,
 }
 
 impl Target {
@@ -43,6 +48,7 @@ impl Target {
             Target::Majority => "majority",
             Target::Operator => "operator",
             Target::Store => "store",
+            Target::Applier => "applier",
         }
     }
 }
@@ -136,7 +142,9 @@ pub fn choose(
     let mut rng = Rng::for_tick(seed, tick, Stream::Victims);
     let mut picks = match target {
         Target::Random => one_of(&mut rng, clusters, |_| true),
-        Target::Leader => one_of(&mut rng, clusters, |m| m.role == Role::Leader),
+        // The monkey hands over the standbys alone (the published status
+        // says which): their leader takes the applier's transactions.
+        Target::Leader | Target::Applier => one_of(&mut rng, clusters, |m| m.role == Role::Leader),
         Target::Follower => one_of(&mut rng, clusters, |m| m.role == Role::Follower),
         Target::Minority => group(&mut rng, clusters, ClusterView::safe_losses),
         Target::Majority => group(&mut rng, clusters, |c| c.members.len() / 2 + 1),

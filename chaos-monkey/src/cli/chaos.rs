@@ -28,9 +28,11 @@ pub struct Chaos {
     /// Which members a tick hits: `random` (one member), `leader`,
     /// `follower`, `minority` ((N-1)/2 members of one cluster: the most it
     /// can lose and keep quorum), `majority` (more than half: needs
-    /// --allow-quorum-loss), `operator` (the operator itself) or `store`
+    /// --allow-quorum-loss), `operator` (the operator itself), `store`
     /// (the object store at --store-addr that backups go to; local, with
-    /// --fault pause: a store that stops answering for --pause-for).
+    /// --fault pause: a store that stops answering for --pause-for) or
+    /// `applier` (the leader of a standby still following its source, as
+    /// the operator published it: the member its applier writes through).
     #[arg(
         long,
         value_enum,

@@ -15,6 +15,8 @@ use crate::target::{Observed, ObservedCluster, Operator};
 #[derive(Default)]
 struct Fake {
     clusters: BTreeMap<String, Vec<(String, Role)>>,
+    /// The clusters that are standbys following a source.
+    standbys: HashSet<String>,
     stopped: Mutex<HashSet<MemberKey>>,
     calls: Mutex<Vec<String>>,
     fail: bool,
@@ -43,6 +45,14 @@ impl Fake {
 
 impl Platform for Fake {
     type Handle = MemberKey;
+
+    async fn standbys(&self, clusters: &[String]) -> HashSet<String> {
+        clusters
+            .iter()
+            .filter(|c| self.standbys.contains(*c))
+            .cloned()
+            .collect()
+    }
 
     async fn clusters(&self) -> Result<Vec<String>, target::Error> {
         Ok(self.clusters.keys().cloned().collect())
@@ -220,6 +230,39 @@ async fn max_faults_bounds_the_run() {
     assert_eq!((s.stop, s.ticks, log.faults()), (Stop::MaxFaults, 5, 5));
     assert_eq!(fake.calls().len(), 5);
     assert!(log.records().iter().all(|r| r.injected()));
+}
+
+/// `--target applier` hits the leader of a standby still following (the
+/// member its applier writes through), never the source; with no such
+/// standby, nothing.
+#[tokio::test(start_paused = true)]
+async fn the_applier_target_hits_the_leader_of_a_following_standby_only() {
+    let mut fake = Fake::new(&[("src", 3), ("dr", 3)]);
+    fake.standbys.insert("dr".into());
+    let cfg = Config {
+        target: Target::Applier,
+        ..config()
+    };
+    let (r, log) = go(&fake, &cfg).await;
+    r.expect("run");
+    assert_eq!(log.faults(), 5);
+    assert!(
+        log.records()
+            .iter()
+            .all(|r| r.cluster == "dr" && r.member == "dr-1"),
+        "{:?}",
+        victims(&log)
+    );
+    let none = Fake::new(&[("src", 3), ("dr", 3)]);
+    let cfg = Config {
+        duration: Some(Duration::from_secs(95)),
+        max_faults: None,
+        ..cfg
+    };
+    let (r, log) = go(&none, &cfg).await;
+    r.expect("run");
+    assert_eq!(log.faults(), 0, "{:?}", victims(&log));
+    assert!(none.calls().is_empty());
 }
 
 #[tokio::test(start_paused = true)]

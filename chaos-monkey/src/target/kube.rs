@@ -301,6 +301,17 @@ impl Kube {
 impl Platform for Kube {
     type Handle = Handle;
 
+    /// From each cluster's resource.
+    async fn standbys(&self, clusters: &[String]) -> HashSet<String> {
+        let mut out = HashSet::new();
+        for c in clusters {
+            if super::following(self.published(c).await.as_ref()) {
+                out.insert(c.clone());
+            }
+        }
+        out
+    }
+
     async fn clusters(&self) -> Result<Vec<String>, Error> {
         let pods = self.list(&self.member_selector(None)).await?;
         let mut names: Vec<String> = pods

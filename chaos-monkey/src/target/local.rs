@@ -272,6 +272,21 @@ impl Local {
 impl Platform for Local {
     type Handle = Handle;
 
+    /// From each cluster's published status file.
+    async fn standbys(&self, clusters: &[String]) -> HashSet<String> {
+        clusters
+            .iter()
+            .filter(|c| {
+                let status: Option<etcd_operator::crd::EtcdCluster> =
+                    etcd_operator::platform::local::layout::read_json(&self.layout.status_path(c))
+                        .ok()
+                        .flatten();
+                super::following(status.as_ref().and_then(|s| s.status.as_ref()))
+            })
+            .cloned()
+            .collect()
+    }
+
     async fn clusters(&self) -> Result<Vec<String>, Error> {
         self.layout.cluster_names().map_err(io_err(format!(
             "cannot list the clusters under {}",

@@ -163,6 +163,12 @@ pub trait Platform: Send + Sync {
         now: SystemTime,
     ) -> impl Future<Output = Result<Vec<ObservedCluster<Self::Handle>>, Error>> + Send;
 
+    /// Which of `clusters` are standbys still following their source, as
+    /// the operator published them (`status.standby`, not `Promoted`): the
+    /// clusters `--target applier` aims at. A status that cannot be read
+    /// counts as no standby.
+    fn standbys(&self, clusters: &[String]) -> impl Future<Output = HashSet<String>> + Send;
+
     /// Injects `fault` (kill, destroy or pause) into the process or pod.
     fn inject(
         &self,
@@ -218,6 +224,13 @@ pub trait Platform: Send + Sync {
         options: &FaultOptions,
         rng: Rng,
     ) -> impl Future<Output = Result<String, Error>> + Send;
+}
+
+/// Whether `status` is a standby's still following its source.
+pub fn following(status: Option<&etcd_operator::crd::EtcdClusterStatus>) -> bool {
+    status
+        .and_then(|s| s.standby.as_ref())
+        .is_some_and(|s| s.state != etcd_operator::standby::state::PROMOTED)
 }
 
 /// Whether a member that started at `started` is old enough to be hit.
