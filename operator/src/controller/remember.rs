@@ -33,6 +33,14 @@ impl<P: Platform> Cluster<P> {
             dirty |= stale;
         }
         if dirty {
+            // A standby's progress too: an operator restarted while it is
+            // out of reach starts from about here, not from its bootstrap.
+            if let Some(a) = &self.standby {
+                let now = a.status();
+                if now.state != crate::standby::state::PROMOTED {
+                    self.record.standby = Some(now);
+                }
+            }
             self.revision_saved = Some(Instant::now());
             self.save_record().await;
         }

@@ -157,6 +157,17 @@ pub async fn disable(member: &Candidate, root: &Credentials) -> Result<bool, Err
     Ok(true)
 }
 
+/// The standby's revision, as its member says: asked as `root` while
+/// etcd's auth is on, without credentials once it is off.
+pub async fn revision(member: &Candidate, root: &Credentials) -> Result<i64, Error> {
+    let on = is_on(member).await?;
+    let mut c = connect(member, on.then_some(root), "connecting").await?;
+    replay::head(&mut c)
+        .await
+        .map(|(r, _)| r)
+        .map_err(|e| fail(member, "reading its revision", e))
+}
+
 /// Adds `who` with its password, or sets the password of the user there.
 async fn user(c: &mut Client, who: &Credentials) -> Result<(), etcd_client::Error> {
     match c.user_add(who.user(), who.password(), None).await {

@@ -223,10 +223,38 @@ async fn run<S: BackupStore>(
     // The store's passes' client of a member (dropped after a failure).
     let mut conn: apply::Conn = None;
     let mut left_at: Option<i64> = None;
+    // Whether etcd's auth was found on or off (asked once when promoting
+    // before it was ever turned on here).
+    let mut auth_known = false;
     loop {
         let promote = *promoting.borrow_and_update();
         if promote {
             update(&status, |s| s.state = state::PROMOTING.into());
+        }
+        // Asked to promote before it ever turned auth on (an operator
+        // restarted with `promote: true`): whether auth is on is asked of
+        // etcd, and while it is, every call carries root's credentials.
+        if let Some(s) = secrets
+            .as_ref()
+            .filter(|_| promote && held(&auth).is_none() && !auth_known)
+        {
+            let Some(member) = sources.pick().await else {
+                continue;
+            };
+            match auth::is_on(&member).await {
+                Ok(on) => {
+                    auth_known = true;
+                    if on {
+                        *auth.lock().unwrap_or_else(|e| e.into_inner()) = Some(s.root.clone());
+                        conn = None;
+                        if let Some(l) = live.as_mut() {
+                            l.set_auth(Some(s.root.clone()));
+                        }
+                    }
+                }
+                // The pass says why the member does not answer.
+                Err(e) => tracing::debug!("promoting: whether auth is on is not known yet: {e}"),
+            }
         }
         // Clients may only read a standby: etcd's auth on first.
         if let Some(s) = secrets
@@ -361,9 +389,31 @@ async fn run<S: BackupStore>(
             // Everyone's writes from now on: etcd's auth off.
             if let Some(s) = &secrets {
                 let opened = match sources.pick().await {
-                    Some(m) => auth::disable(&m, &s.root).await.map_err(|e| e.to_string()),
+                    Some(m) => {
+                        // What it holds, in its own word, before anyone
+                        // else may write.
+                        let held = auth::revision(&m, &s.root).await.ok();
+                        auth::disable(&m, &s.root)
+                            .await
+                            .map(|_| held)
+                            .map_err(|e| e.to_string())
+                    }
                     None => Err("no member of the standby is ready".into()),
                 };
+                if let Ok(Some(held)) = opened {
+                    update(&status, |st| {
+                        if held != st.applied_revision {
+                            tracing::info!(
+                                said = st.applied_revision,
+                                held,
+                                "promoting: the standby's own revision is taken"
+                            );
+                            st.applied_revision = held;
+                            // When the source wrote it is not known.
+                            st.applied_time = None;
+                        }
+                    });
+                }
                 if let Err(e) = opened {
                     sources.failed();
                     tracing::warn!("promoting: cannot turn etcd's auth off (will retry): {e}");
