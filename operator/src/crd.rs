@@ -407,5 +407,7 @@ mod bounds;
 pub mod reference;
 pub use backup_spec::*;
 pub use bounds::{field_bounds, spec_field_bounds};
+mod standby_status;
 mod status;
+pub use standby_status::*;
 pub use status::*;
