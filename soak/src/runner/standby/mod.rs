@@ -56,6 +56,7 @@ pub(super) fn cluster(primary: &ClusterSpec, sb: &Standby, endpoints: &[String])
                     endpoints: endpoints.to_vec(),
                     tls_path: None,
                 }),
+                ..StandbySpec::default()
             }),
             ..EtcdClusterSpec::minimal(sb.size, &primary.spec.version)
         },
