@@ -62,6 +62,19 @@ pub fn details(cluster: &EtcdCluster, now: SystemTime) -> String {
                 .as_deref()
                 .map_or(String::new(), |m| format!("; {}", printable(m)))
         );
+        if let Some(r) = &sb.rebootstrapped {
+            let _ = writeln!(
+                out,
+                "  created again {} from {} at revision {}: revisions {} to {} never applied \
+                 one by one; old data in {}",
+                when(&r.at, now),
+                printable(&r.backup),
+                r.revision,
+                r.skipped.from,
+                r.skipped.to,
+                printable(&r.old_data)
+            );
+        }
     }
     if let Some(r) = &s.last_recovery {
         let _ = writeln!(
@@ -296,6 +309,23 @@ mod tests {
             text,
             "standby of prod: Following, at revision 120 (written by the source 2026-12-06T10:00:00.000Z \
              (2s ago)); 4 revisions known and not applied, the first written 1.5 s ago\n"
+        );
+        if let Some(sb) = c.status.as_mut().and_then(|s| s.standby.as_mut()) {
+            sb.rebootstrapped = Some(crate::crd::StandbyRebootstrap {
+                at: "2026-12-06T09:59:00Z".into(),
+                skipped: crate::crd::RevisionRange { from: 90, to: 110 },
+                backup: "prod.u-1".into(),
+                revision: 110,
+                old_data: "/s/clusters/dr/lost-1".into(),
+            });
+        }
+        let text = details(&c, at("2026-12-06T10:00:02Z"));
+        assert!(
+            text.ends_with(
+                "\n  created again 2026-12-06T09:59:00Z (1m 2s ago) from prod.u-1 at revision 110: \
+                 revisions 90 to 110 never applied one by one; old data in /s/clusters/dr/lost-1\n"
+            ),
+            "{text}"
         );
     }
 }
