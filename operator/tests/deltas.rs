@@ -12,7 +12,7 @@ use etcd_operator::backup::{self, BackupMeta, BackupStore, Location, chain};
 use etcd_operator::crd::RecoverySource;
 use etcd_operator::platform::local::backups::LocalBackups;
 use etcd_operator::platform::local::binaries::Binaries;
-use etcd_operator::testing::acked::{Writer, read_prefix};
+use etcd_operator::testing::acked::{Writer, not_found, read_prefix};
 use etcd_operator::testing::{Env, binaries, client_urls, kill9, manifest};
 
 /// The segment interval of these tests.
@@ -86,10 +86,7 @@ fn a_burst_after_the_last_full_backup_survives_a_rebuild_but_the_last_segment() 
     assert_eq!(r.seed_revision, r.replayed_revision, "{r:?}");
     assert_eq!(r.replay_problem, None, "{r:?}");
     let found: HashMap<String, String> = read_prefix(&client_urls(&c), "w/").into_iter().collect();
-    let missing: Vec<_> = acked
-        .iter()
-        .filter(|a| found.get(&a.key) != Some(&a.value))
-        .collect();
+    let missing = not_found(&acked, &found);
     // Every write the replayed segments hold is back, exactly.
     let behind: Vec<_> = missing
         .iter()
@@ -356,9 +353,8 @@ fn a_new_cluster_restored_from_a_backup_replays_its_segments() {
     assert!(r.last_segment_time.is_some(), "{r:?}");
     assert_eq!(r.replay_problem, None, "{r:?}");
     let found: HashMap<String, String> = read_prefix(&client_urls(&c), "w/").into_iter().collect();
-    let missing: Vec<_> = acked
-        .iter()
-        .filter(|a| found.get(&a.key) != Some(&a.value))
+    let missing: Vec<_> = not_found(&acked, &found)
+        .into_iter()
         .map(|a| (&a.key, a.revision))
         .collect();
     println!(

@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use etcd_operator::crd::RecoverySource;
-use etcd_operator::testing::acked::{Writer, read_prefix};
+use etcd_operator::testing::acked::{Writer, not_found, read_prefix};
 use etcd_operator::testing::azure::Azurite;
 use etcd_operator::testing::s3::S3Server;
 use etcd_operator::testing::{client_urls, kill9, manifest};
@@ -248,10 +248,7 @@ fn rebuilt_from_the_bucket(place: &Place) {
     assert_eq!(r.backup, base.name, "{r:?}");
     assert!(r.replayed_segments >= 3, "{r:?}");
     let found: HashMap<String, String> = read_prefix(&client_urls(&c), "w/").into_iter().collect();
-    let missing: Vec<_> = acked
-        .iter()
-        .filter(|a| found.get(&a.key) != Some(&a.value))
-        .collect();
+    let missing = not_found(&acked, &found);
     let behind = missing
         .iter()
         .filter(|a| a.revision <= r.replayed_revision)

@@ -22,7 +22,7 @@ mod standby;
 use std::collections::HashMap;
 use std::time::Instant;
 
-use etcd_operator::testing::acked::{Writer, read_prefix, read_prefix_as};
+use etcd_operator::testing::acked::{Writer, not_found, read_prefix, read_prefix_as};
 use etcd_operator::testing::s3::S3Server;
 use etcd_operator::testing::{Env, client_urls, kill9};
 use standby::{
@@ -112,10 +112,7 @@ fn a_standby_follows_its_primary_from_a_folder_revision_for_revision_and_is_prom
     let found: HashMap<String, String> = read_prefix_as(&client_urls(&dr), "w/", Some(&reader))
         .into_iter()
         .collect();
-    let missing = acked
-        .iter()
-        .filter(|a| found.get(&a.key) != Some(&a.value))
-        .count();
+    let missing = not_found(&acked, &found).len();
     assert_eq!(missing, 0, "every acknowledged write is on the standby");
 
     // Promoted: it says the last revision applied and takes writes.

@@ -17,7 +17,7 @@ mod standby;
 use std::collections::HashMap;
 use std::time::Instant;
 
-use etcd_operator::testing::acked::{Writer, read_prefix, read_prefix_as};
+use etcd_operator::testing::acked::{Writer, not_found, read_prefix, read_prefix_as};
 use etcd_operator::testing::{Env, client_urls, kill9, manifest};
 use standby::{assert_same_as_primary, live_standby, primary, revision, standby_status};
 
@@ -91,10 +91,7 @@ fn a_standby_follows_its_primary_live_and_the_store_takes_over_while_no_member_a
     let found: HashMap<String, String> = read_prefix_as(&client_urls(&ls), "w/", Some(&reader))
         .into_iter()
         .collect();
-    let missing = acked
-        .iter()
-        .filter(|a| found.get(&a.key) != Some(&a.value))
-        .count();
+    let missing = not_found(&acked, &found).len();
     assert_eq!(missing, 0, "every acknowledged write is on the standby");
 
     let promoting = Instant::now();

@@ -16,7 +16,7 @@ mod standby;
 
 use std::collections::HashMap;
 
-use etcd_operator::testing::acked::{Writer, read_prefix_as};
+use etcd_operator::testing::acked::{Writer, not_found, read_prefix_as};
 use etcd_operator::testing::azure::Azurite;
 use etcd_operator::testing::s3::S3Server;
 use etcd_operator::testing::{Env, client_urls, manifest};
@@ -98,10 +98,7 @@ fn standbys_follow_through_azure_and_gcs_revision_for_revision() {
         let found: HashMap<String, String> = read_prefix_as(&client_urls(&dr), "w/", Some(&reader))
             .into_iter()
             .collect();
-        let missing = acked
-            .iter()
-            .filter(|a| found.get(&a.key) != Some(&a.value))
-            .count();
+        let missing = not_found(&acked, &found).len();
         assert_eq!(
             missing,
             0,

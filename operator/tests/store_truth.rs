@@ -22,7 +22,7 @@ use std::time::Instant;
 
 use etcd_operator::backup::chain::segment_file;
 use etcd_operator::crd::{Condition, RecoverySource};
-use etcd_operator::testing::acked::{Writer, read_prefix};
+use etcd_operator::testing::acked::{Writer, not_found, read_prefix};
 use etcd_operator::testing::proxy::Blackhole;
 use etcd_operator::testing::s3::S3Server;
 use etcd_operator::testing::{Env, client_urls, manifest};
@@ -142,10 +142,7 @@ fn a_hole_left_by_a_hung_store_and_a_crash_is_filled_and_a_rebuild_loses_nothing
     );
     assert!(r.replay_problem.is_none(), "{r:?}");
     let found: HashMap<String, String> = read_prefix(&client_urls(&c), "w/").into_iter().collect();
-    let missing: Vec<_> = acked
-        .iter()
-        .filter(|a| found.get(&a.key) != Some(&a.value))
-        .collect();
+    let missing = not_found(&acked, &found);
     let behind = missing
         .iter()
         .filter(|a| a.revision <= r.replayed_revision)

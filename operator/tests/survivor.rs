@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use etcd_operator::crd::{EtcdCluster, RecoverySource};
 use etcd_operator::platform::local::process;
-use etcd_operator::testing::acked::{Writer, read_prefix};
+use etcd_operator::testing::acked::{Writer, not_found, read_prefix};
 use etcd_operator::testing::{Env, client_urls, kill9, manifest};
 use rustix::process::Signal;
 
@@ -95,9 +95,8 @@ fn two_of_three_destroyed_rebuilt_from_the_third_with_every_acknowledged_write()
     assert_eq!(s.members.len(), 3);
     // Every acknowledged write is there, with its value.
     let found: HashMap<String, String> = read_prefix(&client_urls(&c), "w/").into_iter().collect();
-    let missing: Vec<&str> = acked
-        .iter()
-        .filter(|a| found.get(&a.key) != Some(&a.value))
+    let missing: Vec<&str> = not_found(&acked, &found)
+        .into_iter()
         .map(|a| a.key.as_str())
         .collect();
     assert!(

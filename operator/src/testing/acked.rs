@@ -23,6 +23,18 @@ pub struct Acked {
     pub at: Instant,
 }
 
+/// The writes of `acked` that `found` (key to value, as read back) does
+/// not hold with their value.
+pub fn not_found<'a>(
+    acked: &'a [Acked],
+    found: &std::collections::HashMap<String, String>,
+) -> Vec<&'a Acked> {
+    acked
+        .iter()
+        .filter(|a| found.get(&a.key) != Some(&a.value))
+        .collect()
+}
+
 /// A sequential writer of `PREFIX000000`, `PREFIX000001`, ...
 #[derive(Debug)]
 pub struct Writer {
