@@ -56,10 +56,15 @@ pub struct Pass {
 impl Pass {
     /// Says this pass in `s`.
     pub fn report(&self, s: &mut StandbyStatus) {
+        let moved = s.applied_revision != self.applied;
         s.applied_revision = self.applied;
         s.via = Some(self.via.to_string());
-        if let Some(ms) = self.applied_ms {
-            s.applied_time = Some(rfc3339_ms(ms));
+        match self.applied_ms {
+            Some(ms) => s.applied_time = Some(rfc3339_ms(ms)),
+            // The time said was another revision's (the record's, after a
+            // restart): not known until a revision is applied.
+            None if moved => s.applied_time = None,
+            None => {}
         }
         s.source_revision = self.newest.0.max(self.applied);
         s.source_time = self.newest.1.map(rfc3339_ms).or(s.source_time.take());
@@ -169,6 +174,10 @@ pub async fn pass<S: BackupStore>(
         missing: found.missing,
         ..Pass::default()
     };
+    if found.newest_revision == at {
+        // Up to date: the newest revision known is the standby's.
+        pass.applied_ms = found.newest_ms;
+    }
     let Some(chain) = found.chain else {
         return Ok(pass);
     };

@@ -260,7 +260,10 @@ pub(super) async fn run<S: BackupStore>(
             update(&status, |s| {
                 s.state = state::PROMOTED.into();
                 s.promoted_at = Some(crate::units::rfc3339_ms(crate::backup::follow::now_ms()));
-                if unreachable {
+                if !unreachable && s.missing.is_none() {
+                    // Whatever a pass last said is past (a gap stays said).
+                    s.message = None;
+                } else if unreachable {
                     s.message = Some(format!(
                         "promoted without the source's last changes: {} ({failures} tries \
                          failed); this cluster holds the source's revisions up to {}",
