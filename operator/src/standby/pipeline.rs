@@ -42,12 +42,13 @@ pub enum Applied {
 /// absent" also holds before the key was created, so the revision after
 /// it is never sent ahead ([`apply`] ends the window there).
 pub fn after(prev: &Revision) -> Option<Compare> {
-    prev.events.iter().find_map(|e| match e {
-        Event::Put { key, .. } => Some(Compare::mod_revision(
-            key.clone(),
-            CompareOp::Equal,
-            prev.revision,
-        )),
+    first_put(prev).map(|key| Compare::mod_revision(key.clone(), CompareOp::Equal, prev.revision))
+}
+
+/// The first key `rev` puts, if it puts one.
+fn first_put(rev: &Revision) -> Option<&Vec<u8>> {
+    rev.events.iter().find_map(|e| match e {
+        Event::Put { key, .. } => Some(key),
         Event::Delete { .. } => None,
     })
 }
@@ -60,11 +61,7 @@ pub fn after(prev: &Revision) -> Option<Compare> {
 /// an earlier pass sent and gave up on while etcd still held it.
 pub fn not_yet(rev: &Revision) -> Vec<Compare> {
     let older = |key: &Vec<u8>| Compare::mod_revision(key.clone(), CompareOp::Less, rev.revision);
-    let put = rev.events.iter().find_map(|e| match e {
-        Event::Put { key, .. } => Some(key),
-        Event::Delete { .. } => None,
-    });
-    if let Some(key) = put {
+    if let Some(key) = first_put(rev) {
         return vec![older(key)];
     }
     let deleted = rev.events.iter().find_map(|e| match e {

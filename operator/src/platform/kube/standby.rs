@@ -128,9 +128,10 @@ fn text(secret: &Secret, key: &str) -> Option<String> {
     String::from_utf8(data.0.clone()).ok()
 }
 
-/// The stores standbys read through, one per credentials Secret as it was
-/// when read (its resourceVersion): a Secret changed gives a new store.
-pub(super) type Readers = Mutex<HashMap<(Option<String>, Option<String>), Arc<LocalBackups>>>;
+/// The stores standbys read through, one per credentials Secret (`None`:
+/// the operator's own environment), with the Secret's resourceVersion it
+/// was made from: a Secret changed gives a new store in its place.
+pub(super) type Readers = Mutex<HashMap<Option<String>, (Option<String>, Arc<LocalBackups>)>>;
 
 impl KubePlatform {
     /// The cluster's standby auth Secret, made the first time (with the
@@ -235,15 +236,18 @@ impl KubePlatform {
                 (vars, s.metadata.resource_version.clone())
             }
         };
-        let key = (object.secret.clone(), version);
         let mut readers = self.readers.lock().unwrap_or_else(|e| e.into_inner());
-        let store = readers.entry(key).or_insert_with(|| {
-            let dir: PathBuf = scratch.join("standby").join(&self.namespace);
-            Arc::new(
-                LocalBackups::new(dir, Arc::new(Binaries::new(Vec::new())))
-                    .with_store_env(StoreEnv::new(vars)),
-            )
-        });
-        Ok(store.clone())
+        if let Some((seen, store)) = readers.get(&object.secret)
+            && *seen == version
+        {
+            return Ok(store.clone());
+        }
+        let dir: PathBuf = scratch.join("standby").join(&self.namespace);
+        let store = Arc::new(
+            LocalBackups::new(dir, Arc::new(Binaries::new(Vec::new())))
+                .with_store_env(StoreEnv::new(vars)),
+        );
+        readers.insert(object.secret.clone(), (version, store.clone()));
+        Ok(store)
     }
 }
