@@ -9,7 +9,9 @@ use std::process::{Child, Command, Stdio};
 
 use etcd_operator::backup::proof::Verdict;
 use etcd_operator::backup::{self, BackupMeta};
-use etcd_operator::testing::{Env, client_urls, etcd_binary, etcdctl, free_loopback, manifest};
+use etcd_operator::testing::{
+    Env, client_urls, etcd_binary, etcdctl, free_loopback, manifest, single_member_args,
+};
 
 fn backups(env: &Env) -> (PathBuf, Vec<BackupMeta>) {
     let dir = env.state.join("backups").join("rc");
@@ -59,23 +61,8 @@ fn foreign_snapshot(env: &Env, revision: i64, to: &std::path::Path) {
     let dir = tempfile::tempdir().expect("tempdir");
     let ip = free_loopback("restore-check-foreign", &HashSet::new());
     let client = format!("http://{ip}:2379");
-    let peer = format!("http://{ip}:2380");
     let child = Command::new(etcd_binary("3.4.23"))
-        .args(["--name", "foreign", "--data-dir"])
-        .arg(dir.path().join("data"))
-        .args([
-            "--listen-client-urls",
-            &client,
-            "--advertise-client-urls",
-            &client,
-        ])
-        .args([
-            "--listen-peer-urls",
-            &peer,
-            "--initial-advertise-peer-urls",
-            &peer,
-        ])
-        .args(["--initial-cluster", &format!("foreign={peer}")])
+        .args(single_member_args("foreign", ip, &dir.path().join("data")))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use etcd_operator::backup::delta::{Event, Revision};
 use etcd_operator::standby::pipeline::{Applied, apply};
-use etcd_operator::testing::{etcd_binary, free_loopback};
+use etcd_operator::testing::{etcd_binary, free_loopback, single_member_args};
 
 /// One etcd member on a loopback address of its own, killed when dropped.
 struct Member {
@@ -23,30 +23,15 @@ struct Member {
 async fn member() -> Member {
     let ip = free_loopback("standby-once", &HashSet::new());
     let data = tempfile::tempdir().expect("a folder");
-    let (client, peer) = (format!("http://{ip}:2379"), format!("http://{ip}:2380"));
     let process = tokio::process::Command::new(etcd_binary("3.5.1"))
-        .args(["--name", "once", "--data-dir"])
-        .arg(data.path())
-        .args([
-            "--listen-client-urls",
-            &client,
-            "--advertise-client-urls",
-            &client,
-        ])
-        .args([
-            "--listen-peer-urls",
-            &peer,
-            "--initial-advertise-peer-urls",
-            &peer,
-        ])
-        .args(["--initial-cluster", &format!("once={peer}")])
+        .args(single_member_args("once", ip, data.path()))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .kill_on_drop(true)
         .spawn()
         .expect("etcd starts");
     Member {
-        url: client,
+        url: format!("http://{ip}:2379"),
         _data: data,
         _process: process,
     }
