@@ -159,11 +159,19 @@ impl<P: Platform> Cluster<P> {
         }
         let location = source_location(&self.name, &standby);
         let stream = standby.stream.as_ref();
-        if !self
-            .standby
-            .as_ref()
-            .is_some_and(|a| a.follows(&location, stream))
-        {
+        // Asked on every pass: on Kubernetes a credentials Secret changed
+        // opens the store again, and the applier goes on through it.
+        let reads = self.platform.standby_reads(&self.name, &location).await;
+        let keep = self.standby.as_ref().is_some_and(|a| {
+            a.follows(&location, stream) && reads.as_ref().map_or(true, |s| a.reads_through(s))
+        });
+        if !keep {
+            let store = match reads {
+                Ok(s) => s,
+                Err(e) => {
+                    return self.standby_waits(format!("cannot read the source's backups: {e}"));
+                }
+            };
             let secrets = match self.standby_secrets().await {
                 Ok(s) => s,
                 Err(e) => {
@@ -171,19 +179,15 @@ impl<P: Platform> Cluster<P> {
                     return self.standby_waits(e);
                 }
             };
-            let store = match self.platform.standby_reads(&self.name, &location).await {
-                Ok(s) => s,
-                Err(e) => {
-                    return self.standby_waits(format!("cannot read the source's backups: {e}"));
-                }
-            };
             let how = (location, standby.stream.clone());
-            // What kept it from starting is past.
-            let record = StandbyStatus {
+            // Where the applier it replaces left off, else the record;
+            // what kept it from starting is past.
+            let from = self.standby.as_ref().map_or(record, Applier::status);
+            let from = StandbyStatus {
                 message: None,
-                ..record
+                ..from
             };
-            self.standby = Some(Applier::start(store, how, record, Some(secrets)));
+            self.standby = Some(Applier::start(store, how, from, Some(secrets)));
         }
         if standby.promote
             && let Some(a) = &self.standby

@@ -84,7 +84,14 @@ pub struct Applier {
     status: Arc<Mutex<StandbyStatus>>,
     /// The root credentials while etcd's auth is on.
     auth: Arc<Mutex<Option<Credentials>>>,
+    /// The store it reads through (its address: which one, not what).
+    store: usize,
     task: JoinHandle<()>,
+}
+
+/// Which store `store` is.
+fn address<S>(store: &Arc<S>) -> usize {
+    Arc::as_ptr(store).cast::<()>() as usize
 }
 
 impl Applier {
@@ -102,6 +109,7 @@ impl Applier {
         let (promote, promoting) = watch::channel(false);
         let status = Arc::new(Mutex::new(status));
         let auth = Arc::new(Mutex::new(None));
+        let reads = address(&store);
         let span =
             tracing::info_span!("standby", cluster = %source.cluster, source = %source.owner());
         let task = tokio::spawn(tracing::Instrument::instrument(
@@ -121,6 +129,7 @@ impl Applier {
             promote,
             status,
             auth,
+            store: reads,
             task,
         }
     }
@@ -136,6 +145,12 @@ impl Applier {
     /// promoted one is done).
     pub fn follows(&self, source: &Location, stream: Option<&Stream>) -> bool {
         self.source == *source && self.stream.as_ref() == stream
+    }
+
+    /// Whether it reads through `store` (a store opened again, with new
+    /// credentials, is another).
+    pub fn reads_through<S>(&self, store: &Arc<S>) -> bool {
+        self.store == address(store)
     }
 
     /// Whether it is done: promoted.

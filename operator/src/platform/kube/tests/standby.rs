@@ -25,6 +25,7 @@ use crate::backup::{BackupStore, Location, Source};
 use crate::controller::Cluster;
 use crate::controller::kube::spec_state;
 use crate::crd::{StandbyStatus, StoragePolicy};
+use crate::platform::Platform;
 use crate::platform::kube::standby::{AUTH_MOUNT, auth_secret_name};
 use crate::platform::local::backups::LocalBackups;
 use crate::platform::local::binaries::Binaries;
@@ -182,9 +183,14 @@ async fn a_kube_standby_follows_the_bucket_refuses_writes_and_is_promoted() {
     let scratch = tempfile::tempdir().expect("a folder");
     let platform =
         Arc::new(platform_for(client, &r).with_scratch(Some(scratch.path().to_path_buf())));
-    let mut cluster = Cluster::new("demo", platform, standby.clients.clone(), spec_state(&r))
-        .await
-        .expect("the cluster");
+    let mut cluster = Cluster::new(
+        "demo",
+        platform.clone(),
+        standby.clients.clone(),
+        spec_state(&r),
+    )
+    .await
+    .expect("the cluster");
 
     // Writes on the source; the standby follows them from the bucket.
     let mut kv = etcd_client::Client::connect([source.url(0)], None)
@@ -272,6 +278,56 @@ async fn a_kube_standby_follows_the_bucket_refuses_writes_and_is_promoted() {
         .expect("a client");
     let refused = anyone.put("key-29", "mine", None).await;
     assert!(refused.is_err(), "a write without credentials: {refused:?}");
+
+    // The credentials Secret changes (a rotation): the bucket is opened
+    // again with it, and following goes on.
+    let location = crate::backup::Location::restore(
+        "demo",
+        "src",
+        &crate::validate::RestoreFrom {
+            cluster: Some("src".into()),
+            object: src.object.clone(),
+            ..Default::default()
+        },
+    );
+    let reads = || async {
+        let store = platform
+            .standby_reads("demo", &location)
+            .await
+            .expect("a store");
+        Arc::as_ptr(&store) as usize
+    };
+    let before = reads().await;
+    assert_eq!(
+        reads().await,
+        before,
+        "the same store while the Secret is the same"
+    );
+    fake.put(&collection("secrets"), secret(&s3));
+    let more = write(&mut kv, "rotated", 10).await;
+    let since = Instant::now();
+    loop {
+        let out = cluster.reconcile().await;
+        let status = fake.get(&resource_path()).expect("the resource")["status"].clone();
+        if status["standby"]["appliedRevision"] == more {
+            break;
+        }
+        assert!(
+            since.elapsed() < Duration::from_secs(60),
+            "the standby did not reach {more} after the Secret changed: {:#}",
+            status["standby"]
+        );
+        tokio::time::sleep(
+            out.next
+                .clamp(Duration::from_millis(50), Duration::from_millis(300)),
+        )
+        .await;
+    }
+    assert_ne!(
+        reads().await,
+        before,
+        "opened again with the changed Secret"
+    );
 
     // Promoted: auth off, a plain write is taken.
     let promoted = resource_from(spec(&s3, true));
