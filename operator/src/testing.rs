@@ -100,30 +100,7 @@ pub fn workspace_binary(name: &str) -> PathBuf {
     bin
 }
 
-/// The flags of a cluster of one etcd member `name` on `ip`'s standard
-/// ports with its data in `data`: for a test that starts etcd by hand.
-pub fn single_member_args(name: &str, ip: Ipv4Addr, data: &Path) -> Vec<String> {
-    let (client, peer) = (format!("http://{ip}:2379"), format!("http://{ip}:2380"));
-    [
-        "--name",
-        name,
-        "--data-dir",
-        &data.to_string_lossy(),
-        "--listen-client-urls",
-        &client,
-        "--advertise-client-urls",
-        &client,
-        "--listen-peer-urls",
-        &peer,
-        "--initial-advertise-peer-urls",
-        &peer,
-        "--initial-cluster",
-        &format!("{name}={peer}"),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect()
-}
+pub use crate::member::flags::single_member_args;
 
 /// etcdctl of 3.4.23.
 pub fn etcdctl() -> PathBuf {

@@ -260,10 +260,7 @@ impl<P: Platform> Cluster<P> {
         let staged = restored.source;
         let replayed = restored.replayed;
         let now = SystemTime::now();
-        let tag = humantime::format_rfc3339_seconds(now)
-            .to_string()
-            .replace(':', "");
-        let old_data = self.platform.retire_members(&self.name, &tag).await?;
+        let old_data = self.retire_all(now).await?;
         let last_seen = self.last_seen_revision();
         let reached = replayed.revision.max(meta.revision);
         let lost = (last_seen - reached).max(0);
@@ -320,10 +317,7 @@ impl<P: Platform> Cluster<P> {
             meta.revision,
             recovery.old_data
         );
-        self.record.bootstrapped = false;
-        self.record.reseeding = None;
-        self.record.initial.clear();
-        self.record.restore_from = Some(staged);
+        self.restore_from(staged, reached);
         let notice = Notice::warning(
             "RestoredFromBackup",
             format!(
@@ -337,13 +331,30 @@ impl<P: Platform> Cluster<P> {
         self.lost = Some(super::facts::Lost::Quorum {
             from: format!("backup {}", meta.name),
         });
-        // The rebuilt cluster starts at the backup's revision: a later loss
-        // is measured from there, not from the old cluster's history.
-        self.record.last_revision = reached;
         self.save_record().await;
         self.new_backup_chain();
         self.platform.announce(&self.name, &notice).await;
         Ok(())
+    }
+
+    /// Stops every member and moves their data aside (never deleted: it may
+    /// hold what a restore loses), tagged with `now`; says where it went.
+    pub(super) async fn retire_all(&mut self, now: SystemTime) -> Result<String, Error> {
+        let tag = humantime::format_rfc3339_seconds(now)
+            .to_string()
+            .replace(':', "");
+        Ok(self.platform.retire_members(&self.name, &tag).await?)
+    }
+
+    /// The next bootstrap restores every member from `staged`, at
+    /// `revision`: a later loss is measured from there, not from the old
+    /// members' history.
+    pub(super) fn restore_from(&mut self, staged: RestoreSource, revision: i64) {
+        self.record.bootstrapped = false;
+        self.record.reseeding = None;
+        self.record.initial.clear();
+        self.record.restore_from = Some(staged);
+        self.record.last_revision = revision;
     }
 
     /// Notes that the bootstrap's restore found no backup by the name

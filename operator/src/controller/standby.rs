@@ -252,21 +252,15 @@ impl<P: Platform> Cluster<P> {
         }
         self.standby = None;
         let now = SystemTime::now();
-        let tag = humantime::format_rfc3339_seconds(now)
-            .to_string()
-            .replace(':', "");
-        let old_data = match self.platform.retire_members(&self.name, &tag).await {
+        let old_data = match self.retire_all(now).await {
             Ok(d) => d,
             Err(e) => {
                 store.close_restore(&source).await;
                 self.record = before;
-                return Err(e.into());
+                return Err(e);
             }
         };
-        self.record.bootstrapped = false;
-        self.record.reseeding = None;
-        self.record.initial.clear();
-        self.record.last_revision = revision;
+        self.restore_from(source, revision);
         let source_name = standby.source().to_string();
         if let Some(s) = self.record.standby.as_mut() {
             s.rebootstrapped = Some(StandbyRebootstrap {

@@ -178,6 +178,35 @@ fn timing(config: &MemberConfig) -> Vec<String> {
     out
 }
 
+/// The command line of a cluster of one member `name` on `ip`'s standard
+/// ports with its data in `data` (its own cluster token): a scratch member
+/// of the operator's, or an etcd a test starts by hand.
+pub fn single_member_args(name: &str, ip: std::net::Ipv4Addr, data: &Path) -> Vec<String> {
+    let client = format!("http://{ip}:{CLIENT_PORT}");
+    let peer = format!("http://{ip}:{PEER_PORT}");
+    [
+        "--name",
+        name,
+        "--data-dir",
+        &data.to_string_lossy(),
+        "--listen-client-urls",
+        &client,
+        "--advertise-client-urls",
+        &client,
+        "--listen-peer-urls",
+        &peer,
+        "--initial-advertise-peer-urls",
+        &peer,
+        "--initial-cluster",
+        &format!("{name}={peer}"),
+        "--initial-cluster-token",
+        name,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -92,28 +92,10 @@ impl Scratch {
             data_dir: &data,
         };
         tools::restore(binaries, version, snapshot, &target).await?;
-        let args: Vec<String> = [
-            "--name",
-            name,
-            "--data-dir",
-            &data.to_string_lossy(),
-            "--listen-client-urls",
-            &client,
-            "--advertise-client-urls",
-            &client,
-            "--listen-peer-urls",
-            &peer,
-            "--initial-advertise-peer-urls",
-            &peer,
-            "--initial-cluster",
-            &initial,
-            "--initial-cluster-token",
-            name,
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .chain(crate::backup::replay::member_flags())
-        .collect();
+        let args: Vec<String> = crate::member::flags::single_member_args(name, ip, &data)
+            .into_iter()
+            .chain(crate::backup::replay::member_flags())
+            .collect();
         let id = process::spawn(&etcd, &args, &scratch.log)
             .map_err(io(format!("cannot start the {what} member")))?;
         scratch.member = Some(id);

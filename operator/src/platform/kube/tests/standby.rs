@@ -117,6 +117,35 @@ async fn revision_and_hash(url: &str, user: Option<(&str, &str)>, rev: i64) -> (
     (now, hash)
 }
 
+/// Reconcile passes until the published status satisfies `done` (within
+/// `secs`); returns that status.
+async fn passes_until(
+    cluster: &mut Cluster<crate::platform::kube::KubePlatform>,
+    fake: &super::fake::Fake,
+    secs: u64,
+    what: &str,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
+    let since = Instant::now();
+    loop {
+        let out = cluster.reconcile().await;
+        let status = fake.get(&resource_path()).expect("the resource")["status"].clone();
+        if done(&status) {
+            return status;
+        }
+        assert!(
+            since.elapsed() < Duration::from_secs(secs),
+            "no {what} within {secs} s: {:#}",
+            status["standby"]
+        );
+        tokio::time::sleep(
+            out.next
+                .clamp(Duration::from_millis(50), Duration::from_millis(300)),
+        )
+        .await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kube_standby_follows_the_bucket_refuses_writes_and_is_promoted() {
     let s3 = S3Server::start();
@@ -197,24 +226,14 @@ async fn a_kube_standby_follows_the_bucket_refuses_writes_and_is_promoted() {
         .await
         .expect("a client");
     let last = write(&mut kv, "key", 30).await;
-    let since = Instant::now();
-    let status = loop {
-        let out = cluster.reconcile().await;
-        let status = fake.get(&resource_path()).expect("the resource")["status"].clone();
-        if status["standby"]["appliedRevision"] == last {
-            break status;
-        }
-        assert!(
-            since.elapsed() < Duration::from_secs(90),
-            "the standby did not reach {last}: {:#}",
-            status["standby"]
-        );
-        tokio::time::sleep(
-            out.next
-                .clamp(Duration::from_millis(50), Duration::from_millis(300)),
-        )
-        .await;
-    };
+    let status = passes_until(
+        &mut cluster,
+        &fake,
+        90,
+        &format!("the standby at {last}"),
+        |s| s["standby"]["appliedRevision"] == last,
+    )
+    .await;
     let st = &status["standby"];
     assert_eq!(st["state"], state::FOLLOWING, "{st:#}");
     assert_eq!(st["via"], VIA_STORE, "{st:#}");
@@ -305,24 +324,14 @@ async fn a_kube_standby_follows_the_bucket_refuses_writes_and_is_promoted() {
     );
     fake.put(&collection("secrets"), secret(&s3));
     let more = write(&mut kv, "rotated", 10).await;
-    let since = Instant::now();
-    loop {
-        let out = cluster.reconcile().await;
-        let status = fake.get(&resource_path()).expect("the resource")["status"].clone();
-        if status["standby"]["appliedRevision"] == more {
-            break;
-        }
-        assert!(
-            since.elapsed() < Duration::from_secs(60),
-            "the standby did not reach {more} after the Secret changed: {:#}",
-            status["standby"]
-        );
-        tokio::time::sleep(
-            out.next
-                .clamp(Duration::from_millis(50), Duration::from_millis(300)),
-        )
-        .await;
-    }
+    passes_until(
+        &mut cluster,
+        &fake,
+        60,
+        &format!("the standby at {more}"),
+        |s| s["standby"]["appliedRevision"] == more,
+    )
+    .await;
     assert_ne!(
         reads().await,
         before,
@@ -336,29 +345,15 @@ async fn a_kube_standby_follows_the_bucket_refuses_writes_and_is_promoted() {
         .set_spec(spec_state(&promoted))
         .await
         .expect("the spec");
-    let since = Instant::now();
-    loop {
-        let out = cluster.reconcile().await;
-        let status = fake.get(&resource_path()).expect("the resource")["status"].clone();
-        if status["standby"]["state"] == state::PROMOTED {
-            assert_eq!(status["standby"]["readOnly"], false, "{status:#}");
-            // (The fake server merges applied status; a real one drops
-            // what an apply no longer sets: read the record.)
-            let kept = cluster.record().standby.clone().expect("the standby");
-            assert_eq!(kept.read_password_secret, None, "{kept:?}");
-            break;
-        }
-        assert!(
-            since.elapsed() < Duration::from_secs(60),
-            "not promoted: {:#}",
-            status["standby"]
-        );
-        tokio::time::sleep(
-            out.next
-                .clamp(Duration::from_millis(50), Duration::from_millis(300)),
-        )
-        .await;
-    }
+    let status = passes_until(&mut cluster, &fake, 60, "the standby promoted", |s| {
+        s["standby"]["state"] == state::PROMOTED
+    })
+    .await;
+    assert_eq!(status["standby"]["readOnly"], false, "{status:#}");
+    // (The fake server merges applied status; a real one drops what an
+    // apply no longer sets: read the record.)
+    let kept = cluster.record().standby.clone().expect("the standby");
+    assert_eq!(kept.read_password_secret, None, "{kept:?}");
     let taken = anyone.put("after", "promotion", None).await;
     assert!(taken.is_ok(), "{taken:?}");
     drop(cluster);
